@@ -1,0 +1,110 @@
+#include "base/buf.h"
+
+#include <stdarg.h>
+
+int buf_append(struct buf *b, const void *data, size_t len) {
+        if (len > b->max || b->len > b->max - len)
+                return -E2BIG;
+        if (b->len + len + 1 > b->cap) {
+                size_t cap = b->cap ? b->cap : 256;
+                while (cap < b->len + len + 1)
+                        cap *= 2;
+                char *d = realloc(b->data, cap);
+                if (!d)
+                        return -ENOMEM;
+                b->data = d;
+                b->cap = cap;
+        }
+        if (len)
+                memcpy(b->data + b->len, data, len);
+        b->len += len;
+        b->data[b->len] = 0;
+        return 0;
+}
+
+int buf_puts(struct buf *b, const char *s) { return buf_append(b, s, strlen(s)); }
+
+int buf_printf(struct buf *b, const char *fmt, ...) {
+        va_list ap;
+        char *s = NULL;
+        va_start(ap, fmt);
+        int k = vasprintf(&s, fmt, ap);
+        va_end(ap);
+        if (k < 0)
+                return -ENOMEM;
+        int r = buf_append(b, s, (size_t)k);
+        free(s);
+        return r;
+}
+
+void buf_reset(struct buf *b) {
+        b->len = 0;
+        if (b->data)
+                b->data[0] = 0;
+}
+
+void buf_free(struct buf *b) {
+        free(b->data);
+        b->data = NULL;
+        b->len = b->cap = 0;
+}
+
+char *buf_steal(struct buf *b) {
+        char *d = b->data ? b->data : strdup("");
+        b->data = NULL;
+        b->len = b->cap = 0;
+        return d;
+}
+
+int headtail_init(struct headtail *h, size_t head_max, size_t tail_max) {
+        *h = (struct headtail){.head = BUF_INIT(head_max), .tail_max = tail_max};
+        if (tail_max) {
+                h->tail = malloc(tail_max);
+                if (!h->tail)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+void headtail_feed(struct headtail *h, const char *data, size_t len) {
+        size_t room = h->head.max - h->head.len;
+        size_t take = len < room ? len : room;
+        if (take && buf_append(&h->head, data, take) < 0)
+                take = 0;
+        data += take;
+        len -= take;
+        for (size_t i = 0; i < len; i++) {
+                if (h->tail_max == 0) {
+                        h->dropped++;
+                        continue;
+                }
+                if (h->tail_len == h->tail_max)
+                        h->dropped++;
+                else
+                        h->tail_len++;
+                h->tail[h->tail_pos] = data[i];
+                h->tail_pos = (h->tail_pos + 1) % h->tail_max;
+        }
+}
+
+char *headtail_render(const struct headtail *h) {
+        struct buf out = BUF_INIT(SIZE_MAX / 2);
+        if (buf_append(&out, h->head.data ? h->head.data : "", h->head.len) < 0)
+                goto fail;
+        if (h->dropped && buf_printf(&out, "\n[... %zu bytes omitted ...]\n", h->dropped) < 0)
+                goto fail;
+        size_t start = (h->tail_pos + h->tail_max - h->tail_len) % (h->tail_max ? h->tail_max : 1);
+        for (size_t i = 0; i < h->tail_len; i++)
+                if (buf_append(&out, &h->tail[(start + i) % h->tail_max], 1) < 0)
+                        goto fail;
+        return buf_steal(&out);
+fail:
+        buf_free(&out);
+        return NULL;
+}
+
+void headtail_free(struct headtail *h) {
+        buf_free(&h->head);
+        free(h->tail);
+        h->tail = NULL;
+}

@@ -1,0 +1,71 @@
+#include "base/crypto.h"
+
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <sys/random.h>
+
+int crypto_random(void *buf, size_t n) {
+        uint8_t *p = buf;
+        while (n > 0) {
+                ssize_t k = getrandom(p, n, 0);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t)k;
+        }
+        return 0;
+}
+
+void crypto_hex(const void *data, size_t len, char *out) {
+        static const char digits[] = "0123456789abcdef";
+        const uint8_t *p = data;
+        for (size_t i = 0; i < len; i++) {
+                out[2 * i] = digits[p[i] >> 4];
+                out[2 * i + 1] = digits[p[i] & 15];
+        }
+        out[2 * len] = 0;
+}
+
+int crypto_random_hex(size_t nbytes, char **ret) {
+        uint8_t raw[128];
+        if (nbytes == 0 || nbytes > sizeof raw)
+                return -EINVAL;
+        int r = crypto_random(raw, nbytes);
+        if (r < 0)
+                return r;
+        char *s = malloc(2 * nbytes + 1);
+        if (!s)
+                return -ENOMEM;
+        crypto_hex(raw, nbytes, s);
+        secure_zero(raw, sizeof raw);
+        *ret = s;
+        return 0;
+}
+
+void crypto_sha256_hex(const void *data, size_t len, char out[SHA256_HEX_LEN + 1]) {
+        unsigned char md[32];
+        unsigned int mdlen = 0;
+        EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+        crypto_hex(md, 32, out);
+}
+
+void crypto_hmac_sha256_hex(const void *key, size_t keylen, const void *msg, size_t len,
+                            char out[SHA256_HEX_LEN + 1]) {
+        unsigned char md[32];
+        unsigned int mdlen = 0;
+        HMAC(EVP_sha256(), key, (int)keylen, msg, len, md, &mdlen);
+        crypto_hex(md, 32, out);
+}
+
+bool crypto_streq_ct(const char *a, const char *b) {
+        size_t la = strlen(a), lb = strlen(b);
+        /* Compare digests so the time depends on neither input's content. */
+        char da[SHA256_HEX_LEN + 1], db[SHA256_HEX_LEN + 1];
+        crypto_sha256_hex(a, la, da);
+        crypto_sha256_hex(b, lb, db);
+        return CRYPTO_memcmp(da, db, SHA256_HEX_LEN) == 0 && la == lb;
+}

@@ -1,0 +1,20 @@
+/* crypto.h — randomness, hashes and MACs. The only OpenSSL user. */
+#pragma once
+
+#include "base/base.h"
+
+#define SHA256_HEX_LEN 64
+
+/* Fills buf with n cryptographically random bytes. */
+int crypto_random(void *buf, size_t n);
+/* A fresh random token of nbytes bytes, lowercase hex. Caller frees. */
+int crypto_random_hex(size_t nbytes, char **ret);
+/* Lowercase hex of data into out (2*len+1 bytes). */
+void crypto_hex(const void *data, size_t len, char *out);
+/* SHA-256 of data as 64 hex chars + NUL in out. */
+void crypto_sha256_hex(const void *data, size_t len, char out[SHA256_HEX_LEN + 1]);
+/* HMAC-SHA-256(key, msg) as 64 hex chars + NUL in out. */
+void crypto_hmac_sha256_hex(const void *key, size_t keylen, const void *msg, size_t len,
+                            char out[SHA256_HEX_LEN + 1]);
+/* Constant-time comparison of two strings of any lengths. */
+bool crypto_streq_ct(const char *a, const char *b);

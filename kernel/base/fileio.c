@@ -1,0 +1,151 @@
+#include "base/fileio.h"
+
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <sys/stat.h>
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        if ((size_t)st.st_size > max)
+                return -EFBIG;
+        size_t cap = (size_t)st.st_size + 1, len = 0;
+        _cleanup_free_ char *data = malloc(cap);
+        if (!data)
+                return -ENOMEM;
+        for (;;) {
+                if (len + 1 >= cap) {
+                        if (cap > max)
+                                return -EFBIG;
+                        cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
+                        char *d = realloc(data, cap);
+                        if (!d)
+                                return -ENOMEM;
+                        data = d;
+                }
+                ssize_t k = read(fd, data + len, cap - 1 - len);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                if (k == 0)
+                        break;
+                len += (size_t)k;
+                if (len > max)
+                        return -EFBIG;
+        }
+        data[len] = 0;
+        if (ret_len)
+                *ret_len = len;
+        *ret = TAKE_PTR(data);
+        return 0;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode) {
+        _cleanup_free_ char *tmp = NULL;
+        if (xasprintf(&tmp, "%s.tmp.%d", path, getpid()) < 0)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        if (fd < 0)
+                return -errno;
+        int r = 0;
+        if (fchmod(fd, mode) < 0)
+                r = -errno;
+        const char *p = data;
+        while (r == 0 && len > 0) {
+                ssize_t k = write(fd, p, len);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        r = -errno;
+                        break;
+                }
+                p += k;
+                len -= (size_t)k;
+        }
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (r == 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0)
+                unlink(tmp);
+        return r;
+}
+
+int mkdir_p(const char *path, mode_t mode) {
+        _cleanup_free_ char *p = strdup(path);
+        if (!p)
+                return -ENOMEM;
+        for (char *s = p + 1; *s; s++) {
+                if (*s != '/')
+                        continue;
+                *s = 0;
+                if (mkdir(p, mode) < 0 && errno != EEXIST)
+                        return -errno;
+                *s = '/';
+        }
+        if (mkdir(p, mode) < 0 && errno != EEXIST)
+                return -errno;
+        return 0;
+}
+
+int mkdir_mode(const char *path, mode_t mode) {
+        if (mkdir(path, mode) < 0 && errno != EEXIST)
+                return -errno;
+        struct stat st;
+        if (lstat(path, &st) < 0)
+                return -errno;
+        if (!S_ISDIR(st.st_mode))
+                return -ENOTDIR;
+        if ((st.st_mode & 07777) != mode && chmod(path, mode) < 0)
+                return -errno;
+        return 0;
+}
+
+static int rm_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
+        (void)st;
+        (void)ftw;
+        int r = flag == FTW_DP ? rmdir(p) : unlink(p);
+        return r < 0 && errno != ENOENT ? -1 : 0;
+}
+
+int rm_rf(const char *path) {
+        struct stat st;
+        if (lstat(path, &st) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (nftw(path, rm_one, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT) < 0)
+                return -errno;
+        return 0;
+}
+
+char *path_join(const char *a, const char *b) {
+        char *s = NULL;
+        size_t la = strlen(a);
+        bool slash = la > 0 && a[la - 1] == '/';
+        while (*b == '/')
+                b++;
+        if (xasprintf(&s, "%s%s%s", a, slash ? "" : "/", b) < 0)
+                return NULL;
+        return s;
+}
+
+bool path_exists(const char *path) {
+        struct stat st;
+        return lstat(path, &st) == 0;
+}
+
+int path_abs(const char *path, char **ret) {
+        char *p = realpath(path, NULL);
+        if (!p)
+                return -errno;
+        *ret = p;
+        return 0;
+}

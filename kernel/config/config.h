@@ -1,0 +1,60 @@
+/* config.h — seed.yaml: the whole schema of SPEC §3 with its defaults.
+ * The only libyaml user. Unknown keys, wrong types and out-of-range values are
+ * errors naming file, line and column: "seed.yaml:4:3: unknown key 'foo' in server". */
+#pragma once
+
+#include "base/base.h"
+
+enum cfg_decision { CFG_ALLOW, CFG_ASK, CFG_DENY };
+
+struct cfg {
+        char *name;                      /* ^[a-z][a-z0-9-]{0,40}$, default "seed" */
+        struct {
+                char *addr;              /* HOST:PORT, default 127.0.0.1:8080 */
+                char **allowed_hosts;    /* NULL-terminated, never NULL */
+        } server;
+        struct {
+                char *provider;          /* openrouter|openai|anthropic|openai-compatible */
+                char *name;              /* default "anthropic/claude-sonnet-4.5" */
+                char *base_url;          /* openai-compatible only ("" otherwise) */
+                char *api_key_env;       /* openai-compatible: env name of the key ("" = none) */
+                int max_tokens;          /* 1..1000000, default 16000 */
+        } model;
+        struct {
+                char *url;               /* "" = private PostgreSQL */
+        } database;
+        struct {
+                char *driver;            /* only "bwrap" */
+        } sandbox;
+        struct {
+                char *build, *test, *run;
+                int port;                /* 1..65535, default 8080 */
+                char *health;            /* starts with '/', default /healthz */
+                char *migrations;        /* relative path, default organism/migrations */
+        } organism;
+        struct {
+                int max_repair_attempts;     /* 0..20, default 3 */
+                int max_agent_turns;         /* 1..1000, default 150 */
+                int command_timeout_seconds; /* 1..86400, default 900 */
+        } evolution;
+        struct {
+                enum cfg_decision safe, review, dangerous; /* allow, allow, ask */
+                bool require_plan_approval, require_apply_approval;
+        } permissions;
+        struct {
+                char **evolvable;        /* relative dirs ending in '/', default organism/ knowledge/ skills/ */
+        } kernel;
+};
+
+/* A config holding every default. Caller frees with cfg_free(). */
+int cfg_new_default(struct cfg **ret);
+/* Parses YAML text; filename is used in error messages. On error returns
+ * -EINVAL and sets *ret_error (caller frees). */
+int cfg_parse(const char *text, size_t len, const char *filename, struct cfg **ret, char **ret_error);
+/* Reads and parses a file (at most 1 MiB). A missing file is an error. */
+int cfg_load(const char *path, struct cfg **ret, char **ret_error);
+void cfg_free(struct cfg *c);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct cfg *, cfg_free)
+const char *cfg_decision_name(enum cfg_decision d);
+/* Splits "host:port" / "[v6]:port". Caller frees *ret_host. */
+int cfg_split_addr(const char *addr, char **ret_host, int *ret_port);

@@ -1,0 +1,72 @@
+/* db.h — the only libpq user: connections, the migration runner and the
+ * kernel-memory queries. A struct db is safe to share between threads (calls
+ * are serialised). Never log a conninfo: it may hold a password. */
+#pragma once
+
+#include "base/base.h"
+
+struct db;
+
+/* conninfo: a libpq keyword/value string or postgresql:// URL. Borrowed. */
+int db_connect(const char *conninfo, struct db **ret);
+/* Like db_connect, retrying until timeout_ms passes (server starting up). */
+int db_connect_wait(const char *conninfo, int timeout_ms, struct db **ret);
+void db_close(struct db *db);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct db *, db_close)
+
+/* Runs one or more statements without parameters. On a server error returns
+ * -EIO and sets *ret_error (may be NULL) to its message; caller frees. */
+int db_exec(struct db *db, const char *sql, char **ret_error);
+/* Runs one parameterised statement; returns the number of rows affected or
+ * returned (>= 0). Text parameters only; NULL entries are SQL NULL. */
+int db_execp(struct db *db, const char *sql, int nparams, const char *const *params, char **ret_error);
+/* One text value of the first row/column, or -ENOENT when no row. Caller frees. */
+int db_query_value(struct db *db, const char *sql, int nparams, const char *const *params, char **ret);
+/* Quotes an identifier / literal for SQL text built by the kernel. Caller frees. */
+int db_quote_ident(struct db *db, const char *s, char **ret);
+int db_quote_literal(struct db *db, const char *s, char **ret);
+
+/* ---- migrations ---- */
+struct db_migration {
+        int version;          /* NNNN from the file name */
+        const char *name;     /* file name, e.g. "0001_init.sql" */
+        const char *sql;      /* whole file */
+        size_t len;
+};
+/* Parses "NNNN_name.sql" (digits, '_', [a-z0-9_]+, ".sql"). -EINVAL otherwise. */
+int db_migration_parse_name(const char *filename, int *ret_version);
+/* sha256 hex of the SQL text. out must hold 65 bytes. */
+void db_migration_checksum(const struct db_migration *m, char out[65]);
+/* Checks a list is sorted by version with no duplicates. */
+int db_migrations_validate(const struct db_migration *m, size_t n, char **ret_error);
+/* Applies, in order, those not yet recorded in table `table` (created if
+ * missing), each in one transaction with its checksum recorded. An applied
+ * migration whose checksum differs is an error naming it. Returns how many
+ * were applied. */
+int db_migrate(struct db *db, const char *table, const struct db_migration *m, size_t n,
+               char **ret_error);
+
+/* ---- kernel memory: sign-in links and sessions (hashes only) ---- */
+/* Times are milliseconds since the epoch. */
+int db_link_count_live(struct db *db, int64_t now);
+int db_link_insert(struct db *db, const char *hash, int64_t expires_at);
+/* Marks an unused, unexpired link used. 0 = consumed, -ENOENT = no such live link. */
+int db_link_consume(struct db *db, const char *hash, int64_t now);
+/* Drops expired and used links. */
+int db_link_prune(struct db *db, int64_t now);
+
+struct db_session {
+        char *id;             /* public id (for listing/revoking), hex */
+        int64_t created_at, last_used_at, expires_at;
+        char *user_agent;
+};
+void db_session_done(struct db_session *s);
+int db_session_insert(struct db *db, const char *id, const char *hash, const char *user_agent,
+                      int64_t now, int64_t expires_at);
+/* Finds a live session by cookie hash and renews it (last_used, expires).
+ * -ENOENT if missing, revoked or expired. ret may be NULL. */
+int db_session_touch(struct db *db, const char *hash, int64_t now, int64_t new_expires_at,
+                     struct db_session *ret);
+int db_session_revoke(struct db *db, const char *id);
+/* Live sessions, newest first. Caller frees each with db_session_done and the array. */
+int db_session_list(struct db *db, int64_t now, struct db_session **ret, size_t *ret_n);

@@ -1,0 +1,32 @@
+/* pg.h — the Seed's private PostgreSQL: initdb into .seed/postgres on first
+ * start (scram-sha-256, random superuser password in .seed/secrets, 0600),
+ * listening only on a Unix socket in .seed/run (0700, no TCP), the roles
+ * organism / evolver / reader, the kernel-memory and live databases, CONNECT
+ * revoked from PUBLIC everywhere. Runs as the kernel's own (never root) uid. */
+#pragma once
+
+#include "base/base.h"
+#include <sys/types.h>
+
+#define PG_KERNEL_DB "seed_kernel"
+#define PG_LIVE_DB "organism"
+
+struct pg;
+
+/* seed_dir: the Seed's folder (absolute). Initialises on first use, starts
+ * the server (stopping a stale one left by a killed kernel), waits until it
+ * accepts connections, and ensures roles and databases exist. */
+int pg_start(const char *seed_dir, struct pg **ret);
+/* Fast shutdown, waits up to 30 s, then SIGKILL. Frees. Accepts NULL. */
+void pg_stop(struct pg *pg);
+/* The socket directory (.seed/run). Borrowed. */
+const char *pg_socket_dir(const struct pg *pg);
+/* A libpq conninfo for role ("postgres" = superuser, "organism", "evolver",
+ * "reader") and database, with its password. Caller frees; never log it. */
+int pg_conninfo(const struct pg *pg, const char *role, const char *dbname, char **ret);
+/* The postgresql:// URL a sandbox uses (socket path as seen inside the
+ * sandbox: /run/postgresql). Caller frees; never log it. */
+int pg_sandbox_url(const struct pg *pg, const char *role, const char *dbname, char **ret);
+pid_t pg_pid(const struct pg *pg);
+/* Finds the PostgreSQL server binaries (initdb, postgres). Caller frees. */
+int pg_find_bindir(char **ret);
