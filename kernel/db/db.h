@@ -9,6 +9,10 @@ struct db;
 
 /* conninfo: a libpq keyword/value string or postgresql:// URL. Borrowed. */
 int db_connect(const char *conninfo, struct db **ret);
+/* Like db_connect, without logging: on failure sets *ret_error (may be NULL)
+ * to libpq's message (never contains the password; caller frees). -EINVAL for
+ * a malformed conninfo (its text is not echoed), -ECONNREFUSED otherwise. */
+int db_connect_err(const char *conninfo, struct db **ret, char **ret_error);
 /* Like db_connect, retrying until timeout_ms passes (server starting up). */
 int db_connect_wait(const char *conninfo, int timeout_ms, struct db **ret);
 void db_close(struct db *db);
@@ -20,11 +24,15 @@ int db_exec(struct db *db, const char *sql, char **ret_error);
 /* Runs one parameterised statement; returns the number of rows affected or
  * returned (>= 0). Text parameters only; NULL entries are SQL NULL. */
 int db_execp(struct db *db, const char *sql, int nparams, const char *const *params, char **ret_error);
-/* One text value of the first row/column, or -ENOENT when no row. Caller frees. */
+/* One text value of the first row/column, or -ENOENT when no row (or the
+ * value is SQL NULL). Server errors are logged and return -EIO. Caller frees. */
 int db_query_value(struct db *db, const char *sql, int nparams, const char *const *params, char **ret);
 /* Quotes an identifier / literal for SQL text built by the kernel. Caller frees. */
 int db_quote_ident(struct db *db, const char *s, char **ret);
 int db_quote_literal(struct db *db, const char *s, char **ret);
+/* The SCRAM-SHA-256 verifier of password for role, computed client-side, so
+ * ALTER ROLE ... PASSWORD never sends (or logs) the password itself. Caller frees. */
+int db_encrypt_password(struct db *db, const char *role, const char *password, char **ret);
 
 /* ---- migrations ---- */
 struct db_migration {
@@ -45,6 +53,12 @@ int db_migrations_validate(const struct db_migration *m, size_t n, char **ret_er
  * were applied. */
 int db_migrate(struct db *db, const char *table, const struct db_migration *m, size_t n,
                char **ret_error);
+/* The kernel's own migrations (kernel/db/migrations/NNNN_name.sql, embedded
+ * at build time), parsed and validated. The entries borrow static data: the
+ * caller frees only the array. Applied to the kernel-memory DB with table
+ * DB_KERNEL_MIGRATIONS_TABLE. */
+#define DB_KERNEL_MIGRATIONS_TABLE "kernel_migrations"
+int db_kernel_migrations(struct db_migration **ret, size_t *ret_n);
 
 /* ---- kernel memory: sign-in links and sessions (hashes only) ---- */
 /* Times are milliseconds since the epoch. */
@@ -52,7 +66,7 @@ int db_link_count_live(struct db *db, int64_t now);
 int db_link_insert(struct db *db, const char *hash, int64_t expires_at);
 /* Marks an unused, unexpired link used. 0 = consumed, -ENOENT = no such live link. */
 int db_link_consume(struct db *db, const char *hash, int64_t now);
-/* Drops expired and used links. */
+/* Drops expired and used links; returns how many. */
 int db_link_prune(struct db *db, int64_t now);
 
 struct db_session {
@@ -61,12 +75,16 @@ struct db_session {
         char *user_agent;
 };
 void db_session_done(struct db_session *s);
+/* user_agent (may be NULL) is stored bounded to 256 printable ASCII bytes. */
 int db_session_insert(struct db *db, const char *id, const char *hash, const char *user_agent,
                       int64_t now, int64_t expires_at);
 /* Finds a live session by cookie hash and renews it (last_used, expires).
  * -ENOENT if missing, revoked or expired. ret may be NULL. */
 int db_session_touch(struct db *db, const char *hash, int64_t now, int64_t new_expires_at,
                      struct db_session *ret);
+/* Revokes a live session by public id; -ENOENT if there is none. */
 int db_session_revoke(struct db *db, const char *id);
+/* Deletes sessions that expired or were revoked before `before`; returns how many. */
+int db_session_prune(struct db *db, int64_t before);
 /* Live sessions, newest first. Caller frees each with db_session_done and the array. */
 int db_session_list(struct db *db, int64_t now, struct db_session **ret, size_t *ret_n);

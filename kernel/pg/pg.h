@@ -28,5 +28,13 @@ int pg_conninfo(const struct pg *pg, const char *role, const char *dbname, char 
  * sandbox: /run/postgresql). Caller frees; never log it. */
 int pg_sandbox_url(const struct pg *pg, const char *role, const char *dbname, char **ret);
 pid_t pg_pid(const struct pg *pg);
+/* Scratch databases for evolutions: (re)created empty, owned by role
+ * evolver, CONNECT revoked from PUBLIC like every other database (a new
+ * database would otherwise let every role connect), and any other role's
+ * session that slipped in before the revoke is terminated. name matches
+ * [a-z][a-z0-9_]{0,62} and is none of the kernel's own databases; -EINVAL
+ * otherwise. Drop terminates the scratch database's sessions. */
+int pg_scratch_create(const struct pg *pg, const char *name);
+int pg_scratch_drop(const struct pg *pg, const char *name);
 /* Finds the PostgreSQL server binaries (initdb, postgres). Caller frees. */
 int pg_find_bindir(char **ret);

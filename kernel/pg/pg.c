@@ -1,0 +1,820 @@
+/* pg.c — the Seed's private PostgreSQL: initdb, start/stop, roles and
+ * databases. Talks SQL only through kernel/db. */
+#include "pg/pg.h"
+#include "base/buf.h"
+#include "base/crypto.h"
+#include "base/fileio.h"
+#include "base/log.h"
+#include "base/proc.h"
+#include "db/db.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <locale.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define PG_PORT "5432"
+#define PG_SOCKET_NAME "/.s.PGSQL." PG_PORT
+#define PG_SANDBOX_SOCKET_DIR "/run/postgresql"
+#define PG_BINDIR_ROOT "/usr/lib/postgresql"
+#define PG_READY_TIMEOUT_MS 60000
+#define PG_STOP_TIMEOUT_MS 30000
+#define PG_INITDB_TIMEOUT_MS 180000
+#define PG_LOG_ROTATE_BYTES (16u << 20)
+#define PG_SECRET_MAX 1024
+#define PG_PASSWORD_BYTES 32
+
+/* Roles the kernel manages, index 0 is the superuser. */
+enum { ROLE_POSTGRES, ROLE_ORGANISM, ROLE_EVOLVER, ROLE_READER, ROLE_COUNT };
+static const char *const role_names[ROLE_COUNT] = {"postgres", "organism", "evolver", "reader"};
+
+struct pg {
+        char *datadir, *rundir, *secretsdir, *logpath, *bindir;
+        char *passwords[ROLE_COUNT];
+        pid_t pid;
+};
+
+static void pg_free(struct pg *pg) {
+        if (!pg)
+                return;
+        for (int i = 0; i < ROLE_COUNT; i++)
+                if (pg->passwords[i]) {
+                        secure_zero(pg->passwords[i], strlen(pg->passwords[i]));
+                        free(pg->passwords[i]);
+                }
+        free(pg->datadir);
+        free(pg->rundir);
+        free(pg->secretsdir);
+        free(pg->logpath);
+        free(pg->bindir);
+        free(pg);
+}
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct pg *, pg_free)
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct pg *, pg_stop)
+DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir)
+
+static void sleep_ms(int ms) {
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+                ;
+}
+
+static int role_index(const char *role) {
+        for (int i = 0; role && i < ROLE_COUNT; i++)
+                if (streq(role, role_names[i]))
+                        return i;
+        return -1;
+}
+
+/* ---- binaries ---- */
+
+static bool bindir_usable(const char *bindir) {
+        _cleanup_free_ char *initdb = path_join(bindir, "initdb");
+        _cleanup_free_ char *postgres = path_join(bindir, "postgres");
+        return initdb && postgres && access(initdb, X_OK) == 0 && access(postgres, X_OK) == 0;
+}
+
+/* "15" -> 1500, "9.6" -> 906; -1 if not a version. */
+static int parse_major(const char *s) {
+        char *end;
+        errno = 0;
+        long major = strtol(s, &end, 10);
+        if (errno || end == s || major < 1 || major > 999)
+                return -1;
+        long minor = 0;
+        if (*end == '.') {
+                const char *m = end + 1;
+                minor = strtol(m, &end, 10);
+                if (end == m || minor < 0 || minor > 99)
+                        return -1;
+        }
+        return *end ? -1 : (int)(major * 100 + minor);
+}
+
+int pg_find_bindir(char **ret) {
+        _cleanup_(closedirp) DIR *d = NULL;
+        d = opendir(PG_BINDIR_ROOT);
+        if (!d)
+                return log_error_errno(-errno, "PostgreSQL is not installed: cannot open %s: %m "
+                                               "(install the postgresql package)", PG_BINDIR_ROOT);
+        int best = -1;
+        _cleanup_free_ char *best_dir = NULL;
+        struct dirent *de;
+        while ((de = readdir(d))) {
+                int v = parse_major(de->d_name);
+                if (v <= best)
+                        continue;
+                _cleanup_free_ char *bindir = NULL;
+                if (xasprintf(&bindir, "%s/%s/bin", PG_BINDIR_ROOT, de->d_name) < 0)
+                        return -ENOMEM;
+                if (!bindir_usable(bindir))
+                        continue;
+                best = v;
+                free(best_dir);
+                best_dir = TAKE_PTR(bindir);
+        }
+        if (!best_dir)
+                return log_error_errno(-ENOENT, "no PostgreSQL server binaries (initdb, postgres) under %s/<version>/bin",
+                                       PG_BINDIR_ROOT);
+        *ret = TAKE_PTR(best_dir);
+        return 0;
+}
+
+/* A data directory only runs with the major version that created it. */
+static int bindir_for_datadir(const char *datadir, char **ret) {
+        _cleanup_free_ char *vfile = path_join(datadir, "PG_VERSION");
+        _cleanup_free_ char *v = NULL;
+        if (!vfile)
+                return -ENOMEM;
+        int r = read_file(vfile, 64, &v, NULL);
+        if (r < 0)
+                return log_error_errno(r, "cannot read %s: %m", vfile);
+        v[strcspn(v, " \r\n")] = 0;
+        if (parse_major(v) < 0)
+                return log_error_errno(-EINVAL, "%s holds no PostgreSQL version", vfile);
+        _cleanup_free_ char *bindir = NULL;
+        if (xasprintf(&bindir, "%s/%s/bin", PG_BINDIR_ROOT, v) < 0)
+                return -ENOMEM;
+        if (!bindir_usable(bindir))
+                return log_error_errno(-ENOENT, "the database in %s was created by PostgreSQL %s, whose server "
+                                                "binaries are not installed (%s)", datadir, v, bindir);
+        *ret = TAKE_PTR(bindir);
+        return 0;
+}
+
+/* ---- secrets ---- */
+
+static int secret_path(const struct pg *pg, int role, char **ret) {
+        if (role == ROLE_POSTGRES)
+                return xasprintf(ret, "%s/postgres-password", pg->secretsdir);
+        return xasprintf(ret, "%s/pg-%s", pg->secretsdir, role_names[role]);
+}
+
+/* Reads a password file; -ENOENT if missing. Forces mode 0600. */
+static int secret_read(const char *path, char **ret) {
+        _cleanup_free_ char *s = NULL;
+        size_t len = 0;
+        int r = read_file(path, PG_SECRET_MAX, &s, &len);
+        if (r < 0)
+                return r;
+        if (chmod(path, 0600) < 0)
+                return log_error_errno(-errno, "cannot restrict %s to mode 0600: %m", path);
+        len = strcspn(s, "\r\n");
+        s[len] = 0;
+        for (size_t i = 0; i < len; i++)
+                if (s[i] <= ' ' || s[i] == '\'' || s[i] == '\\' || s[i] > '~') {
+                        secure_zero(s, len);
+                        return log_error_errno(-EINVAL, "%s does not hold a usable password", path);
+                }
+        if (len == 0)
+                return log_error_errno(-EINVAL, "%s is empty", path);
+        *ret = TAKE_PTR(s);
+        return 0;
+}
+
+static int secret_write(const char *path, const char *password) {
+        _cleanup_free_ char *line = NULL;
+        if (xasprintf(&line, "%s\n", password) < 0)
+                return -ENOMEM;
+        int r = write_file_atomic(path, line, strlen(line), 0600);
+        secure_zero(line, strlen(line));
+        if (r < 0)
+                return log_error_errno(r, "cannot write %s: %m", path);
+        return 0;
+}
+
+/* ---- paths and files ---- */
+
+static int setup_paths(const char *seed_dir, struct pg *pg) {
+        if (!seed_dir || seed_dir[0] != '/')
+                return log_error_errno(-EINVAL, "the Seed folder must be an absolute path");
+        _cleanup_free_ char *dot = path_join(seed_dir, ".seed");
+        _cleanup_free_ char *logs = path_join(seed_dir, ".seed/logs");
+        pg->datadir = path_join(seed_dir, ".seed/postgres");
+        pg->rundir = path_join(seed_dir, ".seed/run");
+        pg->secretsdir = path_join(seed_dir, ".seed/secrets");
+        pg->logpath = path_join(seed_dir, ".seed/logs/postgres.log");
+        if (!dot || !logs || !pg->datadir || !pg->rundir || !pg->secretsdir || !pg->logpath)
+                return -ENOMEM;
+
+        /* sun_path holds 107 bytes and a NUL. */
+        size_t socklen = strlen(pg->rundir) + strlen(PG_SOCKET_NAME);
+        if (socklen >= sizeof(((struct sockaddr_un *)0)->sun_path))
+                return log_error_errno(-ENAMETOOLONG,
+                                       "the PostgreSQL socket path '%s%s' is %zu bytes, longer than the %zu that "
+                                       "Unix sockets allow: move the Seed to a shorter path",
+                                       pg->rundir, PG_SOCKET_NAME, socklen,
+                                       sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+
+        int r = mkdir_p(dot, 0700);
+        if (r < 0)
+                return log_error_errno(r, "cannot create %s: %m", dot);
+        const char *private_dirs[] = {pg->rundir, pg->secretsdir, logs};
+        for (size_t i = 0; i < ARRAY_SIZE(private_dirs); i++)
+                if ((r = mkdir_mode(private_dirs[i], 0700)) < 0)
+                        return log_error_errno(r, "cannot create %s with mode 0700: %m", private_dirs[i]);
+        return 0;
+}
+
+/* Only local (Unix socket) connections, each with a password. No host lines:
+ * even if a TCP listener were ever configured, nothing could log in over it. */
+static int write_hba(const struct pg *pg) {
+        static const char hba[] =
+                "# Written by the Seed kernel at every start; edits are overwritten.\n"
+                "# Unix socket only (.seed/run, mode 0700), every role with its password.\n"
+                "local all all scram-sha-256\n";
+        _cleanup_free_ char *path = path_join(pg->datadir, "pg_hba.conf");
+        if (!path)
+                return -ENOMEM;
+        int r = write_file_atomic(path, hba, sizeof(hba) - 1, 0600);
+        if (r < 0)
+                return log_error_errno(r, "cannot write %s: %m", path);
+        return 0;
+}
+
+/* The fixed environment of initdb and postgres: nothing of the caller's. */
+static void child_env(char *lang, size_t size, char *envp[4]) {
+        locale_t l = newlocale(LC_ALL_MASK, "C.UTF-8", (locale_t)0);
+        snprintf(lang, size, "LANG=%s", l ? "C.UTF-8" : "C");
+        if (l)
+                freelocale(l);
+        envp[0] = "PATH=/usr/bin:/bin";
+        envp[1] = lang;
+        envp[2] = "TZ=UTC";
+        envp[3] = NULL;
+}
+
+static int run_initdb(const struct pg *pg) {
+        _cleanup_free_ char *initdb = path_join(pg->bindir, "initdb");
+        _cleanup_free_ char *pwfile = NULL;
+        int r = secret_path(pg, ROLE_POSTGRES, &pwfile);
+        if (r < 0 || !initdb)
+                return -ENOMEM;
+        char lang[32];
+        char *envp[4];
+        child_env(lang, sizeof lang, envp);
+        _cleanup_free_ char *pwopt = NULL, *localeopt = NULL;
+        if (xasprintf(&pwopt, "--pwfile=%s", pwfile) < 0 || xasprintf(&localeopt, "--locale=%s", lang + 5) < 0)
+                return -ENOMEM;
+        char *argv[] = {initdb, "-D", pg->datadir, "-U", "postgres", "--auth-local=scram-sha-256",
+                        "--auth-host=reject", pwopt, "-E", "UTF8", localeopt, "--no-instructions", NULL};
+        struct proc_result res = {0};
+        log_info("initialising the Seed's PostgreSQL in %s", pg->datadir);
+        r = proc_run(&(struct proc_opts){.argv = argv, .envp = envp, .cwd = "/", .stdin_fd = -1, .out_fd = -1,
+                                         .timeout_ms = PG_INITDB_TIMEOUT_MS, .out_head = 4096, .out_tail = 4096},
+                     &res);
+        if (r < 0)
+                return log_error_errno(r, "cannot run %s: %m", initdb);
+        if (res.exit_code != 0) {
+                log_error("initdb failed (exit %d%s): %s", res.exit_code, res.timed_out ? ", timed out" : "",
+                          res.output ? res.output : "");
+                proc_result_done(&res);
+                return -EIO;
+        }
+        proc_result_done(&res);
+        return 0;
+}
+
+/* First start: a fresh password, then initdb. A data directory without
+ * PG_VERSION is what an interrupted initdb leaves: start over. */
+static int ensure_initdb(struct pg *pg, bool *ret_fresh) {
+        _cleanup_free_ char *vfile = path_join(pg->datadir, "PG_VERSION");
+        if (!vfile)
+                return -ENOMEM;
+        if (path_exists(vfile)) {
+                *ret_fresh = false;
+                return bindir_for_datadir(pg->datadir, &pg->bindir);
+        }
+        int r = rm_rf(pg->datadir);
+        if (r < 0)
+                return log_error_errno(r, "cannot remove the incomplete %s: %m", pg->datadir);
+        if ((r = pg_find_bindir(&pg->bindir)) < 0)
+                return r;
+        _cleanup_free_ char *pwfile = NULL, *password = NULL;
+        if (secret_path(pg, ROLE_POSTGRES, &pwfile) < 0)
+                return -ENOMEM;
+        if ((r = crypto_random_hex(PG_PASSWORD_BYTES, &password)) < 0)
+                return log_error_errno(r, "cannot generate a password: %m");
+        r = secret_write(pwfile, password);
+        secure_zero(password, strlen(password));
+        if (r < 0)
+                return r;
+        if ((r = run_initdb(pg)) < 0) {
+                (void)rm_rf(pg->datadir);
+                return r;
+        }
+        *ret_fresh = true;
+        return 0;
+}
+
+/* ---- processes ---- */
+
+static bool pid_is_zombie(pid_t pid) {
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
+        _cleanup_free_ char *s = NULL;
+        if (read_file(path, 4096, &s, NULL) < 0)
+                return false;
+        const char *p = strrchr(s, ')'); /* comm may contain spaces */
+        return p && p[1] == ' ' && p[2] == 'Z';
+}
+
+/* Whether pid is gone; reaps it if it is our child. */
+static bool pid_gone(pid_t pid) {
+        int status;
+        pid_t k = waitpid(pid, &status, WNOHANG);
+        if (k == pid)
+                return true;
+        if (kill(pid, 0) < 0 && errno == ESRCH)
+                return true;
+        return pid_is_zombie(pid);
+}
+
+static bool wait_gone(pid_t pid, int timeout_ms) {
+        int64_t deadline = now_ms() + timeout_ms;
+        for (;;) {
+                if (pid_gone(pid))
+                        return true;
+                if (now_ms() >= deadline)
+                        return false;
+                sleep_ms(20);
+        }
+}
+
+/* Fast shutdown of a postmaster, then SIGKILL of its process group. */
+static void stop_postmaster(pid_t pid) {
+        if (pid <= 1)
+                return;
+        if (kill(pid, SIGINT) < 0 && errno == ESRCH) {
+                (void)pid_gone(pid);
+                return;
+        }
+        if (wait_gone(pid, PG_STOP_TIMEOUT_MS))
+                return;
+        log_warn("PostgreSQL (pid %d) did not stop within %d s; killing it", (int)pid, PG_STOP_TIMEOUT_MS / 1000);
+        (void)proc_kill_group(pid, SIGKILL);
+        (void)wait_gone(pid, 5000);
+}
+
+/* A postmaster.pid left by a kernel that was killed: if that postmaster is
+ * still serving this data directory, stop it; if the pid now belongs to an
+ * unrelated process, the file is stale and would block the start. A dead pid
+ * is left to postgres, which handles stale lock files itself. */
+static int handle_stale_postmaster(const struct pg *pg) {
+        _cleanup_free_ char *pidfile = path_join(pg->datadir, "postmaster.pid");
+        _cleanup_free_ char *s = NULL;
+        if (!pidfile)
+                return -ENOMEM;
+        int r = read_file(pidfile, 4096, &s, NULL);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return log_error_errno(r, "cannot read %s: %m", pidfile);
+        long pid = strtol(s, NULL, 10);
+        if (pid <= 1 || pid > INT_MAX || pid == getpid() || kill((pid_t)pid, 0) < 0 || pid_is_zombie((pid_t)pid)) {
+                if (pid > 1 && pid <= INT_MAX)
+                        (void)pid_gone((pid_t)pid); /* reap it if it was ours */
+                return 0;
+        }
+
+        char link[64], cwd[PATH_MAX], real_datadir[PATH_MAX];
+        snprintf(link, sizeof link, "/proc/%ld/cwd", pid);
+        ssize_t n = readlink(link, cwd, sizeof cwd - 1);
+        if (n < 0)
+                return 0; /* not ours to inspect: let postgres decide */
+        cwd[n] = 0;
+        if (!realpath(pg->datadir, real_datadir))
+                return log_error_errno(-errno, "cannot resolve %s: %m", pg->datadir);
+        if (!streq(cwd, real_datadir)) {
+                log_warn("removing stale %s (pid %ld is now another process)", pidfile, pid);
+                if (unlink(pidfile) < 0 && errno != ENOENT)
+                        return log_error_errno(-errno, "cannot remove %s: %m", pidfile);
+                return 0;
+        }
+        log_warn("stopping PostgreSQL (pid %ld) left running by a previous kernel", pid);
+        stop_postmaster((pid_t)pid);
+        if (!pid_gone((pid_t)pid))
+                return log_error_errno(-EBUSY, "PostgreSQL (pid %ld) left by a previous kernel does not stop", pid);
+        return 0;
+}
+
+/* Keeps postgres.log bounded across restarts: one previous file. */
+static int open_log(const struct pg *pg, int *ret_fd) {
+        struct stat st;
+        if (stat(pg->logpath, &st) == 0 && (size_t)st.st_size > PG_LOG_ROTATE_BYTES) {
+                _cleanup_free_ char *old = NULL;
+                if (xasprintf(&old, "%s.1", pg->logpath) < 0)
+                        return -ENOMEM;
+                (void)rename(pg->logpath, old);
+        }
+        int fd = open(pg->logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return log_error_errno(-errno, "cannot open %s: %m", pg->logpath);
+        *ret_fd = fd;
+        return 0;
+}
+
+/* The last lines of postgres.log, small enough for one kernel log line. */
+static char *log_tail(const struct pg *pg) {
+        _cleanup_close_ int fd = open(pg->logpath, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return strdup("(no log)");
+        const off_t keep = 1200;
+        off_t end = lseek(fd, 0, SEEK_END);
+        off_t start = end > keep ? end - keep : 0;
+        if (end < 0 || lseek(fd, start, SEEK_SET) < 0)
+                return strdup("(unreadable log)");
+        char *buf = calloc(1, (size_t)keep + 1);
+        if (!buf)
+                return NULL;
+        ssize_t k = read(fd, buf, (size_t)keep);
+        buf[k > 0 ? k : 0] = 0;
+        char *nl = start > 0 ? strchr(buf, '\n') : NULL; /* start at a whole line */
+        if (nl && nl[1])
+                memmove(buf, nl + 1, strlen(nl + 1) + 1);
+        return buf;
+}
+
+static int spawn_postgres(struct pg *pg) {
+        _cleanup_free_ char *postgres = path_join(pg->bindir, "postgres");
+        _cleanup_free_ char *sockdir = NULL;
+        if (!postgres || xasprintf(&sockdir, "unix_socket_directories=%s", pg->rundir) < 0)
+                return -ENOMEM;
+        _cleanup_close_ int logfd = -1;
+        int r = open_log(pg, &logfd);
+        if (r < 0)
+                return r;
+        char lang[32];
+        char *envp[4];
+        child_env(lang, sizeof lang, envp);
+        char *argv[] = {postgres, "-D", pg->datadir,
+                        "-c", "listen_addresses=",
+                        "-c", "port=" PG_PORT,
+                        "-c", sockdir,
+                        "-c", "unix_socket_permissions=0700",
+                        "-c", "password_encryption=scram-sha-256",
+                        "-c", "logging_collector=off",
+                        "-c", "log_destination=stderr",
+                        NULL};
+        r = proc_spawn(&(struct proc_opts){.argv = argv, .envp = envp, .cwd = "/", .stdin_fd = -1, .out_fd = logfd},
+                       &pg->pid);
+        if (r < 0)
+                return log_error_errno(r, "cannot start %s: %m", postgres);
+        return 0;
+}
+
+/* ---- connection strings ---- */
+
+static int append_value(struct buf *b, const char *key, const char *value) {
+        int r = buf_printf(b, "%s%s='", b->len ? " " : "", key);
+        for (const char *p = value; r >= 0 && *p; p++) {
+                if (*p == '\'' || *p == '\\')
+                        r = buf_puts(b, "\\");
+                if (r >= 0)
+                        r = buf_append(b, p, 1);
+        }
+        return r < 0 ? r : buf_puts(b, "'");
+}
+
+int pg_conninfo(const struct pg *pg, const char *role, const char *dbname, char **ret) {
+        int i = role_index(role);
+        if (!pg || i < 0 || strempty(dbname) || !pg->passwords[i])
+                return -EINVAL;
+        _cleanup_buf_ struct buf b = BUF_INIT(8192);
+        int r = append_value(&b, "host", pg->rundir);
+        if (r >= 0)
+                r = append_value(&b, "port", PG_PORT);
+        if (r >= 0)
+                r = append_value(&b, "dbname", dbname);
+        if (r >= 0)
+                r = append_value(&b, "user", role);
+        if (r >= 0)
+                r = append_value(&b, "password", pg->passwords[i]);
+        if (r < 0) {
+                secure_zero(b.data, b.len);
+                return r;
+        }
+        *ret = buf_steal(&b);
+        return 0;
+}
+
+static int append_encoded(struct buf *b, const char *s) {
+        int r = 0;
+        for (const char *p = s; r >= 0 && *p; p++) {
+                unsigned char c = (unsigned char)*p;
+                bool plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                             c == '-' || c == '_' || c == '.' || c == '~';
+                r = plain ? buf_append(b, p, 1) : buf_printf(b, "%%%02X", c);
+        }
+        return r;
+}
+
+int pg_sandbox_url(const struct pg *pg, const char *role, const char *dbname, char **ret) {
+        int i = role_index(role);
+        if (!pg || i < 0 || strempty(dbname) || !pg->passwords[i])
+                return -EINVAL;
+        _cleanup_buf_ struct buf b = BUF_INIT(8192);
+        int r = buf_puts(&b, "postgresql://");
+        if (r >= 0)
+                r = append_encoded(&b, role);
+        if (r >= 0)
+                r = buf_puts(&b, ":");
+        if (r >= 0)
+                r = append_encoded(&b, pg->passwords[i]);
+        if (r >= 0)
+                r = buf_puts(&b, "@/");
+        if (r >= 0)
+                r = append_encoded(&b, dbname);
+        if (r >= 0)
+                r = buf_puts(&b, "?host=" PG_SANDBOX_SOCKET_DIR);
+        if (r < 0) {
+                secure_zero(b.data, b.len);
+                return r;
+        }
+        *ret = buf_steal(&b);
+        return 0;
+}
+
+static void conninfo_freep(char **s) {
+        if (*s) {
+                secure_zero(*s, strlen(*s));
+                free(*s);
+        }
+}
+#define _cleanup_conninfo_ _cleanup_(conninfo_freep)
+
+/* ---- waiting for the server ---- */
+
+static int wait_ready(struct pg *pg) {
+        _cleanup_conninfo_ char *conninfo = NULL;
+        int r = pg_conninfo(pg, "postgres", "postgres", &conninfo);
+        if (r < 0)
+                return r;
+        int64_t deadline = now_ms() + PG_READY_TIMEOUT_MS;
+        int pause = 10;
+        for (;;) {
+                int status = 0;
+                pid_t k = waitpid(pg->pid, &status, WNOHANG);
+                if (k == pg->pid || (k < 0 && pid_gone(pg->pid))) {
+                        char code[32] = "unknown status";
+                        if (k == pg->pid)
+                                snprintf(code, sizeof code, "exit %d", proc_exit_code(status));
+                        pg->pid = 0;
+                        _cleanup_free_ char *tail = log_tail(pg);
+                        log_error("PostgreSQL exited during start-up (%s); end of %s:\n%s", code, pg->logpath,
+                                  tail ? tail : "");
+                        return -EIO;
+                }
+                struct db *db = NULL;
+                _cleanup_free_ char *err = NULL;
+                r = db_connect_err(conninfo, &db, &err);
+                if (r >= 0) {
+                        db_close(db);
+                        return 0;
+                }
+                if (err && strstr(err, "password authentication failed"))
+                        return log_error_errno(-EACCES, "PostgreSQL rejects the superuser password kept in "
+                                                        "%s/postgres-password", pg->secretsdir);
+                if (now_ms() >= deadline) {
+                        _cleanup_free_ char *tail = log_tail(pg);
+                        log_error("PostgreSQL did not accept connections within %d s (%s); end of %s:\n%s",
+                                  PG_READY_TIMEOUT_MS / 1000, err ? err : "?", pg->logpath, tail ? tail : "");
+                        return -ETIMEDOUT;
+                }
+                sleep_ms(pause);
+                if (pause < 100)
+                        pause *= 2;
+        }
+}
+
+/* ---- roles and databases ---- */
+
+static int sql(struct db *db, const char *what, const char *text) {
+        _cleanup_free_ char *err = NULL;
+        int r = db_exec(db, text, &err);
+        if (r < 0)
+                return log_error_errno(r, "PostgreSQL: %s failed: %s", what, err ? err : "?");
+        return 0;
+}
+
+static int exists(struct db *db, const char *query, const char *name, bool *ret) {
+        _cleanup_free_ char *v = NULL;
+        const char *p[] = {name};
+        int r = db_query_value(db, query, 1, p, &v);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        *ret = r >= 0;
+        return 0;
+}
+
+static int set_role_password(struct pg *pg, struct db *db, int i, const char *path) {
+        const char *role = role_names[i];
+        _cleanup_free_ char *password = NULL, *verifier = NULL, *qverifier = NULL, *stmt = NULL;
+        int r = crypto_random_hex(PG_PASSWORD_BYTES, &password);
+        if (r < 0)
+                return log_error_errno(r, "cannot generate a password: %m");
+        /* Only the SCRAM verifier goes over the wire (and into any log). */
+        if ((r = db_encrypt_password(db, role, password, &verifier)) < 0 ||
+            (r = db_quote_literal(db, verifier, &qverifier)) < 0 ||
+            (r = xasprintf(&stmt, "ALTER ROLE %s PASSWORD %s", role, qverifier)) < 0)
+                goto out;
+        if ((r = sql(db, "setting a role's password", stmt)) < 0 || (r = secret_write(path, password)) < 0)
+                goto out;
+        pg->passwords[i] = TAKE_PTR(password);
+out:
+        if (password)
+                secure_zero(password, strlen(password));
+        return r;
+}
+
+static int ensure_role(struct pg *pg, struct db *db, int i) {
+        const char *role = role_names[i];
+        _cleanup_free_ char *path = NULL, *stmt = NULL;
+        bool have = false;
+        int r = exists(db, "SELECT 1 FROM pg_roles WHERE rolname = $1", role, &have);
+        if (r < 0 || secret_path(pg, i, &path) < 0)
+                return r < 0 ? r : -ENOMEM;
+        /* Role names are our own constants: safe to put in SQL text. */
+        const char *attrs = i == ROLE_EVOLVER
+                ? "LOGIN NOSUPERUSER CREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
+                : "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS";
+        if (xasprintf(&stmt, "%s ROLE %s %s", have ? "ALTER" : "CREATE", role, attrs) < 0)
+                return -ENOMEM;
+        if ((r = sql(db, "creating a role", stmt)) < 0)
+                return r;
+        if (have) {
+                r = secret_read(path, &pg->passwords[i]);
+                if (r != -ENOENT)
+                        return r;
+                log_warn("%s is missing; giving role '%s' a new password", path, role);
+        }
+        return set_role_password(pg, db, i, path);
+}
+
+static int ensure_database(struct db *db, const char *name, const char *owner) {
+        bool have = false;
+        int r = exists(db, "SELECT 1 FROM pg_database WHERE datname = $1", name, &have);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *stmt = NULL;
+        if (have ? xasprintf(&stmt, "ALTER DATABASE %s OWNER TO %s", name, owner) < 0
+                 : xasprintf(&stmt, "CREATE DATABASE %s OWNER %s TEMPLATE template0 ENCODING 'UTF8'", name, owner) < 0)
+                return -ENOMEM;
+        return sql(db, have ? "setting a database's owner" : "creating a database", stmt);
+}
+
+static int bootstrap(struct pg *pg) {
+        _cleanup_conninfo_ char *conninfo = NULL;
+        int r = pg_conninfo(pg, "postgres", "postgres", &conninfo);
+        if (r < 0)
+                return r;
+        _cleanup_(db_closep) struct db *db = NULL;
+        if ((r = db_connect(conninfo, &db)) < 0)
+                return r;
+        for (int i = ROLE_ORGANISM; i < ROLE_COUNT; i++)
+                if ((r = ensure_role(pg, db, i)) < 0)
+                        return r;
+        if ((r = sql(db, "granting pg_read_all_data to reader", "GRANT pg_read_all_data TO reader")) < 0 ||
+            (r = ensure_database(db, PG_KERNEL_DB, "postgres")) < 0 ||
+            (r = ensure_database(db, PG_LIVE_DB, "organism")) < 0)
+                return r;
+        /* CONNECT (and TEMP, CREATE) revoked from PUBLIC on every database
+         * that accepts connections; template0 accepts none. */
+        return sql(db, "restricting database access",
+                   "REVOKE ALL ON DATABASE postgres, template1, " PG_KERNEL_DB ", " PG_LIVE_DB " FROM PUBLIC;"
+                   "GRANT CONNECT ON DATABASE " PG_LIVE_DB " TO reader");
+}
+
+static int migrate_kernel_db(struct pg *pg) {
+        _cleanup_conninfo_ char *conninfo = NULL;
+        int r = pg_conninfo(pg, "postgres", PG_KERNEL_DB, &conninfo);
+        if (r < 0)
+                return r;
+        _cleanup_(db_closep) struct db *db = NULL;
+        if ((r = db_connect(conninfo, &db)) < 0)
+                return r;
+        _cleanup_free_ struct db_migration *m = NULL;
+        size_t n = 0;
+        if ((r = db_kernel_migrations(&m, &n)) < 0)
+                return r;
+        _cleanup_free_ char *err = NULL;
+        r = db_migrate(db, DB_KERNEL_MIGRATIONS_TABLE, m, n, &err);
+        if (r < 0)
+                return log_error_errno(r, "kernel database: %s", err ? err : "migration failed");
+        if (r > 0)
+                log_info("kernel database: applied %d migration(s)", r);
+        return 0;
+}
+
+/* ---- scratch databases ---- */
+
+static bool scratch_name_valid(const char *name) {
+        static const char *const reserved[] = {"postgres", "template0", "template1", PG_KERNEL_DB, PG_LIVE_DB};
+        if (!name || !(name[0] >= 'a' && name[0] <= 'z') || strlen(name) > 63)
+                return false;
+        for (const char *p = name; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+                        return false;
+        for (size_t i = 0; i < ARRAY_SIZE(reserved); i++)
+                if (streq(name, reserved[i]))
+                        return false;
+        return true;
+}
+
+static int superuser_db(const struct pg *pg, struct db **ret) {
+        _cleanup_conninfo_ char *conninfo = NULL;
+        int r = pg_conninfo(pg, "postgres", "postgres", &conninfo);
+        return r < 0 ? r : db_connect(conninfo, ret);
+}
+
+int pg_scratch_drop(const struct pg *pg, const char *name) {
+        if (!pg || !scratch_name_valid(name))
+                return -EINVAL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        _cleanup_free_ char *stmt = NULL;
+        int r = superuser_db(pg, &db);
+        if (r < 0)
+                return r;
+        /* The name is validated: plain identifier, safe in SQL text. */
+        if (xasprintf(&stmt, "DROP DATABASE IF EXISTS %s WITH (FORCE)", name) < 0)
+                return -ENOMEM;
+        return sql(db, "dropping a scratch database", stmt);
+}
+
+int pg_scratch_create(const struct pg *pg, const char *name) {
+        if (!pg || !scratch_name_valid(name))
+                return -EINVAL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        _cleanup_free_ char *drop = NULL, *create = NULL, *revoke = NULL;
+        int r = superuser_db(pg, &db);
+        if (r < 0)
+                return r;
+        if (xasprintf(&drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", name) < 0 ||
+            xasprintf(&create, "CREATE DATABASE %s OWNER evolver TEMPLATE template0 ENCODING 'UTF8'", name) < 0 ||
+            xasprintf(&revoke, "REVOKE ALL ON DATABASE %s FROM PUBLIC", name) < 0)
+                return -ENOMEM;
+        /* CREATE DATABASE cannot share a transaction: one statement each. */
+        if ((r = sql(db, "dropping a scratch database", drop)) < 0 ||
+            (r = sql(db, "creating a scratch database", create)) < 0 ||
+            (r = sql(db, "restricting a scratch database", revoke)) < 0)
+                return r;
+        const char *p[] = {name};
+        _cleanup_free_ char *err = NULL;
+        r = db_execp(db,
+                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 "
+                     "AND usename NOT IN ('evolver', 'postgres')",
+                     1, p, &err);
+        if (r < 0)
+                return log_error_errno(r, "PostgreSQL: closing stray sessions failed: %s", err ? err : "?");
+        return 0;
+}
+
+/* ---- start / stop ---- */
+
+int pg_start(const char *seed_dir, struct pg **ret) {
+        if (geteuid() == 0)
+                return log_error_errno(-EPERM, "PostgreSQL refuses to run as root: the seed CLI switches to the "
+                                               "unprivileged '%s' account before starting a Seed", "seed");
+        _cleanup_(pg_freep) struct pg *pg = calloc(1, sizeof(*pg));
+        if (!pg)
+                return -ENOMEM;
+        int r = setup_paths(seed_dir, pg);
+        if (r < 0)
+                return r;
+        bool fresh = false;
+        if ((r = handle_stale_postmaster(pg)) < 0 || (r = ensure_initdb(pg, &fresh)) < 0)
+                return r;
+        _cleanup_free_ char *pwfile = NULL;
+        if (secret_path(pg, ROLE_POSTGRES, &pwfile) < 0)
+                return -ENOMEM;
+        r = secret_read(pwfile, &pg->passwords[ROLE_POSTGRES]);
+        if (r < 0)
+                return log_error_errno(r, "cannot read the PostgreSQL superuser password %s: %m", pwfile);
+        if ((r = write_hba(pg)) < 0 || (r = spawn_postgres(pg)) < 0)
+                return r;
+
+        /* From here on a failure also stops the server. */
+        _cleanup_(pg_stopp) struct pg *running = TAKE_PTR(pg);
+        if ((r = wait_ready(running)) < 0 || (r = bootstrap(running)) < 0 || (r = migrate_kernel_db(running)) < 0)
+                return r;
+        log_info("PostgreSQL ready (pid %d, socket in %s%s)", (int)running->pid, running->rundir,
+                 fresh ? ", new database" : "");
+        *ret = TAKE_PTR(running);
+        return 0;
+}
+
+void pg_stop(struct pg *pg) {
+        if (!pg)
+                return;
+        stop_postmaster(pg->pid);
+        pg_free(pg);
+}
+
+const char *pg_socket_dir(const struct pg *pg) { return pg ? pg->rundir : NULL; }
+
+pid_t pg_pid(const struct pg *pg) { return pg ? pg->pid : 0; }
