@@ -48,13 +48,24 @@ struct cfg {
 
 /* A config holding every default. Caller frees with cfg_free(). */
 int cfg_new_default(struct cfg **ret);
-/* Parses YAML text; filename is used in error messages. On error returns
- * -EINVAL and sets *ret_error (caller frees). */
+/* Parses YAML text (at most 1 MiB, one document, no anchors, aliases or tags);
+ * filename is used in error messages. An empty document, or one with only
+ * comments, gives every default; a missing key, or a section left empty
+ * ("server:" with nothing under it), keeps its defaults. Errors point at the
+ * offending value (or key, for unknown and duplicate keys). On error returns
+ * -EINVAL (-ENOMEM when out of memory) and sets *ret_error (caller frees;
+ * ret_error may be NULL). Never echoes database.url. */
 int cfg_parse(const char *text, size_t len, const char *filename, struct cfg **ret, char **ret_error);
-/* Reads and parses a file (at most 1 MiB). A missing file is an error. */
+/* Reads and parses a file (at most 1 MiB). A missing file is an error:
+ * returns its -errno and sets *ret_error ("path: cannot read: ..."). Error
+ * messages name the file as path. */
 int cfg_load(const char *path, struct cfg **ret, char **ret_error);
 void cfg_free(struct cfg *c);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct cfg *, cfg_free)
 const char *cfg_decision_name(enum cfg_decision d);
-/* Splits "host:port" / "[v6]:port". Caller frees *ret_host. */
+/* True when every setting of a and b is the same. */
+bool cfg_equal(const struct cfg *a, const struct cfg *b);
+/* Splits "host:port" / "[v6]:port" (host name or IPv4; IPv6 only in brackets;
+ * port 1..65535). -EINVAL when malformed. Caller frees *ret_host, which has
+ * no brackets. */
 int cfg_split_addr(const char *addr, char **ret_host, int *ret_port);
