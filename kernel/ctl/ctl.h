@@ -10,6 +10,32 @@
 struct db;
 struct organism;
 
+/* One call to an API route that another module adds (see api_routes). All
+ * of it is borrowed for the duration of the handler. */
+struct ctl_api_call {
+        const char *method;
+        const char *path;              /* e.g. "/_seed/api/evolutions/evo_12/cancel" */
+        const char *param;             /* the segment matched by "*", or NULL */
+        const char *query;             /* raw query string, or NULL */
+        const char *body;              /* request body (JSON for state-changing calls), NUL-terminated */
+        size_t body_len;
+        bool via_cli;                  /* authenticated with the CLI token, not a browser session */
+        const char *session_id;        /* the browser session's public id, or NULL */
+};
+
+/* An extra /_seed/api route. Every one needs API auth (session cookie +
+ * X-Seed-Token, or the CLI token); state-changing methods get the same-origin,
+ * JSON and 1 MiB rules. pattern is a full path where "*" matches one segment,
+ * e.g. "/_seed/api/evolutions/ * /cancel" (without the spaces). The handler
+ * fills *ret_status and *ret_json (caller frees; errors as {"error": "..."})
+ * and returns 0, or -errno for a 500. */
+struct ctl_api_route {
+        const char *method;
+        const char *pattern;
+        int (*handler)(void *userdata, const struct ctl_api_call *call, int *ret_status,
+                       char **ret_json);
+};
+
 struct ctl_config {
         const char *addr;              /* "HOST:PORT"; if the port is taken the next free one (up to +20) */
         char *const *allowed_hosts;    /* extra Host names from seed.yaml (borrowed) */
@@ -19,9 +45,16 @@ struct ctl_config {
         const char *cli_token;         /* the CLI token (borrowed; never sent to a browser) */
         const char *session_key;       /* secret for the API token derivation (borrowed) */
         struct organism *organism;     /* borrowed; may be NULL in tests */
+        /* When set, the proxy connects to this Unix socket instead of
+         * organism_socket(organism): a seam for tests (a fake organism).
+         * Borrowed. */
+        const char *organism_socket_override;
         /* Fills *ret_json with the status object (caller frees). */
         int (*status)(void *userdata, char **ret_json);
         void *userdata;
+        /* More API routes, ending with a zeroed entry; built-in routes win.
+         * Borrowed (typically a static table); handlers get userdata. */
+        const struct ctl_api_route *api_routes;
 };
 
 struct ctl;

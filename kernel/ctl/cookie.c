@@ -1,0 +1,125 @@
+#include "ctl/cookie.h"
+#include "ctl/ctl.h"
+#include "base/buf.h"
+#include "base/crypto.h"
+
+void ctl_api_token(const char *session_key, const char *cookie, char out[65]) {
+        crypto_hmac_sha256_hex(session_key, strlen(session_key), cookie, strlen(cookie), out);
+}
+
+void ctl_cookie_name(const char *session_key, char out[32]) {
+        static const char label[] = "seed session cookie name";
+        char mac[SHA256_HEX_LEN + 1];
+        crypto_hmac_sha256_hex(session_key, strlen(session_key), label, strlen(label), mac);
+        snprintf(out, 32, "seed_%.8s", mac);
+}
+
+int ctl_cookie_header(const char *name, const char *value, long max_age, char **ret) {
+        return xasprintf(ret, "%s=%s; Path=/_seed; HttpOnly; SameSite=Lax; Max-Age=%ld", name,
+                         value, max_age);
+}
+
+bool ctl_is_hex(const char *s, size_t n) {
+        if (!s || strlen(s) != n)
+                return false;
+        for (size_t i = 0; i < n; i++)
+                if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f')))
+                        return false;
+        return true;
+}
+
+/* Iterates "a=b; c=d" pairs: fn gets the trimmed pair; stops when it returns < 0. */
+static int cookie_each(const char *header, int (*fn)(const char *pair, size_t n, void *u),
+                       void *u) {
+        for (const char *p = header; p && *p;) {
+                while (*p == ' ' || *p == '\t')
+                        p++;
+                size_t n = strcspn(p, ";");
+                size_t m = n;
+                while (m > 0 && (p[m - 1] == ' ' || p[m - 1] == '\t'))
+                        m--;
+                if (m > 0) {
+                        int r = fn(p, m, u);
+                        if (r < 0)
+                                return r;
+                }
+                p += n;
+                if (*p == ';')
+                        p++;
+        }
+        return 0;
+}
+
+static bool pair_is(const char *pair, size_t n, const char *name) {
+        size_t nl = strlen(name);
+        return n > nl && pair[nl] == '=' && strncmp(pair, name, nl) == 0;
+}
+
+struct values_ctx {
+        const char *name;
+        size_t max;
+        char **v;
+        size_t n;
+};
+
+static int values_one(const char *pair, size_t n, void *u) {
+        struct values_ctx *c = u;
+        if (c->n >= c->max || !pair_is(pair, n, c->name))
+                return 0;
+        size_t nl = strlen(c->name);
+        char value[2 * CTL_COOKIE_VALUE_BYTES + 1];
+        if (n - nl - 1 != sizeof value - 1)
+                return 0;
+        memcpy(value, pair + nl + 1, sizeof value - 1);
+        value[sizeof value - 1] = 0;
+        if (!ctl_is_hex(value, sizeof value - 1))
+                return 0;
+        int r = strv_push(&c->v, value);
+        secure_zero(value, sizeof value);
+        if (r < 0)
+                return r;
+        c->n++;
+        return 0;
+}
+
+int ctl_cookie_values(const char *header, const char *name, size_t max, char ***ret) {
+        struct values_ctx c = {.name = name, .max = max};
+        int r = cookie_each(header, values_one, &c);
+        if (r >= 0 && !c.v && !(c.v = calloc(1, sizeof(char *))))
+                r = -ENOMEM;
+        if (r < 0) {
+                strv_free(c.v);
+                return r;
+        }
+        *ret = c.v;
+        return 0;
+}
+
+struct strip_ctx {
+        const char *name;
+        struct buf out;
+};
+
+static int strip_one(const char *pair, size_t n, void *u) {
+        struct strip_ctx *c = u;
+        if (pair_is(pair, n, c->name) || (n == strlen(c->name) && strncmp(pair, c->name, n) == 0))
+                return 0;
+        int r = 0;
+        if (c->out.len > 0)
+                r = buf_puts(&c->out, "; ");
+        if (r >= 0)
+                r = buf_append(&c->out, pair, n);
+        return r;
+}
+
+int ctl_cookie_strip(const char *header, const char *name, char **ret) {
+        struct strip_ctx c = {.name = name, .out = BUF_INIT(1 << 20)};
+        int r = cookie_each(header, strip_one, &c);
+        if (r < 0) {
+                buf_free(&c.out);
+                return r;
+        }
+        *ret = c.out.len > 0 ? buf_steal(&c.out) : NULL;
+        buf_free(&c.out);
+        return 0;
+}

@@ -1,0 +1,21 @@
+/* cookie.h — the session cookie and the API token derived from it. Pure
+ * functions (ctl_api_token and ctl_cookie_name are declared in ctl.h). */
+#pragma once
+
+#include "base/base.h"
+
+#define CTL_SESSION_MAX_AGE_S (30 * 24 * 3600)
+#define CTL_COOKIE_VALUE_BYTES 32 /* 256 random bits, sent as 64 hex chars */
+
+/* "name=value; Path=/_seed; HttpOnly; SameSite=Lax; Max-Age=N". No Secure:
+ * the control plane is plain http on localhost. Caller frees. */
+int ctl_cookie_header(const char *name, const char *value, long max_age, char **ret);
+/* The values of every cookie called name in a Cookie header that look like
+ * a session value (64 lowercase hex chars), at most max of them, in order.
+ * Returns a NULL-terminated strv (possibly empty). Caller frees. */
+int ctl_cookie_values(const char *header, const char *name, size_t max, char ***ret);
+/* The Cookie header without the pairs called name; *ret = NULL when nothing
+ * is left. Caller frees. */
+int ctl_cookie_strip(const char *header, const char *name, char **ret);
+/* Whether s is n lowercase hex characters. */
+bool ctl_is_hex(const char *s, size_t n);

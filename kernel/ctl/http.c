@@ -1,0 +1,198 @@
+#include "ctl/http.h"
+
+#include <strings.h>
+
+const char CTL_CSP[] = "default-src 'none'; script-src 'self'; style-src 'self'; "
+                       "img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; "
+                       "base-uri 'none'; form-action 'self'";
+
+bool ctl_strcaseeq(const char *a, const char *b) {
+        return a && b && strcasecmp(a, b) == 0;
+}
+
+int ctl_hdrs_add(struct ctl_hdrs *h, const char *name, const char *value) {
+        if (h->n >= CTL_MAX_HEADERS)
+                return -E2BIG;
+        if (h->n == h->cap) {
+                size_t cap = h->cap ? h->cap * 2 : 16;
+                struct ctl_hdr *v = realloc(h->v, cap * sizeof *v);
+                if (!v)
+                        return -ENOMEM;
+                h->v = v;
+                h->cap = cap;
+        }
+        char *n = strdup(name), *val = strdup(value ? value : "");
+        if (!n || !val) {
+                free(n);
+                free(val);
+                return -ENOMEM;
+        }
+        h->v[h->n++] = (struct ctl_hdr){n, val};
+        return 0;
+}
+
+const char *ctl_hdrs_get(const struct ctl_hdrs *h, const char *name) {
+        for (size_t i = 0; i < h->n; i++)
+                if (ctl_strcaseeq(h->v[i].name, name))
+                        return h->v[i].value;
+        return NULL;
+}
+
+size_t ctl_hdrs_count(const struct ctl_hdrs *h, const char *name) {
+        size_t k = 0;
+        for (size_t i = 0; i < h->n; i++)
+                if (ctl_strcaseeq(h->v[i].name, name))
+                        k++;
+        return k;
+}
+
+void ctl_hdrs_free(struct ctl_hdrs *h) {
+        for (size_t i = 0; i < h->n; i++) {
+                free(h->v[i].name);
+                free(h->v[i].value);
+        }
+        free(h->v);
+        *h = (struct ctl_hdrs){0};
+}
+
+void ctl_resp_done(struct ctl_resp *r) {
+        if (!r->body_static)
+                free(r->body);
+        ctl_hdrs_free(&r->hdrs);
+        *r = (struct ctl_resp){0};
+}
+
+void ctl_resp_take(struct ctl_resp *r, int status, const char *ctype, char *s) {
+        if (!r->body_static)
+                free(r->body);
+        r->status = status;
+        r->ctype = ctype;
+        r->body = s;
+        r->len = s ? strlen(s) : 0;
+        r->body_static = false;
+}
+
+int ctl_resp_set(struct ctl_resp *r, int status, const char *ctype, const char *s) {
+        char *d = strdup(s);
+        if (!d)
+                return -ENOMEM;
+        ctl_resp_take(r, status, ctype, d);
+        return 0;
+}
+
+int ctl_resp_error(struct ctl_resp *r, int status, const char *msg) {
+        _cleanup_buf_ struct buf b = BUF_INIT(64 * 1024);
+        int k = buf_puts(&b, "{\"error\":");
+        if (k >= 0)
+                k = ctl_json_string(&b, msg);
+        if (k >= 0)
+                k = buf_puts(&b, "}\n");
+        if (k < 0)
+                return k;
+        ctl_resp_take(r, status, "application/json", buf_steal(&b));
+        return 0;
+}
+
+int ctl_add_security_headers(struct ctl_hdrs *h) {
+        static const char *const hs[][2] = {
+                {"Content-Security-Policy", CTL_CSP},
+                {"Cross-Origin-Opener-Policy", "same-origin"},
+                {"X-Content-Type-Options", "nosniff"},
+                {"Referrer-Policy", "no-referrer"},
+                {"Cache-Control", "no-store"},
+                {"X-Frame-Options", "DENY"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(hs); i++) {
+                int r = ctl_hdrs_add(h, hs[i][0], hs[i][1]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+int ctl_html_escape(struct buf *b, const char *s) {
+        for (; s && *s; s++) {
+                const char *e = NULL;
+                switch (*s) {
+                case '&': e = "&amp;"; break;
+                case '<': e = "&lt;"; break;
+                case '>': e = "&gt;"; break;
+                case '"': e = "&quot;"; break;
+                case '\'': e = "&#39;"; break;
+                }
+                int r = e ? buf_puts(b, e) : buf_append(b, s, 1);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 if invalid. */
+static size_t utf8_seq(const unsigned char *p, size_t n) {
+        unsigned char c = p[0];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80)
+                return 1;
+        if (c >= 0xc2 && c <= 0xdf)
+                len = 2, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef)
+                len = 3, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4)
+                len = 4, cp = c & 0x07;
+        else
+                return 0;
+        if (n < len)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((p[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return len;
+}
+
+int ctl_json_string_n(struct buf *b, const char *s, size_t n) {
+        const unsigned char *p = (const unsigned char *)s;
+        int r = buf_puts(b, "\"");
+        for (size_t i = 0; r >= 0 && i < n;) {
+                unsigned char c = p[i];
+                if (c == '"' || c == '\\') {
+                        char e[2] = {'\\', (char)c};
+                        r = buf_append(b, e, 2);
+                        i++;
+                } else if (c < 0x20 || c == 0x7f) {
+                        switch (c) {
+                        case '\n': r = buf_puts(b, "\\n"); break;
+                        case '\r': r = buf_puts(b, "\\r"); break;
+                        case '\t': r = buf_puts(b, "\\t"); break;
+                        default: r = buf_printf(b, "\\u%04x", c); break;
+                        }
+                        i++;
+                } else {
+                        size_t k = utf8_seq(p + i, n - i);
+                        if (k == 0) {
+                                r = buf_puts(b, "\\ufffd");
+                                i++;
+                        } else {
+                                /* Keep U+2028/2029 escaped for script contexts. */
+                                if (k == 3 && p[i] == 0xe2 && p[i + 1] == 0x80 &&
+                                    (p[i + 2] == 0xa8 || p[i + 2] == 0xa9))
+                                        r = buf_printf(b, "\\u%04x", p[i + 2] == 0xa8 ? 0x2028 : 0x2029);
+                                else
+                                        r = buf_append(b, p + i, k);
+                                i += k;
+                        }
+                }
+        }
+        if (r >= 0)
+                r = buf_puts(b, "\"");
+        return r;
+}
+
+int ctl_json_string(struct buf *b, const char *s) {
+        return ctl_json_string_n(b, s ? s : "", s ? strlen(s) : 0);
+}

@@ -1,0 +1,54 @@
+/* http.h — small HTTP data types shared inside the ctl module: a header
+ * list, a response under construction, and escaping for HTML and JSON.
+ * Nothing here knows libmicrohttpd, so all of it is unit-testable. */
+#pragma once
+
+#include "base/base.h"
+#include "base/buf.h"
+
+/* A list of headers; names and values are owned copies. */
+struct ctl_hdrs {
+        struct ctl_hdr {
+                char *name;
+                char *value;
+        } *v;
+        size_t n, cap;
+};
+
+#define CTL_MAX_HEADERS 256
+
+int ctl_hdrs_add(struct ctl_hdrs *h, const char *name, const char *value);
+/* The first value of a header (case-insensitive name), or NULL. Borrowed. */
+const char *ctl_hdrs_get(const struct ctl_hdrs *h, const char *name);
+/* How many headers carry this name. */
+size_t ctl_hdrs_count(const struct ctl_hdrs *h, const char *name);
+void ctl_hdrs_free(struct ctl_hdrs *h);
+
+/* A response built by a handler; server.c turns it into an MHD response. */
+struct ctl_resp {
+        int status;
+        const char *ctype;        /* static string; NULL = no body type */
+        char *body;               /* owned unless body_static */
+        size_t len;
+        bool body_static;
+        struct ctl_hdrs hdrs;     /* extra headers */
+};
+void ctl_resp_done(struct ctl_resp *r);
+/* Sets the body to a copy of s (or takes ownership with _take). */
+int ctl_resp_set(struct ctl_resp *r, int status, const char *ctype, const char *s);
+void ctl_resp_take(struct ctl_resp *r, int status, const char *ctype, char *s);
+/* {"error": msg} with the given status. */
+int ctl_resp_error(struct ctl_resp *r, int status, const char *msg);
+
+/* The headers every /_seed response carries (CSP, COOP, nosniff, …). */
+int ctl_add_security_headers(struct ctl_hdrs *h);
+extern const char CTL_CSP[];
+
+/* Appends s HTML-escaped (& < > " ') to b. */
+int ctl_html_escape(struct buf *b, const char *s);
+/* Appends s as a quoted JSON string; invalid UTF-8 becomes U+FFFD. */
+int ctl_json_string(struct buf *b, const char *s);
+int ctl_json_string_n(struct buf *b, const char *s, size_t len);
+
+/* Case-insensitive equality / prefix. */
+bool ctl_strcaseeq(const char *a, const char *b);

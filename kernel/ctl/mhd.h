@@ -1,0 +1,16 @@
+/* mhd.h — the libmicrohttpd-facing part shared by server.c and proxy.c.
+ * No other file of the module (and nothing outside it) includes microhttpd.h. */
+#pragma once
+
+#include "ctl/server.h"
+
+#include <microhttpd.h>
+
+/* Queues resp (headers as given, nothing added) and clears it. */
+enum MHD_Result ctl_queue(struct MHD_Connection *conn, struct ctl_resp *resp);
+
+/* The reverse proxy: begin on the request head, upload for each piece of
+ * the request body, finish when the body is complete. */
+enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn);
+enum MHD_Result ctl_proxy_upload(struct ctl_req *q, const char *data, size_t n);
+enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn);

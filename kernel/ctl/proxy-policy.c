@@ -1,0 +1,382 @@
+#include "ctl/proxy-policy.h"
+#include "base/crypto.h"
+#include "ctl/cookie.h"
+
+#include <ctype.h>
+#include <strings.h>
+
+/* Whether name appears as a token in a comma-separated list. */
+static bool list_has_token(const char *list, const char *name) {
+        size_t nl = strlen(name);
+        for (const char *p = list; p && *p;) {
+                while (*p == ' ' || *p == '\t' || *p == ',')
+                        p++;
+                size_t n = strcspn(p, ",");
+                size_t m = n;
+                while (m > 0 && (p[m - 1] == ' ' || p[m - 1] == '\t'))
+                        m--;
+                if (m == nl && m > 0 && strncasecmp(p, name, nl) == 0)
+                        return true;
+                p += n;
+        }
+        return false;
+}
+
+static bool is_hop_by_hop(const char *name, const char *connection) {
+        static const char *const hop[] = {"connection", "keep-alive", "te", "trailer",
+                                          "upgrade", "transfer-encoding"};
+        for (size_t i = 0; i < ARRAY_SIZE(hop); i++)
+                if (strcasecmp(name, hop[i]) == 0)
+                        return true;
+        return strncasecmp(name, "proxy-", 6) == 0 || list_has_token(connection, name);
+}
+
+static bool has_ctl_chars(const char *s) {
+        for (; *s; s++)
+                if ((unsigned char)*s < 0x20 && *s != '\t')
+                        return true;
+        return false;
+}
+
+static bool bearer_is(const char *value, const char *token) {
+        if (strempty(token) || strncasecmp(value, "Bearer ", 7) != 0)
+                return false;
+        const char *v = value + 7;
+        while (*v == ' ')
+                v++;
+        return crypto_streq_ct(v, token);
+}
+
+bool ctl_proxy_drop_request_header(const char *name, const char *value, const char *connection,
+                                   const char *cli_token) {
+        static const char *const own[] = {"host", "content-length", "expect", "forwarded",
+                                          "x-seed-token", "x-real-ip"};
+        if (is_hop_by_hop(name, connection))
+                return true;
+        for (size_t i = 0; i < ARRAY_SIZE(own); i++)
+                if (strcasecmp(name, own[i]) == 0)
+                        return true;
+        if (strncasecmp(name, "x-forwarded-", 12) == 0)
+                return true;
+        if (strcasecmp(name, "authorization") == 0 && bearer_is(value, cli_token))
+                return true;
+        return has_ctl_chars(name) || has_ctl_chars(value);
+}
+
+int ctl_proxy_request_head(const struct ctl_hdrs *in, const struct ctl_proxy_req *req,
+                           struct buf *out) {
+        const char *connection = ctl_hdrs_get(in, "Connection");
+        int r = buf_printf(out, "%s %s HTTP/1.1\r\nHost: %s\r\n", req->method, req->target,
+                           req->host);
+        for (size_t i = 0; r >= 0 && i < in->n; i++) {
+                const struct ctl_hdr *h = &in->v[i];
+                if (ctl_proxy_drop_request_header(h->name, h->value, connection, req->cli_token))
+                        continue;
+                if (strcasecmp(h->name, "cookie") == 0) {
+                        _cleanup_free_ char *kept = NULL;
+                        r = ctl_cookie_strip(h->value, req->cookie_name, &kept);
+                        if (r >= 0 && kept)
+                                r = buf_printf(out, "Cookie: %s\r\n", kept);
+                        continue;
+                }
+                r = buf_printf(out, "%s: %s\r\n", h->name, h->value);
+        }
+        if (r >= 0)
+                r = buf_printf(out,
+                               "X-Forwarded-For: %s\r\nX-Forwarded-Proto: http\r\n"
+                               "X-Forwarded-Host: %s\r\n",
+                               req->client_ip, req->host);
+        if (r >= 0 && req->body == CTL_BODY_LENGTH)
+                r = buf_printf(out, "Content-Length: %llu\r\n", (unsigned long long)req->body_len);
+        else if (r >= 0 && req->body == CTL_BODY_CHUNKED)
+                r = buf_puts(out, "Transfer-Encoding: chunked\r\n");
+        if (r >= 0)
+                r = buf_puts(out, "Connection: close\r\n\r\n");
+        return r;
+}
+
+size_t ctl_proxy_head_end(const char *data, size_t len) {
+        for (size_t i = 3; i < len; i++)
+                if (data[i] == '\n' && data[i - 1] == '\r' && data[i - 2] == '\n' &&
+                    data[i - 3] == '\r')
+                        return i + 1;
+        return 0;
+}
+
+void ctl_upstream_done(struct ctl_upstream *u) {
+        ctl_hdrs_free(&u->hdrs);
+        *u = (struct ctl_upstream){0};
+}
+
+static bool is_token_char(char c) {
+        return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+static int parse_status_line(const char *line, size_t n, int *ret_status) {
+        if (n < 12 || (strncmp(line, "HTTP/1.1 ", 9) != 0 && strncmp(line, "HTTP/1.0 ", 9) != 0))
+                return -EBADMSG;
+        if (!isdigit((unsigned char)line[9]) || !isdigit((unsigned char)line[10]) ||
+            !isdigit((unsigned char)line[11]) || (n > 12 && line[12] != ' '))
+                return -EBADMSG;
+        int status = (line[9] - '0') * 100 + (line[10] - '0') * 10 + (line[11] - '0');
+        if (status < 100 || status > 599)
+                return -EBADMSG;
+        *ret_status = status;
+        return 0;
+}
+
+static int parse_header_line(const char *line, size_t n, struct ctl_hdrs *h) {
+        const char *colon = memchr(line, ':', n);
+        if (!colon || colon == line)
+                return -EBADMSG; /* also refuses obs-fold (leading whitespace) */
+        size_t nl = (size_t)(colon - line);
+        for (size_t i = 0; i < nl; i++)
+                if (!is_token_char(line[i]))
+                        return -EBADMSG;
+        const char *v = colon + 1, *end = line + n;
+        while (v < end && (*v == ' ' || *v == '\t'))
+                v++;
+        while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+                end--;
+        for (const char *p = v; p < end; p++)
+                if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
+                        return -EBADMSG;
+        _cleanup_free_ char *name = strndup(line, nl), *value = strndup(v, (size_t)(end - v));
+        if (!name || !value)
+                return -ENOMEM;
+        return ctl_hdrs_add(h, name, value);
+}
+
+static int decide_body(struct ctl_upstream *u, bool head_request) {
+        const char *te = NULL;
+        bool have_len = false;
+        uint64_t len = 0;
+        for (size_t i = 0; i < u->hdrs.n; i++) {
+                const struct ctl_hdr *h = &u->hdrs.v[i];
+                if (strcasecmp(h->name, "transfer-encoding") == 0) {
+                        if (te)
+                                return -EBADMSG;
+                        te = h->value;
+                } else if (strcasecmp(h->name, "content-length") == 0) {
+                        size_t k = strlen(h->value);
+                        if (k == 0 || k > 18 || strspn(h->value, "0123456789") != k)
+                                return -EBADMSG;
+                        uint64_t v = strtoull(h->value, NULL, 10);
+                        if (have_len && v != len)
+                                return -EBADMSG;
+                        have_len = true;
+                        len = v;
+                }
+        }
+        if (head_request || u->status < 200 || u->status == 204 || u->status == 304) {
+                u->body = CTL_BODY_NONE;
+        } else if (te) {
+                if (strcasecmp(te, "chunked") != 0)
+                        return -EBADMSG; /* other codings are not supported */
+                u->body = CTL_BODY_CHUNKED;
+        } else if (have_len) {
+                u->body = CTL_BODY_LENGTH;
+                u->length = len;
+        } else
+                u->body = CTL_BODY_CLOSE;
+        return 0;
+}
+
+int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
+                         struct ctl_upstream *ret) {
+        struct ctl_upstream u = {0};
+        const char *p = head, *end = head + len;
+        bool first = true, blank = false;
+        int r = 0;
+        if (len > CTL_PROXY_MAX_HEAD || memchr(head, 0, len))
+                return -EBADMSG;
+        while (r >= 0 && p < end) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                if (!nl || nl == p || nl[-1] != '\r') {
+                        r = -EBADMSG;
+                        break;
+                }
+                size_t n = (size_t)(nl - 1 - p);
+                if (n == 0) {
+                        blank = true;
+                        p = nl + 1;
+                        break;
+                }
+                if (first)
+                        r = parse_status_line(p, n, &u.status);
+                else
+                        r = parse_header_line(p, n, &u.hdrs);
+                first = false;
+                p = nl + 1;
+        }
+        if (r >= 0 && (!blank || first || p != end))
+                r = -EBADMSG;
+        if (r >= 0)
+                r = decide_body(&u, head_request);
+        if (r < 0) {
+                ctl_upstream_done(&u);
+                return r == -ENOMEM ? r : -EBADMSG;
+        }
+        *ret = u;
+        return 0;
+}
+
+/* The cookie name a Set-Cookie value sets. */
+static bool set_cookie_names(const char *value, const char *name) {
+        while (*value == ' ' || *value == '\t')
+                value++;
+        size_t n = strcspn(value, "=;");
+        while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+                n--;
+        return strlen(name) == n && strncmp(value, name, n) == 0;
+}
+
+int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name,
+                               struct ctl_hdrs *out) {
+        static const char *const drop[] = {
+                "content-length",          /* MHD frames the body itself */
+                "service-worker-allowed",  /* no service workers: one at / would control /_seed */
+                "cross-origin-opener-policy", /* forced to unsafe-none below */
+                "clear-site-data",         /* would sign the owner out of /_seed */
+        };
+        const char *connection = ctl_hdrs_get(up, "Connection");
+        for (size_t i = 0; i < up->n; i++) {
+                const struct ctl_hdr *h = &up->v[i];
+                bool skip = is_hop_by_hop(h->name, connection);
+                for (size_t k = 0; !skip && k < ARRAY_SIZE(drop); k++)
+                        skip = strcasecmp(h->name, drop[k]) == 0;
+                if (!skip && strcasecmp(h->name, "set-cookie") == 0)
+                        skip = set_cookie_names(h->value, cookie_name);
+                if (skip)
+                        continue;
+                int r = ctl_hdrs_add(out, h->name, h->value);
+                if (r < 0)
+                        return r;
+        }
+        int r = ctl_hdrs_add(out, "Cross-Origin-Opener-Policy", "unsafe-none");
+        if (r >= 0)
+                r = ctl_hdrs_add(out, "Content-Security-Policy", "frame-ancestors 'none'");
+        return r;
+}
+
+enum {
+        CH_SIZE,
+        CH_EXT,
+        CH_SIZE_LF,
+        CH_DATA,
+        CH_DATA_CR,
+        CH_DATA_LF,
+        CH_TRAILER_START,
+        CH_TRAILER,
+        CH_TRAILER_LF,
+        CH_FINAL_LF,
+        CH_DONE,
+};
+
+#define CH_MAX_LINE 4096
+
+static int hexval(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+int ctl_chunked_decode(struct ctl_chunked *c, const char *in, size_t inlen, char *out,
+                       size_t outcap, size_t *ret_consumed, size_t *ret_produced) {
+        size_t i = 0, o = 0;
+        int r = 0;
+        while (i < inlen && c->state != CH_DONE) {
+                char ch = in[i];
+                if (c->state == CH_DATA) {
+                        size_t n = inlen - i;
+                        if (n > c->remaining)
+                                n = (size_t)c->remaining;
+                        if (n > outcap - o)
+                                n = outcap - o;
+                        if (n == 0)
+                                break; /* out is full */
+                        memcpy(out + o, in + i, n);
+                        o += n;
+                        i += n;
+                        c->remaining -= n;
+                        if (c->remaining == 0)
+                                c->state = CH_DATA_CR;
+                        continue;
+                }
+                i++;
+                switch (c->state) {
+                case CH_SIZE: {
+                        int v = hexval(ch);
+                        if (v >= 0 && c->line < 15) {
+                                c->remaining = c->remaining * 16 + (uint64_t)v;
+                                c->line++;
+                        } else if (c->line > 0 && (ch == ';' || ch == ' ' || ch == '\t'))
+                                c->state = CH_EXT;
+                        else if (c->line > 0 && ch == '\r')
+                                c->state = CH_SIZE_LF;
+                        else
+                                r = -EBADMSG;
+                        break;
+                }
+                case CH_EXT:
+                        if (ch == '\r')
+                                c->state = CH_SIZE_LF;
+                        else if (ch == '\n' || ++c->line > CH_MAX_LINE)
+                                r = -EBADMSG;
+                        break;
+                case CH_SIZE_LF:
+                        if (ch != '\n')
+                                r = -EBADMSG;
+                        else
+                                c->state = c->remaining ? CH_DATA : CH_TRAILER_START;
+                        c->line = 0;
+                        break;
+                case CH_DATA_CR:
+                        c->state = CH_DATA_LF;
+                        if (ch != '\r')
+                                r = -EBADMSG;
+                        break;
+                case CH_DATA_LF:
+                        c->state = CH_SIZE;
+                        c->remaining = 0;
+                        c->line = 0;
+                        if (ch != '\n')
+                                r = -EBADMSG;
+                        break;
+                case CH_TRAILER_START:
+                        if (ch == '\r')
+                                c->state = CH_FINAL_LF;
+                        else if (ch == '\n')
+                                r = -EBADMSG;
+                        else
+                                c->state = CH_TRAILER;
+                        break;
+                case CH_TRAILER:
+                        if (ch == '\r')
+                                c->state = CH_TRAILER_LF;
+                        else if (ch == '\n' || ++c->line > 16 * CH_MAX_LINE)
+                                r = -EBADMSG;
+                        break;
+                case CH_TRAILER_LF:
+                        c->state = CH_TRAILER_START;
+                        if (ch != '\n')
+                                r = -EBADMSG;
+                        break;
+                case CH_FINAL_LF:
+                        if (ch != '\n')
+                                r = -EBADMSG;
+                        c->state = CH_DONE;
+                        break;
+                }
+                if (r < 0)
+                        return r;
+        }
+        *ret_consumed = i;
+        *ret_produced = o;
+        c->done = c->state == CH_DONE;
+        return c->done ? 1 : 0;
+}

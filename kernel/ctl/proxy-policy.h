@@ -1,0 +1,71 @@
+/* proxy-policy.h — what the reverse proxy to the organism forwards and what
+ * it adds, as pure functions: request-header filtering (hop-by-hop headers,
+ * the Seed's own cookie and tokens never reach the organism), parsing the
+ * organism's response head, the response-header policy (COOP unsafe-none,
+ * frame-ancestors 'none', no service workers, the Seed's cookie untouchable)
+ * and a chunked-transfer decoder that accepts input split anywhere. */
+#pragma once
+
+#include "base/base.h"
+#include "base/buf.h"
+#include "ctl/http.h"
+
+#define CTL_PROXY_MAX_HEAD (64 * 1024) /* upstream response head; larger → 502 */
+
+enum ctl_body {
+        CTL_BODY_NONE,
+        CTL_BODY_LENGTH,
+        CTL_BODY_CHUNKED,
+        CTL_BODY_CLOSE, /* read until the upstream closes */
+};
+
+struct ctl_proxy_req {
+        const char *method;
+        const char *target;       /* raw request-target, origin-form */
+        const char *host;         /* the (allowed) Host header */
+        const char *client_ip;
+        const char *cookie_name;  /* the Seed's session cookie: stripped */
+        const char *cli_token;    /* "Authorization: Bearer <it>" is stripped; may be NULL */
+        enum ctl_body body;       /* NONE, LENGTH or CHUNKED */
+        uint64_t body_len;
+};
+
+/* Whether a request header is dropped before forwarding. connection is the
+ * request's Connection header (the names it lists are hop-by-hop too). */
+bool ctl_proxy_drop_request_header(const char *name, const char *value, const char *connection,
+                                   const char *cli_token);
+/* Writes the request head sent to the organism into out. */
+int ctl_proxy_request_head(const struct ctl_hdrs *in, const struct ctl_proxy_req *req,
+                           struct buf *out);
+
+/* Offset just past the blank line ending a response head, or 0 if the head
+ * is not complete yet. */
+size_t ctl_proxy_head_end(const char *data, size_t len);
+
+struct ctl_upstream {
+        int status;
+        struct ctl_hdrs hdrs;
+        enum ctl_body body;
+        uint64_t length;          /* CTL_BODY_LENGTH */
+};
+void ctl_upstream_done(struct ctl_upstream *u);
+/* Parses a response head (status line, headers, blank line) and decides
+ * the body framing (RFC 9112 §6.3). -EBADMSG on anything malformed. */
+int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
+                         struct ctl_upstream *ret);
+/* The headers the browser gets from an organism response. */
+int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name,
+                               struct ctl_hdrs *out);
+
+/* Incremental chunked-transfer decoder. */
+struct ctl_chunked {
+        int state;
+        uint64_t remaining;
+        size_t line;              /* bytes in the current size/trailer line */
+        bool done;
+};
+/* Consumes input and writes decoded body bytes to out (at most outcap).
+ * Returns 1 once the last chunk and trailers are read, 0 if more input is
+ * needed (or out is full), -EBADMSG on a malformed stream. */
+int ctl_chunked_decode(struct ctl_chunked *c, const char *in, size_t inlen, char *out,
+                       size_t outcap, size_t *ret_consumed, size_t *ret_produced);

@@ -1,0 +1,414 @@
+/* proxy.c — reverse proxy of everything outside /_seed to the live organism
+ * through its bridge's Unix socket. The request body and the response body
+ * are streamed; the header policy lives in proxy-policy.c. */
+#include "ctl/mhd.h"
+#include "ctl/pages.h"
+#include "ctl/proxy-policy.h"
+#include "base/log.h"
+#include "organism/organism.h"
+
+#include <poll.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#define UPSTREAM_TIMEOUT_S 300
+#define READ_BLOCK (16 * 1024)
+#define MAX_INTERIM 8             /* 1xx responses skipped before the real one */
+
+struct ctl_proxy {
+        struct ctl *ctl;
+        int fd;
+        bool head_request;
+        enum ctl_body req_body;
+        bool upload_failed;
+        struct ctl_upstream up;
+        char *buf;                /* CTL_PROXY_MAX_HEAD + READ_BLOCK bytes */
+        size_t len, pos;          /* unread bytes are buf[pos, len) */
+        uint64_t remaining;
+        struct ctl_chunked ch;
+};
+
+void ctl_upstream_register(struct ctl *c, int fd) {
+        pthread_mutex_lock(&c->lock);
+        for (size_t i = 0; i < ARRAY_SIZE(c->upstream); i++)
+                if (c->upstream[i] < 0) {
+                        c->upstream[i] = fd;
+                        break;
+                }
+        if (c->stopping)
+                shutdown(fd, SHUT_RDWR);
+        pthread_mutex_unlock(&c->lock);
+}
+
+void ctl_upstream_unregister(struct ctl *c, int fd) {
+        pthread_mutex_lock(&c->lock);
+        for (size_t i = 0; i < ARRAY_SIZE(c->upstream); i++)
+                if (c->upstream[i] == fd)
+                        c->upstream[i] = -1;
+        pthread_mutex_unlock(&c->lock);
+}
+
+void ctl_proxy_free(struct ctl_proxy *px) {
+        if (!px)
+                return;
+        if (px->fd >= 0) {
+                ctl_upstream_unregister(px->ctl, px->fd);
+                close(px->fd);
+        }
+        ctl_upstream_done(&px->up);
+        free(px->buf);
+        free(px);
+}
+
+static void proxy_free_cb(void *cls) {
+        ctl_proxy_free(cls);
+}
+
+static int send_all(int fd, const void *data, size_t n) {
+        const char *p = data;
+        while (n > 0) {
+                ssize_t k = send(fd, p, n, MSG_NOSIGNAL);
+                if (k < 0) {
+                        if (errno == EINTR)
+                                continue;
+                        return -errno;
+                }
+                p += k;
+                n -= (size_t)k;
+        }
+        return 0;
+}
+
+static ssize_t recv_some(int fd, void *data, size_t n) {
+        for (;;) {
+                ssize_t k = recv(fd, data, n, 0);
+                if (k >= 0 || errno != EINTR)
+                        return k < 0 ? -errno : k;
+        }
+}
+
+/* ---- answers of our own ---- */
+
+static int organism_headers(struct ctl_hdrs *h) {
+        static const char *const hs[][2] = {
+                {"Content-Security-Policy", CTL_CSP},
+                {"Cross-Origin-Opener-Policy", "unsafe-none"},
+                {"X-Content-Type-Options", "nosniff"},
+                {"Referrer-Policy", "no-referrer"},
+                {"Cache-Control", "no-store"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(hs); i++) {
+                int r = ctl_hdrs_add(h, hs[i][0], hs[i][1]);
+                if (r < 0)
+                        return r;
+        }
+        return 0;
+}
+
+static const char *body_state(struct ctl *c) {
+        if (!c->organism)
+                return "not running";
+        enum organism_state s = organism_state(c->organism);
+        if (s == ORGANISM_RUNNING)
+                return "not answering";
+        return organism_state_name(s);
+}
+
+static enum MHD_Result queue_own(struct ctl_req *q, struct MHD_Connection *conn, int status,
+                                 const char *heading, const char *text, bool refresh) {
+        struct ctl_resp resp = {0};
+        char *html = NULL;
+        int r;
+        q->kind = CTL_REQ_DONE;
+        if (status == 503) {
+                r = ctl_page_body_state(q->ctl->seed_name, heading, &html);
+        } else
+                r = ctl_page(heading, heading, text, 0, &html);
+        if (r < 0)
+                return MHD_NO;
+        ctl_resp_take(&resp, status, "text/html; charset=utf-8", html);
+        r = organism_headers(&resp.hdrs);
+        if (r >= 0 && refresh)
+                r = ctl_hdrs_add(&resp.hdrs, "Refresh", "5");
+        if (r < 0) {
+                ctl_resp_done(&resp);
+                return MHD_NO;
+        }
+        return ctl_queue(conn, &resp);
+}
+
+static enum MHD_Result queue_unavailable(struct ctl_req *q, struct MHD_Connection *conn) {
+        return queue_own(q, conn, 503, body_state(q->ctl), NULL, true);
+}
+
+static enum MHD_Result queue_bad_gateway(struct ctl_req *q, struct MHD_Connection *conn,
+                                         int status, const char *why) {
+        ctl_proxy_free(TAKE_PTR(q->px));
+        log_warn("proxy: %s (%s %s)", why, q->method, q->path);
+        return queue_own(q, conn, status, status == 504 ? "My body took too long to answer"
+                                                       : "My body gave an answer I cannot pass on",
+                         why, false);
+}
+
+/* ---- request ---- */
+
+static int upstream_connect(struct ctl *c, int *ret_fd) {
+        const char *path = c->organism_socket_override;
+        if (!path && c->organism)
+                path = organism_socket(c->organism);
+        if (strempty(path))
+                return -ENOENT;
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        strcpy(sa.sun_path, path);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+                return -errno;
+        struct timeval tv = {.tv_sec = UPSTREAM_TIMEOUT_S};
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) {
+        struct ctl *c = q->ctl;
+        if (ctl_req_header(q, "Service-Worker")) {
+                struct ctl_resp resp = {0};
+                q->kind = CTL_REQ_DONE;
+                if (ctl_resp_set(&resp, 403, "text/plain; charset=utf-8",
+                                 "Service workers are not allowed: one at / would also control /_seed.\n") < 0 ||
+                    organism_headers(&resp.hdrs) < 0) {
+                        ctl_resp_done(&resp);
+                        return MHD_NO;
+                }
+                return ctl_queue(conn, &resp);
+        }
+
+        struct ctl_proxy *px = calloc(1, sizeof *px);
+        if (!px)
+                return MHD_NO;
+        px->ctl = c;
+        px->fd = -1;
+        px->head_request = streq(q->method, "HEAD");
+        q->px = px;
+        q->kind = CTL_REQ_PROXY;
+        px->buf = malloc(CTL_PROXY_MAX_HEAD + READ_BLOCK);
+        if (!px->buf)
+                return MHD_NO;
+
+        int r = -EHOSTDOWN;
+        if (c->organism_socket_override || !c->organism || organism_state(c->organism) == ORGANISM_RUNNING)
+                r = upstream_connect(c, &px->fd);
+        if (r < 0) {
+                log_debug("proxy: organism not reachable: %s", strerror(-r));
+                ctl_proxy_free(TAKE_PTR(q->px));
+                return queue_unavailable(q, conn);
+        }
+        ctl_upstream_register(c, px->fd);
+
+        struct ctl_proxy_req pr = {
+                .method = q->method,
+                .target = q->uri,
+                .host = ctl_req_header(q, "Host"),
+                .client_ip = q->client_ip,
+                .cookie_name = c->cookie_name,
+                .cli_token = c->cli_token,
+        };
+        const char *cl = ctl_req_header(q, "Content-Length");
+        if (cl) {
+                size_t k = strlen(cl);
+                if (k == 0 || k > 18 || strspn(cl, "0123456789") != k) {
+                        ctl_proxy_free(TAKE_PTR(q->px));
+                        return queue_own(q, conn, 400, "Bad request",
+                                         "The Content-Length header is not a number.", false);
+                }
+                pr.body = CTL_BODY_LENGTH;
+                pr.body_len = strtoull(cl, NULL, 10);
+        } else if (ctl_req_header(q, "Transfer-Encoding"))
+                pr.body = CTL_BODY_CHUNKED;
+        px->req_body = pr.body;
+
+        _cleanup_buf_ struct buf head = BUF_INIT(CTL_PROXY_MAX_HEAD * 4);
+        r = ctl_proxy_request_head(&q->hdrs, &pr, &head);
+        if (r >= 0)
+                r = send_all(px->fd, head.data, head.len);
+        if (r < 0) {
+                ctl_proxy_free(TAKE_PTR(q->px));
+                return queue_unavailable(q, conn);
+        }
+        return MHD_YES;
+}
+
+enum MHD_Result ctl_proxy_upload(struct ctl_req *q, const char *data, size_t n) {
+        struct ctl_proxy *px = q->px;
+        if (!px || px->upload_failed)
+                return MHD_YES; /* keep reading; the answer decides */
+        int r = 0;
+        if (px->req_body == CTL_BODY_CHUNKED) {
+                char line[32];
+                int k = snprintf(line, sizeof line, "%zx\r\n", n);
+                r = send_all(px->fd, line, (size_t)k);
+                if (r >= 0)
+                        r = send_all(px->fd, data, n);
+                if (r >= 0)
+                        r = send_all(px->fd, "\r\n", 2);
+        } else
+                r = send_all(px->fd, data, n);
+        if (r < 0)
+                px->upload_failed = true;
+        return MHD_YES;
+}
+
+/* ---- response ---- */
+
+/* Reads the response head (skipping 1xx). 0, -E2BIG (too large), -EBADMSG,
+ * -ETIMEDOUT/-EAGAIN (too slow) or another -errno. */
+static int read_head(struct ctl_proxy *px) {
+        for (int interim = 0; interim <= MAX_INTERIM; interim++) {
+                size_t end;
+                while ((end = ctl_proxy_head_end(px->buf + px->pos, px->len - px->pos)) == 0) {
+                        if (px->len - px->pos >= CTL_PROXY_MAX_HEAD)
+                                return -E2BIG;
+                        if (px->pos > 0) {
+                                memmove(px->buf, px->buf + px->pos, px->len - px->pos);
+                                px->len -= px->pos;
+                                px->pos = 0;
+                        }
+                        ssize_t k = recv_some(px->fd, px->buf + px->len,
+                                              CTL_PROXY_MAX_HEAD + READ_BLOCK - px->len);
+                        if (k < 0)
+                                return (int)k;
+                        if (k == 0) /* closed: before any byte, the organism went away */
+                                return interim == 0 && px->len == 0 ? -ECONNRESET : -EBADMSG;
+                        px->len += (size_t)k;
+                }
+                ctl_upstream_done(&px->up);
+                int r = ctl_proxy_parse_head(px->buf + px->pos, end, px->head_request, &px->up);
+                if (r < 0)
+                        return r;
+                px->pos += end;
+                if (px->up.status == 101)
+                        return -EBADMSG; /* no upgrades: Upgrade was not forwarded */
+                if (px->up.status >= 200)
+                        return 0;
+        }
+        return -EBADMSG;
+}
+
+static ssize_t take_buffered(struct ctl_proxy *px, char *out, size_t max) {
+        size_t n = px->len - px->pos;
+        if (n > max)
+                n = max;
+        memcpy(out, px->buf + px->pos, n);
+        px->pos += n;
+        return (ssize_t)n;
+}
+
+static ssize_t read_chunked(struct ctl_proxy *px, char *out, size_t max) {
+        for (;;) {
+                if (px->ch.done)
+                        return MHD_CONTENT_READER_END_OF_STREAM;
+                if (px->pos == px->len) {
+                        ssize_t k = recv_some(px->fd, px->buf, CTL_PROXY_MAX_HEAD + READ_BLOCK);
+                        if (k <= 0)
+                                return MHD_CONTENT_READER_END_WITH_ERROR;
+                        px->pos = 0;
+                        px->len = (size_t)k;
+                }
+                size_t used = 0, made = 0;
+                int r = ctl_chunked_decode(&px->ch, px->buf + px->pos, px->len - px->pos, out, max,
+                                           &used, &made);
+                if (r < 0)
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                px->pos += used;
+                if (made > 0)
+                        return (ssize_t)made;
+        }
+}
+
+static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max) {
+        struct ctl_proxy *px = cls;
+        if (max == 0)
+                return 0;
+        switch (px->up.body) {
+        case CTL_BODY_CHUNKED:
+                return read_chunked(px, out, max);
+        case CTL_BODY_LENGTH:
+                if (px->remaining == 0)
+                        return MHD_CONTENT_READER_END_OF_STREAM;
+                if (max > px->remaining)
+                        max = (size_t)px->remaining;
+                __attribute__((fallthrough));
+        case CTL_BODY_CLOSE: {
+                ssize_t k = px->pos < px->len ? take_buffered(px, out, max) : recv_some(px->fd, out, max);
+                if (k < 0)
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                if (k == 0)
+                        return px->up.body == CTL_BODY_CLOSE ? MHD_CONTENT_READER_END_OF_STREAM
+                                                             : MHD_CONTENT_READER_END_WITH_ERROR;
+                if (px->up.body == CTL_BODY_LENGTH)
+                        px->remaining -= (uint64_t)k;
+                return k;
+        }
+        case CTL_BODY_NONE:
+                break;
+        }
+        return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn) {
+        struct ctl_proxy *px = q->px;
+        if (!px)
+                return MHD_NO;
+        if (px->req_body == CTL_BODY_CHUNKED && !px->upload_failed &&
+            send_all(px->fd, "0\r\n\r\n", 5) < 0)
+                px->upload_failed = true;
+
+        int r = read_head(px);
+        if (r == -E2BIG)
+                return queue_bad_gateway(q, conn, 502, "the response head is larger than 64 KiB");
+        if (r == -EAGAIN || r == -ETIMEDOUT)
+                return queue_bad_gateway(q, conn, 504, "no answer within 300 seconds");
+        if (r == -EBADMSG)
+                return queue_bad_gateway(q, conn, 502, "a malformed or missing response");
+        if (r < 0) {
+                /* The connection broke before any answer: the organism went away. */
+                ctl_proxy_free(TAKE_PTR(q->px));
+                return queue_unavailable(q, conn);
+        }
+
+        struct ctl_hdrs out = {0};
+        if (ctl_proxy_response_headers(&px->up.hdrs, q->ctl->cookie_name, &out) < 0) {
+                ctl_hdrs_free(&out);
+                return MHD_NO;
+        }
+        struct MHD_Response *m;
+        uint64_t size = MHD_SIZE_UNKNOWN;
+        if (px->up.body == CTL_BODY_LENGTH)
+                size = px->remaining = px->up.length;
+        else if (px->up.body == CTL_BODY_NONE) {
+                const char *cl = ctl_hdrs_get(&px->up.hdrs, "Content-Length");
+                size = px->head_request && cl ? strtoull(cl, NULL, 10) : 0;
+        }
+        int status = px->up.status;
+        q->px = NULL; /* the response owns it now */
+        m = MHD_create_response_from_callback(size, READ_BLOCK, proxy_read, px, proxy_free_cb);
+        if (!m) {
+                ctl_proxy_free(px);
+                ctl_hdrs_free(&out);
+                return MHD_NO;
+        }
+        for (size_t i = 0; i < out.n; i++)
+                if (MHD_add_response_header(m, out.v[i].name, out.v[i].value) != MHD_YES)
+                        log_debug("proxy: dropped a response header MHD refused: %s", out.v[i].name);
+        ctl_hdrs_free(&out);
+        q->kind = CTL_REQ_DONE;
+        enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, m);
+        MHD_destroy_response(m);
+        return ok;
+}

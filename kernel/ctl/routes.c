@@ -1,0 +1,553 @@
+/* routes.c — everything under /_seed: the route table (data, not if-chains),
+ * the guards each auth level implies, and the handlers. */
+#include "ctl/server.h"
+#include "ctl/cookie.h"
+#include "ctl/guard.h"
+#include "ctl/pages.h"
+#include "base/crypto.h"
+#include "base/fileio.h"
+#include "base/log.h"
+#include "db/db.h"
+
+#include <fcntl.h>
+#include <strings.h>
+#include <sys/stat.h>
+
+enum ctl_auth {
+        AUTH_NONE,    /* anyone: health check, the notice pages' stylesheet */
+        AUTH_LINK,    /* a sign-in link: top-level navigations only */
+        AUTH_PAGE,    /* the page carrying the API token: session + top-level navigation */
+        AUTH_SESSION, /* static assets: session */
+        AUTH_API,     /* session cookie + X-Seed-Token, or the CLI bearer token */
+        AUTH_CLI,     /* the CLI bearer token only */
+};
+
+typedef int (*ctl_handler)(struct ctl_req *q, struct ctl_resp *resp);
+
+struct ctl_route {
+        const char *method;
+        const char *pattern; /* "*" matches one non-empty path segment */
+        enum ctl_auth auth;
+        ctl_handler handler;
+};
+
+#define API_UNAUTHORIZED                                                                   \
+        "not signed in: /_seed/api needs the session cookie and its X-Seed-Token header, " \
+        "or the CLI token"
+
+/* ---- helpers ---- */
+
+static bool is_api_path(const char *path) {
+        return startswith(path, "/_seed/api/") || streq(path, "/_seed/api");
+}
+
+static int page_resp(struct ctl_resp *resp, int status, int (*page)(char **ret)) {
+        char *html = NULL;
+        int r = page(&html);
+        if (r < 0)
+                return r;
+        ctl_resp_take(resp, status, "text/html; charset=utf-8", html);
+        return 0;
+}
+
+static int private_resp(struct ctl_req *q, struct ctl_resp *resp) {
+        char *html = NULL;
+        int r = ctl_page_private(q->ctl->seed_name, &html);
+        if (r < 0)
+                return r;
+        ctl_resp_take(resp, 401, "text/html; charset=utf-8", html);
+        return 0;
+}
+
+static int json_take(struct ctl_resp *resp, int status, struct buf *b) {
+        int r = buf_puts(b, "\n");
+        if (r < 0)
+                return r;
+        ctl_resp_take(resp, status, "application/json", buf_steal(b));
+        return 0;
+}
+
+static int set_session_cookie(struct ctl_req *q, struct ctl_resp *resp, const char *value,
+                              long max_age) {
+        _cleanup_free_ char *cookie = NULL;
+        int r = ctl_cookie_header(q->ctl->cookie_name, value, max_age, &cookie);
+        if (r >= 0)
+                r = ctl_hdrs_add(&resp->hdrs, "Set-Cookie", cookie);
+        if (cookie)
+                secure_zero(cookie, strlen(cookie));
+        return r;
+}
+
+/* ---- handlers ---- */
+
+static int h_healthz(struct ctl_req *q, struct ctl_resp *resp) {
+        return ctl_resp_set(resp, 200, "application/json", "{\"ok\":true}\n");
+}
+
+static int h_redirect_slash(struct ctl_req *q, struct ctl_resp *resp) {
+        int r = ctl_resp_set(resp, 308, "text/plain; charset=utf-8", "See /_seed/\n");
+        return r < 0 ? r : ctl_hdrs_add(&resp->hdrs, "Location", "/_seed/");
+}
+
+static int h_asset(struct ctl_req *q, struct ctl_resp *resp) {
+        const char *name = strrchr(q->path, '/') + 1;
+        int r = ctl_static_file(name, resp);
+        if (r == -ENOENT)
+                return page_resp(resp, 404, ctl_page_not_found);
+        return r;
+}
+
+static int h_login(struct ctl_req *q, struct ctl_resp *resp) {
+        _cleanup_free_ char *token = NULL, *cookie = NULL, *id = NULL;
+        int r = ctl_query_get(q->query, "t", &token);
+        if (r == -ENOMEM)
+                return r;
+        r = r < 0 ? -ENOENT : ctl_link_consume(q->ctl->kdb, token);
+        if (r == -ENOENT) {
+                log_info("refused a sign-in link that is used, expired or unknown (client %s)",
+                         q->client_ip);
+                return page_resp(resp, 403, ctl_page_link_invalid);
+        }
+        if (r < 0)
+                return r;
+        r = ctl_session_new(q->ctl->kdb, ctl_req_header(q, "User-Agent"), &cookie, &id);
+        if (r < 0)
+                return r;
+        log_info("signed in a browser with a one-time link (session %s, client %s)", id,
+                 q->client_ip);
+        r = ctl_resp_set(resp, 303, "text/plain; charset=utf-8", "Signed in. See /_seed/\n");
+        if (r >= 0)
+                r = ctl_hdrs_add(&resp->hdrs, "Location", "/_seed/");
+        if (r >= 0)
+                r = set_session_cookie(q, resp, cookie, CTL_SESSION_MAX_AGE_S);
+        secure_zero(cookie, strlen(cookie));
+        return r;
+}
+
+static int h_page(struct ctl_req *q, struct ctl_resp *resp) {
+        char token[SHA256_HEX_LEN + 1];
+        ctl_api_token(q->ctl->session_key, q->cookie_value, token);
+        int r = ctl_static_index(q->ctl->seed_name, token, resp);
+        secure_zero(token, sizeof token);
+        if (r >= 0) /* renew the browser's copy too: 30 days from last use */
+                r = set_session_cookie(q, resp, q->cookie_value, CTL_SESSION_MAX_AGE_S);
+        return r;
+}
+
+static int h_status(struct ctl_req *q, struct ctl_resp *resp) {
+        struct ctl *c = q->ctl;
+        char *json = NULL;
+        if (c->status) {
+                int r = c->status(c->userdata, &json);
+                if (r < 0)
+                        return log_error_errno(r, "status callback failed: %m");
+                ctl_resp_take(resp, 200, "application/json", json);
+                return 0;
+        }
+        _cleanup_buf_ struct buf b = BUF_INIT(64 * 1024);
+        int r = buf_puts(&b, "{\"name\":");
+        if (r >= 0)
+                r = ctl_json_string(&b, c->seed_name);
+        if (r >= 0)
+                r = buf_puts(&b, "}");
+        return r < 0 ? r : json_take(resp, 200, &b);
+}
+
+#define LOG_TAIL_MAX (2 * 1024 * 1024)
+#define LOG_LINES_MAX 2000
+
+/* The last n lines of a log file as a JSON array into b. */
+static int log_tail_json(const char *path, long n, struct buf *b) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return errno == ENOENT ? buf_puts(b, "[]") : -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        off_t off = st.st_size > LOG_TAIL_MAX ? st.st_size - LOG_TAIL_MAX : 0;
+        size_t want = (size_t)(st.st_size - off);
+        _cleanup_free_ char *data = malloc(want + 1);
+        if (!data)
+                return -ENOMEM;
+        ssize_t got = pread(fd, data, want, off);
+        if (got < 0)
+                return -errno;
+        size_t len = (size_t)got;
+        const char *start = data, *end = data + len;
+        if (off > 0) { /* drop the partial first line */
+                const char *nl = memchr(data, '\n', len);
+                start = nl ? nl + 1 : end;
+        }
+        if (end > start && end[-1] == '\n')
+                end--;
+        long total = start < end ? 1 : 0;
+        for (const char *p = start; p < end; p++)
+                total += *p == '\n';
+        long skip = total > n ? total - n : 0;
+        const char *p = start;
+        for (; skip > 0; skip--)
+                p = (const char *)memchr(p, '\n', (size_t)(end - p)) + 1;
+        int r = buf_puts(b, "[");
+        for (bool first = true; r >= 0 && p < end; first = false) {
+                const char *nl = memchr(p, '\n', (size_t)(end - p));
+                size_t ll = nl ? (size_t)(nl - p) : (size_t)(end - p);
+                if (!first)
+                        r = buf_puts(b, ",");
+                if (r >= 0)
+                        r = ctl_json_string_n(b, p, ll);
+                p += ll + 1;
+        }
+        return r < 0 ? r : buf_puts(b, "]");
+}
+
+static int h_logs(struct ctl_req *q, struct ctl_resp *resp) {
+        _cleanup_free_ char *name = NULL, *lines = NULL, *file = NULL, *path = NULL;
+        long n = 200;
+        int r = ctl_query_get(q->query, "name", &name);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 || !(streq(name, "kernel") || streq(name, "organism")))
+                return ctl_resp_error(resp, 400, "name must be kernel or organism");
+        r = ctl_query_get(q->query, "lines", &lines);
+        if (r == -ENOMEM)
+                return r;
+        if (r >= 0) {
+                char *end = NULL;
+                errno = 0;
+                n = strtol(lines, &end, 10);
+                if (errno || !end || *end || end == lines || n < 1 || n > LOG_LINES_MAX)
+                        return ctl_resp_error(resp, 400, "lines must be 1 to 2000");
+        }
+        if (xasprintf(&file, ".seed/logs/%s.log", name) < 0 ||
+            !(path = path_join(strempty(q->ctl->seed_dir) ? "." : q->ctl->seed_dir, file)))
+                return -ENOMEM;
+        _cleanup_buf_ struct buf b = BUF_INIT(16 * 1024 * 1024);
+        r = buf_puts(&b, "{\"name\":");
+        if (r >= 0)
+                r = ctl_json_string(&b, name);
+        if (r >= 0)
+                r = buf_puts(&b, ",\"lines\":");
+        if (r >= 0)
+                r = log_tail_json(path, n, &b);
+        if (r >= 0)
+                r = buf_puts(&b, "}");
+        if (r < 0)
+                return log_error_errno(r, "could not read %s: %m", file);
+        return json_take(resp, 200, &b);
+}
+
+static int h_login_links(struct ctl_req *q, struct ctl_resp *resp) {
+        _cleanup_free_ char *token = NULL;
+        int r = ctl_login_link_new(q->ctl->kdb, &token);
+        if (r == -EMFILE)
+                return ctl_resp_error(resp, 429,
+                                      "too many live sign-in links (at most 20): use one or wait "
+                                      "until they expire (15 minutes)");
+        if (r < 0)
+                return r;
+        _cleanup_buf_ struct buf b = BUF_INIT(4096);
+        _cleanup_free_ char *url = NULL;
+        if (xasprintf(&url, "http://%s/_seed/login?t=%s", ctl_req_header(q, "Host"), token) < 0)
+                return -ENOMEM;
+        r = buf_puts(&b, "{\"url\":");
+        if (r >= 0)
+                r = ctl_json_string(&b, url);
+        if (r >= 0)
+                r = buf_puts(&b, ",\"expires_in\":900}");
+        secure_zero(token, strlen(token));
+        secure_zero(url, strlen(url));
+        return r < 0 ? r : json_take(resp, 201, &b);
+}
+
+static int h_sessions(struct ctl_req *q, struct ctl_resp *resp) {
+        struct db_session *s = NULL;
+        size_t n = 0;
+        int r = db_session_list(q->ctl->kdb, wall_ms(), &s, &n);
+        if (r < 0)
+                return log_error_errno(r, "could not list sessions: %m");
+        _cleanup_buf_ struct buf b = BUF_INIT(4 * 1024 * 1024);
+        r = buf_puts(&b, "{\"sessions\":[");
+        for (size_t i = 0; i < n && r >= 0; i++) {
+                r = buf_printf(&b, "%s{\"id\":", i ? "," : "");
+                if (r >= 0)
+                        r = ctl_json_string(&b, s[i].id);
+                if (r >= 0)
+                        r = buf_printf(&b,
+                                       ",\"created_at\":%lld,\"last_used_at\":%lld,"
+                                       "\"expires_at\":%lld,\"current\":%s,\"user_agent\":",
+                                       (long long)s[i].created_at, (long long)s[i].last_used_at,
+                                       (long long)s[i].expires_at,
+                                       q->session_id && streq(q->session_id, s[i].id) ? "true"
+                                                                                       : "false");
+                if (r >= 0)
+                        r = ctl_json_string(&b, s[i].user_agent);
+                if (r >= 0)
+                        r = buf_puts(&b, "}");
+        }
+        for (size_t i = 0; i < n; i++)
+                db_session_done(&s[i]);
+        free(s);
+        if (r >= 0)
+                r = buf_puts(&b, "]}");
+        return r < 0 ? r : json_take(resp, 200, &b);
+}
+
+static int h_session_revoke(struct ctl_req *q, struct ctl_resp *resp) {
+        if (!q->param || !ctl_is_hex(q->param, strlen(q->param)) || strlen(q->param) > 64)
+                return ctl_resp_error(resp, 400, "bad session id");
+        int r = db_session_revoke(q->ctl->kdb, q->param);
+        if (r == -ENOENT)
+                return ctl_resp_error(resp, 404, "no such session");
+        if (r < 0)
+                return log_error_errno(r, "could not revoke a session: %m");
+        log_info("revoked session %s", q->param);
+        r = ctl_resp_set(resp, 200, "application/json", "{\"ok\":true}\n");
+        if (r >= 0 && q->session_id && streq(q->session_id, q->param))
+                r = set_session_cookie(q, resp, "", 0);
+        return r;
+}
+
+static int h_logout(struct ctl_req *q, struct ctl_resp *resp) {
+        if (!q->session_id)
+                return ctl_resp_error(resp, 400, "no browser session to sign out");
+        int r = db_session_revoke(q->ctl->kdb, q->session_id);
+        if (r < 0 && r != -ENOENT)
+                return log_error_errno(r, "could not sign out: %m");
+        log_info("signed out session %s", q->session_id);
+        r = ctl_resp_set(resp, 200, "application/json", "{\"ok\":true}\n");
+        return r < 0 ? r : set_session_cookie(q, resp, "", 0);
+}
+
+static const struct ctl_route routes[] = {
+        {"GET", "/_seed/healthz", AUTH_NONE, h_healthz},
+        {"GET", "/_seed", AUTH_NONE, h_redirect_slash},
+        {"GET", "/_seed/public.css", AUTH_NONE, h_asset},
+        {"GET", "/_seed/login", AUTH_LINK, h_login},
+        {"GET", "/_seed/", AUTH_PAGE, h_page},
+        {"GET", "/_seed/app.js", AUTH_SESSION, h_asset},
+        {"GET", "/_seed/style.css", AUTH_SESSION, h_asset},
+        {"GET", "/_seed/api/status", AUTH_API, h_status},
+        {"GET", "/_seed/api/logs", AUTH_API, h_logs},
+        {"POST", "/_seed/api/login-links", AUTH_CLI, h_login_links},
+        {"GET", "/_seed/api/owner/sessions", AUTH_API, h_sessions},
+        {"POST", "/_seed/api/owner/sessions/*/revoke", AUTH_API, h_session_revoke},
+        {"POST", "/_seed/api/owner/logout", AUTH_API, h_logout},
+};
+
+/* Matches path against a pattern; a "*" segment is captured into *ret_param. */
+static bool route_match(const char *pattern, const char *path, char **ret_param) {
+        const char *star = strchr(pattern, '*');
+        if (!star)
+                return streq(pattern, path);
+        size_t pre = (size_t)(star - pattern);
+        if (strncmp(pattern, path, pre) != 0)
+                return false;
+        const char *seg = path + pre;
+        size_t sl = strcspn(seg, "/");
+        if (sl == 0 || !streq(star + 1, seg + sl))
+                return false;
+        *ret_param = strndup(seg, sl);
+        return true;
+}
+
+/* ---- guards ---- */
+
+static int nav_guard(struct ctl_req *q, struct ctl_resp *resp) {
+        switch (ctl_fetch_nav(ctl_req_header(q, "Sec-Fetch-Dest"), ctl_req_header(q, "Sec-Fetch-Mode"),
+                              ctl_req_header(q, "Sec-Fetch-Site"))) {
+        case CTL_NAV_OK:
+                return 0;
+        case CTL_NAV_MISSING:
+                return page_resp(resp, 400, ctl_page_too_old) < 0 ? -ENOMEM : 1;
+        default:
+                return page_resp(resp, 403, ctl_page_not_navigation) < 0 ? -ENOMEM : 1;
+        }
+}
+
+static int load_session(struct ctl_req *q) {
+        if (q->session_id)
+                return 0;
+        return ctl_session_find(q->ctl->kdb, &q->hdrs, q->ctl->cookie_name, &q->cookie_value,
+                                &q->session_id);
+}
+
+/* 0 if the request may use the API; 1 with *resp filled if not. */
+static int api_guard(struct ctl_req *q, bool cli_only, struct ctl_resp *resp) {
+        const char *authz = ctl_req_header(q, "Authorization");
+        if (authz) {
+                const char *tok = strncasecmp(authz, "Bearer ", 7) == 0 ? authz + 7 : "";
+                if (!strempty(q->ctl->cli_token) && ctl_hdrs_count(&q->hdrs, "Authorization") == 1 &&
+                    crypto_streq_ct(tok, q->ctl->cli_token)) {
+                        q->via_cli = true;
+                        return 0;
+                }
+                log_info("refused an API call with a wrong bearer token (client %s)", q->client_ip);
+                return ctl_resp_error(resp, 401, "wrong CLI token") < 0 ? -ENOMEM : 1;
+        }
+        if (cli_only)
+                return ctl_resp_error(resp, 401, "this call needs the CLI token") < 0 ? -ENOMEM : 1;
+        int r = load_session(q);
+        if (r == -ENOENT)
+                return ctl_resp_error(resp, 401, API_UNAUTHORIZED) < 0 ? -ENOMEM : 1;
+        if (r < 0)
+                return r;
+        const char *sent = ctl_req_header(q, "X-Seed-Token");
+        char want[SHA256_HEX_LEN + 1];
+        ctl_api_token(q->ctl->session_key, q->cookie_value, want);
+        bool ok = sent && ctl_hdrs_count(&q->hdrs, "X-Seed-Token") == 1 && crypto_streq_ct(sent, want);
+        secure_zero(want, sizeof want);
+        if (!ok)
+                return ctl_resp_error(resp, 401, "missing or wrong X-Seed-Token header") < 0 ? -ENOMEM : 1;
+        return 0;
+}
+
+/* Runs the auth level's checks: 0 = go on, 1 = *resp holds the refusal. */
+static int auth_guard(struct ctl_req *q, enum ctl_auth auth, struct ctl_resp *resp) {
+        int r;
+        switch (auth) {
+        case AUTH_NONE:
+                return 0;
+        case AUTH_LINK:
+                return nav_guard(q, resp);
+        case AUTH_PAGE:
+                r = nav_guard(q, resp);
+                if (r != 0)
+                        return r;
+                __attribute__((fallthrough));
+        case AUTH_SESSION:
+                r = load_session(q);
+                if (r == -ENOENT)
+                        return private_resp(q, resp) < 0 ? -ENOMEM : 1;
+                return r < 0 ? r : 0;
+        case AUTH_API:
+        case AUTH_CLI:
+                return api_guard(q, auth == AUTH_CLI, resp);
+        }
+        return -EINVAL;
+}
+
+/* Same-origin, JSON and size rules of state-changing calls. */
+static int write_guard(struct ctl_req *q, struct ctl_resp *resp) {
+        if (ctl_check_same_origin(ctl_req_header(q, "Sec-Fetch-Site"), ctl_req_header(q, "Origin"),
+                                  ctl_req_header(q, "Host"), q->via_cli) < 0) {
+                log_info("refused a cross-origin %s %s (client %s)", q->method, q->path, q->client_ip);
+                return ctl_resp_error(resp, 403, "state-changing calls must come from the same origin") < 0
+                               ? -ENOMEM
+                               : 1;
+        }
+        if (!ctl_content_type_is_json(ctl_req_header(q, "Content-Type")))
+                return ctl_resp_error(resp, 415, "state-changing calls must send application/json") < 0
+                               ? -ENOMEM
+                               : 1;
+        const char *cl = ctl_req_header(q, "Content-Length");
+        if (cl && (strlen(cl) > 12 || strtoull(cl, NULL, 10) > CTL_MAX_BODY))
+                return ctl_resp_error(resp, 413, "request body too large (at most 1 MiB)") < 0 ? -ENOMEM : 1;
+        return 0;
+}
+
+static int not_found(struct ctl_req *q, bool api, struct ctl_resp *resp) {
+        if (api)
+                return ctl_resp_error(resp, 404, "no such API call");
+        return page_resp(resp, 404, ctl_page_not_found);
+}
+
+/* Calls a route that another module added (ctl_config.api_routes). */
+static int call_api_route(struct ctl_req *q, struct ctl_resp *resp) {
+        const struct ctl_api_call call = {
+                .method = q->method,
+                .path = q->path,
+                .param = q->param,
+                .query = q->query,
+                .body = q->body.data ? q->body.data : "",
+                .body_len = q->body.len,
+                .via_cli = q->via_cli,
+                .session_id = q->session_id,
+        };
+        int status = 0;
+        char *json = NULL;
+        int r = q->api_route->handler(q->ctl->userdata, &call, &status, &json);
+        if (r >= 0 && (!json || status < 200 || status > 599)) {
+                free(json);
+                return log_error_errno(-EINVAL, "API route %s %s answered status %d%s", q->method,
+                                       q->api_route->pattern, status, json ? "" : " without a body");
+        }
+        if (r < 0)
+                return r;
+        ctl_resp_take(resp, status, "application/json", json);
+        return 0;
+}
+
+static int dispatch(struct ctl_req *q, struct ctl_resp *resp) {
+        return q->route ? q->route->handler(q, resp) : call_api_route(q, resp);
+}
+
+int ctl_seed_begin(struct ctl_req *q, struct ctl_resp *resp) {
+        bool api = is_api_path(q->path), method_mismatch = false;
+        int r;
+
+        if (ctl_host_is_organism(ctl_req_header(q, "Host"))) {
+                r = ctl_resp_set(resp, 421, "text/plain; charset=utf-8",
+                                 "The control plane is not served on the organism's origin.\n");
+                return r < 0 ? r : 1;
+        }
+        if (api && ctl_query_has_token(q->query)) {
+                r = ctl_resp_error(resp, 400, "the API token goes in the X-Seed-Token header, never in a URL");
+                return r < 0 ? r : 1;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+                char *param = NULL;
+                if (!route_match(routes[i].pattern, q->path, &param))
+                        continue;
+                if (!streq(routes[i].method, q->method)) {
+                        free(param);
+                        method_mismatch = true;
+                        continue;
+                }
+                q->route = &routes[i];
+                q->param = param;
+                break;
+        }
+        for (const struct ctl_api_route *e = q->ctl->api_routes;
+             api && !q->route && !q->api_route && e && e->pattern; e++) {
+                char *param = NULL;
+                if (!route_match(e->pattern, q->path, &param))
+                        continue;
+                if (!streq(e->method, q->method)) {
+                        free(param);
+                        method_mismatch = true;
+                        continue;
+                }
+                q->api_route = e;
+                q->param = param;
+        }
+
+        enum ctl_auth auth = q->route ? q->route->auth : api ? AUTH_API : AUTH_SESSION;
+        r = auth_guard(q, auth, resp);
+        if (r != 0)
+                return r < 0 ? r : 1;
+        if (!q->route && !q->api_route) {
+                if (method_mismatch) {
+                        r = api ? ctl_resp_error(resp, 405, "method not allowed")
+                                : ctl_resp_set(resp, 405, "text/plain; charset=utf-8", "Method not allowed\n");
+                        return r < 0 ? r : 1;
+                }
+                r = not_found(q, api, resp);
+                return r < 0 ? r : 1;
+        }
+        if (ctl_method_changes_state(q->method)) {
+                r = write_guard(q, resp);
+                if (r != 0)
+                        return r < 0 ? r : 1;
+                return 0; /* read the body, then ctl_seed_finish */
+        }
+        r = dispatch(q, resp);
+        return r < 0 ? r : 1;
+}
+
+int ctl_seed_finish(struct ctl_req *q, struct ctl_resp *resp) {
+        if (q->body_overflow)
+                return ctl_resp_error(resp, 413, "request body too large (at most 1 MiB)");
+        return dispatch(q, resp);
+}

@@ -1,0 +1,440 @@
+/* server.c — the libmicrohttpd daemon: binding (next free port if taken),
+ * limits, per-request state, the Host allowlist on every request, and the
+ * split between /_seed (routes.c) and the organism (proxy.c). */
+#include "ctl/mhd.h"
+#include "ctl/guard.h"
+#include "base/log.h"
+
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+
+#define CONNECTION_TIMEOUT_S 60u
+#define CONNECTION_MEMORY (128 * 1024)   /* bounds the request head (431 past it) */
+#define PORT_TRIES 21                    /* the port and the next 20 */
+
+/* Per connection: the request in flight, so a request that never reached the
+ * access handler (e.g. a head too large) is still freed on close. */
+struct ctl_conn {
+        struct ctl_req *req;
+};
+
+const char *ctl_req_header(const struct ctl_req *q, const char *name) {
+        return ctl_hdrs_get(&q->hdrs, name);
+}
+
+static void req_free(struct ctl_req *q) {
+        if (!q)
+                return;
+        free(q->uri);
+        free(q->path);
+        free(q->query);
+        free(q->method);
+        ctl_hdrs_free(&q->hdrs);
+        free(q->param);
+        buf_free(&q->body);
+        free(q->session_id);
+        if (q->cookie_value) {
+                secure_zero(q->cookie_value, strlen(q->cookie_value));
+                free(q->cookie_value);
+        }
+        ctl_proxy_free(q->px);
+        free(q);
+}
+
+static struct ctl_conn *conn_ctx(struct MHD_Connection *conn) {
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+        return ci ? ci->socket_context : NULL;
+}
+
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code) {
+        if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+                *socket_context = calloc(1, sizeof(struct ctl_conn));
+                return;
+        }
+        struct ctl_conn *cc = *socket_context;
+        if (cc) {
+                req_free(cc->req);
+                free(cc);
+        }
+        *socket_context = NULL;
+}
+
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
+        struct ctl_conn *cc = conn_ctx(conn);
+        struct ctl_req *q = calloc(1, sizeof *q);
+        if (!q || !cc) {
+                free(q);
+                return NULL;
+        }
+        q->ctl = cls;
+        q->uri = strdup(uri);
+        q->body = BUF_INIT(CTL_MAX_BODY);
+        req_free(cc->req); /* a previous request that never reached the handler */
+        cc->req = q;
+        return q;
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe) {
+        struct ctl_req *q = *con_cls;
+        struct ctl_conn *cc = conn_ctx(conn);
+        if (cc && cc->req == q)
+                cc->req = NULL;
+        req_free(q);
+        *con_cls = NULL;
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
+        char line[512];
+        vsnprintf(line, sizeof line, fmt, ap);
+        line[strcspn(line, "\r\n")] = 0;
+        log_debug("http: %s", line);
+}
+
+enum MHD_Result ctl_queue(struct MHD_Connection *conn, struct ctl_resp *resp) {
+        struct MHD_Response *m = MHD_create_response_from_buffer(
+                resp->len, resp->body ? resp->body : (char *)"",
+                resp->body_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_COPY);
+        enum MHD_Result ok = MHD_NO;
+        if (!m)
+                goto out;
+        if (resp->ctype)
+                MHD_add_response_header(m, MHD_HTTP_HEADER_CONTENT_TYPE, resp->ctype);
+        for (size_t i = 0; i < resp->hdrs.n; i++)
+                if (MHD_add_response_header(m, resp->hdrs.v[i].name, resp->hdrs.v[i].value) != MHD_YES)
+                        goto out;
+        ok = MHD_queue_response(conn, (unsigned)resp->status, m);
+out:
+        if (m)
+                MHD_destroy_response(m);
+        ctl_resp_done(resp);
+        return ok;
+}
+
+/* A /_seed-style answer (all security headers) for refusals made before
+ * routing, and for handler results. */
+static enum MHD_Result queue_seed(struct ctl_req *q, struct MHD_Connection *conn,
+                                  struct ctl_resp *resp) {
+        q->kind = CTL_REQ_DONE;
+        if (ctl_add_security_headers(&resp->hdrs) < 0) {
+                ctl_resp_done(resp);
+                return MHD_NO;
+        }
+        return ctl_queue(conn, resp);
+}
+
+static enum MHD_Result queue_text(struct ctl_req *q, struct MHD_Connection *conn, int status,
+                                  const char *text) {
+        struct ctl_resp resp = {0};
+        if (ctl_resp_set(&resp, status, "text/plain; charset=utf-8", text) < 0)
+                return MHD_NO;
+        return queue_seed(q, conn, &resp);
+}
+
+static enum MHD_Result queue_internal_error(struct ctl_req *q, struct MHD_Connection *conn) {
+        struct ctl_resp resp = {0};
+        if (ctl_resp_error(&resp, 500, "internal error (see the kernel log)") < 0)
+                return MHD_NO;
+        return queue_seed(q, conn, &resp);
+}
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                      const char *value) {
+        struct ctl_req *q = cls;
+        return ctl_hdrs_add(&q->hdrs, key, value ? value : "") < 0 ? MHD_NO : MHD_YES;
+}
+
+static int req_parse(struct ctl_req *q, struct MHD_Connection *conn, const char *method) {
+        q->method = strdup(method);
+        if (!q->method || !q->uri)
+                return -ENOMEM;
+        int n = MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_header, q);
+        if (n < 0 || (size_t)n != q->hdrs.n)
+                return -E2BIG;
+        const union MHD_ConnectionInfo *ci =
+                MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+        if (sa && sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, q->client_ip,
+                          sizeof q->client_ip);
+        else if (sa && sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, q->client_ip,
+                          sizeof q->client_ip);
+        else
+                strcpy(q->client_ip, "unknown");
+        const char *qm = strchr(q->uri, '?');
+        q->path = qm ? strndup(q->uri, (size_t)(qm - q->uri)) : strdup(q->uri);
+        if (qm && !(q->query = strdup(qm + 1)))
+                return -ENOMEM;
+        return q->path ? 0 : -ENOMEM;
+}
+
+static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, const char *method) {
+        struct ctl_resp resp = {0};
+        int r = req_parse(q, conn, method);
+        if (r == -E2BIG)
+                return queue_text(q, conn, 431, "Too many request headers.\n");
+        if (r < 0)
+                return MHD_NO;
+        int kind = ctl_target_is_clean(q->uri) ? ctl_path_classify(q->path) : -EINVAL;
+        if (kind < 0)
+                return queue_text(q, conn, 400, "Bad request path.\n");
+        if (ctl_hdrs_count(&q->hdrs, "Host") > 1)
+                return queue_text(q, conn, 400, "More than one Host header.\n");
+        if (!ctl_host_allowed(ctl_req_header(q, "Host"), q->ctl->allowed_hosts)) {
+                log_debug("refused a request for a Host that is not allowed (client %s)", q->client_ip);
+                return queue_text(q, conn, 421,
+                                  "Misdirected Request: this Seed answers only to localhost names "
+                                  "and server.allowed_hosts.\n");
+        }
+        if (kind == CTL_PATH_ORGANISM)
+                return ctl_proxy_begin(q, conn);
+
+        q->kind = CTL_REQ_SEED;
+        r = ctl_seed_begin(q, &resp);
+        if (r < 0) {
+                ctl_resp_done(&resp);
+                log_error_errno(r, "%s %s failed: %m", q->method, q->path);
+                return queue_internal_error(q, conn);
+        }
+        if (r == 0)
+                return MHD_YES; /* the body comes next */
+        return queue_seed(q, conn, &resp);
+}
+
+static enum MHD_Result finish_seed(struct ctl_req *q, struct MHD_Connection *conn) {
+        struct ctl_resp resp = {0};
+        int r = ctl_seed_finish(q, &resp);
+        if (r < 0) {
+                ctl_resp_done(&resp);
+                log_error_errno(r, "%s %s failed: %m", q->method, q->path);
+                return queue_internal_error(q, conn);
+        }
+        return queue_seed(q, conn, &resp);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls) {
+        struct ctl_req *q = *con_cls;
+        if (!q)
+                return MHD_NO;
+        switch (q->kind) {
+        case CTL_REQ_NEW:
+                return begin(q, conn, method);
+        case CTL_REQ_SEED:
+                if (*upload_data_size > 0) {
+                        size_t n = *upload_data_size;
+                        *upload_data_size = 0;
+                        if (buf_append(&q->body, upload_data, n) < 0) {
+                                log_info("closed a connection whose body passed 1 MiB (client %s)",
+                                         q->client_ip);
+                                return MHD_NO;
+                        }
+                        return MHD_YES;
+                }
+                return finish_seed(q, conn);
+        case CTL_REQ_PROXY:
+                if (*upload_data_size > 0) {
+                        size_t n = *upload_data_size;
+                        *upload_data_size = 0;
+                        return ctl_proxy_upload(q, upload_data, n);
+                }
+                return ctl_proxy_finish(q, conn);
+        case CTL_REQ_DONE:
+                *upload_data_size = 0;
+                return MHD_YES;
+        }
+        return MHD_NO;
+}
+
+/* ---- binding ---- */
+
+static int parse_addr(const char *addr, char **ret_host, unsigned *ret_port) {
+        const char *colon;
+        _cleanup_free_ char *host = NULL;
+        if (strempty(addr))
+                return -EINVAL;
+        if (addr[0] == '[') {
+                const char *end = strchr(addr, ']');
+                if (!end || end[1] != ':')
+                        return -EINVAL;
+                host = strndup(addr + 1, (size_t)(end - addr - 1));
+                colon = end + 1;
+        } else {
+                colon = strrchr(addr, ':');
+                if (!colon)
+                        return -EINVAL;
+                host = strndup(addr, (size_t)(colon - addr));
+        }
+        if (!host)
+                return -ENOMEM;
+        char *end = NULL;
+        errno = 0;
+        unsigned long port = strtoul(colon + 1, &end, 10);
+        if (errno || end == colon + 1 || *end || port > 65535)
+                return -EINVAL;
+        *ret_host = TAKE_PTR(host);
+        *ret_port = (unsigned)port;
+        return 0;
+}
+
+static int bind_listen(const char *addr, int *ret_fd, uint16_t *ret_port, bool *ret_v6) {
+        _cleanup_free_ char *host = NULL;
+        unsigned port;
+        int r = parse_addr(addr, &host, &port);
+        if (r < 0)
+                return log_error_errno(r, "server.addr '%s' is not HOST:PORT", addr);
+        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai = NULL;
+        int g = getaddrinfo(streq(host, "localhost") ? "127.0.0.1" : host, "0", &hints, &ai);
+        if (g != 0)
+                return log_error_errno(-EADDRNOTAVAIL, "cannot use '%s' to listen on: %s", host,
+                                       gai_strerror(g));
+        struct sockaddr_storage ss;
+        socklen_t sl = ai->ai_addrlen;
+        memcpy(&ss, ai->ai_addr, sl);
+        freeaddrinfo(ai);
+
+        unsigned tries = port == 0 ? 1 : PORT_TRIES;
+        r = -EADDRINUSE;
+        for (unsigned i = 0; i < tries && port + i <= 65535; i++) {
+                uint16_t p = (uint16_t)(port + i);
+                if (ss.ss_family == AF_INET6)
+                        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(p);
+                else
+                        ((struct sockaddr_in *)&ss)->sin_port = htons(p);
+                _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+                if (fd < 0)
+                        return log_error_errno(-errno, "socket: %m");
+                int one = 1;
+                (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+                if (ss.ss_family == AF_INET6)
+                        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+                if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
+                        r = -errno;
+                        if (r == -EADDRINUSE)
+                                continue;
+                        return log_error_errno(r, "cannot listen on %s: %m", addr);
+                }
+                if (listen(fd, 128) < 0)
+                        return log_error_errno(-errno, "listen: %m");
+                struct sockaddr_storage bound;
+                socklen_t bl = sizeof bound;
+                if (getsockname(fd, (struct sockaddr *)&bound, &bl) < 0)
+                        return -errno;
+                *ret_port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                              : ((struct sockaddr_in *)&bound)->sin_port);
+                *ret_v6 = ss.ss_family == AF_INET6;
+                if (i > 0)
+                        log_info("port %u is taken; using %u", port, *ret_port);
+                *ret_fd = TAKE_FD(fd);
+                return 0;
+        }
+        return log_error_errno(r, "cannot listen on %s or the next %u ports: %m", addr, tries - 1);
+}
+
+static void ctl_free(struct ctl *c) {
+        if (!c)
+                return;
+        if (c->cli_token)
+                secure_zero(c->cli_token, strlen(c->cli_token));
+        if (c->session_key)
+                secure_zero(c->session_key, strlen(c->session_key));
+        free(c->cli_token);
+        free(c->session_key);
+        free(c->seed_name);
+        free(c->seed_dir);
+        free(c->organism_socket_override);
+        strv_free(c->allowed_hosts);
+        pthread_mutex_destroy(&c->lock);
+        free(c);
+}
+
+static char *strdup_or_null(const char *s, bool *oom) {
+        char *d = s ? strdup(s) : NULL;
+        if (s && !d)
+                *oom = true;
+        return d;
+}
+
+int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
+        if (!cfg || strempty(cfg->addr) || strempty(cfg->session_key))
+                return -EINVAL;
+        struct ctl *c = calloc(1, sizeof *c);
+        if (!c)
+                return -ENOMEM;
+        pthread_mutex_init(&c->lock, NULL);
+        for (size_t i = 0; i < ARRAY_SIZE(c->upstream); i++)
+                c->upstream[i] = -1;
+        bool oom = false;
+        c->seed_name = strdup_or_null(strempty(cfg->seed_name) ? "seed" : cfg->seed_name, &oom);
+        c->seed_dir = strdup_or_null(cfg->seed_dir, &oom);
+        c->cli_token = strdup_or_null(cfg->cli_token, &oom);
+        c->session_key = strdup_or_null(cfg->session_key, &oom);
+        c->organism_socket_override = strdup_or_null(cfg->organism_socket_override, &oom);
+        c->allowed_hosts = calloc(1, sizeof(char *));
+        for (char *const *a = cfg->allowed_hosts; a && *a && !oom; a++)
+                oom = strv_push(&c->allowed_hosts, *a) < 0;
+        if (oom || !c->allowed_hosts) {
+                ctl_free(c);
+                return -ENOMEM;
+        }
+        c->kdb = cfg->kdb;
+        c->organism = cfg->organism;
+        c->status = cfg->status;
+        c->userdata = cfg->userdata;
+        c->api_routes = cfg->api_routes;
+        ctl_cookie_name(c->session_key, c->cookie_name);
+
+        int fd = -1;
+        bool v6 = false;
+        int r = bind_listen(cfg->addr, &fd, &c->port, &v6);
+        if (r < 0) {
+                ctl_free(c);
+                return r;
+        }
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
+                         MHD_USE_POLL | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
+        c->daemon = MHD_start_daemon(
+                flags, 0, NULL, NULL, on_request, c,
+                MHD_OPTION_LISTEN_SOCKET, fd,
+                MHD_OPTION_CONNECTION_LIMIT, (unsigned)CTL_MAX_CONNECTIONS,
+                MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+                MHD_OPTION_URI_LOG_CALLBACK, on_uri, c,
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, c,
+                MHD_OPTION_NOTIFY_CONNECTION, on_connection, c,
+                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, c,
+                MHD_OPTION_END);
+        if (!c->daemon) {
+                close(fd);
+                ctl_free(c);
+                return log_error_errno(-EIO, "could not start the HTTP server");
+        }
+        log_info("control plane listening on port %u", c->port);
+        *ret = c;
+        return 0;
+}
+
+uint16_t ctl_port(const struct ctl *c) {
+        return c ? c->port : 0;
+}
+
+void ctl_stop(struct ctl *c) {
+        if (!c)
+                return;
+        pthread_mutex_lock(&c->lock);
+        c->stopping = true;
+        for (size_t i = 0; i < ARRAY_SIZE(c->upstream); i++)
+                if (c->upstream[i] >= 0)
+                        shutdown(c->upstream[i], SHUT_RDWR);
+        pthread_mutex_unlock(&c->lock);
+        if (c->daemon)
+                MHD_stop_daemon(c->daemon);
+        ctl_free(c);
+}

@@ -1,0 +1,90 @@
+/* server.h — the state the ctl module's files share: the running server and
+ * one request. Only server.c and proxy.c include libmicrohttpd. */
+#pragma once
+
+#include "base/base.h"
+#include "base/buf.h"
+#include "ctl/ctl.h"
+#include "ctl/http.h"
+
+#include <netinet/in.h>
+#include <pthread.h>
+
+#define CTL_MAX_CONNECTIONS 256
+#define CTL_MAX_BODY (1024 * 1024)   /* /_seed request bodies; larger → 413 */
+#define CTL_LINK_TTL_MS (15 * 60 * 1000LL)
+#define CTL_MAX_LIVE_LINKS 20
+
+struct ctl {
+        /* Copies of the configuration's strings (secrets wiped on free). */
+        char *seed_name, *seed_dir, *cli_token, *session_key, *organism_socket_override;
+        char **allowed_hosts;
+        struct db *kdb;
+        struct organism *organism;
+        int (*status)(void *userdata, char **ret_json);
+        void *userdata;
+        const struct ctl_api_route *api_routes;
+
+        char cookie_name[32];
+        struct MHD_Daemon *daemon;
+        uint16_t port;
+
+        /* Open upstream sockets, shut down by ctl_stop so no thread blocks. */
+        pthread_mutex_t lock;
+        int upstream[CTL_MAX_CONNECTIONS];
+        bool stopping;
+};
+
+enum ctl_req_kind { CTL_REQ_NEW, CTL_REQ_SEED, CTL_REQ_PROXY, CTL_REQ_DONE };
+
+struct ctl_proxy;
+struct ctl_route;
+
+struct ctl_req {
+        struct ctl *ctl;
+        char *uri;                 /* raw request-target */
+        char *path, *query;        /* split from uri; query NULL if none */
+        char *method;
+        struct ctl_hdrs hdrs;
+        char client_ip[INET6_ADDRSTRLEN];
+        enum ctl_req_kind kind;
+
+        /* /_seed */
+        const struct ctl_route *route;
+        const struct ctl_api_route *api_route; /* one from ctl_config.api_routes */
+        char *param;               /* the "*" segment of the route, if any */
+        struct buf body;
+        bool body_overflow;
+        bool via_cli;              /* authenticated with the CLI bearer token */
+        char *session_id;          /* public id of the browser session */
+        char *cookie_value;        /* the session cookie (secret) */
+
+        /* / → organism */
+        struct ctl_proxy *px;
+};
+
+/* Header lookup on the request (first value). */
+const char *ctl_req_header(const struct ctl_req *q, const char *name);
+
+/* routes.c: the /_seed side. begin runs on the request head: returns 1 when
+ * *resp holds the answer, 0 when the body must be read first (then finish). */
+int ctl_seed_begin(struct ctl_req *q, struct ctl_resp *resp);
+int ctl_seed_finish(struct ctl_req *q, struct ctl_resp *resp);
+
+/* auth.c */
+int ctl_link_consume(struct db *kdb, const char *token);
+/* A new session: cookie value (secret) and public id. Caller frees both. */
+int ctl_session_new(struct db *kdb, const char *user_agent, char **ret_cookie, char **ret_id);
+/* The live session whose cookie is in the Cookie header(s); renews it.
+ * -ENOENT when there is none. Caller frees both. */
+int ctl_session_find(struct db *kdb, const struct ctl_hdrs *hdrs, const char *cookie_name,
+                     char **ret_cookie, char **ret_id);
+
+/* static.c: the embedded UI */
+int ctl_static_file(const char *name, struct ctl_resp *resp);
+int ctl_static_index(const char *seed_name, const char *token, struct ctl_resp *resp);
+
+/* proxy.c (libmicrohttpd-facing); conn is a struct MHD_Connection *. */
+void ctl_upstream_register(struct ctl *c, int fd);
+void ctl_upstream_unregister(struct ctl *c, int fd);
+void ctl_proxy_free(struct ctl_proxy *px);

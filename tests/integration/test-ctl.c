@@ -1,0 +1,1057 @@
+/* Integration tests of the control plane's HTTP side: a real PostgreSQL (the
+ * kernel DB with links and sessions), the real libmicrohttpd server on
+ * loopback, a raw HTTP/1.1 client, and a fake organism on a Unix socket.
+ * Runs as the unprivileged 'seed' account (drops root first). Tests share
+ * state and run in order. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <arpa/inet.h>
+#include <poll.h>
+#include <pthread.h>
+#include <strings.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+
+#include "base/buf.h"
+#include "base/crypto.h"
+#include "base/fileio.h"
+#include "base/log.h"
+#include "base/priv.h"
+#include "ctl/ctl.h"
+#include "db/db.h"
+#include "pg/pg.h"
+
+#define SESSION_KEY "integration-session-key-0123456789"
+#define CLI_TOKEN "cli-token-abcdef0123456789abcdef0123456789"
+#define NAV "Sec-Fetch-Dest: document\r\nSec-Fetch-Mode: navigate\r\nSec-Fetch-Site: none\r\n"
+#define FETCH "Sec-Fetch-Dest: empty\r\nSec-Fetch-Mode: cors\r\nSec-Fetch-Site: same-origin\r\n"
+
+static char seed_dir[64] = "/tmp/seed-ctl-XXXXXX";
+static char sock_path[100];
+static struct pg *g_pg;
+static struct db *g_kdb;
+static struct ctl *g_ctl;
+static uint16_t g_port;
+static char g_host[64];
+static char g_cookie_name[32];
+static char g_cookie[65];     /* a signed-in browser's cookie value */
+static char g_token[65];      /* its API token */
+
+/* ---- a raw HTTP client ---- */
+
+struct resp {
+        int status;
+        char *head;   /* status line + headers */
+        char *body;
+        size_t body_len;
+};
+
+static void resp_done(struct resp *r) {
+        free(r->head);
+        free(r->body);
+        *r = (struct resp){0};
+}
+
+/* The n-th (0-based) value of a response header, or NULL. */
+static const char *resp_header_nth(const struct resp *r, const char *name, int n, char *out, size_t outsz) {
+        size_t nl = strlen(name);
+        for (const char *p = strstr(r->head, "\r\n"); p && p[2];) {
+                p += 2;
+                const char *e = strstr(p, "\r\n");
+                size_t ll = e ? (size_t)(e - p) : strlen(p);
+                if (ll > nl && p[nl] == ':' && strncasecmp(p, name, nl) == 0 && n-- == 0) {
+                        const char *v = p + nl + 1;
+                        while (*v == ' ')
+                                v++;
+                        snprintf(out, outsz, "%.*s", (int)(ll - (size_t)(v - p)), v);
+                        return out;
+                }
+                p = e;
+        }
+        return NULL;
+}
+
+static int resp_header_count(const struct resp *r, const char *name) {
+        char tmp[8];
+        int n = 0;
+        while (resp_header_nth(r, name, n, tmp, sizeof tmp))
+                n++;
+        return n;
+}
+
+static char *resp_header(const struct resp *r, const char *name) {
+        static __thread char out[8192];
+        return (char *)resp_header_nth(r, name, 0, out, sizeof out);
+}
+
+/* Decodes a complete chunked body in place; -1 if malformed. */
+static ssize_t dechunk(char *b, size_t len) {
+        size_t in = 0, out = 0;
+        for (;;) {
+                char *end = NULL;
+                if (in >= len)
+                        return -1;
+                unsigned long n = strtoul(b + in, &end, 16);
+                char *crlf = strstr(b + in, "\r\n");
+                if (!crlf || end == b + in)
+                        return -1;
+                in = (size_t)(crlf - b) + 2;
+                if (n == 0)
+                        return (ssize_t)out;
+                if (in + n + 2 > len)
+                        return -1;
+                memmove(b + out, b + in, n);
+                out += n;
+                in += n + 2;
+        }
+}
+
+static int connect_tcp(int family, uint16_t port) {
+        int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        struct timeval tv = {.tv_sec = 20};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        int r;
+        if (family == AF_INET6) {
+                struct sockaddr_in6 sa = {.sin6_family = AF_INET6, .sin6_port = htons(port),
+                                          .sin6_addr = IN6ADDR_LOOPBACK_INIT};
+                r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+        } else {
+                struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port),
+                                         .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+                r = connect(fd, (struct sockaddr *)&sa, sizeof sa);
+        }
+        if (r < 0) {
+                close(fd);
+                return -errno;
+        }
+        return fd;
+}
+
+static void send_all(int fd, const char *d, size_t n) {
+        while (n > 0) {
+                ssize_t k = send(fd, d, n, MSG_NOSIGNAL);
+                if (k <= 0)
+                        return; /* the server may answer and close early (413) */
+                d += k;
+                n -= (size_t)k;
+        }
+}
+
+static void read_response(int fd, struct resp *ret) {
+        struct buf b = BUF_INIT(8 << 20);
+        char tmp[16384];
+        for (;;) {
+                ssize_t k = recv(fd, tmp, sizeof tmp, 0);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0 && errno == ECONNRESET && b.len > 0)
+                        break;
+                assert_true(k >= 0);
+                if (k == 0)
+                        break;
+                assert_int_equal(buf_append(&b, tmp, (size_t)k), 0);
+        }
+        assert_non_null(b.data);
+        char *sep = strstr(b.data, "\r\n\r\n");
+        if (!sep)
+                fail_msg("no response head in: %.200s", b.data);
+        *ret = (struct resp){0};
+        ret->head = strndup(b.data, (size_t)(sep - b.data) + 2);
+        size_t blen = b.len - (size_t)(sep + 4 - b.data);
+        ret->body = malloc(blen + 1);
+        memcpy(ret->body, sep + 4, blen);
+        ret->body[blen] = 0;
+        ret->body_len = blen;
+        assert_int_equal(sscanf(ret->head, "HTTP/1.%*d %d", &ret->status), 1);
+        const char *te = resp_header(ret, "Transfer-Encoding");
+        if (te && strcasecmp(te, "chunked") == 0) {
+                ssize_t n = dechunk(ret->body, ret->body_len);
+                if (n < 0)
+                        fail_msg("bad chunked body after %s", ret->head);
+                ret->body_len = (size_t)n;
+                ret->body[n] = 0;
+        }
+        buf_free(&b);
+}
+
+/* Sends one request (Connection: close) with the given Host and extra header
+ * lines; body may be NULL. */
+static void http_host(const char *method, const char *target, const char *host, const char *extra,
+                      const char *body, struct resp *ret) {
+        struct buf req = BUF_INIT(8 << 20);
+        assert_int_equal(buf_printf(&req, "%s %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s", method,
+                                    target, host, extra ? extra : ""),
+                         0);
+        if (body)
+                assert_int_equal(buf_printf(&req, "Content-Length: %zu\r\n", strlen(body)), 0);
+        assert_int_equal(buf_puts(&req, "\r\n"), 0);
+        if (body)
+                assert_int_equal(buf_puts(&req, body), 0);
+        int fd = connect_tcp(AF_INET, g_port);
+        assert_true(fd >= 0);
+        send_all(fd, req.data, req.len);
+        read_response(fd, ret);
+        close(fd);
+        buf_free(&req);
+}
+
+static void http(const char *method, const char *target, const char *extra, const char *body,
+                 struct resp *ret) {
+        http_host(method, target, g_host, extra, body, ret);
+}
+
+/* Extra header lines for a signed-in browser: cookie (+ token). */
+static char *browser(const char *cookie, const char *token, const char *more) {
+        char *s = NULL;
+        assert_int_equal(xasprintf(&s, "Cookie: other=1; %s=%s\r\n%s%s%s%s", g_cookie_name, cookie,
+                                   token ? "X-Seed-Token: " : "", token ? token : "", token ? "\r\n" : "",
+                                   more ? more : ""),
+                         0);
+        return s;
+}
+
+static char *cli(const char *more) {
+        char *s = NULL;
+        assert_int_equal(xasprintf(&s, "Authorization: Bearer %s\r\n%s", CLI_TOKEN, more ? more : ""), 0);
+        return s;
+}
+
+static void assert_seed_headers(const struct resp *r) {
+        assert_string_equal(resp_header(r, "Content-Security-Policy"),
+                            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                            "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
+        assert_string_equal(resp_header(r, "Cross-Origin-Opener-Policy"), "same-origin");
+        assert_string_equal(resp_header(r, "X-Content-Type-Options"), "nosniff");
+        assert_string_equal(resp_header(r, "Referrer-Policy"), "no-referrer");
+        assert_string_equal(resp_header(r, "Cache-Control"), "no-store");
+        assert_string_equal(resp_header(r, "X-Frame-Options"), "DENY");
+}
+
+/* ---- a fake organism on a Unix socket ---- */
+
+static int org_listen_fd = -1;
+static pthread_t org_thread;
+static pthread_mutex_t org_lock = PTHREAD_MUTEX_INITIALIZER;
+static char org_last_head[16384];
+static char org_last_body[4096];
+
+static void org_reply(int fd, const char *path) {
+        if (streq(path, "/chunked")) {
+                char head[512];
+                snprintf(head, sizeof head,
+                         "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+                         "Content-Security-Policy: default-src 'self'\r\n"
+                         "Cross-Origin-Opener-Policy: same-origin\r\n"
+                         "Service-Worker-Allowed: /\r\nSet-Cookie: %s=evil; Path=/_seed\r\n"
+                         "Set-Cookie: app=1; Path=/\r\nX-Organism: yes\r\n\r\n",
+                         g_cookie_name);
+                send_all(fd, head, strlen(head));
+                /* Split anywhere, including inside chunk-size lines. */
+                static const char *const pieces[] = {"7\r\nHello,", " \r", "\n0", "d;x=y\r\nfrom the ",
+                                                     "body\r\n", "0\r\n", "\r\n"};
+                for (size_t i = 0; i < ARRAY_SIZE(pieces); i++) {
+                        send_all(fd, pieces[i], strlen(pieces[i]));
+                        usleep(2000);
+                }
+        } else if (streq(path, "/echo")) {
+                char head[256];
+                pthread_mutex_lock(&org_lock);
+                snprintf(head, sizeof head, "HTTP/1.1 201 Created\r\nContent-Length: %zu\r\n\r\n",
+                         strlen(org_last_body));
+                send_all(fd, head, strlen(head));
+                send_all(fd, org_last_body, strlen(org_last_body));
+                pthread_mutex_unlock(&org_lock);
+        } else if (streq(path, "/close")) {
+                const char *r = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end";
+                send_all(fd, r, strlen(r));
+        } else if (streq(path, "/drop")) {
+                /* closes without an answer */
+        } else if (streq(path, "/bighead")) {
+                const char *r = "HTTP/1.1 200 OK\r\n";
+                send_all(fd, r, strlen(r));
+                char line[1024];
+                memset(line, 'a', sizeof line);
+                memcpy(line, "X-Big: ", 7);
+                line[sizeof line - 2] = '\r';
+                line[sizeof line - 1] = '\n';
+                for (int i = 0; i < 80; i++)
+                        send_all(fd, line, sizeof line);
+                send_all(fd, "\r\n", 2);
+        } else {
+                const char *r = "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found";
+                send_all(fd, r, strlen(r));
+        }
+}
+
+/* Reads one request: head, then a Content-Length or chunked body. */
+static void org_serve(int fd) {
+        struct buf b = BUF_INIT(1 << 20);
+        char tmp[4096], *sep = NULL;
+        while (!(b.data && (sep = strstr(b.data, "\r\n\r\n")))) {
+                ssize_t k = recv(fd, tmp, sizeof tmp, 0);
+                if (k <= 0) {
+                        buf_free(&b);
+                        return;
+                }
+                buf_append(&b, tmp, (size_t)k);
+        }
+        size_t head_len = (size_t)(sep - b.data) + 4;
+        char path[256] = "";
+        sscanf(b.data, "%*s %255s", path);
+        path[strcspn(path, "?")] = 0;
+        bool chunked = strcasestr(b.data, "\r\nTransfer-Encoding: chunked\r\n") != NULL;
+        const char *cl = strcasestr(b.data, "\r\nContent-Length: ");
+        size_t want = cl && cl < sep ? strtoul(cl + 18, NULL, 10) : 0;
+        for (;;) {
+                size_t have = b.len - head_len;
+                if (!chunked && have >= want)
+                        break;
+                if (chunked && strstr(b.data + head_len, "0\r\n\r\n"))
+                        break;
+                ssize_t k = recv(fd, tmp, sizeof tmp, 0);
+                if (k <= 0)
+                        break;
+                buf_append(&b, tmp, (size_t)k);
+        }
+        pthread_mutex_lock(&org_lock);
+        snprintf(org_last_head, sizeof org_last_head, "%.*s", (int)head_len, b.data);
+        size_t blen = b.len - head_len;
+        memcpy(org_last_body, b.data + head_len, blen < sizeof org_last_body ? blen : sizeof org_last_body - 1);
+        org_last_body[blen < sizeof org_last_body ? blen : sizeof org_last_body - 1] = 0;
+        if (chunked) {
+                ssize_t n = dechunk(org_last_body, strlen(org_last_body));
+                org_last_body[n < 0 ? 0 : n] = 0;
+        }
+        pthread_mutex_unlock(&org_lock);
+        org_reply(fd, path);
+        buf_free(&b);
+}
+
+static void *org_main(void *arg) {
+        for (;;) {
+                int fd = accept4(org_listen_fd, NULL, NULL, SOCK_CLOEXEC);
+                if (fd < 0) {
+                        if (errno == EINTR || errno == ECONNABORTED)
+                                continue;
+                        return NULL;
+                }
+                org_serve(fd);
+                close(fd);
+        }
+}
+
+static void org_start(void) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", sock_path);
+        org_listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(org_listen_fd >= 0);
+        assert_int_equal(bind(org_listen_fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        assert_int_equal(listen(org_listen_fd, 16), 0);
+        assert_int_equal(pthread_create(&org_thread, NULL, org_main, NULL), 0);
+}
+
+static void org_stop(void) {
+        if (org_listen_fd < 0)
+                return;
+        shutdown(org_listen_fd, SHUT_RDWR);
+        pthread_join(org_thread, NULL);
+        close(org_listen_fd);
+        org_listen_fd = -1;
+        unlink(sock_path);
+}
+
+/* ---- setup ---- */
+
+static int ext_echo(void *userdata, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        *ret_status = 202;
+        return xasprintf(ret_json, "{\"param\":\"%s\",\"body\":%s,\"cli\":%s}", call->param, call->body,
+                         call->via_cli ? "true" : "false");
+}
+
+static int ext_fail(void *userdata, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return -EIO;
+}
+
+static const struct ctl_api_route ext_routes[] = {
+        {"POST", "/_seed/api/echo/*", ext_echo},
+        {"GET", "/_seed/api/fail", ext_fail},
+        {0},
+};
+
+static int status_cb(void *userdata, char **ret_json) {
+        *ret_json = strdup("{\"name\":\"itest\",\"organism\":{\"state\":\"running\"},\"generation\":1}");
+        return *ret_json ? 0 : -ENOMEM;
+}
+
+static struct ctl_config ctl_cfg(const char *addr) {
+        return (struct ctl_config){
+                .addr = addr,
+                .seed_name = "itest",
+                .seed_dir = seed_dir,
+                .kdb = g_kdb,
+                .cli_token = CLI_TOKEN,
+                .session_key = SESSION_KEY,
+                .organism_socket_override = sock_path,
+                .status = status_cb,
+                .api_routes = ext_routes,
+        };
+}
+
+static void start_ctl(void) {
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        assert_int_equal(ctl_start(&cfg, &g_ctl), 0);
+        g_port = ctl_port(g_ctl);
+        assert_true(g_port > 0);
+        snprintf(g_host, sizeof g_host, "127.0.0.1:%u", g_port);
+}
+
+static int group_setup(void **state) {
+        if (!mkdtemp(seed_dir))
+                return -1;
+        snprintf(sock_path, sizeof sock_path, "%s/organism.sock", seed_dir);
+        _cleanup_free_ char *logs = path_join(seed_dir, ".seed/logs");
+        if (mkdir_p(logs, 0700) < 0)
+                return -1;
+        _cleanup_free_ char *klog = path_join(logs, "kernel.log");
+        const char *lines = "line one\nline two\nline \"three\"\nline four\nline five\n";
+        if (write_file_atomic(klog, lines, strlen(lines), 0600) < 0)
+                return -1;
+        if (pg_start(seed_dir, &g_pg) < 0)
+                return -1;
+        _cleanup_free_ char *ci = NULL;
+        if (pg_conninfo(g_pg, "postgres", PG_KERNEL_DB, &ci) < 0 || db_connect(ci, &g_kdb) < 0)
+                return -1;
+        ctl_cookie_name(SESSION_KEY, g_cookie_name);
+        return 0;
+}
+
+static int group_teardown(void **state) {
+        ctl_stop(g_ctl);
+        org_stop();
+        db_close(g_kdb);
+        pg_stop(g_pg);
+        rm_rf(seed_dir);
+        return 0;
+}
+
+/* Signs in with a fresh link; fills cookie (65 bytes). */
+static void sign_in(char *cookie) {
+        _cleanup_free_ char *t = NULL, *target = NULL;
+        struct resp r;
+        assert_int_equal(ctl_login_link_new(g_kdb, &t), 0);
+        assert_int_equal(xasprintf(&target, "/_seed/login?t=%s", t), 0);
+        http("GET", target, NAV, NULL, &r);
+        assert_int_equal(r.status, 303);
+        const char *sc = resp_header(&r, "Set-Cookie");
+        assert_non_null(sc);
+        assert_true(startswith(sc, g_cookie_name));
+        memcpy(cookie, sc + strlen(g_cookie_name) + 1, 64);
+        cookie[64] = 0;
+        resp_done(&r);
+}
+
+/* ---- tests ---- */
+
+static void test_start_and_healthz(void **state) {
+        start_ctl();
+        struct resp r;
+        http("GET", "/_seed/healthz", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "{\"ok\":true}\n");
+        assert_string_equal(resp_header(&r, "Content-Type"), "application/json");
+        assert_seed_headers(&r);
+        resp_done(&r);
+}
+
+static void test_port_taken_uses_next(void **state) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        socklen_t sl = sizeof sa;
+        assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        assert_int_equal(listen(fd, 1), 0);
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
+        unsigned taken = ntohs(sa.sin_port);
+        char addr[64];
+        snprintf(addr, sizeof addr, "127.0.0.1:%u", taken);
+        struct ctl_config cfg = ctl_cfg(addr);
+        struct ctl *c = NULL;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        assert_true(ctl_port(c) > taken && ctl_port(c) <= taken + 20);
+        ctl_stop(c);
+        close(fd);
+}
+
+static void test_ipv6(void **state) {
+        struct ctl_config cfg = ctl_cfg("[::1]:0");
+        struct ctl *c = NULL;
+        if (ctl_start(&cfg, &c) < 0)
+                skip(); /* no IPv6 loopback here */
+        int fd = connect_tcp(AF_INET6, ctl_port(c));
+        assert_true(fd >= 0);
+        char req[256];
+        snprintf(req, sizeof req, "GET /_seed/healthz HTTP/1.1\r\nHost: [::1]:%u\r\nConnection: close\r\n\r\n",
+                 ctl_port(c));
+        send_all(fd, req, strlen(req));
+        struct resp r;
+        read_response(fd, &r);
+        close(fd);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        ctl_stop(c);
+}
+
+static void test_forged_host(void **state) {
+        static const char *const hosts[] = {"evil.com", "127.0.0.1.evil.com", "localhost.evil.com:80",
+                                            "10.0.0.1"};
+        for (size_t i = 0; i < ARRAY_SIZE(hosts); i++) {
+                struct resp r;
+                http_host("GET", "/_seed/healthz", hosts[i], NULL, NULL, &r);
+                assert_int_equal(r.status, 421);
+                resp_done(&r);
+                http_host("GET", "/", hosts[i], NULL, NULL, &r);
+                assert_int_equal(r.status, 421);
+                resp_done(&r);
+        }
+        struct resp r;
+        http_host("GET", "/_seed/healthz", "localhost", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        http_host("GET", "/_seed/healthz", "seed.localhost:1234", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        /* /_seed is never served on the organism's origin. */
+        http_host("GET", "/_seed/healthz", "organism.localhost", NULL, NULL, &r);
+        assert_int_equal(r.status, 421);
+        resp_done(&r);
+        /* A request head past the connection's memory limit is refused. */
+        char *huge = malloc(200 * 1024 + 32);
+        strcpy(huge, "X-Huge: ");
+        memset(huge + 8, 'a', 200 * 1024);
+        strcpy(huge + 8 + 200 * 1024, "\r\n");
+        http("GET", "/_seed/healthz", huge, NULL, &r);
+        assert_int_equal(r.status, 431);
+        resp_done(&r);
+        free(huge);
+        /* A disguised /_seed path is refused, not proxied. */
+        http("GET", "/%5Fseed/healthz", NULL, NULL, &r);
+        assert_int_equal(r.status, 400);
+        resp_done(&r);
+}
+
+static void test_link_sign_in(void **state) {
+        _cleanup_free_ char *t = NULL, *target = NULL;
+        struct resp r;
+        assert_int_equal(ctl_login_link_new(g_kdb, &t), 0);
+        assert_true(strlen(t) >= 32);
+        assert_int_equal(xasprintf(&target, "/_seed/login?t=%s", t), 0);
+
+        /* Without Fetch Metadata: refused, and the link stays usable. */
+        http("GET", target, NULL, NULL, &r);
+        assert_int_equal(r.status, 400);
+        assert_non_null(strstr(r.body, "too old"));
+        assert_null(resp_header(&r, "Set-Cookie"));
+        resp_done(&r);
+        /* As a fetch: refused too. */
+        http("GET", target, FETCH, NULL, &r);
+        assert_int_equal(r.status, 403);
+        assert_null(resp_header(&r, "Set-Cookie"));
+        resp_done(&r);
+
+        http("GET", target, NAV "User-Agent: itest-browser\r\n", NULL, &r);
+        assert_int_equal(r.status, 303);
+        assert_string_equal(resp_header(&r, "Location"), "/_seed/");
+        assert_seed_headers(&r);
+        const char *sc = resp_header(&r, "Set-Cookie");
+        assert_non_null(sc);
+        char want[256];
+        assert_true(strlen(sc) > strlen(g_cookie_name) + 65);
+        memcpy(g_cookie, sc + strlen(g_cookie_name) + 1, 64);
+        g_cookie[64] = 0;
+        snprintf(want, sizeof want, "%s=%s; Path=/_seed; HttpOnly; SameSite=Lax; Max-Age=2592000",
+                 g_cookie_name, g_cookie);
+        assert_string_equal(sc, want);
+        ctl_api_token(SESSION_KEY, g_cookie, g_token);
+        resp_done(&r);
+
+        /* Single use. */
+        http("GET", target, NAV, NULL, &r);
+        assert_int_equal(r.status, 403);
+        assert_non_null(strstr(r.body, "This sign-in link is no longer valid"));
+        assert_null(resp_header(&r, "Set-Cookie"));
+        resp_done(&r);
+        /* Unknown token and no token. */
+        http("GET", "/_seed/login?t=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", NAV, NULL, &r);
+        assert_int_equal(r.status, 403);
+        resp_done(&r);
+        http("GET", "/_seed/login", NAV, NULL, &r);
+        assert_int_equal(r.status, 403);
+        resp_done(&r);
+}
+
+static void test_expired_link(void **state) {
+        const char *t = "feedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedfacefeedface";
+        char hash[65];
+        crypto_sha256_hex(t, strlen(t), hash);
+        assert_int_equal(db_link_insert(g_kdb, hash, wall_ms() - 1000), 0);
+        _cleanup_free_ char *target = NULL;
+        assert_int_equal(xasprintf(&target, "/_seed/login?t=%s", t), 0);
+        struct resp r;
+        http("GET", target, NAV, NULL, &r);
+        assert_int_equal(r.status, 403);
+        assert_non_null(strstr(r.body, "This sign-in link is no longer valid"));
+        assert_null(resp_header(&r, "Set-Cookie"));
+        resp_done(&r);
+}
+
+static void test_page(void **state) {
+        struct resp r;
+        _cleanup_free_ char *b = browser(g_cookie, NULL, NAV);
+        http("GET", "/_seed/", b, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_seed_headers(&r);
+        char meta[128];
+        snprintf(meta, sizeof meta, "<meta name=\"seed-token\" content=\"%s\">", g_token);
+        assert_non_null(strstr(r.body, meta));
+        assert_non_null(strstr(r.body, "<script src=\"/_seed/app.js\""));
+        /* No inline script or handlers: every <script has a src. */
+        for (const char *p = strstr(r.body, "<script"); p; p = strstr(p + 1, "<script"))
+                assert_true(strncmp(p, "<script src=", 12) == 0);
+        assert_null(strstr(r.body, "onclick"));
+        assert_null(strstr(r.body, "{{"));
+        /* The browser's cookie is renewed. */
+        assert_non_null(strstr(resp_header(&r, "Set-Cookie"), "Max-Age=2592000"));
+        resp_done(&r);
+
+        /* Without Fetch Metadata: the browser is too old. */
+        _cleanup_free_ char *b2 = browser(g_cookie, NULL, NULL);
+        http("GET", "/_seed/", b2, NULL, &r);
+        assert_int_equal(r.status, 400);
+        assert_null(strstr(r.body, g_token));
+        resp_done(&r);
+        /* As a fetch from a script: refused. */
+        _cleanup_free_ char *b3 = browser(g_cookie, NULL, FETCH);
+        http("GET", "/_seed/", b3, NULL, &r);
+        assert_int_equal(r.status, 403);
+        assert_null(strstr(r.body, g_token));
+        resp_done(&r);
+        /* No session: private. */
+        http("GET", "/_seed/", NAV, NULL, &r);
+        assert_int_equal(r.status, 401);
+        assert_non_null(strstr(r.body, "This Seed is private"));
+        assert_seed_headers(&r);
+        resp_done(&r);
+        /* A forged cookie: private. */
+        _cleanup_free_ char *b4 = browser("00000000000000000000000000000000000000000000000000000000deadbeef", NULL, NAV);
+        http("GET", "/_seed/", b4, NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        /* /_seed redirects to /_seed/. */
+        http("GET", "/_seed", NULL, NULL, &r);
+        assert_int_equal(r.status, 308);
+        resp_done(&r);
+}
+
+static void test_assets(void **state) {
+        struct resp r;
+        _cleanup_free_ char *b = browser(g_cookie, NULL, "Sec-Fetch-Dest: script\r\n");
+        http("GET", "/_seed/app.js", b, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_true(startswith(resp_header(&r, "Content-Type"), "text/javascript"));
+        assert_non_null(strstr(r.body, "X-Seed-Token"));
+        resp_done(&r);
+        http("GET", "/_seed/style.css", b, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        http("GET", "/_seed/app.js", NULL, NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        http("GET", "/_seed/nothing-here", NULL, NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        http("GET", "/_seed/public.css", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+}
+
+static void test_status_api(void **state) {
+        struct resp r;
+        _cleanup_free_ char *ok = browser(g_cookie, g_token, FETCH);
+        http("GET", "/_seed/api/status", ok, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "\"state\":\"running\""));
+        assert_seed_headers(&r);
+        resp_done(&r);
+
+        _cleanup_free_ char *cookie_only = browser(g_cookie, NULL, FETCH);
+        http("GET", "/_seed/api/status", cookie_only, NULL, &r);
+        assert_int_equal(r.status, 401);
+        assert_true(startswith(r.body, "{\"error\":"));
+        resp_done(&r);
+
+        _cleanup_free_ char *token_only = NULL;
+        assert_int_equal(xasprintf(&token_only, "X-Seed-Token: %s\r\n" FETCH, g_token), 0);
+        http("GET", "/_seed/api/status", token_only, NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+
+        char wrong[65];
+        memcpy(wrong, g_token, sizeof wrong);
+        wrong[0] = wrong[0] == 'a' ? 'b' : 'a';
+        _cleanup_free_ char *bad = browser(g_cookie, wrong, FETCH);
+        http("GET", "/_seed/api/status", bad, NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+
+        _cleanup_free_ char *target = NULL;
+        assert_int_equal(xasprintf(&target, "/_seed/api/status?token=%s", g_token), 0);
+        http("GET", target, cookie_only, NULL, &r);
+        assert_int_equal(r.status, 400);
+        resp_done(&r);
+        http("GET", target, ok, NULL, &r);
+        assert_int_equal(r.status, 400);
+        resp_done(&r);
+
+        _cleanup_free_ char *c = cli(NULL);
+        http("GET", "/_seed/api/status", c, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        http("GET", "/_seed/api/status", "Authorization: Bearer nope\r\n", NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        http("GET", "/_seed/api/nothing", c, NULL, &r);
+        assert_int_equal(r.status, 404);
+        resp_done(&r);
+        http("GET", "/_seed/api/nothing", NULL, NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+}
+
+static void test_logs_api(void **state) {
+        struct resp r;
+        _cleanup_free_ char *c = cli(NULL);
+        http("GET", "/_seed/api/logs?name=kernel&lines=2", c, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "{\"name\":\"kernel\",\"lines\":[\"line four\",\"line five\"]}\n");
+        resp_done(&r);
+        http("GET", "/_seed/api/logs?name=kernel", c, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "\"line \\\"three\\\"\""));
+        resp_done(&r);
+        http("GET", "/_seed/api/logs?name=organism", c, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "{\"name\":\"organism\",\"lines\":[]}\n");
+        resp_done(&r);
+        http("GET", "/_seed/api/logs?name=../../etc/passwd", c, NULL, &r);
+        assert_int_equal(r.status, 400);
+        resp_done(&r);
+        http("GET", "/_seed/api/logs?name=kernel&lines=2001", c, NULL, &r);
+        assert_int_equal(r.status, 400);
+        resp_done(&r);
+}
+
+static void test_login_links_api(void **state) {
+        struct resp r;
+        _cleanup_free_ char *c = cli("Content-Type: application/json\r\n");
+        http("POST", "/_seed/api/login-links", c, "{}", &r);
+        assert_int_equal(r.status, 201);
+        char prefix[128];
+        snprintf(prefix, sizeof prefix, "{\"url\":\"http://%s/_seed/login?t=", g_host);
+        assert_true(startswith(r.body, prefix));
+        char *t = r.body + strlen(prefix);
+        t[strcspn(t, "\"")] = 0;
+        _cleanup_free_ char *target = NULL;
+        assert_int_equal(xasprintf(&target, "/_seed/login?t=%s", t), 0);
+        resp_done(&r);
+        http("GET", target, NAV, NULL, &r);
+        assert_int_equal(r.status, 303);
+        resp_done(&r);
+
+        /* A browser session cannot make links: CLI only. */
+        _cleanup_free_ char *b = browser(g_cookie, g_token, FETCH "Content-Type: application/json\r\n"
+                                                                  "Origin: http://127.0.0.1\r\n");
+        http("POST", "/_seed/api/login-links", b, "{}", &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+}
+
+static void test_state_changing_rules(void **state) {
+        struct resp r;
+        _cleanup_free_ char *form = cli("Content-Type: application/x-www-form-urlencoded\r\n");
+        http("POST", "/_seed/api/login-links", form, "a=1", &r);
+        assert_int_equal(r.status, 415);
+        resp_done(&r);
+        _cleanup_free_ char *none = cli(NULL);
+        http("POST", "/_seed/api/login-links", none, "{}", &r);
+        assert_int_equal(r.status, 415);
+        resp_done(&r);
+        _cleanup_free_ char *cross = cli("Content-Type: application/json\r\nOrigin: http://evil.com\r\n");
+        http("POST", "/_seed/api/login-links", cross, "{}", &r);
+        assert_int_equal(r.status, 403);
+        resp_done(&r);
+        _cleanup_free_ char *cross2 = cli("Content-Type: application/json\r\nSec-Fetch-Site: cross-site\r\n");
+        http("POST", "/_seed/api/login-links", cross2, "{}", &r);
+        assert_int_equal(r.status, 403);
+        resp_done(&r);
+
+        /* A browser must say same-origin: without Fetch Metadata it is refused. */
+        char origin[128];
+        snprintf(origin, sizeof origin, "Origin: http://%s\r\nContent-Type: application/json\r\n", g_host);
+        _cleanup_free_ char *old = browser(g_cookie, g_token, origin);
+        http("POST", "/_seed/api/owner/logout", old, "{}", &r);
+        assert_int_equal(r.status, 403);
+        resp_done(&r);
+        _cleanup_free_ char *evil = browser(g_cookie, g_token, FETCH "Origin: http://evil.com\r\n"
+                                                                     "Content-Type: application/json\r\n");
+        http("POST", "/_seed/api/owner/logout", evil, "{}", &r);
+        assert_int_equal(r.status, 403);
+        resp_done(&r);
+
+        /* Too large a body. */
+        _cleanup_free_ char *big = cli("Content-Type: application/json\r\nContent-Length: 2000000\r\n");
+        int fd = connect_tcp(AF_INET, g_port);
+        char req[512];
+        snprintf(req, sizeof req, "POST /_seed/api/login-links HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s\r\n",
+                 g_host, big);
+        send_all(fd, req, strlen(req));
+        read_response(fd, &r);
+        close(fd);
+        assert_int_equal(r.status, 413);
+        resp_done(&r);
+        /* GET on a POST route. */
+        http("GET", "/_seed/api/login-links", none, NULL, &r);
+        assert_int_equal(r.status, 405);
+        resp_done(&r);
+}
+
+static void test_api_routes_from_other_modules(void **state) {
+        struct resp r;
+        char more[256];
+        snprintf(more, sizeof more, FETCH "Origin: http://%s\r\nContent-Type: application/json\r\n", g_host);
+        _cleanup_free_ char *b = browser(g_cookie, g_token, more);
+        http("POST", "/_seed/api/echo/evo_7", b, "{\"x\":1}", &r);
+        assert_int_equal(r.status, 202);
+        assert_string_equal(r.body, "{\"param\":\"evo_7\",\"body\":{\"x\":1},\"cli\":false}");
+        assert_seed_headers(&r);
+        resp_done(&r);
+        _cleanup_free_ char *c = cli("Content-Type: application/json\r\n");
+        http("POST", "/_seed/api/echo/abc", c, "[]", &r);
+        assert_int_equal(r.status, 202);
+        assert_non_null(strstr(r.body, "\"cli\":true"));
+        resp_done(&r);
+        /* Same guards as built-in routes. */
+        _cleanup_free_ char *cookie_only = browser(g_cookie, NULL, more);
+        http("POST", "/_seed/api/echo/x", cookie_only, "{}", &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        _cleanup_free_ char *form = browser(g_cookie, g_token, FETCH "Content-Type: text/plain\r\n");
+        http("POST", "/_seed/api/echo/x", form, "{}", &r);
+        assert_int_equal(r.status, 415);
+        resp_done(&r);
+        http("GET", "/_seed/api/echo/x", c, NULL, &r);
+        assert_int_equal(r.status, 405);
+        resp_done(&r);
+        http("POST", "/_seed/api/echo/", c, "{}", &r);
+        assert_int_equal(r.status, 404);
+        resp_done(&r);
+        http("GET", "/_seed/api/fail", c, NULL, &r);
+        assert_int_equal(r.status, 500);
+        assert_non_null(strstr(r.body, "\"error\""));
+        resp_done(&r);
+}
+
+static void test_logout(void **state) {
+        char other[65], token[65];
+        sign_in(other);
+        ctl_api_token(SESSION_KEY, other, token);
+        struct resp r;
+        char more[256];
+        snprintf(more, sizeof more, FETCH "Origin: http://%s\r\nContent-Type: application/json\r\n", g_host);
+        _cleanup_free_ char *b = browser(other, token, more);
+        http("POST", "/_seed/api/owner/logout", b, "{}", &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(resp_header(&r, "Set-Cookie"), "Max-Age=0"));
+        resp_done(&r);
+        http("GET", "/_seed/api/status", b, NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        /* The first browser is still signed in. */
+        _cleanup_free_ char *ok = browser(g_cookie, g_token, FETCH);
+        http("GET", "/_seed/api/owner/sessions", ok, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "\"current\":true"));
+        assert_non_null(strstr(r.body, "itest-browser"));
+        resp_done(&r);
+}
+
+static void test_link_limit(void **state) {
+        int live = db_link_count_live(g_kdb, wall_ms());
+        assert_true(live >= 0 && live < 20);
+        char *made[20] = {0};
+        int n = 20 - live;
+        for (int i = 0; i < n; i++)
+                assert_int_equal(ctl_login_link_new(g_kdb, &made[i]), 0);
+        char *t = NULL;
+        assert_int_equal(ctl_login_link_new(g_kdb, &t), -EMFILE);
+        struct resp r;
+        _cleanup_free_ char *c = cli("Content-Type: application/json\r\n");
+        http("POST", "/_seed/api/login-links", c, "{}", &r);
+        assert_int_equal(r.status, 429);
+        assert_non_null(strstr(r.body, "too many"));
+        resp_done(&r);
+        /* Using one frees a place. */
+        char hash[65];
+        for (int i = 0; i < n; i++) {
+                crypto_sha256_hex(made[i], strlen(made[i]), hash);
+                assert_int_equal(db_link_consume(g_kdb, hash, wall_ms()), 0);
+                free(made[i]);
+        }
+        assert_int_equal(ctl_login_link_new(g_kdb, &t), 0);
+        free(t);
+}
+
+static void test_session_survives_restart(void **state) {
+        ctl_stop(g_ctl);
+        g_ctl = NULL;
+        start_ctl();
+        struct resp r;
+        _cleanup_free_ char *b = browser(g_cookie, NULL, NAV);
+        http("GET", "/_seed/", b, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, g_token));
+        resp_done(&r);
+}
+
+static void test_proxy(void **state) {
+        org_start();
+        struct resp r;
+        _cleanup_free_ char *extra = NULL;
+        assert_int_equal(xasprintf(&extra,
+                                   "Cookie: theme=dark; %s=%s; lang=en\r\nX-Seed-Token: %s\r\n"
+                                   "Authorization: Bearer %s\r\nX-Forwarded-For: 6.6.6.6\r\n"
+                                   "Accept: text/plain\r\n",
+                                   g_cookie_name, g_cookie, g_token, CLI_TOKEN),
+                         0);
+        http("GET", "/chunked?q=1", extra, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "Hello, from the body");
+        assert_string_equal(resp_header(&r, "Cross-Origin-Opener-Policy"), "unsafe-none");
+        assert_int_equal(resp_header_count(&r, "Cross-Origin-Opener-Policy"), 1);
+        assert_int_equal(resp_header_count(&r, "Content-Security-Policy"), 2);
+        char v[256];
+        assert_string_equal(resp_header_nth(&r, "Content-Security-Policy", 0, v, sizeof v), "default-src 'self'");
+        assert_string_equal(resp_header_nth(&r, "Content-Security-Policy", 1, v, sizeof v), "frame-ancestors 'none'");
+        assert_null(resp_header(&r, "Service-Worker-Allowed"));
+        assert_int_equal(resp_header_count(&r, "Set-Cookie"), 1);
+        assert_string_equal(resp_header(&r, "Set-Cookie"), "app=1; Path=/");
+        assert_string_equal(resp_header(&r, "X-Organism"), "yes");
+        resp_done(&r);
+
+        pthread_mutex_lock(&org_lock);
+        assert_true(startswith(org_last_head, "GET /chunked?q=1 HTTP/1.1\r\n"));
+        assert_non_null(strstr(org_last_head, "Cookie: theme=dark; lang=en\r\n"));
+        assert_null(strstr(org_last_head, g_cookie));
+        assert_null(strstr(org_last_head, g_cookie_name));
+        assert_null(strstr(org_last_head, g_token));
+        assert_null(strstr(org_last_head, CLI_TOKEN));
+        assert_null(strstr(org_last_head, "6.6.6.6"));
+        assert_non_null(strstr(org_last_head, "X-Forwarded-For: 127.0.0.1\r\n"));
+        assert_non_null(strstr(org_last_head, "X-Forwarded-Proto: http\r\n"));
+        char fh[128];
+        snprintf(fh, sizeof fh, "X-Forwarded-Host: %s\r\n", g_host);
+        assert_non_null(strstr(org_last_head, fh));
+        assert_non_null(strstr(org_last_head, "Connection: close\r\n"));
+        assert_non_null(strstr(org_last_head, "Accept: text/plain\r\n"));
+        pthread_mutex_unlock(&org_lock);
+
+        /* Request bodies are streamed: Content-Length … */
+        http("POST", "/echo", "Content-Type: text/plain\r\n", "hello organism", &r);
+        assert_int_equal(r.status, 201);
+        assert_string_equal(r.body, "hello organism");
+        resp_done(&r);
+        /* … and chunked (re-chunked to the organism). */
+        int fd = connect_tcp(AF_INET, g_port);
+        char req[512];
+        snprintf(req, sizeof req,
+                 "POST /echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n\r\n"
+                 "5\r\nhello\r\n6\r\n there\r\n0\r\n\r\n",
+                 g_host);
+        send_all(fd, req, strlen(req));
+        read_response(fd, &r);
+        close(fd);
+        assert_int_equal(r.status, 201);
+        assert_string_equal(r.body, "hello there");
+        resp_done(&r);
+
+        http("GET", "/close", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "until the end");
+        resp_done(&r);
+        http("GET", "/bighead", NULL, NULL, &r);
+        assert_int_equal(r.status, 502);
+        resp_done(&r);
+        http("GET", "/missing", NULL, NULL, &r);
+        assert_int_equal(r.status, 404);
+        assert_string_equal(r.body, "not found");
+        resp_done(&r);
+        http("HEAD", "/echo", NULL, NULL, &r);
+        assert_int_equal(r.status, 201);
+        resp_done(&r);
+
+        /* The organism hangs up without answering: unavailable. */
+        http("GET", "/drop", NULL, NULL, &r);
+        assert_int_equal(r.status, 503);
+        assert_non_null(strstr(r.body, "My body is"));
+        resp_done(&r);
+
+        /* No service workers. */
+        http("GET", "/sw.js", "Service-Worker: script\r\n", NULL, &r);
+        assert_int_equal(r.status, 403);
+        resp_done(&r);
+}
+
+static void test_proxy_upstream_down(void **state) {
+        org_stop();
+        struct resp r;
+        http("GET", "/", NULL, NULL, &r);
+        assert_int_equal(r.status, 503);
+        assert_non_null(strstr(r.body, "My body is not running"));
+        assert_non_null(strstr(r.body, "http-equiv=\"refresh\" content=\"5\""));
+        assert_null(strstr(r.body, "<script"));
+        assert_string_equal(resp_header(&r, "Refresh"), "5");
+        assert_string_equal(resp_header(&r, "Cross-Origin-Opener-Policy"), "unsafe-none");
+        assert_non_null(strstr(resp_header(&r, "Content-Security-Policy"), "frame-ancestors 'none'"));
+        resp_done(&r);
+}
+
+int main(void) {
+        if (priv_drop_if_root(NULL) < 0) {
+                fprintf(stderr, "cannot drop root\n");
+                return 1;
+        }
+        log_set_level(LOG_WARN);
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_start_and_healthz),
+                cmocka_unit_test(test_port_taken_uses_next),
+                cmocka_unit_test(test_ipv6),
+                cmocka_unit_test(test_forged_host),
+                cmocka_unit_test(test_link_sign_in),
+                cmocka_unit_test(test_expired_link),
+                cmocka_unit_test(test_page),
+                cmocka_unit_test(test_assets),
+                cmocka_unit_test(test_status_api),
+                cmocka_unit_test(test_logs_api),
+                cmocka_unit_test(test_login_links_api),
+                cmocka_unit_test(test_state_changing_rules),
+                cmocka_unit_test(test_api_routes_from_other_modules),
+                cmocka_unit_test(test_logout),
+                cmocka_unit_test(test_link_limit),
+                cmocka_unit_test(test_session_survives_restart),
+                cmocka_unit_test(test_proxy),
+                cmocka_unit_test(test_proxy_upstream_down),
+        };
+        return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}

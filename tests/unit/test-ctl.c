@@ -1,0 +1,595 @@
+/* Unit tests of the control plane's pure parts: guards, cookies and tokens,
+ * the proxy's header policy and chunked decoder, pages and escaping. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "base/buf.h"
+#include "ctl/cookie.h"
+#include "ctl/ctl.h"
+#include "ctl/guard.h"
+#include "ctl/http.h"
+#include "ctl/pages.h"
+#include "ctl/proxy-policy.h"
+
+static const char COOKIE64[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+
+/* ---- Host allowlist ---- */
+
+static void test_host_allowed_defaults(void **state) {
+        static const char *const ok[] = {
+                "localhost", "localhost:8080", "LOCALHOST:80", "127.0.0.1", "127.0.0.1:8080",
+                "[::1]", "[::1]:8080", "foo.localhost", "a.b-c.localhost:1234", "Seed.LocalHost",
+                "organism.localhost:8080",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+                if (!ctl_host_allowed(ok[i], NULL))
+                        fail_msg("refused %s", ok[i]);
+        }
+}
+
+static void test_host_refused(void **state) {
+        static const char *const bad[] = {
+                "", "evil.com", "evil.com:8080", "127.0.0.1.evil.com", "127.0.0.1.nip.io",
+                "localhost.evil.com", "localhost.evil.com:8080", "127.0.0.2", "0.0.0.0", "[::2]",
+                "[::1", "::1", "[::1]x", "[::1]:", "localhost:", "localhost:0", "localhost:99999",
+                "localhost:80:80", "localhost:8o", "local host", ".localhost", "a..localhost",
+                "-x.localhost:", "localhost.", "x_y.localhost", "evil.com/localhost",
+                "evil.com#.localhost", "evil.com?.localhost", "user@localhost", "10.0.0.1",
+                "[::ffff:127.0.0.1]", "seed.example.com",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                if (ctl_host_allowed(bad[i], NULL))
+                        fail_msg("allowed %s", bad[i]);
+        assert_false(ctl_host_allowed(NULL, NULL));
+}
+
+static void test_host_allowed_extra(void **state) {
+        char *extra[] = {"seed.example.com", "*.corp.test", "[fd00::1]", NULL};
+        assert_true(ctl_host_allowed("seed.example.com", extra));
+        assert_true(ctl_host_allowed("SEED.example.com:443", extra));
+        assert_true(ctl_host_allowed("a.corp.test", extra));
+        assert_true(ctl_host_allowed("a.b.corp.test:8080", extra));
+        assert_true(ctl_host_allowed("[fd00::1]:8080", extra));
+        assert_true(ctl_host_allowed("localhost", extra));
+        assert_false(ctl_host_allowed("corp.test", extra));
+        assert_false(ctl_host_allowed("evilcorp.test", extra));
+        assert_false(ctl_host_allowed("evilseed.example.com", extra));
+        assert_false(ctl_host_allowed("seed.example.com.evil.com", extra));
+        assert_false(ctl_host_allowed("example.com", extra));
+}
+
+static void test_host_organism(void **state) {
+        assert_true(ctl_host_is_organism("organism.localhost"));
+        assert_true(ctl_host_is_organism("organism.localhost:8080"));
+        assert_true(ctl_host_is_organism("Organism.LOCALHOST:1"));
+        assert_true(ctl_host_is_organism("admin.organism.localhost"));
+        assert_false(ctl_host_is_organism("localhost"));
+        assert_false(ctl_host_is_organism("myorganism.localhost"));
+        assert_false(ctl_host_is_organism("organism.localhost.evil.com"));
+        assert_false(ctl_host_is_organism(NULL));
+}
+
+/* ---- Fetch Metadata, same origin, JSON ---- */
+
+static void test_fetch_nav(void **state) {
+        assert_int_equal(ctl_fetch_nav("document", "navigate", "none"), CTL_NAV_OK);
+        assert_int_equal(ctl_fetch_nav("document", "navigate", NULL), CTL_NAV_OK);
+        assert_int_equal(ctl_fetch_nav(NULL, NULL, NULL), CTL_NAV_MISSING);
+        assert_int_equal(ctl_fetch_nav("empty", "cors", "same-origin"), CTL_NAV_REFUSED);
+        assert_int_equal(ctl_fetch_nav("iframe", "navigate", "same-origin"), CTL_NAV_REFUSED);
+        assert_int_equal(ctl_fetch_nav("document", "no-cors", "same-origin"), CTL_NAV_REFUSED);
+        assert_int_equal(ctl_fetch_nav(NULL, NULL, "same-origin"), CTL_NAV_REFUSED);
+        assert_int_equal(ctl_fetch_nav("document", NULL, NULL), CTL_NAV_REFUSED);
+        assert_int_equal(ctl_fetch_nav("Document", "Navigate", NULL), CTL_NAV_REFUSED);
+}
+
+static void test_same_origin(void **state) {
+        const char *host = "localhost:8080";
+        assert_int_equal(ctl_check_same_origin("same-origin", "http://localhost:8080", host, false), 0);
+        assert_int_equal(ctl_check_same_origin("same-origin", "http://LOCALHOST:8080", host, false), 0);
+        assert_int_equal(ctl_check_same_origin("same-origin", NULL, host, false), 0);
+        assert_int_equal(ctl_check_same_origin(NULL, NULL, host, true), 0);
+        assert_int_equal(ctl_check_same_origin(NULL, "http://localhost:8080", host, true), 0);
+        assert_int_equal(ctl_check_same_origin(NULL, NULL, host, false), -EPERM);
+        assert_int_equal(ctl_check_same_origin("cross-site", NULL, host, false), -EPERM);
+        assert_int_equal(ctl_check_same_origin("same-site", NULL, host, false), -EPERM);
+        assert_int_equal(ctl_check_same_origin("none", NULL, host, false), -EPERM);
+        assert_int_equal(ctl_check_same_origin("cross-site", NULL, host, true), -EPERM);
+        assert_int_equal(ctl_check_same_origin("same-origin", "http://localhost:8081", host, false), -EPERM);
+        assert_int_equal(ctl_check_same_origin("same-origin", "https://localhost:8080", host, false), -EPERM);
+        assert_int_equal(ctl_check_same_origin("same-origin", "null", host, false), -EPERM);
+        assert_int_equal(ctl_check_same_origin("same-origin", "http://evil.com", host, false), -EPERM);
+        assert_int_equal(ctl_check_same_origin(NULL, "http://evil.com", host, true), -EPERM);
+        assert_int_equal(ctl_check_same_origin("same-origin", "http://localhost:8080.evil.com", host, false), -EPERM);
+}
+
+static void test_content_type_and_methods(void **state) {
+        assert_true(ctl_content_type_is_json("application/json"));
+        assert_true(ctl_content_type_is_json("application/json; charset=utf-8"));
+        assert_true(ctl_content_type_is_json("Application/JSON;charset=UTF-8"));
+        assert_false(ctl_content_type_is_json(NULL));
+        assert_false(ctl_content_type_is_json(""));
+        assert_false(ctl_content_type_is_json("application/x-www-form-urlencoded"));
+        assert_false(ctl_content_type_is_json("multipart/form-data; boundary=x"));
+        assert_false(ctl_content_type_is_json("text/plain"));
+        assert_false(ctl_content_type_is_json("application/jsonp"));
+        assert_false(ctl_content_type_is_json("application/json+evil"));
+        assert_false(ctl_method_changes_state("GET"));
+        assert_false(ctl_method_changes_state("HEAD"));
+        assert_false(ctl_method_changes_state("OPTIONS"));
+        assert_true(ctl_method_changes_state("POST"));
+        assert_true(ctl_method_changes_state("PUT"));
+        assert_true(ctl_method_changes_state("PATCH"));
+        assert_true(ctl_method_changes_state("DELETE"));
+}
+
+static void test_path_classify(void **state) {
+        assert_int_equal(ctl_path_classify("/"), CTL_PATH_ORGANISM);
+        assert_int_equal(ctl_path_classify("/todos/1"), CTL_PATH_ORGANISM);
+        assert_int_equal(ctl_path_classify("/_seedling"), CTL_PATH_ORGANISM);
+        assert_int_equal(ctl_path_classify("/x/_seed"), CTL_PATH_ORGANISM);
+        assert_int_equal(ctl_path_classify("/a%20b"), CTL_PATH_ORGANISM);
+        assert_int_equal(ctl_path_classify("/_seed"), CTL_PATH_SEED);
+        assert_int_equal(ctl_path_classify("/_seed/"), CTL_PATH_SEED);
+        assert_int_equal(ctl_path_classify("/_seed/api/status"), CTL_PATH_SEED);
+        assert_int_equal(ctl_path_classify("/%5Fseed/"), -EINVAL);
+        assert_int_equal(ctl_path_classify("/%5fseed"), -EINVAL);
+        assert_int_equal(ctl_path_classify("/_seed%2Fapi"), -EINVAL);
+        assert_int_equal(ctl_path_classify("/x/../_seed/api"), -EINVAL);
+        assert_int_equal(ctl_path_classify("/x/%2e%2e/y"), -EINVAL);
+        assert_int_equal(ctl_path_classify("/./x"), -EINVAL);
+        assert_int_equal(ctl_path_classify("/%00"), -EINVAL);
+        assert_int_equal(ctl_path_classify("/%zz"), -EINVAL);
+        assert_int_equal(ctl_path_classify("/%4"), -EINVAL);
+        assert_int_equal(ctl_path_classify("x"), -EINVAL);
+        assert_int_equal(ctl_path_classify("http://evil/_seed"), -EINVAL);
+        assert_int_equal(ctl_path_classify("*"), -EINVAL);
+}
+
+static void test_target_clean(void **state) {
+        assert_true(ctl_target_is_clean("/a/b?c=d&e=%20"));
+        assert_false(ctl_target_is_clean(""));
+        assert_false(ctl_target_is_clean(NULL));
+        assert_false(ctl_target_is_clean("/a b"));
+        assert_false(ctl_target_is_clean("/a\tb"));
+        assert_false(ctl_target_is_clean("/a\x01"));
+        assert_false(ctl_target_is_clean("/a\x7f"));
+        assert_false(ctl_target_is_clean("/\xc3\xa9"));
+}
+
+static void test_query(void **state) {
+        char *v = NULL;
+        assert_int_equal(ctl_query_get("t=abc&lines=20", "lines", &v), 0);
+        assert_string_equal(v, "20");
+        free(v);
+        assert_int_equal(ctl_query_get("a=1&name=ker%6Eel+x", "name", &v), 0);
+        assert_string_equal(v, "kernel x");
+        free(v);
+        assert_int_equal(ctl_query_get("flag&x=", "flag", &v), 0);
+        assert_string_equal(v, "");
+        free(v);
+        assert_int_equal(ctl_query_get("a=1", "b", &v), -ENOENT);
+        assert_int_equal(ctl_query_get(NULL, "b", &v), -ENOENT);
+        assert_int_equal(ctl_query_get("b=%zz", "b", &v), -EINVAL);
+
+        assert_true(ctl_query_has_token("token=abc"));
+        assert_true(ctl_query_has_token("a=1&X-Seed-Token=abc"));
+        assert_true(ctl_query_has_token("seed_token=1"));
+        assert_true(ctl_query_has_token("%74oken=1"));
+        assert_false(ctl_query_has_token("name=kernel&lines=3"));
+        assert_false(ctl_query_has_token("tokens=1"));
+        assert_false(ctl_query_has_token(NULL));
+}
+
+/* ---- cookies and tokens ---- */
+
+static void test_cookie_header(void **state) {
+        char *h = NULL;
+        assert_int_equal(ctl_cookie_header("seed_1234abcd", COOKIE64, 2592000, &h), 0);
+        char want[256];
+        snprintf(want, sizeof want,
+                 "seed_1234abcd=%s; Path=/_seed; HttpOnly; SameSite=Lax; Max-Age=2592000", COOKIE64);
+        assert_string_equal(h, want);
+        assert_null(strstr(h, "Secure"));
+        free(h);
+        assert_int_equal(ctl_cookie_header("seed_1234abcd", "", 0, &h), 0);
+        assert_string_equal(h, "seed_1234abcd=; Path=/_seed; HttpOnly; SameSite=Lax; Max-Age=0");
+        free(h);
+}
+
+static void test_cookie_name(void **state) {
+        char a[32], b[32], c[32];
+        ctl_cookie_name("key-one", a);
+        ctl_cookie_name("key-one", b);
+        ctl_cookie_name("key-two", c);
+        assert_string_equal(a, b);
+        assert_string_not_equal(a, c);
+        assert_int_equal(strlen(a), 13);
+        assert_true(startswith(a, "seed_"));
+        assert_true(ctl_is_hex(a + 5, 8));
+}
+
+static void test_api_token(void **state) {
+        char t[65], u[65], v[65];
+        /* RFC-style known vector for HMAC-SHA-256. */
+        ctl_api_token("key", "The quick brown fox jumps over the lazy dog", t);
+        assert_string_equal(t, "f7bc83f430538424b13298e6aa6fb143ef4d59a14946175997479dbc2d1a3cd8");
+        ctl_api_token("session-key", COOKIE64, t);
+        ctl_api_token("session-key", "1123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef", u);
+        ctl_api_token("session-key2", COOKIE64, v);
+        assert_string_not_equal(t, u);
+        assert_string_not_equal(t, v);
+        assert_true(ctl_is_hex(t, 64));
+        assert_string_not_equal(t, COOKIE64);
+}
+
+static void test_cookie_values(void **state) {
+        char hdr[512];
+        char **v = NULL;
+        snprintf(hdr, sizeof hdr, "other=1; seed_ab=short; seed_ab=%s;seed_abc=%s; seed_ab=%s",
+                 COOKIE64, COOKIE64, "f123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef");
+        assert_int_equal(ctl_cookie_values(hdr, "seed_ab", 4, &v), 0);
+        assert_int_equal(strv_length(v), 2);
+        assert_string_equal(v[0], COOKIE64);
+        assert_true(startswith(v[1], "f1234"));
+        strv_free(v);
+        assert_int_equal(ctl_cookie_values(hdr, "seed_ab", 1, &v), 0);
+        assert_int_equal(strv_length(v), 1);
+        strv_free(v);
+        assert_int_equal(ctl_cookie_values("x=1", "seed_ab", 4, &v), 0);
+        assert_int_equal(strv_length(v), 0);
+        strv_free(v);
+        /* Upper-case hex is not ours. */
+        snprintf(hdr, sizeof hdr, "seed_ab=0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef");
+        assert_int_equal(ctl_cookie_values(hdr, "seed_ab", 4, &v), 0);
+        assert_int_equal(strv_length(v), 0);
+        strv_free(v);
+}
+
+static void test_cookie_strip(void **state) {
+        char *s = NULL;
+        assert_int_equal(ctl_cookie_strip("a=1; seed_ab=xyz; b=2", "seed_ab", &s), 0);
+        assert_string_equal(s, "a=1; b=2");
+        free(s);
+        assert_int_equal(ctl_cookie_strip("seed_ab=xyz;seed_ab=w", "seed_ab", &s), 0);
+        assert_null(s);
+        assert_int_equal(ctl_cookie_strip("seed_abc=1; xseed_ab=2", "seed_ab", &s), 0);
+        assert_string_equal(s, "seed_abc=1; xseed_ab=2");
+        free(s);
+}
+
+/* ---- proxy: request headers ---- */
+
+static void test_proxy_request_head(void **state) {
+        struct ctl_hdrs in = {0};
+        char cookie[256];
+        snprintf(cookie, sizeof cookie, "theme=dark; seed_ab=%s; lang=en", COOKIE64);
+        const char *h[][2] = {
+                {"Host", "localhost:8080"},
+                {"Accept", "text/html"},
+                {"Cookie", cookie},
+                {"X-Seed-Token", "secret-token"},
+                {"Authorization", "Bearer cli-secret"},
+                {"Connection", "keep-alive, X-Hop"},
+                {"X-Hop", "1"},
+                {"Keep-Alive", "timeout=5"},
+                {"Proxy-Authorization", "Basic abc"},
+                {"TE", "trailers"},
+                {"Trailer", "X"},
+                {"Upgrade", "websocket"},
+                {"Transfer-Encoding", "chunked"},
+                {"Content-Length", "999"},
+                {"X-Forwarded-For", "6.6.6.6"},
+                {"Forwarded", "for=6.6.6.6"},
+                {"Expect", "100-continue"},
+                {"Content-Type", "application/json"},
+                {"X-App", "kept"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(h); i++)
+                assert_int_equal(ctl_hdrs_add(&in, h[i][0], h[i][1]), 0);
+        struct ctl_proxy_req req = {
+                .method = "POST", .target = "/todos?x=1", .host = "localhost:8080",
+                .client_ip = "127.0.0.1", .cookie_name = "seed_ab", .cli_token = "cli-secret",
+                .body = CTL_BODY_LENGTH, .body_len = 12,
+        };
+        struct buf out = BUF_INIT(1 << 20);
+        assert_int_equal(ctl_proxy_request_head(&in, &req, &out), 0);
+        assert_string_equal(out.data,
+                            "POST /todos?x=1 HTTP/1.1\r\n"
+                            "Host: localhost:8080\r\n"
+                            "Accept: text/html\r\n"
+                            "Cookie: theme=dark; lang=en\r\n"
+                            "Content-Type: application/json\r\n"
+                            "X-App: kept\r\n"
+                            "X-Forwarded-For: 127.0.0.1\r\n"
+                            "X-Forwarded-Proto: http\r\n"
+                            "X-Forwarded-Host: localhost:8080\r\n"
+                            "Content-Length: 12\r\n"
+                            "Connection: close\r\n\r\n");
+        buf_free(&out);
+        ctl_hdrs_free(&in);
+}
+
+static void test_proxy_request_keeps_other_auth(void **state) {
+        struct ctl_hdrs in = {0};
+        assert_int_equal(ctl_hdrs_add(&in, "Authorization", "Bearer app-token"), 0);
+        assert_int_equal(ctl_hdrs_add(&in, "Cookie", "seed_ab=1"), 0);
+        struct ctl_proxy_req req = {.method = "GET", .target = "/", .host = "127.0.0.1:9",
+                                    .client_ip = "::1", .cookie_name = "seed_ab",
+                                    .cli_token = "cli-secret", .body = CTL_BODY_CHUNKED};
+        struct buf out = BUF_INIT(1 << 20);
+        assert_int_equal(ctl_proxy_request_head(&in, &req, &out), 0);
+        assert_non_null(strstr(out.data, "Authorization: Bearer app-token\r\n"));
+        assert_null(strstr(out.data, "Cookie"));
+        assert_non_null(strstr(out.data, "Transfer-Encoding: chunked\r\n"));
+        assert_null(strstr(out.data, "Content-Length"));
+        buf_free(&out);
+        ctl_hdrs_free(&in);
+
+        assert_true(ctl_proxy_drop_request_header("Authorization", "bearer cli-secret", NULL, "cli-secret"));
+        assert_false(ctl_proxy_drop_request_header("Authorization", "Bearer cli-secret2", NULL, "cli-secret"));
+        assert_false(ctl_proxy_drop_request_header("Authorization", "Bearer ", NULL, ""));
+        assert_true(ctl_proxy_drop_request_header("x-seed-token", "a", NULL, NULL));
+        assert_true(ctl_proxy_drop_request_header("Proxy-Connection", "a", NULL, NULL));
+        assert_true(ctl_proxy_drop_request_header("X-Evil", "a\r\nInjected: 1", NULL, NULL));
+        assert_false(ctl_proxy_drop_request_header("Accept-Language", "en", "close", NULL));
+}
+
+/* ---- proxy: response head and header policy ---- */
+
+static void test_proxy_parse_head(void **state) {
+        struct ctl_upstream u;
+        const char *h1 = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 42\r\n\r\n";
+        assert_int_equal(ctl_proxy_head_end(h1, strlen(h1)), strlen(h1));
+        assert_int_equal(ctl_proxy_head_end(h1, strlen(h1) - 1), 0);
+        assert_int_equal(ctl_proxy_parse_head(h1, strlen(h1), false, &u), 0);
+        assert_int_equal(u.status, 200);
+        assert_int_equal(u.body, CTL_BODY_LENGTH);
+        assert_int_equal(u.length, 42);
+        assert_string_equal(ctl_hdrs_get(&u.hdrs, "content-type"), "text/html");
+        ctl_upstream_done(&u);
+
+        const char *h2 = "HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n";
+        assert_int_equal(ctl_proxy_parse_head(h2, strlen(h2), false, &u), 0);
+        assert_int_equal(u.status, 201);
+        assert_int_equal(u.body, CTL_BODY_CHUNKED);
+        ctl_upstream_done(&u);
+
+        const char *h3 = "HTTP/1.0 200\r\nX: y\r\n\r\n";
+        assert_int_equal(ctl_proxy_parse_head(h3, strlen(h3), false, &u), 0);
+        assert_int_equal(u.body, CTL_BODY_CLOSE);
+        ctl_upstream_done(&u);
+        assert_int_equal(ctl_proxy_parse_head(h1, strlen(h1), true, &u), 0);
+        assert_int_equal(u.body, CTL_BODY_NONE);
+        ctl_upstream_done(&u);
+        const char *h4 = "HTTP/1.1 204 No Content\r\nContent-Length: 10\r\n\r\n";
+        assert_int_equal(ctl_proxy_parse_head(h4, strlen(h4), false, &u), 0);
+        assert_int_equal(u.body, CTL_BODY_NONE);
+        ctl_upstream_done(&u);
+
+        static const char *const bad[] = {
+                "HTTP/1.1 200 OK\r\nX: a\r\n folded\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip\r\n\r\n",
+                "HTTP/2 200\r\n\r\n",
+                "HTTP/1.1 20 OK\r\n\r\n",
+                "HTTP/1.1 600 OK\r\n\r\n",
+                "HTTP/1.1 200 OK\nX: y\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nBad Name: y\r\n\r\n",
+                "HTTP/1.1 200 OK\r\n: y\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nX: a\x01b\r\n\r\n",
+                "HTTP/1.1 200 OK\r\n\r\nextra",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                if (ctl_proxy_parse_head(bad[i], strlen(bad[i]), false, &u) != -EBADMSG)
+                        fail_msg("accepted bad head #%zu", i);
+}
+
+static void test_proxy_response_policy(void **state) {
+        struct ctl_hdrs up = {0}, out = {0};
+        const char *h[][2] = {
+                {"Content-Type", "text/html"},
+                {"Content-Security-Policy", "default-src 'self'"},
+                {"Cross-Origin-Opener-Policy", "same-origin"},
+                {"Service-Worker-Allowed", "/"},
+                {"Set-Cookie", "seed_ab=evil; Path=/_seed"},
+                {"Set-Cookie", " seed_ab =evil2"},
+                {"Set-Cookie", "app=1; Path=/"},
+                {"Set-Cookie", "seed_abc=1"},
+                {"Content-Length", "10"},
+                {"Transfer-Encoding", "chunked"},
+                {"Connection", "close, X-Hop"},
+                {"X-Hop", "1"},
+                {"Keep-Alive", "timeout=5"},
+                {"Clear-Site-Data", "\"cookies\""},
+                {"X-App", "kept"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(h); i++)
+                assert_int_equal(ctl_hdrs_add(&up, h[i][0], h[i][1]), 0);
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", &out), 0);
+        assert_string_equal(ctl_hdrs_get(&out, "Content-Type"), "text/html");
+        assert_string_equal(ctl_hdrs_get(&out, "X-App"), "kept");
+        assert_int_equal(ctl_hdrs_count(&out, "Cross-Origin-Opener-Policy"), 1);
+        assert_string_equal(ctl_hdrs_get(&out, "Cross-Origin-Opener-Policy"), "unsafe-none");
+        assert_int_equal(ctl_hdrs_count(&out, "Content-Security-Policy"), 2);
+        assert_string_equal(ctl_hdrs_get(&out, "Content-Security-Policy"), "default-src 'self'");
+        assert_string_equal(out.v[out.n - 1].value, "frame-ancestors 'none'");
+        assert_null(ctl_hdrs_get(&out, "Service-Worker-Allowed"));
+        assert_null(ctl_hdrs_get(&out, "Content-Length"));
+        assert_null(ctl_hdrs_get(&out, "Transfer-Encoding"));
+        assert_null(ctl_hdrs_get(&out, "Connection"));
+        assert_null(ctl_hdrs_get(&out, "X-Hop"));
+        assert_null(ctl_hdrs_get(&out, "Keep-Alive"));
+        assert_null(ctl_hdrs_get(&out, "Clear-Site-Data"));
+        assert_int_equal(ctl_hdrs_count(&out, "Set-Cookie"), 2);
+        for (size_t i = 0; i < out.n; i++)
+                if (ctl_strcaseeq(out.v[i].name, "Set-Cookie"))
+                        assert_true(streq(out.v[i].value, "app=1; Path=/") || streq(out.v[i].value, "seed_abc=1"));
+        ctl_hdrs_free(&out);
+        ctl_hdrs_free(&up);
+
+        /* Without a CSP of its own the organism still gets frame-ancestors. */
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", &out), 0);
+        assert_int_equal(ctl_hdrs_count(&out, "Content-Security-Policy"), 1);
+        assert_string_equal(ctl_hdrs_get(&out, "Content-Security-Policy"), "frame-ancestors 'none'");
+        ctl_hdrs_free(&out);
+}
+
+/* ---- chunked decoder ---- */
+
+static int decode_in_pieces(const char *in, size_t step, size_t outcap, char *out, size_t *ret_len) {
+        struct ctl_chunked c = {0};
+        size_t pos = 0, len = 0, n = strlen(in);
+        char tmp[64];
+        assert_true(outcap <= sizeof tmp);
+        while (pos < n) {
+                size_t piece = n - pos < step ? n - pos : step, used_total = 0;
+                for (;;) { /* drain the piece, outcap bytes at a time */
+                        size_t used = 0, made = 0;
+                        int r = ctl_chunked_decode(&c, in + pos + used_total, piece - used_total, tmp,
+                                                   outcap, &used, &made);
+                        if (r < 0)
+                                return r;
+                        memcpy(out + len, tmp, made);
+                        len += made;
+                        used_total += used;
+                        if (r == 1) {
+                                *ret_len = len;
+                                return pos + used_total == n ? 1 : 2;
+                        }
+                        if (used_total == piece)
+                                break;
+                        assert_true(used > 0 || made > 0);
+                }
+                pos += piece;
+        }
+        *ret_len = len;
+        return 0;
+}
+
+static void test_chunked(void **state) {
+        const char *in = "5\r\nhello\r\n7;ext=\"v\"\r\n, world\r\n1A\r\nabcdefghijklmnopqrstuvwxyz\r\n"
+                         "0\r\nX-Trailer: 1\r\n\r\n";
+        const char *want = "hello, worldabcdefghijklmnopqrstuvwxyz";
+        for (size_t step = 1; step <= strlen(in); step++) {
+                for (size_t outcap = 1; outcap <= 64; outcap *= 4) {
+                        char out[256];
+                        size_t len = 0;
+                        int r = decode_in_pieces(in, step, outcap, out, &len);
+                        if (r != 1)
+                                fail_msg("step %zu outcap %zu: r=%d", step, outcap, r);
+                        out[len] = 0;
+                        assert_string_equal(out, want);
+                }
+        }
+        char out[256];
+        size_t len;
+        assert_int_equal(decode_in_pieces("0\r\n\r\n", 1, 16, out, &len), 1);
+        assert_int_equal(len, 0);
+        /* Incomplete: more input needed. */
+        assert_int_equal(decode_in_pieces("5\r\nhel", 2, 16, out, &len), 0);
+        assert_int_equal(len, 3);
+        /* Malformed. */
+        assert_int_equal(decode_in_pieces("x\r\n", 1, 16, out, &len), -EBADMSG);
+        assert_int_equal(decode_in_pieces("\r\n", 1, 16, out, &len), -EBADMSG);
+        assert_int_equal(decode_in_pieces("5\r\nhelloXX0\r\n\r\n", 3, 16, out, &len), -EBADMSG);
+        assert_int_equal(decode_in_pieces("5\nhello\r\n", 3, 16, out, &len), -EBADMSG);
+        assert_int_equal(decode_in_pieces("ffffffffffffffffff\r\n", 3, 16, out, &len), -EBADMSG);
+        assert_int_equal(decode_in_pieces("-1\r\n", 3, 16, out, &len), -EBADMSG);
+}
+
+/* ---- pages and escaping ---- */
+
+static void test_pages(void **state) {
+        char *p = NULL;
+        assert_int_equal(ctl_page_body_state("<b>x</b>", "building <script>alert(1)</script>", &p), 0);
+        assert_non_null(strstr(p, "My body is building &lt;script&gt;alert(1)&lt;/script&gt;"));
+        assert_non_null(strstr(p, "http-equiv=\"refresh\" content=\"5\""));
+        assert_null(strstr(p, "<script"));
+        assert_null(strstr(p, "<b>x"));
+        assert_null(strstr(p, "style="));
+        free(p);
+        assert_int_equal(ctl_page_private("tasks", &p), 0);
+        assert_non_null(strstr(p, "This Seed is private"));
+        assert_null(strstr(p, "<script"));
+        assert_null(strstr(p, "refresh"));
+        free(p);
+        assert_int_equal(ctl_page_link_invalid(&p), 0);
+        assert_non_null(strstr(p, "This sign-in link is no longer valid"));
+        free(p);
+        assert_int_equal(ctl_page_too_old(&p), 0);
+        assert_non_null(strstr(p, "too old"));
+        free(p);
+}
+
+static void test_escaping(void **state) {
+        struct buf b = BUF_INIT(4096);
+        assert_int_equal(ctl_html_escape(&b, "<a href=\"x\" title='y'>&</a>"), 0);
+        assert_string_equal(b.data, "&lt;a href=&quot;x&quot; title=&#39;y&#39;&gt;&amp;&lt;/a&gt;");
+        buf_reset(&b);
+        assert_int_equal(ctl_json_string(&b, "a\"b\\c\n\x01\t é"), 0);
+        assert_string_equal(b.data, "\"a\\\"b\\\\c\\n\\u0001\\t é\"");
+        buf_reset(&b);
+        assert_int_equal(ctl_json_string_n(&b, "x\xff\xc3", 3), 0);
+        assert_string_equal(b.data, "\"x\\ufffd\\ufffd\"");
+        buf_reset(&b);
+        assert_int_equal(ctl_json_string_n(&b, "\xed\xa0\x80\xe2\x80\xa8", 6), 0);
+        assert_string_equal(b.data, "\"\\ufffd\\ufffd\\ufffd\\u2028\"");
+        buf_free(&b);
+
+        char *d = NULL;
+        assert_int_equal(ctl_percent_decode("a%41+b", 6, true, &d), 0);
+        assert_string_equal(d, "aA b");
+        free(d);
+        assert_int_equal(ctl_percent_decode("a%41+b", 6, false, &d), 0);
+        assert_string_equal(d, "aA+b");
+        free(d);
+        assert_int_equal(ctl_percent_decode("%", 1, false, &d), -EINVAL);
+        assert_int_equal(ctl_percent_decode("%a", 2, false, &d), -EINVAL);
+}
+
+static void test_security_headers(void **state) {
+        struct ctl_hdrs h = {0};
+        assert_int_equal(ctl_add_security_headers(&h), 0);
+        assert_string_equal(ctl_hdrs_get(&h, "Content-Security-Policy"),
+                            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                            "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'");
+        assert_string_equal(ctl_hdrs_get(&h, "Cross-Origin-Opener-Policy"), "same-origin");
+        assert_string_equal(ctl_hdrs_get(&h, "X-Content-Type-Options"), "nosniff");
+        assert_string_equal(ctl_hdrs_get(&h, "Referrer-Policy"), "no-referrer");
+        assert_string_equal(ctl_hdrs_get(&h, "Cache-Control"), "no-store");
+        assert_string_equal(ctl_hdrs_get(&h, "X-Frame-Options"), "DENY");
+        ctl_hdrs_free(&h);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_host_allowed_defaults),
+                cmocka_unit_test(test_host_refused),
+                cmocka_unit_test(test_host_allowed_extra),
+                cmocka_unit_test(test_host_organism),
+                cmocka_unit_test(test_fetch_nav),
+                cmocka_unit_test(test_same_origin),
+                cmocka_unit_test(test_content_type_and_methods),
+                cmocka_unit_test(test_path_classify),
+                cmocka_unit_test(test_target_clean),
+                cmocka_unit_test(test_query),
+                cmocka_unit_test(test_cookie_header),
+                cmocka_unit_test(test_cookie_name),
+                cmocka_unit_test(test_api_token),
+                cmocka_unit_test(test_cookie_values),
+                cmocka_unit_test(test_cookie_strip),
+                cmocka_unit_test(test_proxy_request_head),
+                cmocka_unit_test(test_proxy_request_keeps_other_auth),
+                cmocka_unit_test(test_proxy_parse_head),
+                cmocka_unit_test(test_proxy_response_policy),
+                cmocka_unit_test(test_chunked),
+                cmocka_unit_test(test_pages),
+                cmocka_unit_test(test_escaping),
+                cmocka_unit_test(test_security_headers),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
