@@ -26,7 +26,19 @@ struct organism_config {
         const char *bridge_path;   /* host path of the seed-bridge binary */
         const char *run_dir;       /* host dir for http.sock (.seed/run/organism) */
         const char *log_path;      /* .seed/logs/organism.log */
-        char *const *evolvable;
+        char *const *evolvable;    /* writable in the build sandbox; NULL = organism/ */
+
+        /* Optional; 0/NULL means the default. Every string is copied. */
+        const char *cache_dir;     /* build cache; default <seed>/.seed/cache */
+        char *const *extra_env;    /* more NAME=VALUE for the live sandbox only */
+        int backoff_ms_base;       /* first restart delay, doubling up to 30 s; 1000 */
+        int health_timeout_ms;     /* STARTING -> healthy deadline; 60000 */
+        int build_timeout_ms;      /* the build's deadline; 15 minutes */
+        /* Called on each state change, just before the new state becomes
+         * visible (mostly from the supervising thread; no lock held). Must
+         * not call organism_start/stop/restart/free. */
+        void (*on_state)(void *userdata, enum organism_state state);
+        void *userdata;
 };
 
 struct organism;
@@ -34,12 +46,24 @@ struct organism;
 int organism_new(const struct organism_config *cfg, struct organism **ret);
 /* Builds and starts it in a supervising thread; returns at once. */
 int organism_start(struct organism *o);
-/* Stops it (SIGTERM, then SIGKILL after 10 s) and the supervising thread. */
+/* Stops it (SIGTERM, then SIGKILL after 10 s) and the supervising thread.
+ * Start, stop and restart are called from one thread at a time. */
 void organism_stop(struct organism *o);
+/* Stop, then start again with a fresh crash window (e.g. after DOWN). */
+int organism_restart(struct organism *o);
 void organism_free(struct organism *o);
 enum organism_state organism_state(struct organism *o);
 const char *organism_state_name(enum organism_state s);
 /* Host path of the bridge socket. Borrowed. */
 const char *organism_socket(struct organism *o);
-/* Waits until running (healthy) or down; -ETIMEDOUT. */
+/* Waits until running (healthy): 0; down: -EIO; stopped: -ESRCH;
+ * otherwise -ETIMEDOUT. */
 int organism_wait_ready(struct organism *o, int timeout_ms);
+/* One health probe: GET path over the bridge socket at socket_path (2 s
+ * timeout). 0 if it answers 2xx, -errno otherwise. For verifying previews. */
+int organism_probe(const char *socket_path, const char *path);
+/* Crashes within the current 10-minute window. */
+int organism_crash_count(struct organism *o);
+/* Why it is in its state ("build failed", "crashed too often", …), for the
+ * control plane. Caller frees *ret. The details are in the organism log. */
+int organism_reason(struct organism *o, char **ret);

@@ -27,6 +27,7 @@ enum sandbox_op_kind {
         SB_DEV,          /* --dev dest */
         SB_PROC,         /* --proc dest */
         SB_CHDIR,        /* --chdir dest */
+        SB_BIND_TRY,     /* src -> dest, writable, skipped if src is missing */
 };
 
 struct sandbox_op {
@@ -49,6 +50,8 @@ struct sandbox_spec {
         int port;                  /* PORT inside (0 = unset) */
         char *const *extra_env;    /* more NAME=VALUE entries (not secrets) */
         const char *cwd;           /* inside the sandbox; default /workspace */
+        char *const *hide_paths;   /* more host paths kept invisible (the owner's
+                                    * config): covered wherever a mount shows them */
 };
 
 struct sandbox_policy {
@@ -60,6 +63,10 @@ struct sandbox_policy {
 };
 
 const char *sandbox_profile_name(enum sandbox_profile p);
+/* Derives the policy (reads the host: system dir links, which evolvable
+ * dirs exist, what must be hidden). Evolvable dirs missing on the host are
+ * skipped; one that is a symlink or file is refused (-ENOTDIR). Caller frees
+ * *ret with sandbox_policy_free(). */
 int sandbox_policy_build(const struct sandbox_spec *spec, struct sandbox_policy **ret);
 void sandbox_policy_free(struct sandbox_policy *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct sandbox_policy *, sandbox_policy_free)
@@ -72,11 +79,30 @@ int sandbox_policy_argv(const struct sandbox_policy *p, const char *bwrap, int s
  * output capped head+tail at 1 MiB + 1 MiB). */
 int sandbox_run(const struct sandbox_policy *p, char *const *cmd, int timeout_ms,
                 struct proc_result *ret);
-/* Starts cmd under the policy; stdout+stderr go to out_fd. */
+/* Starts cmd under the policy; stdout+stderr go to out_fd. Only bwrap's pid
+ * is returned: long-running sandboxes should use sandbox_start(). */
 int sandbox_spawn(const struct sandbox_policy *p, char *const *cmd, int out_fd, pid_t *ret_pid);
 
+/* A started sandbox. Killing bwrap alone is racy (a sandbox still being set
+ * up survives its parent), so the sandbox's own pid 1 is tracked too. */
+struct sandbox_child {
+        pid_t pid;       /* bwrap, leading its own process group; the caller reaps it */
+        pid_t init_pid;  /* the sandbox's pid 1 as seen from the host; 0 if none */
+        int init_pidfd;  /* pidfd of init_pid, or -1 */
+};
+/* Like sandbox_spawn, and waits (up to 30 s) until the sandbox exists.
+ * Release with sandbox_child_done() after reaping. */
+int sandbox_start(const struct sandbox_policy *p, char *const *cmd, int out_fd, struct sandbox_child *ret);
+/* SIGKILL tears the whole sandbox down; any other signal goes to the
+ * processes inside (their process group), not to bwrap. -ESRCH if gone. */
+int sandbox_signal(const struct sandbox_child *c, int sig);
+/* SIGTERM inside, SIGKILL after grace_ms; reaps bwrap, returns its exit code. */
+int sandbox_stop(struct sandbox_child *c, int grace_ms);
+void sandbox_child_done(struct sandbox_child *c);
+
 /* Start-up doctor: 0 if bwrap exists and can create namespaces here;
- * otherwise -errno and *ret_message says what is wrong and how to fix it. */
+ * otherwise -errno and *ret_message (caller frees) says what is wrong and
+ * how to fix it. Refuses to run as root (-EPERM). */
 int sandbox_check(char **ret_message);
 /* Path of bwrap, or NULL when missing. Borrowed. */
 const char *sandbox_bwrap_path(void);

@@ -1,0 +1,665 @@
+/* organism.c — the live organism's supervisor. One thread per organism:
+ * build in a SANDBOX_BUILD sandbox, run behind seed-bridge in a SANDBOX_LIVE
+ * sandbox, probe health through the bridge's Unix socket, restart crashes
+ * with exponential backoff and give up after more than 3 crashes in 10
+ * minutes. A second thread copies the children's output into the organism's
+ * size-rotated log. */
+#include "organism/organism.h"
+#include "base/fileio.h"
+#include "base/log.h"
+#include "base/proc.h"
+#include "sandbox/sandbox.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+
+#define LOG_MAX_BYTES (10u * 1024 * 1024)
+#define LOG_KEEP 3
+#define BACKOFF_DEFAULT_MS 1000
+#define BACKOFF_MAX_MS 30000
+#define HEALTH_DEFAULT_MS 60000
+#define BUILD_DEFAULT_MS (15 * 60 * 1000)
+#define STOP_GRACE_MS 10000
+#define CRASH_WINDOW_MS (10 * 60 * 1000)
+#define CRASH_LIMIT 3 /* more than this many in the window: down */
+#define POLL_STEP_MS 100
+#define PROBE_TIMEOUT_MS 2000
+
+#define SANDBOX_BRIDGE "/run/seed/bridge"
+#define SANDBOX_SOCKET "/run/organism/http.sock"
+
+struct organism {
+        /* Configuration (owned copies). */
+        char *seed_dir, *build_cmd, *run_cmd, *health_path, *database_url, *pg_socket_dir;
+        char *bridge_path, *run_dir, *log_path, *cache_dir, *socket_path;
+        char **evolvable, **extra_env;
+        int port, backoff_ms_base, health_timeout_ms, build_timeout_ms;
+        void (*on_state)(void *userdata, enum organism_state state);
+        void *userdata;
+
+        /* Shared with the supervising thread, under lock. */
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        enum organism_state state;
+        bool stopping;
+        bool thread_started, thread_done;
+        pthread_t thread;
+        int64_t crashes[CRASH_LIMIT + 1];
+        size_t n_crashes;
+        char *reason;
+
+        /* The log and the thread that copies child output into it. */
+        struct rotlog *log;
+        int pipe_r, pipe_w;
+        bool pump_started, pump_stop;
+        pthread_t pump;
+};
+
+const char *organism_state_name(enum organism_state s) {
+        static const char *const names[] = {
+                [ORGANISM_STOPPED] = "stopped", [ORGANISM_BUILDING] = "building",
+                [ORGANISM_STARTING] = "starting", [ORGANISM_RUNNING] = "running",
+                [ORGANISM_CRASHED] = "crashed", [ORGANISM_DOWN] = "down",
+        };
+        return (unsigned)s < ARRAY_SIZE(names) ? names[s] : "unknown";
+}
+
+/* A line in the organism's own log (what the owner and the model read) and
+ * in the kernel's log. Never pass secrets. */
+static void olog(struct organism *o, enum log_level level, const char *fmt, ...) _printf_(3, 4);
+static void olog(struct organism *o, enum log_level level, const char *fmt, ...) {
+        char msg[1024];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        log_msg(level, 0, "organism: %s", msg);
+        char line[1100];
+        int n = snprintf(line, sizeof line, "[seed] %s\n", msg);
+        if (n > 0)
+                rotlog_write(o->log, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+/* The callback runs first, so anyone woken by the new state (e.g.
+ * organism_wait_ready) also sees what the callback recorded. */
+static void set_state(struct organism *o, enum organism_state s, const char *reason) {
+        if (o->on_state && organism_state(o) != s)
+                o->on_state(o->userdata, s);
+        pthread_mutex_lock(&o->lock);
+        o->state = s;
+        if (reason) {
+                free(o->reason);
+                o->reason = strdup(reason);
+        }
+        pthread_cond_broadcast(&o->cond);
+        pthread_mutex_unlock(&o->lock);
+}
+
+static bool is_stopping(struct organism *o) {
+        pthread_mutex_lock(&o->lock);
+        bool s = o->stopping;
+        pthread_mutex_unlock(&o->lock);
+        return s;
+}
+
+static struct timespec deadline_ts(int64_t ms_from_now) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += ms_from_now / 1000;
+        ts.tv_nsec += (ms_from_now % 1000) * 1000000;
+        if (ts.tv_nsec >= 1000000000) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000;
+        }
+        return ts;
+}
+
+/* Waits up to ms or until stop is requested; returns true if stopping. */
+static bool wait_or_stop(struct organism *o, int64_t ms) {
+        struct timespec ts = deadline_ts(ms > 0 ? ms : 0);
+        pthread_mutex_lock(&o->lock);
+        while (!o->stopping && pthread_cond_timedwait(&o->cond, &o->lock, &ts) == 0)
+                ;
+        bool s = o->stopping;
+        pthread_mutex_unlock(&o->lock);
+        return s;
+}
+
+/* Copies children's output into the log until EOF or stop. */
+static void *pump_main(void *arg) {
+        struct organism *o = arg;
+        char buf[16384];
+        for (;;) {
+                struct pollfd p = {.fd = o->pipe_r, .events = POLLIN};
+                int k = poll(&p, 1, 200);
+                if (k < 0 && errno != EINTR)
+                        break;
+                if (k > 0) {
+                        ssize_t n = read(o->pipe_r, buf, sizeof buf);
+                        if (n == 0 || (n < 0 && errno != EINTR && errno != EAGAIN))
+                                break;
+                        if (n > 0) {
+                                rotlog_write(o->log, buf, (size_t)n);
+                                continue;
+                        }
+                }
+                pthread_mutex_lock(&o->lock);
+                bool stop = o->pump_stop;
+                pthread_mutex_unlock(&o->lock);
+                if (stop && k == 0)
+                        break;
+        }
+        return NULL;
+}
+
+/* SIGTERM to what runs inside the sandbox (the bridge passes it on to the
+ * app), SIGKILL after the grace period; reaps and releases it. */
+static int terminate(struct sandbox_child *c) {
+        int code = sandbox_stop(c, STOP_GRACE_MS);
+        sandbox_child_done(c);
+        return code;
+}
+
+/* Polls for the sandbox's exit without blocking; the exit code, or -EAGAIN.
+ * Once it has exited, whatever is left is killed and c released. */
+static int child_exited(struct sandbox_child *c) {
+        int code = proc_wait(c->pid, 0);
+        if (code == -ETIMEDOUT)
+                return -EAGAIN;
+        (void)sandbox_signal(c, SIGKILL);
+        sandbox_child_done(c);
+        return code;
+}
+
+int organism_probe(const char *socket_path, const char *path) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(socket_path) >= sizeof sa.sun_path)
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, socket_path, strlen(socket_path) + 1);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        struct timeval tv = {.tv_sec = PROBE_TIMEOUT_MS / 1000, .tv_usec = (PROBE_TIMEOUT_MS % 1000) * 1000};
+        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+                return -errno;
+        char req[512];
+        int n = snprintf(req, sizeof req,
+                         "GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: seed-kernel\r\n"
+                         "Connection: close\r\n\r\n",
+                         path);
+        if (n < 0 || (size_t)n >= sizeof req)
+                return -EINVAL;
+        if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
+                return -EIO;
+        char resp[32];
+        size_t got = 0;
+        while (got < 12) {
+                ssize_t k = recv(fd, resp + got, sizeof resp - 1 - got, 0);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return -EIO;
+                got += (size_t)k;
+        }
+        resp[got] = 0;
+        /* "HTTP/1.x 2xx" */
+        if (!startswith(resp, "HTTP/1.") || resp[8] != ' ' || resp[9] != '2')
+                return -EIO;
+        return 0;
+}
+
+static int build_policy(struct organism *o, struct sandbox_policy **ret) {
+        static char *const organism_only[] = {"organism/", NULL};
+        struct sandbox_spec spec = {
+                .profile = SANDBOX_BUILD,
+                .seed_dir = o->seed_dir,
+                .workspace = o->seed_dir,
+                .evolvable = o->evolvable ? o->evolvable : organism_only,
+                .cache_dir = o->cache_dir,
+                .port = o->port,
+        };
+        return sandbox_policy_build(&spec, ret);
+}
+
+static int live_policy(struct organism *o, struct sandbox_policy **ret) {
+        struct sandbox_spec spec = {
+                .profile = SANDBOX_LIVE,
+                .seed_dir = o->seed_dir,
+                .workspace = o->seed_dir,
+                .workspace_readonly = true,
+                .pg_socket_dir = o->pg_socket_dir,
+                .database_url = o->database_url,
+                .run_dir = o->run_dir,
+                .bridge_path = o->bridge_path,
+                .port = o->port,
+                .extra_env = o->extra_env,
+        };
+        return sandbox_policy_build(&spec, ret);
+}
+
+/* Runs the build to completion; 0 on success, -ECANCELED when stopped,
+ * another -errno on failure (logged here). */
+static int run_build(struct organism *o) {
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        int r = build_policy(o, &p);
+        if (r < 0) {
+                olog(o, LOG_ERROR, "cannot prepare the build sandbox: %s", strerror(-r));
+                return r;
+        }
+        char *cmd[] = {"/bin/sh", "-c", o->build_cmd, NULL};
+        olog(o, LOG_INFO, "building: %s", o->build_cmd);
+        struct sandbox_child c;
+        if ((r = sandbox_start(p, cmd, o->pipe_w, &c)) < 0) {
+                olog(o, LOG_ERROR, "cannot start the build: %s", strerror(-r));
+                return r;
+        }
+        int64_t deadline = now_ms() + o->build_timeout_ms;
+        for (;;) {
+                int code = child_exited(&c);
+                if (code >= 0) {
+                        if (code == 0)
+                                return 0;
+                        olog(o, LOG_ERROR, "build failed (exit code %d)", code);
+                        return -EIO;
+                }
+                if (code != -EAGAIN) {
+                        olog(o, LOG_ERROR, "lost the build process: %s", strerror(-code));
+                        return code;
+                }
+                if (now_ms() >= deadline) {
+                        terminate(&c);
+                        olog(o, LOG_ERROR, "build timed out after %d s", o->build_timeout_ms / 1000);
+                        return -ETIMEDOUT;
+                }
+                if (wait_or_stop(o, POLL_STEP_MS)) {
+                        terminate(&c);
+                        return -ECANCELED;
+                }
+        }
+}
+
+enum run_outcome { RUN_STOPPED, RUN_EXITED, RUN_UNHEALTHY };
+
+/* Watches a started organism: STARTING until healthy, then RUNNING until it
+ * exits or stop is requested. */
+static enum run_outcome watch(struct organism *o, struct sandbox_child *c, int *ret_code) {
+        int64_t health_deadline = now_ms() + o->health_timeout_ms;
+        bool healthy = false;
+        for (;;) {
+                int code = child_exited(c);
+                if (code != -EAGAIN) {
+                        *ret_code = code;
+                        return RUN_EXITED;
+                }
+                if (!healthy) {
+                        if (organism_probe(o->socket_path, o->health_path) == 0) {
+                                healthy = true;
+                                olog(o, LOG_INFO, "healthy (%s answered)", o->health_path);
+                                set_state(o, ORGANISM_RUNNING, "running");
+                                continue;
+                        }
+                        if (now_ms() >= health_deadline)
+                                return RUN_UNHEALTHY;
+                }
+                if (wait_or_stop(o, POLL_STEP_MS))
+                        return RUN_STOPPED;
+        }
+}
+
+/* Records a crash; returns how many happened within the window. */
+static size_t record_crash(struct organism *o) {
+        int64_t now = now_ms();
+        pthread_mutex_lock(&o->lock);
+        size_t j = 0;
+        for (size_t i = 0; i < o->n_crashes; i++)
+                if (now - o->crashes[i] < CRASH_WINDOW_MS)
+                        o->crashes[j++] = o->crashes[i];
+        if (j == ARRAY_SIZE(o->crashes)) { /* keep the newest */
+                memmove(o->crashes, o->crashes + 1, (j - 1) * sizeof(o->crashes[0]));
+                j--;
+        }
+        o->crashes[j++] = now;
+        o->n_crashes = j;
+        pthread_mutex_unlock(&o->lock);
+        return j;
+}
+
+static int64_t backoff_ms(const struct organism *o, size_t crashes) {
+        int64_t ms = o->backoff_ms_base;
+        for (size_t i = 1; i < crashes && ms < BACKOFF_MAX_MS; i++)
+                ms *= 2;
+        return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
+}
+
+/* One start of the live sandbox; returns false when supervision ends. */
+static bool run_once(struct organism *o) {
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        char port[16];
+        snprintf(port, sizeof port, "%d", o->port);
+        char *cmd[] = {SANDBOX_BRIDGE, "--listen", SANDBOX_SOCKET, "--port", port, "--",
+                       "/bin/sh", "-c", o->run_cmd, NULL};
+        set_state(o, ORGANISM_STARTING, "starting");
+        (void)unlink(o->socket_path); /* a stale socket from an earlier run */
+        int r = live_policy(o, &p);
+        struct sandbox_child c;
+        if (r >= 0)
+                r = sandbox_start(p, cmd, o->pipe_w, &c);
+        if (r < 0) {
+                olog(o, LOG_ERROR, "cannot start the organism: %s", strerror(-r));
+                set_state(o, ORGANISM_DOWN, "cannot start the organism sandbox");
+                return false;
+        }
+        olog(o, LOG_INFO, "starting: %s (port %d)", o->run_cmd, o->port);
+        int code = 0;
+        enum run_outcome out = watch(o, &c, &code);
+        if (out == RUN_STOPPED) {
+                terminate(&c);
+                olog(o, LOG_INFO, "stopped");
+                return false;
+        }
+        if (out == RUN_UNHEALTHY) {
+                terminate(&c);
+                olog(o, LOG_ERROR, "did not become healthy within %d s (%s)", o->health_timeout_ms / 1000,
+                     o->health_path);
+        } else
+                olog(o, LOG_WARN, "exited with code %d", code);
+        size_t n = record_crash(o);
+        if (n > CRASH_LIMIT) {
+                olog(o, LOG_ERROR, "crashed %zu times within 10 minutes; giving up until it is restarted", n);
+                set_state(o, ORGANISM_DOWN, "crashed too often");
+                return false;
+        }
+        int64_t wait = backoff_ms(o, n);
+        set_state(o, ORGANISM_CRASHED, out == RUN_UNHEALTHY ? "unhealthy, restarting" : "crashed, restarting");
+        olog(o, LOG_INFO, "restarting in %lld ms", (long long)wait);
+        return !wait_or_stop(o, wait);
+}
+
+static void *supervise(void *arg) {
+        struct organism *o = arg;
+        int r = run_build(o);
+        if (r == 0) {
+                while (run_once(o))
+                        ;
+        } else if (r != -ECANCELED)
+                set_state(o, ORGANISM_DOWN, "build failed");
+        if (is_stopping(o))
+                set_state(o, ORGANISM_STOPPED, "stopped");
+        pthread_mutex_lock(&o->lock);
+        o->thread_done = true;
+        pthread_cond_broadcast(&o->cond);
+        pthread_mutex_unlock(&o->lock);
+        return NULL;
+}
+
+/* ---- lifecycle ---- */
+
+static int dup_opt(const char *s, char **ret) {
+        *ret = NULL;
+        if (!s)
+                return 0;
+        *ret = strdup(s);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int strv_copy(char *const *v, char ***ret) {
+        *ret = NULL;
+        for (char *const *s = v; s && *s; s++)
+                if (strv_push(ret, *s) < 0) {
+                        strv_free(*ret);
+                        *ret = NULL;
+                        return -ENOMEM;
+                }
+        return 0;
+}
+
+static bool health_path_valid(const char *p) {
+        if (!p || p[0] != '/' || strlen(p) > 256)
+                return false;
+        for (const char *s = p; *s; s++)
+                if ((unsigned char)*s <= ' ' || *s == 0x7f)
+                        return false;
+        return true;
+}
+
+static bool is_abs(const char *p) {
+        return p && p[0] == '/';
+}
+
+void organism_free(struct organism *o) {
+        if (!o)
+                return;
+        organism_stop(o);
+        if (o->pump_started) {
+                pthread_mutex_lock(&o->lock);
+                o->pump_stop = true;
+                pthread_mutex_unlock(&o->lock);
+                if (o->pipe_w >= 0)
+                        close(o->pipe_w);
+                o->pipe_w = -1;
+                pthread_join(o->pump, NULL);
+        }
+        if (o->pipe_r >= 0)
+                close(o->pipe_r);
+        if (o->pipe_w >= 0)
+                close(o->pipe_w);
+        rotlog_free(o->log);
+        pthread_cond_destroy(&o->cond);
+        pthread_mutex_destroy(&o->lock);
+        if (o->database_url) {
+                secure_zero(o->database_url, strlen(o->database_url));
+                free(o->database_url);
+        }
+        free(o->seed_dir);
+        free(o->build_cmd);
+        free(o->run_cmd);
+        free(o->health_path);
+        free(o->pg_socket_dir);
+        free(o->bridge_path);
+        free(o->run_dir);
+        free(o->log_path);
+        free(o->cache_dir);
+        free(o->socket_path);
+        free(o->reason);
+        strv_free(o->evolvable);
+        strv_free(o->extra_env);
+        free(o);
+}
+
+static int organism_copy_config(struct organism *o, const struct organism_config *cfg) {
+        int r;
+        if ((r = dup_opt(cfg->seed_dir, &o->seed_dir)) < 0 || (r = dup_opt(cfg->build_cmd, &o->build_cmd)) < 0 ||
+            (r = dup_opt(cfg->run_cmd, &o->run_cmd)) < 0 ||
+            (r = dup_opt(cfg->health_path ? cfg->health_path : "/healthz", &o->health_path)) < 0 ||
+            (r = dup_opt(cfg->database_url, &o->database_url)) < 0 ||
+            (r = dup_opt(cfg->pg_socket_dir, &o->pg_socket_dir)) < 0 ||
+            (r = dup_opt(cfg->bridge_path, &o->bridge_path)) < 0 ||
+            (r = strv_copy(cfg->evolvable, &o->evolvable)) < 0 || (r = strv_copy(cfg->extra_env, &o->extra_env)) < 0)
+                return r;
+        o->run_dir = cfg->run_dir ? strdup(cfg->run_dir) : path_join(cfg->seed_dir, ".seed/run/organism");
+        o->log_path = cfg->log_path ? strdup(cfg->log_path) : path_join(cfg->seed_dir, ".seed/logs/organism.log");
+        o->cache_dir = cfg->cache_dir ? strdup(cfg->cache_dir) : path_join(cfg->seed_dir, ".seed/cache");
+        if (!o->run_dir || !o->log_path || !o->cache_dir)
+                return -ENOMEM;
+        o->socket_path = path_join(o->run_dir, "http.sock");
+        if (!o->socket_path)
+                return -ENOMEM;
+        o->port = cfg->port;
+        o->backoff_ms_base = cfg->backoff_ms_base > 0 ? cfg->backoff_ms_base : BACKOFF_DEFAULT_MS;
+        o->health_timeout_ms = cfg->health_timeout_ms > 0 ? cfg->health_timeout_ms : HEALTH_DEFAULT_MS;
+        o->build_timeout_ms = cfg->build_timeout_ms > 0 ? cfg->build_timeout_ms : BUILD_DEFAULT_MS;
+        o->on_state = cfg->on_state;
+        o->userdata = cfg->userdata;
+        return 0;
+}
+
+int organism_new(const struct organism_config *cfg, struct organism **ret) {
+        if (!cfg || !is_abs(cfg->seed_dir) || strempty(cfg->build_cmd) || strempty(cfg->run_cmd) ||
+            !is_abs(cfg->bridge_path) || cfg->port < 1 || cfg->port > 65535 ||
+            (cfg->health_path && !health_path_valid(cfg->health_path)) ||
+            (cfg->run_dir && !is_abs(cfg->run_dir)) || (cfg->log_path && !is_abs(cfg->log_path)) ||
+            (cfg->cache_dir && !is_abs(cfg->cache_dir)) || (cfg->pg_socket_dir && !is_abs(cfg->pg_socket_dir)))
+                return log_error_errno(-EINVAL, "organism: invalid configuration");
+        struct organism *o = calloc(1, sizeof(*o));
+        if (!o)
+                return -ENOMEM;
+        o->pipe_r = o->pipe_w = -1;
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&o->cond, &ca);
+        pthread_condattr_destroy(&ca);
+        pthread_mutex_init(&o->lock, NULL);
+        o->state = ORGANISM_STOPPED;
+        int r = organism_copy_config(o, cfg);
+        if (r < 0) {
+                organism_free(o);
+                return r;
+        }
+        *ret = o;
+        return 0;
+}
+
+/* Folders, the log and its pump: once per organism. */
+static int organism_prepare(struct organism *o) {
+        int r;
+        _cleanup_free_ char *log_dir = strdup(o->log_path);
+        if (!log_dir)
+                return -ENOMEM;
+        char *slash = strrchr(log_dir, '/');
+        if (slash && slash != log_dir)
+                *slash = 0;
+        if ((r = mkdir_p(log_dir, 0700)) < 0)
+                return log_error_errno(r, "organism: cannot create '%s': %m", log_dir);
+        if ((r = mkdir_p(o->run_dir, 0700)) < 0 || (r = mkdir_mode(o->run_dir, 0700)) < 0)
+                return log_error_errno(r, "organism: cannot create '%s': %m", o->run_dir);
+        if ((r = mkdir_p(o->cache_dir, 0700)) < 0)
+                return log_error_errno(r, "organism: cannot create '%s': %m", o->cache_dir);
+        if (o->pump_started)
+                return 0;
+        if (!o->log && (r = rotlog_open(o->log_path, LOG_MAX_BYTES, LOG_KEEP, &o->log)) < 0)
+                return log_error_errno(r, "organism: cannot open log '%s': %m", o->log_path);
+        int fds[2];
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                return log_error_errno(-errno, "organism: pipe: %m");
+        o->pipe_r = fds[0];
+        o->pipe_w = fds[1];
+        if ((r = -pthread_create(&o->pump, NULL, pump_main, o)) < 0)
+                return log_error_errno(r, "organism: cannot start the log thread: %m");
+        o->pump_started = true;
+        return 0;
+}
+
+int organism_start(struct organism *o) {
+        pthread_mutex_lock(&o->lock);
+        bool busy = o->thread_started && !o->thread_done;
+        bool joinable = o->thread_started && o->thread_done;
+        pthread_mutex_unlock(&o->lock);
+        if (busy)
+                return -EBUSY;
+        if (joinable) {
+                pthread_join(o->thread, NULL);
+                o->thread_started = false;
+        }
+        if (access(o->bridge_path, X_OK) < 0)
+                return log_error_errno(-errno, "organism: bridge '%s' is not executable: %m", o->bridge_path);
+        int r = organism_prepare(o);
+        if (r < 0)
+                return r;
+        pthread_mutex_lock(&o->lock);
+        o->stopping = false;
+        o->thread_done = false;
+        o->n_crashes = 0;
+        pthread_mutex_unlock(&o->lock);
+        set_state(o, ORGANISM_BUILDING, "building");
+        if ((r = -pthread_create(&o->thread, NULL, supervise, o)) < 0) {
+                set_state(o, ORGANISM_STOPPED, "cannot start");
+                return log_error_errno(r, "organism: cannot start the supervising thread: %m");
+        }
+        o->thread_started = true;
+        return 0;
+}
+
+void organism_stop(struct organism *o) {
+        if (!o || !o->thread_started)
+                return;
+        pthread_mutex_lock(&o->lock);
+        o->stopping = true;
+        pthread_cond_broadcast(&o->cond);
+        pthread_mutex_unlock(&o->lock);
+        pthread_join(o->thread, NULL);
+        o->thread_started = false;
+        set_state(o, ORGANISM_STOPPED, "stopped");
+}
+
+int organism_restart(struct organism *o) {
+        organism_stop(o);
+        return organism_start(o);
+}
+
+enum organism_state organism_state(struct organism *o) {
+        pthread_mutex_lock(&o->lock);
+        enum organism_state s = o->state;
+        pthread_mutex_unlock(&o->lock);
+        return s;
+}
+
+const char *organism_socket(struct organism *o) {
+        return o->socket_path;
+}
+
+int organism_crash_count(struct organism *o) {
+        pthread_mutex_lock(&o->lock);
+        int64_t now = now_ms();
+        int n = 0;
+        for (size_t i = 0; i < o->n_crashes; i++)
+                if (now - o->crashes[i] < CRASH_WINDOW_MS)
+                        n++;
+        pthread_mutex_unlock(&o->lock);
+        return n;
+}
+
+int organism_reason(struct organism *o, char **ret) {
+        pthread_mutex_lock(&o->lock);
+        char *s = strdup(o->reason ? o->reason : organism_state_name(o->state));
+        pthread_mutex_unlock(&o->lock);
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+int organism_wait_ready(struct organism *o, int timeout_ms) {
+        struct timespec ts = deadline_ts(timeout_ms > 0 ? timeout_ms : 0);
+        pthread_mutex_lock(&o->lock);
+        int r = 0;
+        for (;;) {
+                if (o->state == ORGANISM_RUNNING) {
+                        r = 0;
+                        break;
+                }
+                if (o->state == ORGANISM_DOWN) {
+                        r = -EIO;
+                        break;
+                }
+                if (o->state == ORGANISM_STOPPED) {
+                        r = -ESRCH;
+                        break;
+                }
+                if (pthread_cond_timedwait(&o->cond, &o->lock, &ts) == ETIMEDOUT) {
+                        r = o->state == ORGANISM_RUNNING ? 0 : -ETIMEDOUT;
+                        break;
+                }
+        }
+        pthread_mutex_unlock(&o->lock);
+        return r;
+}

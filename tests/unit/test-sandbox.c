@@ -1,0 +1,460 @@
+/* Unit tests for the sandbox policy: the policy is data, so every rule of the
+ * security model is asserted here without running bwrap. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "base/fileio.h"
+#include "sandbox/sandbox.h"
+
+#include <limits.h>
+#include <sys/stat.h>
+
+#define CANARY_NAME "SEED_TEST_CANARY_SECRET"
+#define CANARY_VALUE "canary-7f3a9c"
+
+static char ws[512];         /* a fake workspace */
+static char cache[PATH_MAX]; /* a fake .seed/cache */
+static char run[PATH_MAX];   /* a fake .seed/run/organism */
+static char *const evolvable[] = {"organism/", "knowledge/", "skills/", NULL};
+
+static void mkdir_in(const char *base, const char *rel) {
+        _cleanup_free_ char *p = NULL;
+        assert_true(xasprintf(&p, "%s/%s", base, rel) >= 0);
+        assert_int_equal(mkdir_p(p, 0755), 0);
+}
+
+static int setup_ws(void **state) {
+        (void)state;
+        char tmpl[] = "/tmp/test-sandbox.XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        snprintf(ws, sizeof ws, "%s/seed", tmpl);
+        mkdir_in(ws, "organism");
+        mkdir_in(ws, "knowledge");
+        mkdir_in(ws, "kernel");
+        mkdir_in(ws, ".seed/secrets");
+        mkdir_in(ws, ".git");
+        snprintf(cache, sizeof cache, "%s/.seed/cache", ws);
+        snprintf(run, sizeof run, "%s/.seed/run/organism", ws);
+        mkdir_in(ws, ".seed/cache");
+        mkdir_in(ws, ".seed/run/organism");
+        return 0;
+}
+
+static int teardown_ws(void **state) {
+        (void)state;
+        char *slash = strrchr(ws, '/');
+        *slash = 0;
+        rm_rf(ws);
+        return 0;
+}
+
+static struct sandbox_spec base_spec(enum sandbox_profile profile) {
+        return (struct sandbox_spec){
+                .profile = profile,
+                .seed_dir = ws,
+                .workspace = ws,
+                .evolvable = evolvable,
+                .cache_dir = cache,
+        };
+}
+
+static ssize_t find_op(const struct sandbox_policy *p, enum sandbox_op_kind kind, const char *src,
+                       const char *dest) {
+        for (size_t i = 0; i < p->n_ops; i++) {
+                const struct sandbox_op *op = &p->ops[i];
+                if (op->kind != kind)
+                        continue;
+                if (src && (!op->src || !streq(op->src, src)))
+                        continue;
+                if (dest && (!op->dest || !streq(op->dest, dest)))
+                        continue;
+                return (ssize_t)i;
+        }
+        return -1;
+}
+
+static char *ws_path(const char *rel) {
+        char *p = NULL;
+        assert_true(xasprintf(&p, "%s/%s", ws, rel) >= 0);
+        return p;
+}
+
+/* Asserts the policy's environment is exactly want (in order). */
+static void assert_env(const struct sandbox_policy *p, const char *const *want) {
+        size_t n = 0;
+        for (; want[n]; n++) {
+                assert_non_null(p->env[n]);
+                assert_string_equal(p->env[n], want[n]);
+        }
+        assert_null(p->env[n]);
+        for (char **e = p->env; *e; e++) {
+                assert_null(strstr(*e, CANARY_NAME));
+                assert_null(strstr(*e, CANARY_VALUE));
+        }
+}
+
+/* Nothing in the workspace is writable except what is listed. */
+static void assert_writable_only(const struct sandbox_policy *p, const char *const *rel) {
+        for (size_t i = 0; i < p->n_ops; i++) {
+                const struct sandbox_op *op = &p->ops[i];
+                if ((op->kind != SB_BIND && op->kind != SB_BIND_TRY) || !startswith(op->dest, "/workspace"))
+                        continue;
+                bool listed = false;
+                for (const char *const *r = rel; *r; r++) {
+                        char d[PATH_MAX];
+                        snprintf(d, sizeof d, "/workspace/%s", *r);
+                        listed |= streq(op->dest, d);
+                }
+                if (!listed)
+                        fail_msg("unexpected writable mount %s -> %s", op->src, op->dest);
+        }
+}
+
+static void test_evolution(void **state) {
+        (void)state;
+        struct sandbox_spec spec = base_spec(SANDBOX_EVOLUTION);
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+
+        ssize_t w = find_op(p, SB_RO_BIND, ws, "/workspace");
+        assert_true(w >= 0);
+        _cleanup_free_ char *org = ws_path("organism"), *kn = ws_path("knowledge"), *kern = ws_path("kernel");
+        ssize_t o = find_op(p, SB_BIND, org, "/workspace/organism");
+        ssize_t k = find_op(p, SB_BIND, kn, "/workspace/knowledge");
+        assert_true(o > w); /* after the read-only workspace, so it wins */
+        assert_true(k > w);
+        /* skills/ is missing on the host: nothing to bind. */
+        assert_true(find_op(p, SB_BIND, NULL, "/workspace/skills") < 0);
+        assert_true(find_op(p, SB_BIND, kern, NULL) < 0);
+        assert_writable_only(p, (const char *const[]){"organism", "knowledge", NULL});
+
+        /* .seed is hidden after the workspace mount; .git stays visible. */
+        ssize_t s = find_op(p, SB_TMPFS, NULL, "/workspace/.seed");
+        assert_true(s > w);
+        assert_true(find_op(p, SB_TMPFS, NULL, "/workspace/.git") < 0);
+
+        /* Network shared, build cache writable at /cache. */
+        assert_true(p->share_net);
+        assert_true(find_op(p, SB_BIND, cache, "/cache") >= 0);
+        assert_true(find_op(p, SB_CHDIR, NULL, "/workspace") >= 0);
+        assert_env(p, (const char *const[]){"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox",
+                                            "TMPDIR=/tmp", "LANG=C.UTF-8", "PWD=/workspace", "SEED_ENV=evolution",
+                                            "npm_config_cache=/cache/npm", "XDG_CACHE_HOME=/cache/xdg", NULL});
+}
+
+static void test_build_and_test_profiles(void **state) {
+        (void)state;
+        enum sandbox_profile profiles[] = {SANDBOX_BUILD, SANDBOX_TEST};
+        for (size_t i = 0; i < ARRAY_SIZE(profiles); i++) {
+                struct sandbox_spec spec = base_spec(profiles[i]);
+                spec.evolvable = (char *const[]){"organism", NULL};
+                spec.port = 8123;
+                _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+                assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+                assert_true(p->share_net);
+                assert_true(find_op(p, SB_BIND, cache, "/cache") >= 0);
+                assert_writable_only(p, (const char *const[]){"organism", NULL});
+                assert_true(find_op(p, SB_TMPFS, NULL, "/workspace/.seed") >= 0);
+                assert_env(p, (const char *const[]){"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox",
+                                                    "TMPDIR=/tmp", "LANG=C.UTF-8", "PWD=/workspace", "SEED_ENV=evolution",
+                                                    "PORT=8123", "npm_config_cache=/cache/npm",
+                                                    "XDG_CACHE_HOME=/cache/xdg", NULL});
+        }
+}
+
+static void test_live(void **state) {
+        (void)state;
+        enum sandbox_profile profiles[] = {SANDBOX_LIVE, SANDBOX_PREVIEW};
+        for (size_t i = 0; i < ARRAY_SIZE(profiles); i++) {
+                struct sandbox_spec spec = base_spec(profiles[i]);
+                spec.workspace_readonly = true;
+                spec.port = 8080;
+                spec.database_url = "postgresql://organism@/live?host=/run/postgresql";
+                spec.pg_socket_dir = "/tmp";
+                spec.run_dir = run;
+                spec.bridge_path = "/usr/bin/true";
+                _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+                assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+
+                assert_false(p->share_net);
+                /* Never the shared cache, even when one is passed. */
+                assert_true(find_op(p, SB_BIND, NULL, "/cache") < 0);
+                assert_true(find_op(p, SB_BIND, cache, NULL) < 0);
+                /* The whole workspace read-only; .seed and .git hidden. */
+                assert_true(find_op(p, SB_RO_BIND, ws, "/workspace") >= 0);
+                assert_writable_only(p, (const char *const[]){NULL});
+                assert_true(find_op(p, SB_TMPFS, NULL, "/workspace/.seed") >= 0);
+                assert_true(find_op(p, SB_TMPFS, NULL, "/workspace/.git") >= 0);
+                /* No tmpfs over /workspace itself (it is the Seed's folder). */
+                assert_true(find_op(p, SB_TMPFS, NULL, "/workspace") < 0);
+                assert_true(find_op(p, SB_RO_BIND, "/tmp", "/run/postgresql") >= 0);
+                assert_true(find_op(p, SB_BIND, run, "/run/organism") >= 0);
+                assert_true(find_op(p, SB_RO_BIND, "/usr/bin/true", "/run/seed/bridge") >= 0);
+                assert_env(p, (const char *const[]){"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox",
+                                                    "TMPDIR=/tmp", "LANG=C.UTF-8", "PWD=/workspace", "SEED_ENV=live", "PORT=8080",
+                                                    "DATABASE_URL=postgresql://organism@/live?host=/run/postgresql",
+                                                    NULL});
+        }
+}
+
+static void test_system_dirs(void **state) {
+        (void)state;
+        struct sandbox_spec spec = base_spec(SANDBOX_EVOLUTION);
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+        assert_true(find_op(p, SB_RO_BIND, "/usr", "/usr") >= 0);
+        assert_true(find_op(p, SB_RO_BIND, "/etc", "/etc") >= 0);
+        const char *links[] = {"/bin", "/sbin", "/lib", "/lib64"};
+        for (size_t i = 0; i < ARRAY_SIZE(links); i++) {
+                struct stat st;
+                if (lstat(links[i], &st) < 0) {
+                        assert_true(find_op(p, SB_SYMLINK, NULL, links[i]) < 0);
+                        continue;
+                }
+                if (S_ISLNK(st.st_mode)) {
+                        char target[PATH_MAX];
+                        ssize_t n = readlink(links[i], target, sizeof target - 1);
+                        assert_true(n > 0);
+                        target[n] = 0;
+                        assert_true(find_op(p, SB_SYMLINK, target, links[i]) >= 0);
+                        assert_true(find_op(p, SB_RO_BIND, links[i], NULL) < 0);
+                } else {
+                        assert_true(find_op(p, SB_RO_BIND, links[i], links[i]) >= 0);
+                }
+        }
+        assert_true(find_op(p, SB_DEV, NULL, "/dev") >= 0);
+        assert_true(find_op(p, SB_PROC, NULL, "/proc") >= 0);
+        assert_true(find_op(p, SB_TMPFS, NULL, "/tmp") >= 0);
+        assert_true(find_op(p, SB_TMPFS, NULL, "/home/sandbox") >= 0);
+        /* Nothing else of the host: no /, /home, /root, /run, /var. */
+        const char *never[] = {"/", "/home", "/root", "/run", "/var", "/srv", "/work"};
+        for (size_t i = 0; i < ARRAY_SIZE(never); i++) {
+                assert_true(find_op(p, SB_RO_BIND, never[i], NULL) < 0);
+                assert_true(find_op(p, SB_BIND, never[i], NULL) < 0);
+        }
+        for (size_t i = 0; i < p->n_ops; i++)
+                if (p->ops[i].kind == SB_BIND || p->ops[i].kind == SB_RO_BIND)
+                        assert_false(startswith(p->ops[i].src, "/home") || startswith(p->ops[i].src, "/root"));
+}
+
+static bool argv_has(char **argv, const char *s) {
+        for (char **a = argv; *a; a++)
+                if (streq(*a, s))
+                        return true;
+        return false;
+}
+
+static ssize_t argv_index(char **argv, const char *s) {
+        for (ssize_t i = 0; argv[i]; i++)
+                if (streq(argv[i], s))
+                        return i;
+        return -1;
+}
+
+static void test_argv(void **state) {
+        (void)state;
+        char *cmd[] = {"/bin/sh", "-c", "echo hi", NULL};
+        for (int prof = SANDBOX_EVOLUTION; prof <= SANDBOX_PREVIEW; prof++) {
+                struct sandbox_spec spec = base_spec((enum sandbox_profile)prof);
+                _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+                _cleanup_strv_free_ char **argv = NULL;
+                assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+                assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", -1, cmd, &argv), 0);
+                assert_string_equal(argv[0], "/usr/bin/bwrap");
+                const char *flags[] = {"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
+                                       "--unshare-uts", "--unshare-user", "--unshare-cgroup-try", "--clearenv"};
+                for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
+                        assert_true(argv_has(argv, flags[i]));
+                bool private = prof == SANDBOX_LIVE || prof == SANDBOX_PREVIEW;
+                assert_int_equal(argv_has(argv, "--unshare-net"), private);
+                assert_false(argv_has(argv, "--share-net"));
+                assert_false(argv_has(argv, "--seccomp"));
+                /* --clearenv before every --setenv; the command last, after "--". */
+                ssize_t ce = argv_index(argv, "--clearenv"), se = argv_index(argv, "--setenv");
+                assert_true(ce > 0 && se > ce);
+                size_t n = strv_length(argv);
+                assert_string_equal(argv[n - 4], "--");
+                assert_string_equal(argv[n - 3], "/bin/sh");
+                assert_string_equal(argv[n - 1], "echo hi");
+                for (char **a = argv; *a; a++) {
+                        assert_null(strstr(*a, CANARY_NAME));
+                        assert_null(strstr(*a, CANARY_VALUE));
+                }
+                /* Each env entry appears as --setenv NAME VALUE. */
+                for (char **e = p->env; *e; e++) {
+                        const char *eq = strchr(*e, '=');
+                        bool found = false;
+                        for (size_t i = 0; i + 2 < n; i++)
+                                if (streq(argv[i], "--setenv") && strlen(argv[i + 1]) == (size_t)(eq - *e) &&
+                                    strncmp(argv[i + 1], *e, (size_t)(eq - *e)) == 0 && streq(argv[i + 2], eq + 1))
+                                        found = true;
+                        assert_true(found);
+                }
+                /* --ro-bind <ws> /workspace is there as a triple. */
+                bool ws_ro = false;
+                for (size_t i = 0; i + 2 < n; i++)
+                        ws_ro |= streq(argv[i], "--ro-bind") && streq(argv[i + 1], ws) &&
+                                 streq(argv[i + 2], "/workspace");
+                assert_true(ws_ro);
+        }
+}
+
+static void test_argv_seccomp(void **state) {
+        (void)state;
+        struct sandbox_spec spec = base_spec(SANDBOX_TEST);
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        _cleanup_strv_free_ char **argv = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+        assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", 7, (char *const[]){"/bin/true", NULL}, &argv), 0);
+        ssize_t i = argv_index(argv, "--seccomp");
+        assert_true(i > 0);
+        assert_string_equal(argv[i + 1], "7");
+        assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", -1, (char *const[]){NULL}, &argv), -EINVAL);
+}
+
+static void test_seed_dir_under_system_dir(void **state) {
+        (void)state;
+        /* A Seed planted under /usr would be visible through the /usr bind:
+         * it gets covered by a tmpfs, after that bind. */
+        struct sandbox_spec spec = base_spec(SANDBOX_EVOLUTION);
+        spec.seed_dir = "/usr/share/doc";
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+        ssize_t t = find_op(p, SB_TMPFS, NULL, "/usr/share/doc");
+        assert_true(t > find_op(p, SB_RO_BIND, "/usr", "/usr"));
+
+        /* A Seed under the workspace (the workspace is a parent folder). */
+        _cleanup_free_ char *inner = ws_path("organism/nested-seed");
+        spec.seed_dir = inner;
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *q = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &q), 0);
+        ssize_t ro = find_op(q, SB_TMPFS, NULL, "/workspace/organism/nested-seed");
+        assert_true(ro > find_op(q, SB_BIND, NULL, "/workspace/organism"));
+
+        /* The owner's config: a file is covered with /dev/null. */
+        spec.seed_dir = ws;
+        spec.hide_paths = (char *const[]){"/etc/hostname", "/nonexistent/x", NULL};
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *r = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &r), 0);
+        if (path_exists("/etc/hostname"))
+                assert_true(find_op(r, SB_RO_BIND, "/dev/null", "/etc/hostname") >= 0);
+        assert_true(find_op(r, SB_TMPFS, NULL, "/nonexistent/x") < 0);
+        assert_true(find_op(r, SB_RO_BIND, NULL, "/nonexistent/x") < 0);
+}
+
+static void test_pg_socket_dir_only_postgres(void **state) {
+        (void)state;
+        /* The socket dir is shared with the organism's run dir: only
+         * PostgreSQL's own entries stay visible. */
+        _cleanup_free_ char *pg = ws_path(".seed/run");
+        _cleanup_free_ char *sock = ws_path(".seed/run/.s.PGSQL.5432");
+        _cleanup_free_ char *other = ws_path(".seed/run/other.sock");
+        assert_int_equal(write_file_atomic(sock, "", 0, 0600), 0);
+        assert_int_equal(write_file_atomic(other, "", 0, 0600), 0);
+        struct sandbox_spec spec = base_spec(SANDBOX_EVOLUTION);
+        spec.pg_socket_dir = pg;
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+        ssize_t b = find_op(p, SB_RO_BIND, pg, "/run/postgresql");
+        assert_true(b >= 0);
+        assert_true(find_op(p, SB_TMPFS, NULL, "/run/postgresql/organism") > b);
+        assert_true(find_op(p, SB_RO_BIND, "/dev/null", "/run/postgresql/other.sock") > b);
+        assert_true(find_op(p, SB_TMPFS, NULL, "/run/postgresql/.s.PGSQL.5432") < 0);
+        assert_true(find_op(p, SB_RO_BIND, NULL, "/run/postgresql/.s.PGSQL.5432") < 0);
+        unlink(sock);
+        unlink(other);
+}
+
+static void test_extra_env_and_cwd(void **state) {
+        (void)state;
+        struct sandbox_spec spec = base_spec(SANDBOX_LIVE);
+        spec.cache_dir = NULL;
+        spec.extra_env = (char *const[]){"NODE_USE_ENV_PROXY=1", NULL};
+        spec.cwd = "/workspace/organism";
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+        assert_true(find_op(p, SB_CHDIR, NULL, "/workspace/organism") >= 0);
+        assert_env(p, (const char *const[]){"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox",
+                                            "TMPDIR=/tmp", "LANG=C.UTF-8", "PWD=/workspace/organism",
+                                            "SEED_ENV=live", "NODE_USE_ENV_PROXY=1", NULL});
+}
+
+static void test_invalid_specs(void **state) {
+        (void)state;
+        struct sandbox_policy *p = NULL;
+        const char *bad_evolvable[] = {"../x", "/organism", ".seed", "organism/../kernel", "a/.git", "", "./x"};
+        for (size_t i = 0; i < ARRAY_SIZE(bad_evolvable); i++) {
+                struct sandbox_spec spec = base_spec(SANDBOX_EVOLUTION);
+                spec.evolvable = (char *const[]){(char *)bad_evolvable[i], NULL};
+                assert_int_equal(sandbox_policy_build(&spec, &p), -EINVAL);
+        }
+        const char *bad_env[] = {"PATH=/evil", "DATABASE_URL=x", "HOME=/root", "noequals", "=x", "1A=b",
+                                 "SEED_ENV=live", "A B=c"};
+        for (size_t i = 0; i < ARRAY_SIZE(bad_env); i++) {
+                struct sandbox_spec spec = base_spec(SANDBOX_EVOLUTION);
+                spec.extra_env = (char *const[]){(char *)bad_env[i], NULL};
+                assert_int_equal(sandbox_policy_build(&spec, &p), -EINVAL);
+        }
+        struct sandbox_spec spec = base_spec(SANDBOX_EVOLUTION);
+        spec.workspace = "relative/ws";
+        assert_int_equal(sandbox_policy_build(&spec, &p), -EINVAL);
+        spec.workspace = "/tmp/../etc";
+        assert_int_equal(sandbox_policy_build(&spec, &p), -EINVAL);
+        spec = base_spec(SANDBOX_EVOLUTION);
+        spec.cwd = "workspace";
+        assert_int_equal(sandbox_policy_build(&spec, &p), -EINVAL);
+        spec = base_spec(SANDBOX_EVOLUTION);
+        spec.workspace = "/nonexistent-seed-ws";
+        assert_int_equal(sandbox_policy_build(&spec, &p), -ENOENT);
+
+        /* An evolvable directory replaced by a symlink is refused, not followed. */
+        _cleanup_free_ char *link = ws_path("skills");
+        assert_int_equal(symlink("/root", link), 0);
+        spec = base_spec(SANDBOX_EVOLUTION);
+        assert_int_equal(sandbox_policy_build(&spec, &p), -ENOTDIR);
+        assert_int_equal(unlink(link), 0);
+        assert_null(p);
+}
+
+static void test_profile_names(void **state) {
+        (void)state;
+        assert_string_equal(sandbox_profile_name(SANDBOX_EVOLUTION), "evolution");
+        assert_string_equal(sandbox_profile_name(SANDBOX_LIVE), "live");
+        assert_string_equal(sandbox_profile_name(SANDBOX_PREVIEW), "preview");
+}
+
+static void test_refuses_root(void **state) {
+        (void)state;
+        if (geteuid() != 0)
+                skip();
+        struct sandbox_spec spec = base_spec(SANDBOX_EVOLUTION);
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+        struct proc_result res = {0};
+        char *cmd[] = {"/bin/true", NULL};
+        assert_int_equal(sandbox_run(p, cmd, 1000, &res), -EPERM);
+        pid_t pid = 0;
+        assert_int_equal(sandbox_spawn(p, cmd, -1, &pid), -EPERM);
+        assert_int_equal(pid, 0);
+}
+
+int main(void) {
+        setenv(CANARY_NAME, CANARY_VALUE, 1);
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_evolution),
+                cmocka_unit_test(test_build_and_test_profiles),
+                cmocka_unit_test(test_live),
+                cmocka_unit_test(test_system_dirs),
+                cmocka_unit_test(test_argv),
+                cmocka_unit_test(test_argv_seccomp),
+                cmocka_unit_test(test_seed_dir_under_system_dir),
+                cmocka_unit_test(test_pg_socket_dir_only_postgres),
+                cmocka_unit_test(test_extra_env_and_cwd),
+                cmocka_unit_test(test_invalid_specs),
+                cmocka_unit_test(test_profile_names),
+                cmocka_unit_test(test_refuses_root),
+        };
+        return cmocka_run_group_tests(tests, setup_ws, teardown_ws);
+}
