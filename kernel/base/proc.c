@@ -2,6 +2,7 @@
 #include "base/buf.h"
 
 #include <fcntl.h>
+#include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -23,6 +24,9 @@ static _Noreturn void child_exec(const struct proc_opts *o, int out_fd) {
         if (in < 0 || dup2(in, STDIN_FILENO) < 0)
                 _exit(127);
         if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0)
+                _exit(127);
+        /* Only the fds passed on purpose survive exec, whatever we inherited. */
+        if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
                 _exit(127);
         for (size_t i = 0; i < o->n_keep_fds; i++) {
                 int fl = fcntl(o->keep_fds[i], F_GETFD);

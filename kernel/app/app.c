@@ -1,0 +1,374 @@
+#include "app/app.h"
+#include "base/buf.h"
+#include "base/crypto.h"
+#include "base/fileio.h"
+#include "base/log.h"
+#include "config/config.h"
+#include "ctl/ctl.h"
+#include "db/db.h"
+#include "organism/organism.h"
+#include "pg/pg.h"
+#include "repo/repo.h"
+#include "secrets/secrets.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <sys/stat.h>
+
+struct app {
+        const struct app_options *opts;
+        struct cfg *cfg;
+        struct secrets *secrets;
+        struct pg *pg;
+        struct db *kdb;
+        struct organism *organism;
+        struct ctl *ctl;
+        char *control_token;
+        char *session_key;
+        char *live_url;
+        int64_t started_ms;
+        int generation;
+};
+
+static char *seed_path(const struct app *a, const char *rel) { return path_join(a->opts->seed_dir, rel); }
+
+static int app_prepare_dirs(struct app *a) {
+        static const struct {
+                const char *path;
+                mode_t mode;
+        } dirs[] = {
+                {".seed", 0700},         {".seed/logs", 0700},  {".seed/run", 0700},
+                {".seed/secrets", 0700}, {".seed/cache", 0700}, {".seed/organism", 0700},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                _cleanup_free_ char *p = seed_path(a, dirs[i].path);
+                if (!p)
+                        return -ENOMEM;
+                int r = mkdir_mode(p, dirs[i].mode);
+                if (r < 0)
+                        return log_error_errno(r, "cannot create '%s': %m", p);
+        }
+        return 0;
+}
+
+/* A secret of this Seed kept across restarts in .seed/secrets (0600). */
+static int app_load_key(struct app *a, const char *name, char **ret) {
+        _cleanup_free_ char *p = NULL;
+        if (xasprintf(&p, "%s/.seed/secrets/%s", a->opts->seed_dir, name) < 0)
+                return -ENOMEM;
+        char *v = NULL;
+        int r = read_file(p, 4096, &v, NULL);
+        if (r == 0 && strlen(v) >= 32) {
+                *ret = v;
+                return 0;
+        }
+        free(v);
+        if (r < 0 && r != -ENOENT)
+                return log_error_errno(r, "cannot read '%s': %m", p);
+        if ((r = crypto_random_hex(32, &v)) < 0 || (r = write_file_atomic(p, v, strlen(v), 0600)) < 0) {
+                free(v);
+                return log_error_errno(r, "cannot write '%s': %m", p);
+        }
+        *ret = v;
+        return 0;
+}
+
+static int app_status_json(void *userdata, char **ret_json) {
+        struct app *a = userdata;
+        int gen = 0;
+        if (repo_current_generation(a->opts->seed_dir, &gen) < 0)
+                gen = a->generation;
+        json_t *o = json_pack("{s:s, s:i, s:s, s:{s:s}, s:{s:i, s:I, s:s}}",
+                              "name", a->cfg->name,
+                              "generation", gen,
+                              "url", "",
+                              "organism", "state",
+                              a->organism ? organism_state_name(organism_state(a->organism)) : "stopped",
+                              "kernel", "pid", (int)getpid(), "uptime_seconds",
+                              (json_int_t)((now_ms() - a->started_ms) / 1000), "version", "0.1.0");
+        if (!o)
+                return -ENOMEM;
+        char url[128];
+        snprintf(url, sizeof url, "http://127.0.0.1:%u/", a->ctl ? ctl_port(a->ctl) : 0);
+        json_object_set_new(o, "url", json_string(url));
+        char *s = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        if (!s)
+                return -ENOMEM;
+        *ret_json = s;
+        return 0;
+}
+
+static int app_write_state(struct app *a) {
+        _cleanup_free_ char *p = seed_path(a, APP_STATE_FILE);
+        _cleanup_free_ char *tok = seed_path(a, APP_CONTROL_TOKEN_FILE);
+        _cleanup_free_ char *host = NULL;
+        int port = 0;
+        if (!p || !tok)
+                return -ENOMEM;
+        int r = write_file_atomic(tok, a->control_token, strlen(a->control_token), 0600);
+        if (r < 0)
+                return log_error_errno(r, "cannot write '%s': %m", tok);
+        if (cfg_split_addr(a->opts->addr ? a->opts->addr : a->cfg->server.addr, &host, &port) < 0)
+                return -EINVAL;
+        bool v6 = strchr(host, ':') != NULL;
+        char url[300];
+        snprintf(url, sizeof url, "http://%s%s%s:%u", v6 ? "[" : "",
+                 streq(host, "0.0.0.0") || streq(host, "::") ? "127.0.0.1" : host, v6 ? "]" : "",
+                 ctl_port(a->ctl));
+        json_t *o = json_pack("{s:i, s:s, s:i, s:I}", "pid", (int)getpid(), "url", url, "port",
+                              (int)ctl_port(a->ctl), "started_at", (json_int_t)(wall_ms() / 1000));
+        char *s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
+        json_decref(o);
+        if (!s)
+                return -ENOMEM;
+        r = write_file_atomic(p, s, strlen(s), 0644);
+        free(s);
+        if (r < 0)
+                return log_error_errno(r, "cannot write '%s': %m", p);
+        log_info("control plane at %s/_seed/", url);
+        return 0;
+}
+
+static int app_start_database(struct app *a) {
+        int r;
+        _cleanup_free_ char *conninfo = NULL;
+        if (strempty(a->cfg->database.url)) {
+                if ((r = pg_start(a->opts->seed_dir, &a->pg)) < 0)
+                        return log_error_errno(r, "the private PostgreSQL did not start");
+                if ((r = pg_conninfo(a->pg, "postgres", PG_KERNEL_DB, &conninfo)) < 0 ||
+                    (r = pg_sandbox_url(a->pg, "organism", PG_LIVE_DB, &a->live_url)) < 0)
+                        return log_error_errno(r, "cannot build database addresses: %m");
+        } else {
+                conninfo = strdup(a->cfg->database.url);
+                a->live_url = strdup(a->cfg->database.url);
+                if (!conninfo || !a->live_url)
+                        return -ENOMEM;
+        }
+        if ((r = db_connect_wait(conninfo, 30000, &a->kdb)) < 0)
+                return log_error_errno(r, "cannot connect to the kernel database");
+        secure_zero(conninfo, strlen(conninfo));
+        if (!a->pg) {
+                /* pg_start migrates the private database; an external one is migrated here. */
+                struct db_migration *m = NULL;
+                size_t n = 0;
+                _cleanup_free_ char *err = NULL;
+                if ((r = db_kernel_migrations(&m, &n)) < 0)
+                        return log_error_errno(r, "kernel migrations are invalid");
+                r = db_migrate(a->kdb, "kernel_migrations", m, n, &err);
+                free(m);
+                if (r < 0)
+                        return log_error_errno(r, "kernel migrations failed: %s", err ? err : "");
+        }
+        return 0;
+}
+
+static int app_start_organism(struct app *a) {
+        /* Not under .seed/run: that is PostgreSQL's socket dir, which sandboxes see. */
+        _cleanup_free_ char *run_dir = seed_path(a, ".seed/organism");
+        _cleanup_free_ char *log_path = seed_path(a, ".seed/logs/organism.log");
+        if (!run_dir || !log_path)
+                return -ENOMEM;
+        struct organism_config oc = {
+                .seed_dir = a->opts->seed_dir,
+                .build_cmd = a->cfg->organism.build,
+                .run_cmd = a->cfg->organism.run,
+                .health_path = a->cfg->organism.health,
+                .port = a->cfg->organism.port,
+                .database_url = a->live_url,
+                .pg_socket_dir = a->pg ? pg_socket_dir(a->pg) : NULL,
+                .bridge_path = a->opts->bridge_path,
+                .run_dir = run_dir,
+                .log_path = log_path,
+                .evolvable = NULL, /* the live build writes only organism/ */
+        };
+        int r = organism_new(&oc, &a->organism);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the organism: %m");
+        return organism_start(a->organism);
+}
+
+static int app_start_ctl(struct app *a) {
+        struct ctl_config cc = {
+                .addr = a->opts->addr ? a->opts->addr : a->cfg->server.addr,
+                .allowed_hosts = a->cfg->server.allowed_hosts,
+                .seed_name = a->cfg->name,
+                .seed_dir = a->opts->seed_dir,
+                .kdb = a->kdb,
+                .cli_token = a->control_token,
+                .session_key = a->session_key,
+                .organism = a->organism,
+                .status = app_status_json,
+                .userdata = a,
+        };
+        int r = ctl_start(&cc, &a->ctl);
+        if (r < 0)
+                return log_error_errno(r, "the control plane did not start on %s: %m", cc.addr);
+        return 0;
+}
+
+static void app_stop(struct app *a) {
+        if (a->ctl)
+                ctl_stop(a->ctl);
+        if (a->organism) {
+                organism_stop(a->organism);
+                organism_free(a->organism);
+        }
+        db_close(a->kdb);
+        pg_stop(a->pg);
+        _cleanup_free_ char *p = seed_path(a, APP_STATE_FILE);
+        _cleanup_free_ char *tok = seed_path(a, APP_CONTROL_TOKEN_FILE);
+        if (p)
+                unlink(p);
+        if (tok)
+                unlink(tok);
+        cfg_free(a->cfg);
+        secrets_free(a->secrets);
+        if (a->control_token)
+                secure_zero(a->control_token, strlen(a->control_token));
+        free(a->control_token);
+        if (a->session_key)
+                secure_zero(a->session_key, strlen(a->session_key));
+        free(a->session_key);
+        if (a->live_url)
+                secure_zero(a->live_url, strlen(a->live_url));
+        free(a->live_url);
+}
+
+/* Reads the secrets from the CLI's pipe and makes sure none of them is left
+ * in our environment, so nothing the kernel starts can inherit one. */
+static int app_take_secrets(struct app *a) {
+        int r = secrets_new(&a->secrets);
+        if (r < 0)
+                return r;
+        if (a->opts->secrets_fd >= 0) {
+                r = secrets_read_fd(a->secrets, a->opts->secrets_fd);
+                close(a->opts->secrets_fd);
+                if (r < 0)
+                        return log_error_errno(r, "cannot read the secrets from the CLI: %m");
+        }
+        struct buf names = BUF_INIT(64 * 1024);
+        for (size_t i = 0; i < secrets_count(a->secrets); i++) {
+                unsetenv(secrets_name(a->secrets, i));
+                (void)buf_printf(&names, "%s%s", i ? ", " : "", secrets_name(a->secrets, i));
+        }
+        if (names.len)
+                log_info("holding %zu secret(s) in memory: %s", secrets_count(a->secrets), names.data);
+        buf_free(&names);
+        return 0;
+}
+
+int app_run(const struct app_options *o) {
+        struct app a = {.opts = o, .started_ms = now_ms()};
+        _cleanup_free_ char *cfg_path = NULL, *err = NULL, *log_path = NULL;
+        int r;
+
+        log_set_ident("kernel");
+        if (geteuid() == 0) {
+                log_error("the kernel never runs as root; start it with 'seed run', which switches to the "
+                          "unprivileged account '%s'",
+                          "seed");
+                return APP_EXIT_USAGE;
+        }
+        sigset_t stop;
+        sigemptyset(&stop);
+        sigaddset(&stop, SIGTERM);
+        sigaddset(&stop, SIGINT);
+        sigaddset(&stop, SIGHUP);
+        pthread_sigmask(SIG_BLOCK, &stop, NULL);
+        signal(SIGPIPE, SIG_IGN);
+
+        cfg_path = seed_path(&a, "seed.yaml");
+        if ((r = cfg_load(cfg_path, &a.cfg, &err)) < 0) {
+                log_error("%s", err ? err : "cannot load seed.yaml");
+                goto fail;
+        }
+        if ((r = app_prepare_dirs(&a)) < 0)
+                goto fail;
+        log_path = seed_path(&a, ".seed/logs/kernel.log");
+        if ((r = log_open(log_path, 10u << 20, 3)) < 0)
+                log_warn_errno(r, "cannot open '%s': %m", log_path);
+        log_info("starting Seed '%s' (pid %d)", a.cfg->name, (int)getpid());
+        if ((r = app_take_secrets(&a)) < 0)
+                goto fail;
+        if (repo_current_generation(o->seed_dir, &a.generation) < 0)
+                a.generation = 0;
+
+        if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||
+            (r = app_load_key(&a, "session-key", &a.session_key)) < 0)
+                goto fail;
+        if ((r = app_start_database(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
+            (r = app_start_ctl(&a)) < 0 || (r = app_write_state(&a)) < 0)
+                goto fail;
+        log_info("generation %d is live", a.generation);
+
+        int sig = 0;
+        sigwait(&stop, &sig);
+        log_info("stopping (signal %d)", sig);
+        app_stop(&a);
+        log_info("stopped");
+        log_close();
+        return APP_EXIT_OK;
+fail:
+        app_stop(&a);
+        log_close();
+        return APP_EXIT_FAILURE;
+}
+
+static void app_usage(FILE *f) {
+        fputs("Usage: seed-kernel --dir DIR [--addr HOST:PORT] [--secrets-fd FD] [--bridge PATH]\n"
+              "\n"
+              "The Seed's kernel daemon. You normally do not start it yourself: 'seed run'\n"
+              "builds it from the Seed's own source and supervises it.\n"
+              "\n"
+              "  --dir DIR         the Seed's folder (required)\n"
+              "  --addr HOST:PORT  listen here instead of seed.yaml's server.addr\n"
+              "  --secrets-fd FD   read the owner's secrets (NAME=VALUE\\0 records) from FD\n"
+              "  --bridge PATH     the seed-bridge helper built with this kernel\n"
+              "  -h, --help        show this help\n"
+              "\n"
+              "Exit codes: 0 stopped, 1 failed, 2 usage, 75 rebuild and restart me.\n",
+              f);
+}
+
+int app_main(int argc, char **argv) {
+        static const struct option longopts[] = {
+                {"dir", required_argument, NULL, 'd'},     {"addr", required_argument, NULL, 'a'},
+                {"secrets-fd", required_argument, NULL, 's'}, {"bridge", required_argument, NULL, 'b'},
+                {"help", no_argument, NULL, 'h'},          {0},
+        };
+        struct app_options o = {.secrets_fd = -1};
+        int c;
+        while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+                switch (c) {
+                case 'd': o.seed_dir = optarg; break;
+                case 'a': o.addr = optarg; break;
+                case 'b': o.bridge_path = optarg; break;
+                case 's': {
+                        char *end;
+                        long fd = strtol(optarg, &end, 10);
+                        if (*end || fd < 3 || fd > 1024) {
+                                fprintf(stderr, "seed-kernel: --secrets-fd: '%s' is not a file descriptor\n", optarg);
+                                return APP_EXIT_USAGE;
+                        }
+                        o.secrets_fd = (int)fd;
+                        break;
+                }
+                case 'h': app_usage(stdout); return APP_EXIT_OK;
+                default: app_usage(stderr); return APP_EXIT_USAGE;
+                }
+        }
+        if (!o.seed_dir || optind != argc) {
+                app_usage(stderr);
+                return APP_EXIT_USAGE;
+        }
+        _cleanup_free_ char *abs = NULL;
+        int r = path_abs(o.seed_dir, &abs);
+        if (r < 0) {
+                fprintf(stderr, "seed-kernel: '%s': %s\n", o.seed_dir, strerror(-r));
+                return APP_EXIT_USAGE;
+        }
+        o.seed_dir = abs;
+        return app_run(&o);
+}

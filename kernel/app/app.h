@@ -1,0 +1,28 @@
+/* app.h — the kernel daemon: loads seed.yaml, takes the secrets from the CLI,
+ * starts the private PostgreSQL, the live organism and the control plane,
+ * and stops them all cleanly on SIGTERM/SIGINT. */
+#pragma once
+
+#include "base/base.h"
+
+/* Exit codes of the kernel, read by `seed run`. */
+#define APP_EXIT_OK 0
+#define APP_EXIT_FAILURE 1
+#define APP_EXIT_USAGE 2
+#define APP_EXIT_RESTART 75 /* rebuild me from my source and restart */
+
+struct app_options {
+        const char *seed_dir;    /* the Seed's folder */
+        const char *addr;        /* overrides server.addr; NULL = from seed.yaml */
+        int secrets_fd;          /* pipe from the CLI with the secrets; -1 = none */
+        const char *bridge_path; /* the seed-bridge binary built with this kernel */
+};
+
+/* Runs the kernel until it is told to stop. Returns an APP_EXIT_* code. */
+int app_run(const struct app_options *o);
+/* Parses the seed-kernel command line and runs it. */
+int app_main(int argc, char **argv);
+
+/* Files under the Seed's .seed/ that the CLI reads too. */
+#define APP_STATE_FILE ".seed/kernel.json"      /* {"pid","url","port","started_at"} */
+#define APP_CONTROL_TOKEN_FILE ".seed/control-token"

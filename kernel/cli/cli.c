@@ -1,0 +1,57 @@
+#include "cli/cli.h"
+#include "base/log.h"
+
+struct cli_command {
+        const char *name;
+        const char *summary;
+        int (*run)(int argc, char **argv);
+};
+
+static const struct cli_command commands[] = {
+        {"new", "plant a new Seed in ./<name> and start it", cli_cmd_new},
+        {"run", "build the Seed's kernel from its own source and start it", cli_cmd_run},
+        {"stop", "stop a running Seed (gracefully; forced after 30 s)", cli_cmd_stop},
+        {"status", "say whether the Seed runs, its generation, URL and organism", cli_cmd_status},
+        {"login", "print a fresh one-time sign-in link (15 minutes, one use)", cli_cmd_login},
+};
+
+static void cli_usage(FILE *f) {
+        fputs("Usage: seed <command> [options]\n"
+              "\n"
+              "A Seed is a folder (a git repository) holding a kernel, an app it grows (the\n"
+              "organism), and what it knows about itself. You talk to it in a browser.\n"
+              "\n"
+              "Commands:\n",
+              f);
+        for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+                fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+        fputs("\n"
+              "Run 'seed <command> --help' for a command's options.\n"
+              "\n"
+              "Example:\n"
+              "  seed new tasks -e OPENROUTER_API_KEY    # plant ./tasks, start it, print a sign-in link\n"
+              "  cd tasks && seed status\n",
+              f);
+}
+
+int cli_main(int argc, char **argv) {
+        log_set_ident("seed");
+        if (argc < 2) {
+                cli_usage(stderr);
+                return CLI_EXIT_USAGE;
+        }
+        if (streq(argv[1], "-h") || streq(argv[1], "--help") || streq(argv[1], "help")) {
+                cli_usage(stdout);
+                return CLI_EXIT_OK;
+        }
+        if (streq(argv[1], "--version")) {
+                puts("seed 0.1.0");
+                return CLI_EXIT_OK;
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
+                if (streq(argv[1], commands[i].name))
+                        return commands[i].run(argc - 1, argv + 1);
+        fprintf(stderr, "seed: unknown command '%s'\n\n", argv[1]);
+        cli_usage(stderr);
+        return CLI_EXIT_USAGE;
+}

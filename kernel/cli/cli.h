@@ -1,0 +1,56 @@
+/* cli.h — the `seed` command line: plants, starts, stops and talks to a Seed.
+ * Commands are a table (cli.c); each lives in its own file. */
+#pragma once
+
+#include "base/base.h"
+
+/* Exit codes. */
+#define CLI_EXIT_OK 0
+#define CLI_EXIT_FAILURE 1
+#define CLI_EXIT_USAGE 2
+#define CLI_EXIT_NOT_RUNNING 3
+
+int cli_main(int argc, char **argv);
+
+/* The commands (argv[0] is the command name). */
+int cli_cmd_new(int argc, char **argv);
+int cli_cmd_run(int argc, char **argv);
+int cli_cmd_stop(int argc, char **argv);
+int cli_cmd_status(int argc, char **argv);
+int cli_cmd_login(int argc, char **argv);
+
+/* ---- shared by the commands ---- */
+struct secrets;
+
+struct cli_run_options {
+        const char *seed_dir;      /* absolute */
+        const char *addr;          /* NULL = seed.yaml */
+        bool detach, open;
+        struct secrets *secrets;   /* borrowed */
+};
+/* Builds the kernel from the Seed's own source and starts it (supervised). */
+int cli_run_seed(const struct cli_run_options *o);
+
+/* Finds the Seed folder: dir if given, else the current directory or the
+ * nearest ancestor holding seed.yaml. Caller frees. */
+int cli_find_seed(const char *dir, char **ret);
+/* Reads .seed/kernel.json's url and .seed/control-token. -ENOENT when the
+ * kernel is not running. Caller frees both. */
+int cli_kernel_endpoint(const char *seed_dir, char **ret_url, char **ret_token);
+/* Calls the kernel's API with the CLI token. Caller frees *ret_body. */
+int cli_api(const char *seed_dir, const char *method, const char *path, const char *body,
+            long *ret_status, char **ret_body);
+/* Whether the Seed's supervisor holds its run lock. */
+bool cli_seed_running(const char *seed_dir);
+/* Asks the kernel for a fresh one-time sign-in link. Caller frees. */
+int cli_login_link(const char *seed_dir, char **ret_url);
+/* Overwrites "=VALUE" of "-e NAME=VALUE" arguments in place, so a secret does
+ * not stay visible in /proc/<pid>/cmdline. */
+void cli_scrub_arg(char *arg);
+/* Handles -e (c == 'e') or --env-file: adds to s and scrubs the value from
+ * argv/environ memory. Prints the error. */
+int cli_parse_secret_opt(int c, const char *arg, struct secrets *s);
+/* Where `seed new` copies the kernel's source tree from. Borrowed. */
+const char *cli_source_dir(void);
+/* Copies the Seed source tree (top-level allowlist) from src into dst. */
+int cli_copy_source_tree(const char *src, const char *dst);

@@ -1,0 +1,178 @@
+/* `seed stop`, `seed status`, `seed login`: talking to a running Seed. */
+#include "app/app.h"
+#include "base/fileio.h"
+#include "base/proc.h"
+#include "cli/cli.h"
+#include "repo/repo.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <signal.h>
+#include <time.h>
+
+#define STOP_GRACE_MS (30 * 1000)
+
+/* Parses the common [--dir D] [-h] options. Returns 1 when help was shown,
+ * 0 to go on, negative on a usage error. Extra flags: "print". */
+static int parse_common(int argc, char **argv, const char *usage, const char **ret_dir, bool *ret_print) {
+        static const struct option longopts[] = {
+                {"dir", required_argument, NULL, 'd'},
+                {"print", no_argument, NULL, 'p'},
+                {"help", no_argument, NULL, 'h'},
+                {0},
+        };
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+                switch (c) {
+                case 'd': *ret_dir = optarg; break;
+                case 'p':
+                        if (!ret_print)
+                                goto bad;
+                        *ret_print = true;
+                        break;
+                case 'h': fputs(usage, stdout); return 1;
+                default: goto bad;
+                }
+        }
+        if (optind == argc)
+                return 0;
+bad:
+        fputs(usage, stderr);
+        return -EINVAL;
+}
+
+static int read_pid(const char *seed_dir, const char *rel, pid_t *ret) {
+        _cleanup_free_ char *p = path_join(seed_dir, rel), *data = NULL;
+        if (!p)
+                return -ENOMEM;
+        int r = read_file(p, 64 * 1024, &data, NULL);
+        if (r < 0)
+                return r;
+        long pid = 0;
+        if (data[0] == '{') {
+                json_t *o = json_loads(data, 0, NULL);
+                pid = o ? (long)json_integer_value(json_object_get(o, "pid")) : 0;
+                json_decref(o);
+        } else {
+                pid = strtol(data, NULL, 10);
+        }
+        if (pid <= 1)
+                return -EBADMSG;
+        *ret = (pid_t)pid;
+        return 0;
+}
+
+int cli_cmd_stop(int argc, char **argv) {
+        static const char usage[] = "Usage: seed stop [--dir DIR]\n"
+                                    "\n"
+                                    "Stops the running Seed: the kernel stops the organism and PostgreSQL\n"
+                                    "cleanly. If it has not stopped after 30 s it is killed.\n";
+        const char *dir = NULL;
+        int r = parse_common(argc, argv, usage, &dir, NULL);
+        if (r != 0)
+                return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        _cleanup_free_ char *seed_dir = NULL;
+        if (cli_find_seed(dir, &seed_dir) < 0)
+                return CLI_EXIT_USAGE;
+        pid_t sup = 0;
+        if (!cli_seed_running(seed_dir) || read_pid(seed_dir, ".seed/supervisor.pid", &sup) < 0) {
+                printf("This Seed is not running.\n");
+                return CLI_EXIT_OK;
+        }
+        if (kill(sup, SIGTERM) < 0 && errno != ESRCH) {
+                fprintf(stderr, "seed: cannot signal the Seed (pid %d): %s\n", (int)sup, strerror(errno));
+                return CLI_EXIT_FAILURE;
+        }
+        int64_t deadline = now_ms() + STOP_GRACE_MS + 5000;
+        while (cli_seed_running(seed_dir) && now_ms() < deadline) {
+                struct timespec ts = {0, 100 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        if (!cli_seed_running(seed_dir)) {
+                printf("Stopped.\n");
+                return CLI_EXIT_OK;
+        }
+        /* Forced: the supervisor, the kernel, and PostgreSQL if it is still up. */
+        pid_t kernel = 0, postmaster = 0;
+        (void)read_pid(seed_dir, APP_STATE_FILE, &kernel);
+        (void)read_pid(seed_dir, ".seed/postgres/postmaster.pid", &postmaster);
+        kill(sup, SIGKILL);
+        if (kernel > 1)
+                kill(kernel, SIGKILL);
+        if (postmaster > 1)
+                kill(postmaster, SIGQUIT);
+        printf("The Seed did not stop within 30 s; it was killed.\n");
+        return CLI_EXIT_OK;
+}
+
+int cli_cmd_status(int argc, char **argv) {
+        static const char usage[] = "Usage: seed status [--dir DIR]\n"
+                                    "\n"
+                                    "Says whether the Seed is running, its generation, URL and the state of\n"
+                                    "its organism. Exit code 0 when running, 3 when not.\n";
+        const char *dir = NULL;
+        int r = parse_common(argc, argv, usage, &dir, NULL);
+        if (r != 0)
+                return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        _cleanup_free_ char *seed_dir = NULL;
+        if (cli_find_seed(dir, &seed_dir) < 0)
+                return CLI_EXIT_USAGE;
+        int gen = 0;
+        bool has_gen = repo_current_generation(seed_dir, &gen) == 0;
+        if (!cli_seed_running(seed_dir)) {
+                printf("Seed:        %s\nRunning:     no\n", seed_dir);
+                if (has_gen)
+                        printf("Generation:  %d\n", gen);
+                return CLI_EXIT_NOT_RUNNING;
+        }
+        long status = 0;
+        _cleanup_free_ char *body = NULL;
+        if (cli_api(seed_dir, "GET", "/_seed/api/status", NULL, &status, &body) < 0 || status != 200) {
+                printf("Seed:        %s\nRunning:     starting (the kernel does not answer yet)\n", seed_dir);
+                return CLI_EXIT_OK;
+        }
+        json_t *o = json_loads(body, 0, NULL);
+        const char *name = json_string_value(json_object_get(o, "name"));
+        const char *url = json_string_value(json_object_get(o, "url"));
+        const char *org = json_string_value(json_object_get(json_object_get(o, "organism"), "state"));
+        json_int_t g = json_integer_value(json_object_get(o, "generation"));
+        printf("Seed:        %s (%s)\nRunning:     yes\nGeneration:  %lld\nURL:         %s\nOrganism:    %s\n",
+               name ? name : "?", seed_dir, (long long)g, url ? url : "?", org ? org : "?");
+        const char *doctor = json_string_value(json_object_get(o, "doctor"));
+        if (doctor)
+                printf("Warning:     %s\n", doctor);
+        json_decref(o);
+        return CLI_EXIT_OK;
+}
+
+int cli_cmd_login(int argc, char **argv) {
+        static const char usage[] = "Usage: seed login [--dir DIR] [--print]\n"
+                                    "\n"
+                                    "Asks the running Seed for a fresh one-time sign-in link (one use, valid\n"
+                                    "15 minutes) and opens it in a browser if one is available.\n"
+                                    "\n"
+                                    "  --print   only print the link\n";
+        const char *dir = NULL;
+        bool print = false;
+        int r = parse_common(argc, argv, usage, &dir, &print);
+        if (r != 0)
+                return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        _cleanup_free_ char *seed_dir = NULL, *link = NULL;
+        if (cli_find_seed(dir, &seed_dir) < 0)
+                return CLI_EXIT_USAGE;
+        if (!cli_seed_running(seed_dir)) {
+                fprintf(stderr, "seed: this Seed is not running; start it with 'seed run'\n");
+                return CLI_EXIT_NOT_RUNNING;
+        }
+        if (cli_login_link(seed_dir, &link) < 0)
+                return CLI_EXIT_FAILURE;
+        printf("%s\n", link);
+        fflush(stdout);
+        if (!print && getenv("DISPLAY") && access("/usr/bin/xdg-open", X_OK) == 0) {
+                char *av[] = {"/usr/bin/xdg-open", link, NULL};
+                pid_t pid;
+                (void)proc_spawn(&(struct proc_opts){.argv = av, .stdin_fd = -1, .out_fd = -1}, &pid);
+        }
+        return CLI_EXIT_OK;
+}

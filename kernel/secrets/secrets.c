@@ -1,0 +1,228 @@
+#include "secrets/secrets.h"
+#include "base/buf.h"
+#include "base/fileio.h"
+
+#include <ctype.h>
+
+struct secret {
+        char *name, *value;
+};
+
+struct secrets {
+        struct secret *items;
+        size_t n;
+};
+
+int secrets_new(struct secrets **ret) {
+        struct secrets *s = calloc(1, sizeof(*s));
+        if (!s)
+                return -ENOMEM;
+        *ret = s;
+        return 0;
+}
+
+void secrets_free(struct secrets *s) {
+        if (!s)
+                return;
+        for (size_t i = 0; i < s->n; i++) {
+                free(s->items[i].name);
+                secure_zero(s->items[i].value, strlen(s->items[i].value));
+                free(s->items[i].value);
+        }
+        free(s->items);
+        free(s);
+}
+
+bool secrets_valid_name(const char *name) {
+        size_t len = strlen(name);
+        if (len == 0 || len > SECRETS_NAME_MAX || isdigit((unsigned char)name[0]))
+                return false;
+        for (const char *p = name; *p; p++)
+                if (!isalnum((unsigned char)*p) && *p != '_')
+                        return false;
+        return true;
+}
+
+int secrets_set(struct secrets *s, const char *name, const char *value) {
+        if (!secrets_valid_name(name))
+                return -EINVAL;
+        if (strlen(value) > SECRETS_VALUE_MAX)
+                return -E2BIG;
+        char *v = strdup(value);
+        if (!v)
+                return -ENOMEM;
+        for (size_t i = 0; i < s->n; i++)
+                if (streq(s->items[i].name, name)) {
+                        secure_zero(s->items[i].value, strlen(s->items[i].value));
+                        free(s->items[i].value);
+                        s->items[i].value = v;
+                        return 0;
+                }
+        if (s->n >= SECRETS_MAX) {
+                free(v);
+                return -E2BIG;
+        }
+        struct secret *items = realloc(s->items, (s->n + 1) * sizeof(*items));
+        char *nm = strdup(name);
+        if (!items || !nm) {
+                if (items)
+                        s->items = items;
+                free(v);
+                free(nm);
+                return -ENOMEM;
+        }
+        s->items = items;
+        s->items[s->n++] = (struct secret){nm, v};
+        return 0;
+}
+
+const char *secrets_get(const struct secrets *s, const char *name) {
+        for (size_t i = 0; s && i < s->n; i++)
+                if (streq(s->items[i].name, name))
+                        return s->items[i].value;
+        return NULL;
+}
+
+size_t secrets_count(const struct secrets *s) { return s ? s->n : 0; }
+const char *secrets_name(const struct secrets *s, size_t i) { return i < s->n ? s->items[i].name : NULL; }
+
+static int set_or_explain(struct secrets *s, const char *name, const char *value, const char *where,
+                          char **ret_error) {
+        int r = secrets_set(s, name, value);
+        if (r == -EINVAL)
+                (void)xasprintf(ret_error, "%s: '%s' is not a valid variable name", where, name);
+        else if (r == -E2BIG)
+                (void)xasprintf(ret_error, "%s: too many secrets or value of '%s' too long (max %d bytes)", where,
+                                name, SECRETS_VALUE_MAX);
+        return r;
+}
+
+int secrets_add_arg(struct secrets *s, const char *arg, char **ret_error) {
+        const char *eq = strchr(arg, '=');
+        if (!eq) {
+                const char *v = getenv(arg);
+                if (!secrets_valid_name(arg)) {
+                        (void)xasprintf(ret_error, "-e %s: not a valid variable name", arg);
+                        return -EINVAL;
+                }
+                if (!v) {
+                        (void)xasprintf(ret_error, "-e %s: the variable is not set in this shell", arg);
+                        return -ENOENT;
+                }
+                return set_or_explain(s, arg, v, "-e", ret_error);
+        }
+        _cleanup_free_ char *name = strndup(arg, (size_t)(eq - arg));
+        if (!name)
+                return -ENOMEM;
+        return set_or_explain(s, name, eq + 1, "-e", ret_error);
+}
+
+static char *trim(char *p) {
+        while (*p == ' ' || *p == '\t')
+                p++;
+        char *e = p + strlen(p);
+        while (e > p && (e[-1] == ' ' || e[-1] == '\t' || e[-1] == '\r'))
+                *--e = 0;
+        return p;
+}
+
+int secrets_add_env_file(struct secrets *s, const char *path, char **ret_error) {
+        _cleanup_free_ char *data = NULL;
+        int r = read_file(path, 1 << 20, &data, NULL);
+        if (r < 0) {
+                (void)xasprintf(ret_error, "%s: %s", path, r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
+                return r;
+        }
+        int lineno = 0;
+        char *save = NULL;
+        for (char *line = data; line; line = save) {
+                save = strchr(line, '\n');
+                if (save)
+                        *save++ = 0;
+                lineno++;
+                char *p = trim(line);
+                if (!*p || *p == '#')
+                        continue;
+                if (startswith(p, "export "))
+                        p = trim(p + 7);
+                char *eq = strchr(p, '=');
+                char where[512];
+                snprintf(where, sizeof where, "%s:%d", path, lineno);
+                if (!eq) {
+                        (void)xasprintf(ret_error, "%s: expected NAME=VALUE", where);
+                        r = -EINVAL;
+                        break;
+                }
+                *eq = 0;
+                char *name = trim(p), *value = trim(eq + 1);
+                size_t vl = strlen(value);
+                if (vl >= 2 && (value[0] == '"' || value[0] == '\'') && value[vl - 1] == value[0]) {
+                        value[vl - 1] = 0;
+                        value++;
+                }
+                r = set_or_explain(s, name, value, where, ret_error);
+                if (r < 0)
+                        break;
+        }
+        secure_zero(data, strlen(data));
+        return r < 0 ? r : 0;
+}
+
+int secrets_write_fd(const struct secrets *s, int fd) {
+        for (size_t i = 0; i < s->n; i++) {
+                const char *parts[] = {s->items[i].name, "=", s->items[i].value};
+                for (size_t k = 0; k < 3; k++) {
+                        const char *p = parts[k];
+                        size_t len = strlen(p) + (k == 2); /* the value carries the NUL */
+                        while (len > 0) {
+                                ssize_t w = write(fd, p, len);
+                                if (w < 0) {
+                                        if (errno == EINTR)
+                                                continue;
+                                        return -errno;
+                                }
+                                p += w;
+                                len -= (size_t)w;
+                        }
+                }
+        }
+        return 0;
+}
+
+int secrets_read_fd(struct secrets *s, int fd) {
+        struct buf b = BUF_INIT(1u << 20);
+        int r = 0;
+        for (;;) {
+                char chunk[4096];
+                ssize_t k = read(fd, chunk, sizeof chunk);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0) {
+                        r = -errno;
+                        break;
+                }
+                if (k == 0)
+                        break;
+                if ((r = buf_append(&b, chunk, (size_t)k)) < 0)
+                        break;
+        }
+        for (size_t off = 0; r == 0 && off < b.len;) {
+                char *rec = b.data + off;
+                size_t len = strnlen(rec, b.len - off);
+                if (off + len >= b.len) { /* no terminating NUL */
+                        r = -EBADMSG;
+                        break;
+                }
+                char *eq = strchr(rec, '=');
+                if (!eq) {
+                        r = -EBADMSG;
+                        break;
+                }
+                *eq = 0;
+                r = secrets_set(s, rec, eq + 1);
+                off += len + 1;
+        }
+        secure_zero(b.data, b.len);
+        buf_free(&b);
+        return r;
+}

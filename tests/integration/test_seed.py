@@ -1,0 +1,336 @@
+#!/usr/bin/env python3
+"""End to end: plant a Seed with the real CLI, run it (real PostgreSQL, real
+bwrap, real git), sign in over HTTP, stop it, run it again, and prove that a
+canary secret appears nowhere it must not. Prints TAP.
+
+Environment: SEED_BIN (the seed CLI).
+"""
+import glob
+import os
+import re
+import secrets
+import shutil
+import stat
+import subprocess
+import tempfile
+import zlib
+
+import taplib
+from seedlib import Browser, NAV, free_port, link_from, request, seed, wait_until
+from taplib import test
+
+CANARY_ARG = 'canary-arg-' + secrets.token_hex(12)
+CANARY_ENV = 'canary-env-' + secrets.token_hex(12)
+CANARY_FILE = 'canary-file-' + secrets.token_hex(12)
+
+
+class Ctx:
+    pass
+
+
+def setup():
+    c = Ctx()
+    c.tmp = tempfile.mkdtemp(prefix='seed-it-')
+    os.chmod(c.tmp, 0o755)  # the unprivileged account must reach it when we are root
+    c.port = free_port()
+    c.name = 'itest'
+    c.dir = os.path.join(c.tmp, c.name)
+    envfile = os.path.join(c.tmp, 'secrets.env')
+    with open(envfile, 'w') as f:
+        f.write(f'# a comment\nSEED_CANARY_FILE="{CANARY_FILE}"\n')
+    c.new = seed('new', c.name, '--addr', f'127.0.0.1:{c.port}', '-e', f'SEED_CANARY_ARG={CANARY_ARG}',
+                 '-e', 'SEED_CANARY_ENV', '--env-file', envfile, cwd=c.tmp, env={'SEED_CANARY_ENV': CANARY_ENV},
+                 timeout=900)
+    os.unlink(envfile)
+    c.base = f'http://127.0.0.1:{c.port}'
+    c.browser = Browser(c.base)
+    return c
+
+
+def teardown(c):
+    if c is None:
+        return
+    seed('stop', '--dir', c.dir, check=False, timeout=120)
+    shutil.rmtree(c.tmp, ignore_errors=True)
+
+
+@test
+def planted_as_generation_1(c):
+    assert os.path.isdir(os.path.join(c.dir, '.git'))
+    for d in ('kernel', 'cmd', 'control', 'organism', 'knowledge', 'skills', 'tests'):
+        assert os.path.isdir(os.path.join(c.dir, d)), d
+    log = subprocess.run(['git', '-C', c.dir, 'log', '--format=%s%n%D'], capture_output=True, text=True,
+                         env={**os.environ, 'GIT_CONFIG_PARAMETERS': "'safe.directory=*'"})
+    assert 'Initial seed' in log.stdout, log.stdout + log.stderr
+    assert 'tag: seed/gen-1' in log.stdout, log.stdout
+    assert 'name: itest' in open(os.path.join(c.dir, 'seed.yaml')).read()
+    ignored = open(os.path.join(c.dir, '.gitignore')).read()
+    assert '/.seed/' in ignored
+
+
+@test
+def new_printed_a_sign_in_link(c):
+    c.link = link_from(c.new.stdout)
+    assert c.link.startswith(c.base + '/_seed/login?t=')
+    token = c.link.rsplit('=', 1)[1]
+    assert len(token) >= 32  # >= 128 random bits, hex
+
+
+@test
+def healthz_answers_without_auth(c):
+    r = request(c.base + '/_seed/healthz')
+    assert r.status == 200, r.status
+    assert r.json().get('ok') is True
+
+
+@test
+def seed_pages_are_private_without_a_session(c):
+    r = request(c.base + '/_seed/', headers=dict(NAV))
+    assert r.status == 401, r.status
+    assert 'private' in r.text.lower()
+    r = request(c.base + '/_seed/api/status')
+    assert r.status == 401, r.status
+
+
+@test
+def sign_in_with_the_link_sets_the_session_cookie(c):
+    r = c.browser.sign_in(c.link)
+    assert r.status in (302, 303), r.status
+    assert r.header('Location') == '/_seed/', r.header('Location')
+    sc = r.header('Set-Cookie')
+    assert sc, 'no cookie'
+    parts = [p.strip() for p in sc.split(';')]
+    attrs = {p.split('=', 1)[0].lower(): (p.split('=', 1)[1] if '=' in p else True) for p in parts[1:]}
+    assert attrs.get('httponly') is True, sc
+    assert str(attrs.get('samesite')).lower() == 'lax', sc
+    assert attrs.get('path') == '/_seed', sc
+    assert attrs.get('max-age') == str(30 * 24 * 3600), sc
+    assert parts[0].startswith('seed_'), sc
+
+
+@test
+def a_link_works_once(c):
+    r = request(c.link, headers=dict(NAV))
+    assert r.status == 403, r.status
+    assert not r.all('Set-Cookie')
+
+
+@test
+def the_page_carries_the_api_token(c):
+    r = c.browser.load_page()
+    assert r.status == 200, r.status
+    assert c.browser.token and len(c.browser.token) == 64, r.text[:500]
+    assert r.header('Cross-Origin-Opener-Policy') == 'same-origin'
+    assert "frame-ancestors 'none'" in (r.header('Content-Security-Policy') or '')
+    assert 'unsafe-inline' not in (r.header('Content-Security-Policy') or '')
+    assert '<script>' not in r.text  # no inline script
+
+
+@test
+def status_api_needs_the_token(c):
+    r = wait_until(lambda: (lambda x: x if x.status == 200 and x.json()['organism']['state'] == 'running' else None)(
+        c.browser.api('/_seed/api/status')), timeout=180, what='organism running')
+    st = r.json()
+    assert st['name'] == 'itest', st
+    assert st['generation'] == 1, st
+    token = c.browser.token
+    c.browser.token = None
+    try:
+        assert c.browser.api('/_seed/api/status').status == 401  # cookie only
+    finally:
+        c.browser.token = token
+    r = request(c.base + '/_seed/api/status', headers={'X-Seed-Token': token})  # token only
+    assert r.status == 401, r.status
+
+
+@test
+def root_shows_the_organism(c):
+    r = wait_until(lambda: (lambda x: x if x.status == 200 else None)(request(c.base + '/')), timeout=120,
+                   what='organism page')
+    assert "I don't have a purpose yet" in r.text, r.text[:300]
+    assert r.header('Cross-Origin-Opener-Policy') == 'unsafe-none'
+    assert any("frame-ancestors 'none'" in v for v in r.all('Content-Security-Policy'))
+    assert request(c.base + '/healthz').status == 200
+
+
+def listening_tcp_inodes():
+    inodes = set()
+    for f in ('/proc/net/tcp', '/proc/net/tcp6'):
+        with open(f) as fh:
+            next(fh)
+            for line in fh:
+                cols = line.split()
+                if cols[3] == '0A':  # LISTEN
+                    inodes.add(cols[9])
+    return inodes
+
+
+def postgres_pids():
+    pids = []
+    for p in glob.glob('/proc/[0-9]*'):
+        try:
+            exe = os.readlink(p + '/exe')
+            cmd = open(p + '/cmdline', 'rb').read()
+        except OSError:
+            continue
+        if exe.endswith('/postgres') and cmd and b'postgres' in cmd:
+            pids.append(p)
+    return pids
+
+
+@test
+def postgres_has_no_tcp_listener(c):
+    pidfile = os.path.join(c.dir, '.seed/postgres/postmaster.pid')
+    master = open(pidfile).read().split()[0]
+    socks = set()
+    for p in [f'/proc/{master}'] + postgres_pids():
+        for fd in glob.glob(p + '/fd/*'):
+            try:
+                t = os.readlink(fd)
+            except OSError:
+                continue
+            m = re.match(r'socket:\[(\d+)\]', t)
+            if m:
+                socks.add(m.group(1))
+    assert socks, 'postmaster has no sockets at all?'
+    assert not (socks & listening_tcp_inodes()), 'PostgreSQL listens on TCP'
+    assert os.path.exists(os.path.join(c.dir, '.seed/run/.s.PGSQL.5432'))
+
+
+@test
+def private_files_have_private_modes(c):
+    def mode(p):
+        return stat.S_IMODE(os.stat(os.path.join(c.dir, p)).st_mode)
+    assert mode('.seed/secrets') == 0o700, oct(mode('.seed/secrets'))
+    assert mode('.seed/run') == 0o700
+    assert mode('.seed/control-token') == 0o600
+    for f in os.listdir(os.path.join(c.dir, '.seed/secrets')):
+        assert mode('.seed/secrets/' + f) == 0o600, f
+    st = os.stat(c.dir)
+    if os.geteuid() == 0:
+        assert st.st_uid != 0, 'the Seed folder must belong to the unprivileged account'
+
+
+@test
+def nothing_runs_as_root(c):
+    if os.geteuid() != 0:
+        raise taplib.Skip('not running as root')
+    supervisor = int(open(os.path.join(c.dir, '.seed/supervisor.pid')).read())
+    seen = 0
+    for p in glob.glob('/proc/[0-9]*'):
+        try:
+            st = os.stat(p)
+            environ_cwd = os.readlink(p + '/cwd')
+        except OSError:
+            continue
+        if environ_cwd.startswith(c.dir):
+            seen += 1
+            assert st.st_uid != 0, f'{p} ({open(p + "/cmdline", "rb").read()!r}) runs as root'
+    assert seen >= 2, 'expected the kernel and its children to run in the Seed folder'
+    assert os.stat(f'/proc/{supervisor}').st_uid != 0
+
+
+@test
+def cli_status_reports_the_seed(c):
+    p = seed('status', '--dir', c.dir)
+    assert 'Running:     yes' in p.stdout, p.stdout
+    assert 'Generation:  1' in p.stdout, p.stdout
+    assert 'running' in p.stdout.split('Organism:')[1], p.stdout
+
+
+@test
+def cli_login_prints_a_fresh_link(c):
+    p = seed('login', '--print', '--dir', c.dir)
+    link = link_from(p.stdout)
+    assert link != c.link
+    b = Browser(c.base)
+    assert b.sign_in(link).status in (302, 303)
+
+
+@test
+def running_twice_does_not_start_twice(c):
+    p = seed('run', '--dir', c.dir, '--detach')
+    assert 'already running' in p.stdout, p.stdout
+
+
+@test
+def stop_then_run_keeps_generation_data_and_session(c):
+    p = seed('stop', '--dir', c.dir, timeout=120)
+    assert 'Stopped' in p.stdout, p.stdout
+    assert seed('status', '--dir', c.dir, check=False).returncode == 3
+    assert not postgres_running(c), 'PostgreSQL still running after stop'
+    p = seed('run', '--dir', c.dir, '--detach', '-e', f'SEED_CANARY_ARG={CANARY_ARG}', timeout=600)
+    link_from(p.stdout)
+    r = wait_until(lambda: (lambda x: x if x.status == 200 else None)(c.browser.api('/_seed/api/status')),
+                   timeout=120, what='status after restart')
+    assert r.json()['generation'] == 1
+    # the old session cookie is still valid, and its page gives the same token
+    old = c.browser.token
+    assert c.browser.load_page().status == 200
+    assert c.browser.token == old
+    assert not os.path.exists(os.path.join(c.dir, '.seed/postgres/.reinit'))
+
+
+def postgres_running(c):
+    pidfile = os.path.join(c.dir, '.seed/postgres/postmaster.pid')
+    if not os.path.exists(pidfile):
+        return False
+    pid = open(pidfile).read().split()[0]
+    return os.path.exists(f'/proc/{pid}')
+
+
+def git_objects(c):
+    """Every loose object, decompressed."""
+    for p in glob.glob(os.path.join(c.dir, '.git/objects/??/*')):
+        with open(p, 'rb') as f:
+            yield p, zlib.decompress(f.read())
+
+
+def every_file(root):
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            if os.path.islink(p) or not os.path.isfile(p):
+                continue
+            try:
+                with open(p, 'rb') as fh:
+                    yield p, fh.read()
+            except OSError:
+                pass
+
+
+@test
+def canary_secrets_appear_nowhere(c):
+    canaries = [CANARY_ARG.encode(), CANARY_ENV.encode(), CANARY_FILE.encode()]
+    # the kernel did receive them (it logs their names, never values)
+    klog = open(os.path.join(c.dir, '.seed/logs/kernel.log')).read()
+    assert 'SEED_CANARY_ARG' in klog, 'the kernel never received the secrets'
+    hits = []
+    for where, data in list(every_file(c.dir)) + list(git_objects(c)):
+        for k in canaries:
+            if k in data:
+                hits.append(where)
+    # every database, dumped by the superuser over the private socket
+    pw = open(os.path.join(c.dir, '.seed/secrets/postgres-password')).read().strip()
+    dump = subprocess.run(['pg_dumpall', '-h', os.path.join(c.dir, '.seed/run'), '-U', 'postgres'],
+                          capture_output=True, env={**os.environ, 'PGPASSWORD': pw}, timeout=120)
+    assert dump.returncode == 0, dump.stderr
+    assert b'kernel_migrations' in dump.stdout
+    for k in canaries:
+        if k in dump.stdout:
+            hits.append('pg_dumpall')
+    # every process on the machine: command lines and environments
+    for p in glob.glob('/proc/[0-9]*'):
+        for f in ('cmdline', 'environ'):
+            try:
+                data = open(f'{p}/{f}', 'rb').read()
+            except OSError:
+                continue
+            for k in canaries:
+                if k in data:
+                    hits.append(f'{p}/{f}')
+    assert not hits, f'canary secret found in: {hits}'
+
+
+if __name__ == '__main__':
+    taplib.run(setup, teardown)
