@@ -9,6 +9,7 @@
 #include "organism/organism.h"
 #include "pg/pg.h"
 #include "repo/repo.h"
+#include "sandbox/sandbox.h"
 #include "secrets/secrets.h"
 
 #include <getopt.h>
@@ -27,6 +28,7 @@ struct app {
         char *control_token;
         char *session_key;
         char *live_url;
+        char *doctor;            /* why sandboxes cannot run here, or NULL */
         int64_t started_ms;
         int generation;
 };
@@ -84,7 +86,7 @@ static int app_status_json(void *userdata, char **ret_json) {
                               "generation", gen,
                               "url", "",
                               "organism", "state",
-                              a->organism ? organism_state_name(organism_state(a->organism)) : "stopped",
+                              a->organism ? organism_state_name(organism_state(a->organism)) : a->doctor ? "down" : "stopped",
                               "kernel", "pid", (int)getpid(), "uptime_seconds",
                               (json_int_t)((now_ms() - a->started_ms) / 1000), "version", "0.1.0");
         if (!o)
@@ -92,6 +94,8 @@ static int app_status_json(void *userdata, char **ret_json) {
         char url[128];
         snprintf(url, sizeof url, "http://127.0.0.1:%u/", a->ctl ? ctl_port(a->ctl) : 0);
         json_object_set_new(o, "url", json_string(url));
+        if (a->doctor)
+                json_object_set_new(o, "doctor", json_string(a->doctor));
         char *s = json_dumps(o, JSON_COMPACT);
         json_decref(o);
         if (!s)
@@ -165,6 +169,13 @@ static int app_start_database(struct app *a) {
 }
 
 static int app_start_organism(struct app *a) {
+        /* The start-up doctor: without working sandboxes nothing of the
+         * model's runs, so say why once, clearly, and keep the control plane up. */
+        if (sandbox_check(&a->doctor) < 0) {
+                log_error("sandboxes cannot run on this host, so the organism stays down and evolutions are "
+                          "refused: %s", a->doctor);
+                return 0;
+        }
         /* Not under .seed/run: that is PostgreSQL's socket dir, which sandboxes see. */
         _cleanup_free_ char *run_dir = seed_path(a, ".seed/organism");
         _cleanup_free_ char *log_path = seed_path(a, ".seed/logs/organism.log");
@@ -234,6 +245,7 @@ static void app_stop(struct app *a) {
         if (a->live_url)
                 secure_zero(a->live_url, strlen(a->live_url));
         free(a->live_url);
+        free(a->doctor);
 }
 
 /* Reads the secrets from the CLI's pipe and makes sure none of them is left

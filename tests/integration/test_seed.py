@@ -271,6 +271,61 @@ def stop_then_run_keeps_generation_data_and_session(c):
     assert not os.path.exists(os.path.join(c.dir, '.seed/postgres/.reinit'))
 
 
+def restart_with_source_patch(c, path, old, new):
+    """Stops the Seed, patches its own kernel source, runs it again; returns
+    the `seed run` output and restores the source (stopping it again)."""
+    full = os.path.join(c.dir, path)
+    original = open(full).read()
+    assert old in original, f'{old!r} not in {path}'
+    seed('stop', '--dir', c.dir, timeout=120)
+    with open(full, 'w') as f:
+        f.write(original.replace(old, new, 1))
+    try:
+        p = seed('run', '--dir', c.dir, '--detach', check=False, timeout=900)
+        out = p.stdout + p.stderr
+        assert p.returncode == 0, out
+        link_from(p.stdout)
+        assert request(c.base + '/_seed/healthz').status == 200
+        return out
+    finally:
+        seed('stop', '--dir', c.dir, timeout=120)
+        with open(full, 'w') as f:
+            f.write(original)
+
+
+@test
+def a_kernel_that_ran_a_minute_is_kept_as_the_last_good_one(c):
+    good = os.path.join(c.dir, '.seed/kernel-good/seed-kernel')
+    wait_until(lambda: os.path.exists(good), timeout=150, interval=1, what='kernel-good')
+    assert os.access(good, os.X_OK)
+
+
+@test
+def a_kernel_that_does_not_build_falls_back_to_the_last_good_one(c):
+    out = restart_with_source_patch(c, 'kernel/app/app.c', '#include "app/app.h"',
+                                    '#include "app/app.h"\n#error broken on purpose by the test')
+    assert 'using the last good kernel' in out, out
+    log = open(os.path.join(c.dir, '.seed/logs/kernel-build.log')).read()
+    assert 'broken on purpose' in log
+
+
+@test
+def a_kernel_that_dies_at_start_falls_back_to_the_last_good_one(c):
+    restart_with_source_patch(c, 'kernel/app/app.c', 'int app_run(const struct app_options *o) {',
+                              'int app_run(const struct app_options *o) {\n        if (o) return APP_EXIT_FAILURE;')
+    log = open(os.path.join(c.dir, '.seed/logs/supervisor.log')).read()
+    assert 'falling back to the last good kernel' in log, log
+
+
+@test
+def it_runs_again_on_its_restored_source(c):
+    p = seed('run', '--dir', c.dir, '--detach', '-e', f'SEED_CANARY_ARG={CANARY_ARG}', timeout=900)
+    assert 'last good' not in p.stdout + p.stderr
+    r = wait_until(lambda: (lambda x: x if x.status == 200 else None)(c.browser.api('/_seed/api/status')),
+                   timeout=120, what='status after restart')
+    assert r.json()['generation'] == 1
+
+
 def postgres_running(c):
     pidfile = os.path.join(c.dir, '.seed/postgres/postmaster.pid')
     if not os.path.exists(pidfile):
