@@ -67,7 +67,10 @@
 
   function show(value) {
     if (value === null || value === undefined) return '—';
-    if (typeof value === 'object') return JSON.stringify(value);
+    if (Array.isArray(value)) return value.map(show).join(', ');
+    if (typeof value === 'object') {
+      return Object.entries(value).map(([k, v]) => label(k).toLowerCase() + ' ' + show(v)).join(' · ');
+    }
     return String(value);
   }
 

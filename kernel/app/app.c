@@ -15,6 +15,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 
 struct app {
@@ -145,12 +146,16 @@ static int app_start_database(struct app *a) {
                     (r = pg_sandbox_url(a->pg, "organism", PG_LIVE_DB, &a->live_url)) < 0)
                         return log_error_errno(r, "cannot build database addresses: %m");
         } else {
+                /* An external PostgreSQL holds the kernel's memory only. The
+                 * organism never gets the kernel's credentials; it has no
+                 * network to reach an external server anyway. */
                 conninfo = strdup(a->cfg->database.url);
-                a->live_url = strdup(a->cfg->database.url);
-                if (!conninfo || !a->live_url)
+                if (!conninfo)
                         return -ENOMEM;
+                log_warn("database.url is set: the kernel's memory lives there; the organism gets no database");
         }
-        if ((r = db_connect_wait(conninfo, 30000, &a->kdb)) < 0)
+        if ((r = db_connect_wait_password(conninfo, secrets_get(a->secrets, "SEED_DATABASE_PASSWORD"), 30000,
+                                          &a->kdb)) < 0)
                 return log_error_errno(r, "cannot connect to the kernel database");
         secure_zero(conninfo, strlen(conninfo));
         if (!a->pg) {
@@ -277,6 +282,9 @@ int app_run(const struct app_options *o) {
         int r;
 
         log_set_ident("kernel");
+        /* Our memory holds the owner's secrets: no core dumps, and no
+         * /proc/<pid>/mem for other processes of our account. */
+        prctl(PR_SET_DUMPABLE, 0);
         if (geteuid() == 0) {
                 log_error("the kernel never runs as root; start it with 'seed run', which switches to the "
                           "unprivileged account '%s'",

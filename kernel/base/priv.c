@@ -1,9 +1,9 @@
-#define _XOPEN_SOURCE_EXTENDED 1
 #include "base/priv.h"
 #include "base/log.h"
 #include "base/proc.h"
 
-#include <ftw.h>
+#include <dirent.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <pwd.h>
 #include <sys/stat.h>
@@ -44,16 +44,63 @@ int priv_ensure_account(uid_t *ret_uid, gid_t *ret_gid) {
         return lookup(ret_uid, ret_gid);
 }
 
-static uid_t chown_uid;
-static gid_t chown_gid;
+/* Hands a tree to uid/gid without ever following a link: every directory is
+ * opened beneath its parent's fd with O_NOFOLLOW, every entry changed with
+ * fchownat(AT_SYMLINK_NOFOLLOW), so swapping a directory for a symlink while
+ * we walk makes the walk fail instead of reaching outside. Files with more
+ * than one link are left alone (a hard link may point anywhere), and .seed/
+ * (where sandboxed code may have written) is never entered. */
+static int chown_tree_at(int dirfd, uid_t uid, gid_t gid, int depth) {
+        if (depth > 64)
+                return -ELOOP;
+        int fd = dup(dirfd);
+        if (fd < 0)
+                return -errno;
+        DIR *d = fdopendir(fd);
+        if (!d) {
+                close(fd);
+                return -errno;
+        }
+        int r = 0;
+        struct dirent *de;
+        while (r == 0 && (de = readdir(d))) {
+                const char *n = de->d_name;
+                if (streq(n, ".") || streq(n, "..") || (depth == 0 && streq(n, ".seed")))
+                        continue;
+                struct stat st;
+                if (fstatat(dirfd, n, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                        continue;
+                if (S_ISDIR(st.st_mode)) {
+                        int sub = openat(dirfd, n, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (sub < 0) {
+                                r = -errno;
+                                break;
+                        }
+                        r = chown_tree_at(sub, uid, gid, depth + 1);
+                        close(sub);
+                } else if (!S_ISLNK(st.st_mode) && (!S_ISREG(st.st_mode) || st.st_nlink > 1)) {
+                        continue; /* links are changed themselves; odd files and hard links not at all */
+                }
+                if (r == 0 && fchownat(dirfd, n, uid, gid, AT_SYMLINK_NOFOLLOW) < 0 && errno != ENOENT)
+                        r = -errno;
+        }
+        closedir(d);
+        return r;
+}
 
-static int chown_one(const char *p, const struct stat *st, int flag, struct FTW *ftw) {
-        (void)st;
-        (void)flag;
-        (void)ftw;
-        if (lchown(p, chown_uid, chown_gid) < 0 && errno != ENOENT)
-                return -1;
-        return 0;
+int priv_chown_tree(const char *path, uid_t uid, gid_t gid) {
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (st.st_uid == uid)
+                return 0; /* already handed over (by `seed new`, or an earlier run) */
+        int r = chown_tree_at(fd, uid, gid, 0);
+        if (r < 0)
+                return r;
+        return fchown(fd, uid, gid) < 0 ? -errno : 0;
 }
 
 int priv_path_reachable(const char *path, uid_t uid, gid_t gid, char **ret_blocker) {
@@ -91,8 +138,6 @@ int priv_drop_if_root(char *const *chown_paths) {
         int r = priv_ensure_account(&uid, &gid);
         if (r < 0)
                 return r;
-        chown_uid = uid;
-        chown_gid = gid;
         for (char *const *p = chown_paths; p && *p; p++) {
                 _cleanup_free_ char *blocker = NULL;
                 r = priv_path_reachable(*p, uid, gid, &blocker);
@@ -103,8 +148,8 @@ int priv_drop_if_root(char *const *chown_paths) {
                                   *p, PRIV_ACCOUNT, blocker ? blocker : "?", blocker ? blocker : "?");
                         return -EACCES;
                 }
-                if (nftw(*p, chown_one, 32, FTW_PHYS | FTW_MOUNT) < 0)
-                        return log_error_errno(-errno, "cannot hand '%s' to account '%s': %m", *p, PRIV_ACCOUNT);
+                if ((r = priv_chown_tree(*p, uid, gid)) < 0)
+                        return log_error_errno(r, "cannot hand '%s' to account '%s': %m", *p, PRIV_ACCOUNT);
         }
         if (setgroups(0, NULL) < 0 || setresgid(gid, gid, gid) < 0 || setresuid(uid, uid, uid) < 0)
                 return log_error_errno(-errno, "cannot switch to account '%s': %m", PRIV_ACCOUNT);

@@ -13,11 +13,15 @@
 /* Ensures the system account exists (useradd) and returns its ids.
  * Must be called as root. */
 int priv_ensure_account(uid_t *ret_uid, gid_t *ret_gid);
-/* If running as root: ensure the account, chown each path in chown_paths
- * (recursively, not following symlinks; NULL-terminated, may be NULL) to it,
- * then drop to it for good (groups, gid, uid; verified). No-op otherwise.
+/* If running as root: ensure the account, hand each path in chown_paths
+ * (NULL-terminated, may be NULL) to it with priv_chown_tree(), then drop to
+ * it for good (groups, gid, uid; verified). No-op otherwise.
  * Returns 1 if it dropped, 0 if not root. */
 int priv_drop_if_root(char *const *chown_paths);
+/* Hands the tree at path to uid/gid unless its top directory already belongs
+ * to uid. Never follows a symlink, never enters <path>/.seed, skips files
+ * with more than one hard link. */
+int priv_chown_tree(const char *path, uid_t uid, gid_t gid);
 /* Whether a directory is reachable (search permission on every ancestor) by
  * uid/gid. Fills *ret_blocker with the first blocking ancestor (caller frees). */
 int priv_path_reachable(const char *path, uid_t uid, gid_t gid, char **ret_blocker);

@@ -242,3 +242,11 @@ int cli_copy_source_tree(const char *src, const char *dst) {
         }
         return 0;
 }
+
+bool cli_path_inside(const char *path, const char *dir) {
+        _cleanup_free_ char *abs = NULL;
+        if (path_abs(path, &abs) < 0)
+                return false;
+        size_t n = strlen(dir);
+        return strncmp(abs, dir, n) == 0 && (abs[n] == '/' || abs[n] == 0);
+}

@@ -1,6 +1,7 @@
 /* `seed stop`, `seed status`, `seed login`: talking to a running Seed. */
 #include "app/app.h"
 #include "base/fileio.h"
+#include "base/priv.h"
 #include "base/proc.h"
 #include "cli/cli.h"
 #include "repo/repo.h"
@@ -11,6 +12,16 @@
 #include <time.h>
 
 #define STOP_GRACE_MS (30 * 1000)
+
+/* Talking to a Seed needs no privilege: as root, act as its account, so the
+ * pids and files the Seed can write can never make us signal or read
+ * something of root's. */
+static int cli_drop_root(void) {
+        int r = priv_drop_if_root(NULL);
+        if (r < 0)
+                fprintf(stderr, "seed: cannot switch to the account '%s'\n", PRIV_ACCOUNT);
+        return r;
+}
 
 /* Parses the common [--dir D] [-h] options. Returns 1 when help was shown,
  * 0 to go on, negative on a usage error. Extra flags: "print". */
@@ -73,7 +84,7 @@ int cli_cmd_stop(int argc, char **argv) {
         if (r != 0)
                 return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         _cleanup_free_ char *seed_dir = NULL;
-        if (cli_find_seed(dir, &seed_dir) < 0)
+        if (cli_find_seed(dir, &seed_dir) < 0 || cli_drop_root() < 0)
                 return CLI_EXIT_USAGE;
         pid_t sup = 0;
         if (!cli_seed_running(seed_dir) || read_pid(seed_dir, ".seed/supervisor.pid", &sup) < 0) {
@@ -116,7 +127,7 @@ int cli_cmd_status(int argc, char **argv) {
         if (r != 0)
                 return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         _cleanup_free_ char *seed_dir = NULL;
-        if (cli_find_seed(dir, &seed_dir) < 0)
+        if (cli_find_seed(dir, &seed_dir) < 0 || cli_drop_root() < 0)
                 return CLI_EXIT_USAGE;
         int gen = 0;
         bool has_gen = repo_current_generation(seed_dir, &gen) == 0;
@@ -159,7 +170,7 @@ int cli_cmd_login(int argc, char **argv) {
         if (r != 0)
                 return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         _cleanup_free_ char *seed_dir = NULL, *link = NULL;
-        if (cli_find_seed(dir, &seed_dir) < 0)
+        if (cli_find_seed(dir, &seed_dir) < 0 || cli_drop_root() < 0)
                 return CLI_EXIT_USAGE;
         if (!cli_seed_running(seed_dir)) {
                 fprintf(stderr, "seed: this Seed is not running; start it with 'seed run'\n");

@@ -15,6 +15,7 @@
 #include <signal.h>
 #include <time.h>
 #include <sys/file.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 
@@ -325,6 +326,7 @@ int cli_run_seed(const struct cli_run_options *o) {
         }
         if (sup == 0) {
                 setsid();
+                prctl(PR_SET_DUMPABLE, 0); /* it holds the secrets for every restart */
                 if (o->detach) {
                         _cleanup_free_ char *slog = path_join(o->seed_dir, ".seed/logs/supervisor.log");
                         int fd = slog ? open(slog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
@@ -430,6 +432,7 @@ int cli_cmd_run(int argc, char **argv) {
                 {"help", no_argument, NULL, 'h'},           {0},
         };
         _cleanup_(secrets_freep) struct secrets *secrets = NULL;
+        _cleanup_strv_free_ char **env_files = NULL;
         const char *dir = NULL;
         struct cli_run_options o = {0};
         if (secrets_new(&secrets) < 0)
@@ -444,6 +447,8 @@ int cli_cmd_run(int argc, char **argv) {
                 case 'f':
                         if (cli_parse_secret_opt(c, optarg, secrets) < 0)
                                 return CLI_EXIT_USAGE;
+                        if (c == 'f' && strv_push(&env_files, optarg) < 0)
+                                return CLI_EXIT_FAILURE;
                         break;
                 case 'D': o.detach = true; break;
                 case 'o': o.open = true; break;
@@ -458,6 +463,13 @@ int cli_cmd_run(int argc, char **argv) {
         _cleanup_free_ char *seed_dir = NULL;
         if (cli_find_seed(dir, &seed_dir) < 0)
                 return CLI_EXIT_USAGE;
+        for (char **f = env_files; f && *f; f++)
+                if (cli_path_inside(*f, seed_dir)) {
+                        fprintf(stderr, "seed: --env-file %s is inside the Seed's folder, where sandboxes and git can "
+                                        "read it; keep secrets outside the Seed (e.g. in ~/.config/seed/)\n",
+                                *f);
+                        return CLI_EXIT_USAGE;
+                }
         o.seed_dir = seed_dir;
         o.secrets = secrets;
         return cli_run_seed(&o);

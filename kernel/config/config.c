@@ -390,9 +390,20 @@ static int check_env_name(struct ctx *x, const char *path, yaml_node_t *n, char 
 }
 
 static int check_db_url(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
-        /* May hold a password: never echoed. */
+        /* May hold a password: never echoed, and refused (seed.yaml is in git). */
         if (has_control(v))
                 return fail(x, n, "%s: must not contain control characters", path);
+        const char *scheme = strstr(v, "://");
+        bool url_password = false;
+        if (scheme) {
+                const char *auth = scheme + 3;
+                size_t len = strcspn(auth, "/?#");
+                const char *at = memchr(auth, '@', len);
+                url_password = at && memchr(auth, ':', (size_t)(at - auth));
+        }
+        if (url_password || strcasestr(v, "password="))
+                return fail(x, n, "%s: must not contain a password (seed.yaml is committed to git); pass it at "
+                            "every start instead: seed run -e SEED_DATABASE_PASSWORD", path);
         return 0;
 }
 

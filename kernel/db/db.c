@@ -76,7 +76,13 @@ static char *result_message(PGconn *conn, const PGresult *res) {
 
 /* ---- connections ---- */
 
+static int connect_params(const char *conninfo, const char *password, struct db **ret, char **ret_error);
+
 int db_connect_err(const char *conninfo, struct db **ret, char **ret_error) {
+        return connect_params(conninfo, NULL, ret, ret_error);
+}
+
+static int connect_params(const char *conninfo, const char *password, struct db **ret, char **ret_error) {
         if (!conninfo)
                 return -EINVAL;
         /* Check the syntax first: libpq's parse errors quote the text. */
@@ -89,8 +95,10 @@ int db_connect_err(const char *conninfo, struct db **ret, char **ret_error) {
         }
         PQconninfoFree(opts);
 
-        const char *const keys[] = {"dbname", "client_encoding", "application_name", NULL};
-        const char *const vals[] = {conninfo, "UTF8", "seed-kernel", NULL};
+        /* A password given apart from the conninfo (a secret) overrides it. */
+        const char *const keys[] = {"dbname", "client_encoding", "application_name", password ? "password" : NULL,
+                                    NULL};
+        const char *const vals[] = {conninfo, "UTF8", "seed-kernel", password, NULL};
         _cleanup_(PQfinishp) PGconn *conn = PQconnectdbParams(keys, vals, 1);
         if (!conn) {
                 set_error(ret_error, "out of memory");
@@ -120,11 +128,15 @@ int db_connect(const char *conninfo, struct db **ret) {
 }
 
 int db_connect_wait(const char *conninfo, int timeout_ms, struct db **ret) {
+        return db_connect_wait_password(conninfo, NULL, timeout_ms, ret);
+}
+
+int db_connect_wait_password(const char *conninfo, const char *password, int timeout_ms, struct db **ret) {
         int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
         int pause = 20;
         for (;;) {
                 _cleanup_free_ char *err = NULL;
-                int r = db_connect_err(conninfo, ret, &err);
+                int r = connect_params(conninfo, password, ret, &err);
                 if (r >= 0 || r == -EINVAL || r == -ENOMEM || now_ms() >= deadline) {
                         if (r < 0)
                                 log_error("cannot connect to the database within %d ms: %s", timeout_ms,

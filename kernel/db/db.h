@@ -15,6 +15,8 @@ int db_connect(const char *conninfo, struct db **ret);
 int db_connect_err(const char *conninfo, struct db **ret, char **ret_error);
 /* Like db_connect, retrying until timeout_ms passes (server starting up). */
 int db_connect_wait(const char *conninfo, int timeout_ms, struct db **ret);
+/* Like db_connect_wait, with the password given apart (NULL = none). */
+int db_connect_wait_password(const char *conninfo, const char *password, int timeout_ms, struct db **ret);
 void db_close(struct db *db);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct db *, db_close)
 

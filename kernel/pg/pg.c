@@ -639,10 +639,11 @@ static int ensure_role(struct pg *pg, struct db *db, int i) {
         int r = exists(db, "SELECT 1 FROM pg_roles WHERE rolname = $1", role, &have);
         if (r < 0 || secret_path(pg, i, &path) < 0)
                 return r < 0 ? r : -ENOMEM;
-        /* Role names are our own constants: safe to put in SQL text. */
-        const char *attrs = i == ROLE_EVOLVER
-                ? "LOGIN NOSUPERUSER CREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
-                : "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS";
+        /* Role names are our own constants: safe to put in SQL text. No role
+         * creates databases: the kernel makes scratch DBs (pg_scratch_create)
+         * with CONNECT revoked from PUBLIC, which a role's own CREATE
+         * DATABASE would not do. */
+        const char *attrs = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS";
         if (xasprintf(&stmt, "%s ROLE %s %s", have ? "ALTER" : "CREATE", role, attrs) < 0)
                 return -ENOMEM;
         if ((r = sql(db, "creating a role", stmt)) < 0)

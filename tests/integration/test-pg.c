@@ -246,7 +246,7 @@ static void test_roles(void **state) {
                 "SELECT string_agg(rolname || ':' || rolcanlogin || rolsuper || rolcreatedb || rolcreaterole "
                 "|| rolbypassrls || rolreplication, ',' ORDER BY rolname) FROM pg_roles "
                 "WHERE rolname IN ('organism', 'evolver', 'reader')");
-        assert_string_equal(roles, "evolver:truefalsetruefalsefalsefalse,organism:truefalsefalsefalsefalsefalse,"
+        assert_string_equal(roles, "evolver:truefalsefalsefalsefalsefalse,organism:truefalsefalsefalsefalsefalse,"
                                    "reader:truefalsefalsefalsefalsefalse");
         _cleanup_free_ char *member = value(db, "SELECT pg_has_role('reader', 'pg_read_all_data', 'member')");
         assert_string_equal(member, "t");

@@ -62,6 +62,14 @@ def installed_cli_plants_from_the_installed_source(c):
     assert 'name: fromdist' in open(os.path.join(d, 'seed.yaml')).read()
     assert os.path.isdir(os.path.join(d, '.git'))
     assert 'Start it with' in p.stdout
+    # Secrets never go into the Seed's folder, where sandboxes and git see them.
+    env = os.path.join(d, '.env')
+    with open(env, 'w') as f:
+        f.write('KEY=value\n')
+    p = subprocess.run([c.seed, 'run', '--dir', d, '--env-file', env], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert "inside the Seed's folder" in p.stderr, p.stderr
+    assert not os.path.exists(os.path.join(d, '.seed/kernel-build'))
 
 
 @test

@@ -448,11 +448,28 @@ static void test_error_evolvable(void **state) {
 static void test_secrets_not_echoed(void **state) {
         struct cfg *c = NULL;
         char *err = NULL;
-        const char *yaml = "database:\n  url: \"postgres://u:s3cret@h/db\\x01\"\n";
+        const char *yaml = "database:\n  url: \"postgres://u@h/db?x=s3cret\\x01\"\n";
         assert_int_equal(cfg_parse(yaml, strlen(yaml), "seed.yaml", &c, &err), -EINVAL);
         assert_string_equal(err, "seed.yaml:2:8: database.url: must not contain control characters");
         assert_null(strstr(err, "s3cret"));
         free(err);
+        /* A password in database.url would be committed to git: refused. */
+        static const char *const with_password[] = {
+                "database:\n  url: postgres://u:s3cret@h/db\n",
+                "database:\n  url: \"host=h user=u password=s3cret\"\n",
+                "database:\n  url: postgresql://h/db?PASSWORD=s3cret\n",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(with_password); i++) {
+                err = NULL;
+                assert_int_equal(cfg_parse(with_password[i], strlen(with_password[i]), "seed.yaml", &c, &err),
+                                 -EINVAL);
+                assert_non_null(strstr(err, "database.url: must not contain a password"));
+                assert_null(strstr(err, "s3cret"));
+                free(err);
+        }
+        const char *no_password = "database:\n  url: postgres://u@h:5432/db?sslmode=require\n";
+        assert_int_equal(cfg_parse(no_password, strlen(no_password), "seed.yaml", &c, NULL), 0);
+        cfg_free(c);
         /* Out-params are written only on success; ret_error may be NULL. */
         c = (struct cfg *)0x1;
         assert_int_equal(cfg_parse("foo: 1", 6, "x.yaml", &c, NULL), -EINVAL);
