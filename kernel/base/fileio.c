@@ -6,7 +6,9 @@
 #include <sys/stat.h>
 
 int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+         * below); it is cleared again before reading. */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0)
                 return -errno;
         struct stat st;
@@ -14,23 +16,47 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
                 return -errno;
         if (!S_ISREG(st.st_mode))
                 return -EINVAL;
-        if ((size_t)st.st_size > max)
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+                return -errno;
+        if (max > SIZE_MAX / 2)
+                max = SIZE_MAX / 2; /* keeps max + 1 and cap * 2 from overflowing */
+        if ((uint64_t)st.st_size > max)
                 return -EFBIG;
+        /* Sized for the file as it is now; it grows only if the file does
+         * (or, like /proc files, reports no size). */
         size_t cap = (size_t)st.st_size + 1, len = 0;
         _cleanup_free_ char *data = malloc(cap);
         if (!data)
                 return -ENOMEM;
         for (;;) {
-                if (len + 1 >= cap) {
-                        if (cap > max)
+                ssize_t k;
+                if (len + 1 == cap) {
+                        /* Full: probe for EOF before growing, so a file of
+                         * exactly max bytes is accepted. */
+                        char probe;
+                        k = read(fd, &probe, 1);
+                        if (k < 0) {
+                                if (errno == EINTR)
+                                        continue;
+                                return -errno;
+                        }
+                        if (k == 0)
+                                break;
+                        if (len >= max)
                                 return -EFBIG;
-                        cap = cap * 2 > max + 1 ? max + 1 : cap * 2;
-                        char *d = realloc(data, cap);
+                        size_t ncap = cap < 4096 ? 4096 : cap * 2;
+                        if (ncap > max + 1)
+                                ncap = max + 1;
+                        char *d = realloc(data, ncap);
                         if (!d)
                                 return -ENOMEM;
                         data = d;
+                        cap = ncap;
+                        data[len++] = probe;
+                        continue;
                 }
-                ssize_t k = read(fd, data + len, cap - 1 - len);
+                k = read(fd, data + len, cap - 1 - len);
                 if (k < 0) {
                         if (errno == EINTR)
                                 continue;
@@ -39,8 +65,6 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
                 if (k == 0)
                         break;
                 len += (size_t)k;
-                if (len > max)
-                        return -EFBIG;
         }
         data[len] = 0;
         if (ret_len)
@@ -51,9 +75,11 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
 
 int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode) {
         _cleanup_free_ char *tmp = NULL;
-        if (xasprintf(&tmp, "%s.tmp.%d", path, getpid()) < 0)
+        if (xasprintf(&tmp, "%s.tmp.XXXXXX", path) < 0)
                 return -ENOMEM;
-        _cleanup_close_ int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode);
+        /* A fresh name each time (O_EXCL): concurrent writers of the same
+         * path never share a temp file, and a stale one is never reused. */
+        _cleanup_close_ int fd = mkostemp(tmp, O_CLOEXEC);
         if (fd < 0)
                 return -errno;
         int r = 0;

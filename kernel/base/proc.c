@@ -5,6 +5,7 @@
 #include <linux/close_range.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -16,17 +17,34 @@ int proc_exit_code(int status) {
         return 255;
 }
 
+/* For kernels without CLOSE_RANGE_CLOEXEC (before 5.11): every possible fd
+ * from lo up. Async-signal-safe. */
+static int mark_cloexec_from(int lo) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return -1;
+        rlim_t hi = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > (1u << 20) ? (1u << 20) : rl.rlim_cur;
+        for (rlim_t fd = (rlim_t)lo; fd < hi; fd++) {
+                int fl = fcntl((int)fd, F_GETFD);
+                if (fl >= 0 && !(fl & FD_CLOEXEC) && fcntl((int)fd, F_SETFD, fl | FD_CLOEXEC) < 0)
+                        return -1;
+        }
+        return 0;
+}
+
 /* In the child, between fork and exec: async-signal-safe calls only. */
 static _Noreturn void child_exec(const struct proc_opts *o, int out_fd) {
         static char *const empty_env[] = {NULL};
-        setsid();
+        if (setsid() < 0)
+                _exit(127);
         int in = o->stdin_fd >= 0 ? o->stdin_fd : open("/dev/null", O_RDONLY | O_CLOEXEC);
         if (in < 0 || dup2(in, STDIN_FILENO) < 0)
                 _exit(127);
         if (dup2(out_fd, STDOUT_FILENO) < 0 || dup2(out_fd, STDERR_FILENO) < 0)
                 _exit(127);
         /* Only the fds passed on purpose survive exec, whatever we inherited. */
-        if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0)
+        if (close_range(3, ~0U, CLOSE_RANGE_CLOEXEC) < 0 &&
+            ((errno != EINVAL && errno != ENOSYS) || mark_cloexec_from(3) < 0))
                 _exit(127);
         for (size_t i = 0; i < o->n_keep_fds; i++) {
                 int fl = fcntl(o->keep_fds[i], F_GETFD);
@@ -60,7 +78,10 @@ int proc_spawn(const struct proc_opts *o, pid_t *ret_pid) {
                 child_exec(o, out);
         if (o->out_fd < 0)
                 close(out);
-        setpgid(pid, pid); /* also done by setsid() in the child; races are harmless */
+        /* No setpgid() here: if it ran before the child's setsid(), the child
+         * would already lead a process group and setsid() would fail, leaving
+         * it in our session. Until setsid() runs the child has no children,
+         * so proc_kill_group()'s fallback to the pid alone covers that window. */
         *ret_pid = pid;
         return 0;
 }

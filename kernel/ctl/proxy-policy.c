@@ -38,6 +38,21 @@ static bool has_ctl_chars(const char *s) {
         return false;
 }
 
+static bool is_token_char(char c) {
+        return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c));
+}
+
+/* An HTTP field name (RFC 9110 token): no spaces, tabs, quotes or controls,
+ * so "Transfer-Encoding\t" cannot slip past the exact-name checks. */
+static bool is_token(const char *s) {
+        if (!*s)
+                return false;
+        for (; *s; s++)
+                if (!is_token_char(*s))
+                        return false;
+        return true;
+}
+
 static bool bearer_is(const char *value, const char *token) {
         if (strempty(token) || strncasecmp(value, "Bearer ", 7) != 0)
                 return false;
@@ -51,7 +66,7 @@ bool ctl_proxy_drop_request_header(const char *name, const char *value, const ch
                                    const char *cli_token) {
         static const char *const own[] = {"host", "content-length", "expect", "forwarded",
                                           "x-seed-token", "x-real-ip"};
-        if (is_hop_by_hop(name, connection))
+        if (!is_token(name) || is_hop_by_hop(name, connection))
                 return true;
         for (size_t i = 0; i < ARRAY_SIZE(own); i++)
                 if (strcasecmp(name, own[i]) == 0)
@@ -106,10 +121,6 @@ size_t ctl_proxy_head_end(const char *data, size_t len) {
 void ctl_upstream_done(struct ctl_upstream *u) {
         ctl_hdrs_free(&u->hdrs);
         *u = (struct ctl_upstream){0};
-}
-
-static bool is_token_char(char c) {
-        return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c));
 }
 
 static int parse_status_line(const char *line, size_t n, int *ret_status) {

@@ -89,8 +89,11 @@ const char *secrets_name(const struct secrets *s, size_t i) { return i < s->n ? 
 static int set_or_explain(struct secrets *s, const char *name, const char *value, const char *where,
                           char **ret_error) {
         int r = secrets_set(s, name, value);
+        /* An invalid name is not echoed: it may be a piece of a secret (a
+         * base64 line of a multi-line key ends in '='). */
         if (r == -EINVAL)
-                (void)xasprintf(ret_error, "%s: '%s' is not a valid variable name", where, name);
+                (void)xasprintf(ret_error, "%s: not a valid variable name (NAME=VALUE, NAME is [A-Za-z_][A-Za-z0-9_]*)",
+                                where);
         else if (r == -E2BIG)
                 (void)xasprintf(ret_error, "%s: too many secrets or value of '%s' too long (max %d bytes)", where,
                                 name, SECRETS_VALUE_MAX);
@@ -102,7 +105,8 @@ int secrets_add_arg(struct secrets *s, const char *arg, char **ret_error) {
         if (!eq) {
                 const char *v = getenv(arg);
                 if (!secrets_valid_name(arg)) {
-                        (void)xasprintf(ret_error, "-e %s: not a valid variable name", arg);
+                        /* Not echoed: it may be a value typed without its name. */
+                        (void)xasprintf(ret_error, "-e: not a valid variable name (NAME or NAME=VALUE)");
                         return -EINVAL;
                 }
                 if (!v) {
@@ -128,10 +132,17 @@ static char *trim(char *p) {
 
 int secrets_add_env_file(struct secrets *s, const char *path, char **ret_error) {
         _cleanup_free_ char *data = NULL;
-        int r = read_file(path, 1 << 20, &data, NULL);
+        size_t len = 0;
+        int r = read_file(path, 1 << 20, &data, &len);
         if (r < 0) {
                 (void)xasprintf(ret_error, "%s: %s", path, r == -EFBIG ? "larger than 1 MiB" : strerror(-r));
                 return r;
+        }
+        if (memchr(data, 0, len)) {
+                /* A NUL would silently cut a value short. */
+                secure_zero(data, len);
+                (void)xasprintf(ret_error, "%s: contains a NUL byte", path);
+                return -EINVAL;
         }
         int lineno = 0;
         char *save = NULL;
@@ -164,7 +175,8 @@ int secrets_add_env_file(struct secrets *s, const char *path, char **ret_error) 
                 if (r < 0)
                         break;
         }
-        secure_zero(data, strlen(data));
+        /* All of it: parsing cut it into NUL-separated pieces. */
+        secure_zero(data, len);
         return r < 0 ? r : 0;
 }
 
@@ -189,11 +201,37 @@ int secrets_write_fd(const struct secrets *s, int fd) {
         return 0;
 }
 
+/* Like buf_append(), but growing never leaves a copy of the secrets behind
+ * in freed memory (realloc() may move the data without wiping it). */
+static int append_wiped(struct buf *b, const char *data, size_t len) {
+        if (len > b->max || b->len > b->max - len)
+                return -E2BIG;
+        if (b->len + len + 1 > b->cap) {
+                size_t cap = b->cap ? b->cap : 4096;
+                while (cap < b->len + len + 1)
+                        cap *= 2;
+                char *d = malloc(cap);
+                if (!d)
+                        return -ENOMEM;
+                if (b->data) {
+                        memcpy(d, b->data, b->len);
+                        secure_zero(b->data, b->cap);
+                        free(b->data);
+                }
+                b->data = d;
+                b->cap = cap;
+        }
+        memcpy(b->data + b->len, data, len);
+        b->len += len;
+        b->data[b->len] = 0;
+        return 0;
+}
+
 int secrets_read_fd(struct secrets *s, int fd) {
         struct buf b = BUF_INIT(1u << 20);
+        char chunk[4096];
         int r = 0;
         for (;;) {
-                char chunk[4096];
                 ssize_t k = read(fd, chunk, sizeof chunk);
                 if (k < 0 && errno == EINTR)
                         continue;
@@ -203,9 +241,10 @@ int secrets_read_fd(struct secrets *s, int fd) {
                 }
                 if (k == 0)
                         break;
-                if ((r = buf_append(&b, chunk, (size_t)k)) < 0)
+                if ((r = append_wiped(&b, chunk, (size_t)k)) < 0)
                         break;
         }
+        secure_zero(chunk, sizeof chunk);
         for (size_t off = 0; r == 0 && off < b.len;) {
                 char *rec = b.data + off;
                 size_t len = strnlen(rec, b.len - off);
@@ -222,7 +261,7 @@ int secrets_read_fd(struct secrets *s, int fd) {
                 r = secrets_set(s, rec, eq + 1);
                 off += len + 1;
         }
-        secure_zero(b.data, b.len);
+        secure_zero(b.data, b.cap);
         buf_free(&b);
         return r;
 }
