@@ -1,27 +1,29 @@
 /* seed-bridge — runs inside the live organism's sandbox as its entry point:
  *
- *   seed-bridge --listen /run/organism/http.sock --port $PORT -- <cmd...>
+ *   seed-bridge --listen-fd N --port $PORT -- <cmd...>
  *
  * It starts <cmd> (the organism's server) as its child and copies bytes
- * between connections on the Unix socket (mode 0600) and 127.0.0.1:PORT, the
- * app in its private network namespace. The kernel reaches the app only this
- * way. The bridge exits with the child's status when the child exits, so the
- * supervisor sees crashes, and forwards SIGTERM/SIGINT/SIGHUP to the child's
- * process group. One thread, poll(), a cap on concurrent connections,
- * half-close in both directions. If the app is not listening yet, a
- * connection is closed at once. */
+ * between connections accepted on fd N and 127.0.0.1:PORT, the app in its
+ * private network namespace. The kernel reaches the app only this way. Fd N
+ * is a listening Unix socket the kernel bound outside the sandbox and passed
+ * in: the sandbox has no writable path to the socket, so nothing inside can
+ * replace it. The child does not inherit it. The bridge exits with the
+ * child's status when the child exits, so the supervisor sees crashes, and
+ * forwards SIGTERM/SIGINT/SIGHUP to the child's process group. One thread,
+ * poll(), a cap on concurrent connections, half-close in both directions. If
+ * the app is not listening yet, a connection is closed at once. */
 #include "base/base.h"
 #include "base/log.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 
@@ -43,19 +45,42 @@ struct conn {
 };
 
 struct bridge {
-        const char *listen_path;
         int port;
         size_t max_conns;
         char **cmd;
         pid_t child;
         bool signalled; /* a termination signal was passed on */
-        int lfd, sfd;
+        int lfd, sfd; /* the inherited listening socket (--listen-fd); the signalfd */
         struct conn **conns;
         size_t n_conns;
 };
 
-static void usage(void) {
-        fprintf(stderr, "usage: seed-bridge --listen PATH --port PORT [--max-conns N] -- CMD [ARGS...]\n");
+static void usage(FILE *f) {
+        fprintf(f,
+                "usage: seed-bridge --listen-fd N --port PORT [--max-conns N] -- CMD [ARGS...]\n"
+                "\n"
+                "Runs CMD (the organism's server) and bridges connections accepted on fd N,\n"
+                "an inherited listening AF_UNIX stream socket, to 127.0.0.1:PORT.\n"
+                "\n"
+                "  --listen-fd N    the listening socket, passed in by the kernel (N >= 3)\n"
+                "  --port PORT      where CMD listens, 1-65535\n"
+                "  --max-conns N    concurrent connections, 1-%d (default %d)\n"
+                "  --help           this text\n"
+                "\n"
+                "Exits with CMD's status (128+signal if it was killed); SIGTERM, SIGINT and\n"
+                "SIGHUP are passed on to CMD's process group.\n",
+                BRIDGE_MAX_CONNS_LIMIT, BRIDGE_MAX_CONNS_DEFAULT);
+}
+
+/* A whole decimal number in [lo, hi]. */
+static int parse_long(const char *s, long lo, long hi, long *ret) {
+        char *end;
+        errno = 0;
+        long v = strtol(s, &end, 10);
+        if (errno || end == s || *end || v < lo || v > hi)
+                return -EINVAL;
+        *ret = v;
+        return 0;
 }
 
 static int parse_args(int argc, char **argv, struct bridge *b) {
@@ -68,26 +93,24 @@ static int parse_args(int argc, char **argv, struct bridge *b) {
                 }
                 if (i + 1 >= argc)
                         return -EINVAL;
-                char *end;
-                if (streq(a, "--listen"))
-                        b->listen_path = argv[++i];
-                else if (streq(a, "--port")) {
-                        long p = strtol(argv[++i], &end, 10);
-                        if (*end || p < 1 || p > 65535)
+                long v;
+                if (streq(a, "--listen-fd")) {
+                        if (parse_long(argv[++i], 3, INT_MAX, &v) < 0)
                                 return -EINVAL;
-                        b->port = (int)p;
+                        b->lfd = (int)v;
+                } else if (streq(a, "--port")) {
+                        if (parse_long(argv[++i], 1, 65535, &v) < 0)
+                                return -EINVAL;
+                        b->port = (int)v;
                 } else if (streq(a, "--max-conns")) {
-                        long n = strtol(argv[++i], &end, 10);
-                        if (*end || n < 1 || n > BRIDGE_MAX_CONNS_LIMIT)
+                        if (parse_long(argv[++i], 1, BRIDGE_MAX_CONNS_LIMIT, &v) < 0)
                                 return -EINVAL;
-                        b->max_conns = (size_t)n;
+                        b->max_conns = (size_t)v;
                 } else
                         return -EINVAL;
         }
-        if (!b->listen_path || !b->port || i >= argc)
+        if (b->lfd < 0 || !b->port || i >= argc)
                 return -EINVAL;
-        if (strlen(b->listen_path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-                return -ENAMETOOLONG;
         b->cmd = &argv[i];
         return 0;
 }
@@ -112,27 +135,35 @@ static int spawn_child(struct bridge *b, const sigset_t *orig_mask) {
         return 0;
 }
 
-static int listen_unix(const char *path, int *ret_fd) {
+static int sockopt_int(int fd, int opt, int *ret) {
+        int v = 0;
+        socklen_t len = sizeof v;
+        if (getsockopt(fd, SOL_SOCKET, opt, &v, &len) < 0)
+                return -errno;
+        *ret = v;
+        return 0;
+}
+
+/* The inherited fd must be a listening AF_UNIX stream socket. It is made
+ * close-on-exec (the organism does not get it) and non-blocking. Logs why
+ * not. */
+static int listen_fd_adopt(int fd) {
+        int domain, type, accepting, r;
         struct stat st;
-        if (lstat(path, &st) == 0) {
-                if (!S_ISSOCK(st.st_mode))
-                        return -EEXIST;
-                if (unlink(path) < 0)
-                        return -errno;
-        }
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (fd < 0)
-                return -errno;
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        memcpy(sa.sun_path, path, strlen(path) + 1);
-        mode_t old = umask(0177);
-        int r = bind(fd, (struct sockaddr *)&sa, sizeof sa);
-        umask(old);
-        if (r < 0)
-                return -errno;
-        if (chmod(path, 0600) < 0 || listen(fd, 128) < 0)
-                return -errno;
-        *ret_fd = TAKE_FD(fd);
+        if (fstat(fd, &st) < 0)
+                return log_error_errno(-errno, "--listen-fd %d: not an open fd: %m", fd);
+        if (!S_ISSOCK(st.st_mode))
+                return log_error_errno(-ENOTSOCK, "--listen-fd %d: not a socket", fd);
+        if ((r = sockopt_int(fd, SO_DOMAIN, &domain)) < 0 || (r = sockopt_int(fd, SO_TYPE, &type)) < 0 ||
+            (r = sockopt_int(fd, SO_ACCEPTCONN, &accepting)) < 0)
+                return log_error_errno(r, "--listen-fd %d: cannot inspect the socket: %m", fd);
+        if (domain != AF_UNIX || type != SOCK_STREAM)
+                return log_error_errno(-EPROTOTYPE, "--listen-fd %d: not an AF_UNIX stream socket", fd);
+        if (!accepting)
+                return log_error_errno(-EINVAL, "--listen-fd %d: the socket is not listening", fd);
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl | O_NONBLOCK) < 0 || fcntl(fd, F_SETFD, FD_CLOEXEC) < 0)
+                return log_error_errno(-errno, "--listen-fd %d: %m", fd);
         return 0;
 }
 
@@ -330,10 +361,14 @@ static void bridge_drain_group(struct bridge *b) {
 
 int main(int argc, char **argv) {
         log_set_ident("seed-bridge");
+        if (argc == 2 && streq(argv[1], "--help")) {
+                usage(stdout);
+                return 0;
+        }
         struct bridge b = {.max_conns = BRIDGE_MAX_CONNS_DEFAULT, .lfd = -1, .sfd = -1};
         int r = parse_args(argc, argv, &b);
         if (r < 0) {
-                usage();
+                usage(stderr);
                 return 2;
         }
         b.conns = calloc(b.max_conns, sizeof(*b.conns));
@@ -352,17 +387,14 @@ int main(int argc, char **argv) {
                 log_error_errno(-errno, "cannot set up signals: %m");
                 return 1;
         }
-        if ((r = listen_unix(b.listen_path, &b.lfd)) < 0) {
-                log_error_errno(r, "cannot listen on %s: %m", b.listen_path);
+        if (listen_fd_adopt(b.lfd) < 0)
                 return 1;
-        }
         if ((r = spawn_child(&b, &orig)) < 0) {
                 log_error_errno(r, "cannot start the organism: %m");
-                unlink(b.listen_path);
                 return 1;
         }
         int code = bridge_loop(&b);
-        unlink(b.listen_path);
+        close(TAKE_FD(b.lfd)); /* refuse new clients at once, not after the drain */
         if (code >= 0 && b.signalled)
                 bridge_drain_group(&b);
         for (size_t i = 0; i < b.n_conns; i++)

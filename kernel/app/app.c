@@ -181,7 +181,9 @@ static int app_start_organism(struct app *a) {
                           "refused: %s", a->doctor);
                 return 0;
         }
-        /* Not under .seed/run: that is PostgreSQL's socket dir, which sandboxes see. */
+        /* The kernel binds the organism's socket here and hands the bridge the
+         * listening fd: no sandbox sees this dir (unlike .seed/run, PostgreSQL's
+         * socket dir, which sandboxes see read-only). */
         _cleanup_free_ char *run_dir = seed_path(a, ".seed/organism");
         _cleanup_free_ char *log_path = seed_path(a, ".seed/logs/organism.log");
         if (!run_dir || !log_path)

@@ -169,8 +169,10 @@ int proc_run(const struct proc_opts *o, struct proc_result *ret) {
                 proc_kill_group(pid, SIGKILL);
                 code = proc_wait(pid, -1);
         }
-        /* Reap stragglers the child left in its group. */
-        proc_kill_group(pid, SIGKILL);
+        /* Kill stragglers the child left in its group. The child is reaped, so
+         * only the group may be signalled: its pid alone may be reused by now
+         * (a live group keeps its id from being reused). */
+        (void)kill(-pid, SIGKILL);
 
         *ret = (struct proc_result){.exit_code = code < 0 ? 255 : code, .timed_out = timed_out};
         if (capture) {

@@ -3,7 +3,14 @@
  * sandbox, probe health through the bridge's Unix socket, restart crashes
  * with exponential backoff and give up after more than 3 crashes in 10
  * minutes. A second thread copies the children's output into the organism's
- * size-rotated log. */
+ * size-rotated log.
+ *
+ * The bridge's socket is the kernel's: before each start the kernel binds and
+ * listens on it in its own run dir (0700, never shown to a sandbox) and hands
+ * the listening fd to the bridge, so nothing inside the sandbox can replace
+ * what the kernel connects to. The kernel closes its copy once the sandbox
+ * has started (a crash or stop therefore refuses new connections at once
+ * instead of queueing them) and removes the socket when the run ends. */
 #include "organism/organism.h"
 #include "base/fileio.h"
 #include "base/log.h"
@@ -33,7 +40,7 @@
 #define PROBE_TIMEOUT_MS 2000
 
 #define SANDBOX_BRIDGE "/run/seed/bridge"
-#define SANDBOX_SOCKET "/run/organism/http.sock"
+#define LISTEN_BACKLOG 128
 
 struct organism {
         /* Configuration (owned copies). */
@@ -178,19 +185,151 @@ static int child_exited(struct sandbox_child *c) {
         return code;
 }
 
-int organism_probe(const char *socket_path, const char *path) {
+/* ---- the bridge socket ---- */
+
+/* Splits an absolute socket path into its directory and a plain file name. */
+static int socket_path_split(const char *socket_path, char **ret_dir, const char **ret_name) {
+        const char *slash = socket_path ? strrchr(socket_path, '/') : NULL;
+        if (!slash || socket_path[0] != '/')
+                return -EINVAL;
+        const char *name = slash + 1;
+        if (strempty(name) || streq(name, ".") || streq(name, "..") || strlen(name) > 64)
+                return -EINVAL;
+        char *dir = slash == socket_path ? strdup("/") : strndup(socket_path, (size_t)(slash - socket_path));
+        if (!dir)
+                return -ENOMEM;
+        *ret_dir = dir;
+        *ret_name = name;
+        return 0;
+}
+
+/* The socket's directory itself, not through a symlink, and ours alone: a
+ * directory owned by us that nobody else may write into (-EPERM otherwise).
+ * Does not log. */
+static int run_dir_open(const char *dir, int *ret_fd) {
+        _cleanup_close_ int fd = open(dir, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (st.st_uid != geteuid() || (st.st_mode & 0077))
+                return -EPERM;
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* The address of name inside the opened directory dirfd: the path is not
+ * resolved again, and it fits sun_path however long the Seed's path is. */
+static int socket_addr_at(int dirfd, const char *name, struct sockaddr_un *ret) {
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(socket_path) >= sizeof sa.sun_path)
+        int n = snprintf(sa.sun_path, sizeof sa.sun_path, "/proc/self/fd/%d/%s", dirfd, name);
+        if (n < 0 || (size_t)n >= sizeof sa.sun_path)
                 return -ENAMETOOLONG;
-        memcpy(sa.sun_path, socket_path, strlen(socket_path) + 1);
+        *ret = sa;
+        return 0;
+}
+
+/* Removes name from dirfd if it is a socket (never following a symlink);
+ * missing is fine; anything else there is refused (-EEXIST). */
+static int socket_remove_at(int dirfd, const char *name) {
+        struct stat st;
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return errno == ENOENT ? 0 : -errno;
+        if (!S_ISSOCK(st.st_mode))
+                return -EEXIST;
+        if (unlinkat(dirfd, name, 0) < 0 && errno != ENOENT)
+                return -errno;
+        return 0;
+}
+
+/* Creates the bridge's listening socket at socket_path: any stale socket is
+ * replaced, anything else refused; bound through the opened directory (so
+ * the path is not resolved again), mode 0600. Returns the listening fd
+ * (blocking, O_CLOEXEC); the caller closes it. */
+static int socket_listen(const char *socket_path, int *ret_fd) {
+        _cleanup_free_ char *dir = NULL;
+        const char *name;
+        int r = socket_path_split(socket_path, &dir, &name);
+        if (r < 0)
+                return log_error_errno(r, "organism: invalid socket path");
+        _cleanup_close_ int dirfd = -1;
+        if ((r = run_dir_open(dir, &dirfd)) < 0)
+                return log_error_errno(r, "organism: run dir '%s' must be a directory of ours with mode 0700: %m",
+                                       dir);
+        if ((r = socket_remove_at(dirfd, name)) == -EEXIST)
+                return log_error_errno(r, "organism: refusing to replace '%s': it is not a socket", socket_path);
+        if (r < 0)
+                return log_error_errno(r, "organism: cannot remove the stale '%s': %m", socket_path);
+        struct sockaddr_un sa;
+        if ((r = socket_addr_at(dirfd, name, &sa)) < 0)
+                return log_error_errno(r, "organism: socket name too long");
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return log_error_errno(-errno, "organism: socket: %m");
+        if (bind(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+                return log_error_errno(-errno, "organism: cannot bind '%s': %m", socket_path);
+        if (fchmodat(dirfd, name, 0600, AT_SYMLINK_NOFOLLOW) < 0 || listen(fd, LISTEN_BACKLOG) < 0) {
+                r = log_error_errno(-errno, "organism: cannot listen on '%s': %m", socket_path);
+                (void)socket_remove_at(dirfd, name);
+                return r;
+        }
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+/* Removes the socket after a run, so a client gets ENOENT, not a dead socket. */
+static void socket_unlink(const char *socket_path) {
+        _cleanup_free_ char *dir = NULL;
+        const char *name;
+        _cleanup_close_ int dirfd = -1;
+        if (socket_path_split(socket_path, &dir, &name) < 0 || run_dir_open(dir, &dirfd) < 0)
+                return;
+        (void)socket_remove_at(dirfd, name);
+}
+
+int organism_connect(const char *socket_path, int *ret_fd) {
+        _cleanup_free_ char *dir = NULL;
+        const char *name;
+        _cleanup_close_ int dirfd = -1;
+        struct sockaddr_un sa;
+        int r;
+        if ((r = socket_path_split(socket_path, &dir, &name)) < 0 || (r = run_dir_open(dir, &dirfd)) < 0 ||
+            (r = socket_addr_at(dirfd, name, &sa)) < 0)
+                return r;
+        /* connect() follows a symlink: refuse one outright (the peer check
+         * below would only catch a link to a socket that is not ours). */
+        struct stat st;
+        if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
+                return -errno;
+        if (!S_ISSOCK(st.st_mode))
+                return S_ISLNK(st.st_mode) ? -ELOOP : -ENOTSOCK;
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+                return -errno;
+        /* The peer's credentials are the listener's at listen() time: ours
+         * for a socket this kernel bound, whoever runs the bridge otherwise. */
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return -errno;
+        if (cred.pid != getpid())
+                return log_warn_errno(-EPERM, "organism: '%s' is not a socket this kernel listens on (pid %d)",
+                                      socket_path, (int)cred.pid);
+        *ret_fd = TAKE_FD(fd);
+        return 0;
+}
+
+int organism_probe(const char *socket_path, const char *path) {
+        _cleanup_close_ int fd = -1;
+        int r = organism_connect(socket_path, &fd);
+        if (r < 0)
+                return r;
         struct timeval tv = {.tv_sec = PROBE_TIMEOUT_MS / 1000, .tv_usec = (PROBE_TIMEOUT_MS % 1000) * 1000};
         (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
         (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
-                return -errno;
         char req[512];
         int n = snprintf(req, sizeof req,
                          "GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: seed-kernel\r\n"
@@ -230,7 +369,8 @@ static int build_policy(struct organism *o, struct sandbox_policy **ret) {
         return sandbox_policy_build(&spec, ret);
 }
 
-static int live_policy(struct organism *o, struct sandbox_policy **ret) {
+/* listen_fd: the bridge's listening socket, passed at the same number. */
+static int live_policy(struct organism *o, const int *listen_fd, struct sandbox_policy **ret) {
         struct sandbox_spec spec = {
                 .profile = SANDBOX_LIVE,
                 .seed_dir = o->seed_dir,
@@ -238,8 +378,9 @@ static int live_policy(struct organism *o, struct sandbox_policy **ret) {
                 .workspace_readonly = true,
                 .pg_socket_dir = o->pg_socket_dir,
                 .database_url = o->database_url,
-                .run_dir = o->run_dir,
                 .bridge_path = o->bridge_path,
+                .keep_fds = listen_fd,
+                .n_keep_fds = 1,
                 .port = o->port,
                 .extra_env = o->extra_env,
         };
@@ -340,20 +481,30 @@ static int64_t backoff_ms(const struct organism *o, size_t crashes) {
         return ms < BACKOFF_MAX_MS ? ms : BACKOFF_MAX_MS;
 }
 
+/* Binds the socket and starts the live sandbox with the bridge accepting on
+ * it; the kernel's copy of the listening fd is closed before returning. */
+static int start_live(struct organism *o, struct sandbox_child *ret) {
+        _cleanup_close_ int lfd = -1;
+        int r = socket_listen(o->socket_path, &lfd);
+        if (r < 0)
+                return r;
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        if ((r = live_policy(o, &lfd, &p)) < 0)
+                return r;
+        char port[16], fd[16];
+        snprintf(port, sizeof port, "%d", o->port);
+        snprintf(fd, sizeof fd, "%d", lfd);
+        char *cmd[] = {SANDBOX_BRIDGE, "--listen-fd", fd, "--port", port, "--", "/bin/sh", "-c", o->run_cmd, NULL};
+        return sandbox_start(p, cmd, o->pipe_w, ret);
+}
+
 /* One start of the live sandbox; returns false when supervision ends. */
 static bool run_once(struct organism *o) {
-        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
-        char port[16];
-        snprintf(port, sizeof port, "%d", o->port);
-        char *cmd[] = {SANDBOX_BRIDGE, "--listen", SANDBOX_SOCKET, "--port", port, "--",
-                       "/bin/sh", "-c", o->run_cmd, NULL};
         set_state(o, ORGANISM_STARTING, "starting");
-        (void)unlink(o->socket_path); /* a stale socket from an earlier run */
-        int r = live_policy(o, &p);
         struct sandbox_child c;
-        if (r >= 0)
-                r = sandbox_start(p, cmd, o->pipe_w, &c);
+        int r = start_live(o, &c);
         if (r < 0) {
+                socket_unlink(o->socket_path);
                 olog(o, LOG_ERROR, "cannot start the organism: %s", strerror(-r));
                 set_state(o, ORGANISM_DOWN, "cannot start the organism sandbox");
                 return false;
@@ -361,13 +512,14 @@ static bool run_once(struct organism *o) {
         olog(o, LOG_INFO, "starting: %s (port %d)", o->run_cmd, o->port);
         int code = 0;
         enum run_outcome out = watch(o, &c, &code);
-        if (out == RUN_STOPPED) {
+        if (out != RUN_EXITED)
                 terminate(&c);
+        socket_unlink(o->socket_path);
+        if (out == RUN_STOPPED) {
                 olog(o, LOG_INFO, "stopped");
                 return false;
         }
         if (out == RUN_UNHEALTHY) {
-                terminate(&c);
                 olog(o, LOG_ERROR, "did not become healthy within %d s (%s)", o->health_timeout_ms / 1000,
                      o->health_path);
         } else
@@ -485,7 +637,7 @@ static int organism_copy_config(struct organism *o, const struct organism_config
             (r = dup_opt(cfg->bridge_path, &o->bridge_path)) < 0 ||
             (r = strv_copy(cfg->evolvable, &o->evolvable)) < 0 || (r = strv_copy(cfg->extra_env, &o->extra_env)) < 0)
                 return r;
-        o->run_dir = cfg->run_dir ? strdup(cfg->run_dir) : path_join(cfg->seed_dir, ".seed/run/organism");
+        o->run_dir = cfg->run_dir ? strdup(cfg->run_dir) : path_join(cfg->seed_dir, ".seed/organism");
         o->log_path = cfg->log_path ? strdup(cfg->log_path) : path_join(cfg->seed_dir, ".seed/logs/organism.log");
         o->cache_dir = cfg->cache_dir ? strdup(cfg->cache_dir) : path_join(cfg->seed_dir, ".seed/cache");
         if (!o->run_dir || !o->log_path || !o->cache_dir)

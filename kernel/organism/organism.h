@@ -1,7 +1,9 @@
 /* organism.h — supervising the live organism: build it in a sandbox, run it
  * in a sandbox with its own network namespace behind the bridge, restart it
  * with backoff when it crashes, give up after more than 3 crashes in 10
- * minutes. The kernel reaches it only through the bridge's Unix socket. */
+ * minutes. The kernel reaches it only through the bridge's Unix socket, which
+ * the kernel itself binds (in run_dir, never visible to a sandbox) and hands
+ * to the bridge as a listening fd. */
 #pragma once
 
 #include "base/base.h"
@@ -24,7 +26,8 @@ struct organism_config {
         const char *database_url;  /* live DB URL as seen in the sandbox; borrowed */
         const char *pg_socket_dir; /* host dir of PostgreSQL's socket */
         const char *bridge_path;   /* host path of the seed-bridge binary */
-        const char *run_dir;       /* host dir for http.sock (.seed/run/organism) */
+        const char *run_dir;       /* host dir for http.sock, the kernel's only (0700,
+                                    * ours); default <seed_dir>/.seed/organism */
         const char *log_path;      /* .seed/logs/organism.log */
         char *const *evolvable;    /* writable in the build sandbox; NULL = organism/ */
 
@@ -54,13 +57,22 @@ int organism_restart(struct organism *o);
 void organism_free(struct organism *o);
 enum organism_state organism_state(struct organism *o);
 const char *organism_state_name(enum organism_state s);
-/* Host path of the bridge socket. Borrowed. */
+/* Host path of the bridge socket. Borrowed. Connect with organism_connect(). */
 const char *organism_socket(struct organism *o);
+/* Connects to a bridge socket at socket_path (as organism_socket() returns)
+ * and checks that this very process is the one listening on it: its
+ * directory must be ours with no group/other access and not a symlink
+ * (-EPERM, -ENOTDIR), the entry a socket, not a symlink (-ELOOP, -ENOTSOCK),
+ * and the listener's credentials (SO_PEERCRED, recorded at listen()) our
+ * pid (-EPERM). Any path length works. Returns a blocking O_CLOEXEC fd; the
+ * caller closes it. Logs only a refused peer. */
+int organism_connect(const char *socket_path, int *ret_fd);
 /* Waits until running (healthy): 0; down: -EIO; stopped: -ESRCH;
  * otherwise -ETIMEDOUT. */
 int organism_wait_ready(struct organism *o, int timeout_ms);
-/* One health probe: GET path over the bridge socket at socket_path (2 s
- * timeout). 0 if it answers 2xx, -errno otherwise. For verifying previews. */
+/* One health probe: GET path over the bridge socket at socket_path
+ * (organism_connect(), 2 s timeout). 0 if it answers 2xx, -errno otherwise.
+ * For verifying previews. */
 int organism_probe(const char *socket_path, const char *path);
 /* Crashes within the current 10-minute window. */
 int organism_crash_count(struct organism *o);

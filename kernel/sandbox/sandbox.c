@@ -327,13 +327,31 @@ fail:
         return r;
 }
 
+/* Passed fds: open, never stdio (the child's 0-2 are set up by proc), no
+ * duplicates, a few at most. */
+static int keep_fds_validate(const int *fds, size_t n) {
+        if (n > 0 && !fds)
+                return -EINVAL;
+        if (n > SANDBOX_KEEP_FDS_MAX)
+                return log_error_errno(-E2BIG, "sandbox: too many fds to pass (%zu)", n);
+        for (size_t i = 0; i < n; i++) {
+                if (fds[i] <= STDERR_FILENO)
+                        return log_error_errno(-EBADF, "sandbox: cannot pass fd %d", fds[i]);
+                if (fcntl(fds[i], F_GETFD) < 0)
+                        return log_error_errno(-errno, "sandbox: fd %d to pass is not open: %m", fds[i]);
+                for (size_t j = 0; j < i; j++)
+                        if (fds[j] == fds[i])
+                                return log_error_errno(-EINVAL, "sandbox: fd %d passed twice", fds[i]);
+        }
+        return 0;
+}
+
 static int spec_validate(const struct sandbox_spec *spec) {
         if ((unsigned)spec->profile > SANDBOX_PREVIEW)
                 return -EINVAL;
         if (!path_is_clean_abs(spec->workspace) || streq(spec->workspace, "/"))
                 return log_error_errno(-EINVAL, "sandbox: workspace must be an absolute, normalised path");
-        const char *paths[] = {spec->seed_dir, spec->pg_socket_dir, spec->cache_dir, spec->run_dir,
-                               spec->bridge_path};
+        const char *paths[] = {spec->seed_dir, spec->pg_socket_dir, spec->cache_dir, spec->bridge_path};
         for (size_t i = 0; i < ARRAY_SIZE(paths); i++)
                 if (paths[i] && !path_is_clean_abs(paths[i]))
                         return log_error_errno(-EINVAL, "sandbox: '%s' is not an absolute, normalised path",
@@ -345,11 +363,33 @@ static int spec_validate(const struct sandbox_spec *spec) {
                 return log_error_errno(-EINVAL, "sandbox: cwd must be an absolute path inside the sandbox");
         if (spec->port < 0 || spec->port > 65535)
                 return -EINVAL;
+        int r = keep_fds_validate(spec->keep_fds, spec->n_keep_fds);
+        if (r < 0)
+                return r;
         struct stat st;
         if (stat(spec->workspace, &st) < 0)
                 return log_error_errno(-errno, "sandbox: workspace '%s': %m", spec->workspace);
         if (!S_ISDIR(st.st_mode))
                 return log_error_errno(-ENOTDIR, "sandbox: workspace '%s' is not a directory", spec->workspace);
+        return 0;
+}
+
+/* Last, once every mount point exists: the tmpfs that hide things become
+ * read-only, and for the live organism and previews so does the root (bwrap
+ * builds it on a tmpfs the sandbox could otherwise write, e.g. to make up a
+ * /run/organism of its own). /tmp and the home stay writable. */
+static int add_read_only(struct sandbox_policy *p) {
+        size_t n_ops = p->n_ops;
+        int r;
+        for (size_t i = 0; i < n_ops; i++) {
+                const struct sandbox_op *op = &p->ops[i];
+                if (op->kind != SB_TMPFS || streq(op->dest, "/tmp") || streq(op->dest, SANDBOX_HOME))
+                        continue;
+                if ((r = policy_add(p, SB_REMOUNT_RO, NULL, op->dest)) < 0)
+                        return r;
+        }
+        if (profile_private(p->profile) && (r = policy_add(p, SB_REMOUNT_RO, NULL, "/")) < 0)
+                return r;
         return 0;
 }
 
@@ -374,8 +414,6 @@ int sandbox_policy_build(const struct sandbox_spec *spec, struct sandbox_policy 
                 return r;
         if (with_cache && (r = policy_add(p, SB_BIND, spec->cache_dir, "/cache")) < 0)
                 return r;
-        if (spec->run_dir && (r = policy_add(p, SB_BIND, spec->run_dir, "/run/organism")) < 0)
-                return r;
         if (spec->bridge_path && (r = policy_add(p, SB_RO_BIND, spec->bridge_path, "/run/seed/bridge")) < 0)
                 return r;
         /* The live Seed's folder and the owner's config stay invisible even
@@ -387,8 +425,12 @@ int sandbox_policy_build(const struct sandbox_spec *spec, struct sandbox_policy 
         for (char *const *h = spec->hide_paths; h && *h; h++)
                 if ((r = hide_host_path(p, *h, false, NULL)) < 0)
                         return r;
+        if ((r = add_read_only(p)) < 0)
+                return r;
         if ((r = policy_add(p, SB_CHDIR, NULL, spec->cwd ? spec->cwd : SANDBOX_WORKSPACE)) < 0)
                 return r;
+        for (size_t i = 0; i < spec->n_keep_fds; i++)
+                p->keep_fds[p->n_keep_fds++] = spec->keep_fds[i];
         if ((r = build_env(p, spec, with_cache)) < 0)
                 return r;
         *ret = TAKE_PTR(p);
@@ -417,6 +459,8 @@ static const char *op_flag(enum sandbox_op_kind k) {
                 return "--proc";
         case SB_CHDIR:
                 return "--chdir";
+        case SB_REMOUNT_RO:
+                return "--remount-ro";
         }
         return NULL;
 }
@@ -545,18 +589,32 @@ static int exec_argv(const struct sandbox_policy *p, char *const *cmd, int info_
         return 0;
 }
 
+/* What bwrap inherits: its options fd, the info fd (or -1) and the policy's
+ * fds, which bwrap passes on to the command. keep has room for
+ * SANDBOX_KEEP_FDS_MAX + 2. Returns how many. */
+static size_t keep_list(const struct sandbox_policy *p, int args_fd, int info_fd, int *keep) {
+        size_t n = 0;
+        keep[n++] = args_fd;
+        if (info_fd >= 0)
+                keep[n++] = info_fd;
+        for (size_t i = 0; i < p->n_keep_fds && i < SANDBOX_KEEP_FDS_MAX; i++)
+                keep[n++] = p->keep_fds[i];
+        return n;
+}
+
 int sandbox_run(const struct sandbox_policy *p, char *const *cmd, int timeout_ms, struct proc_result *ret) {
         _cleanup_strv_free_ char **argv = NULL;
         _cleanup_close_ int fd = -1;
         int r = exec_argv(p, cmd, -1, &argv, &fd);
         if (r < 0)
                 return r;
+        int keep[SANDBOX_KEEP_FDS_MAX + 2];
         struct proc_opts o = {
                 .argv = argv,
                 .stdin_fd = -1,
                 .out_fd = -1,
-                .keep_fds = &fd,
-                .n_keep_fds = 1,
+                .keep_fds = keep,
+                .n_keep_fds = keep_list(p, fd, -1, keep),
                 .timeout_ms = timeout_ms > 0 ? timeout_ms : 0,
                 .out_head = 1024 * 1024,
                 .out_tail = 1024 * 1024,
@@ -570,12 +628,13 @@ int sandbox_spawn(const struct sandbox_policy *p, char *const *cmd, int out_fd, 
         int r = exec_argv(p, cmd, -1, &argv, &fd);
         if (r < 0)
                 return r;
+        int keep[SANDBOX_KEEP_FDS_MAX + 2];
         struct proc_opts o = {
                 .argv = argv,
                 .stdin_fd = -1,
                 .out_fd = out_fd,
-                .keep_fds = &fd,
-                .n_keep_fds = 1,
+                .keep_fds = keep,
+                .n_keep_fds = keep_list(p, fd, -1, keep),
         };
         return proc_spawn(&o, ret_pid);
 }
@@ -627,19 +686,18 @@ int sandbox_start(const struct sandbox_policy *p, char *const *cmd, int out_fd, 
         int r = exec_argv(p, cmd, info_w, &argv, &fd);
         if (r < 0)
                 return r;
-        int keep[] = {fd, info_w};
+        int keep[SANDBOX_KEEP_FDS_MAX + 2];
         struct proc_opts o = {
                 .argv = argv,
                 .stdin_fd = -1,
                 .out_fd = out_fd,
                 .keep_fds = keep,
-                .n_keep_fds = ARRAY_SIZE(keep),
+                .n_keep_fds = keep_list(p, fd, info_w, keep),
         };
         pid_t pid;
         if ((r = proc_spawn(&o, &pid)) < 0)
                 return r;
-        info_w = -1;
-        close(keep[1]);
+        close(TAKE_FD(info_w));
         pid_t init = 0;
         r = read_init_pid(info_r, 30000, &init);
         if (r == -ETIMEDOUT) {

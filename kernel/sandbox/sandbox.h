@@ -28,12 +28,15 @@ enum sandbox_op_kind {
         SB_PROC,         /* --proc dest */
         SB_CHDIR,        /* --chdir dest */
         SB_BIND_TRY,     /* src -> dest, writable, skipped if src is missing */
+        SB_REMOUNT_RO,   /* make the mount at dest read-only (after every mount) */
 };
 
 struct sandbox_op {
         enum sandbox_op_kind kind;
         char *src, *dest;
 };
+
+#define SANDBOX_KEEP_FDS_MAX 8
 
 /* What a caller wants; the policy is derived from it. Strings are borrowed. */
 struct sandbox_spec {
@@ -45,8 +48,11 @@ struct sandbox_spec {
         const char *pg_socket_dir; /* host dir with PostgreSQL's socket, or NULL */
         const char *database_url;  /* DATABASE_URL inside, or NULL */
         const char *cache_dir;     /* .seed/cache for evolution/build/test, or NULL */
-        const char *run_dir;       /* host dir shown writable at /run/organism, or NULL */
         const char *bridge_path;   /* host path of seed-bridge, at /run/seed/bridge */
+        const int *keep_fds;       /* fds the command inherits at the same numbers
+                                    * (e.g. the organism's listening socket);
+                                    * each >= 3 and open; borrowed, copied */
+        size_t n_keep_fds;         /* at most SANDBOX_KEEP_FDS_MAX */
         int port;                  /* PORT inside (0 = unset) */
         char *const *extra_env;    /* more NAME=VALUE entries (not secrets) */
         const char *cwd;           /* inside the sandbox; default /workspace */
@@ -54,12 +60,20 @@ struct sandbox_spec {
                                     * config): covered wherever a mount shows them */
 };
 
+/* A live or preview sandbox has no writable host directory: the workspace is
+ * read-only and so is its root, so it cannot even create a mount point's
+ * worth of state outside /tmp and its home. In every profile the tmpfs that
+ * hide things (.seed/, the live Seed's folder, the owner's config) are
+ * read-only. The live app's only channel to the kernel is the fds passed on
+ * purpose (keep_fds): the kernel binds its socket, never the sandbox. */
 struct sandbox_policy {
         enum sandbox_profile profile;
         struct sandbox_op *ops;
         size_t n_ops;
         char **env;               /* the complete environment, NAME=VALUE */
         bool share_net;
+        int keep_fds[SANDBOX_KEEP_FDS_MAX]; /* passed to the command; not owned */
+        size_t n_keep_fds;
 };
 
 const char *sandbox_profile_name(enum sandbox_profile p);
@@ -74,6 +88,10 @@ DEFINE_TRIVIAL_CLEANUP_FUNC(struct sandbox_policy *, sandbox_policy_free)
  * seccomp_fd >= 0 adds --seccomp. Caller frees with strv_free(). */
 int sandbox_policy_argv(const struct sandbox_policy *p, const char *bwrap, int seccomp_fd,
                         char *const *cmd, char ***ret);
+
+/* The fds in p->keep_fds reach cmd at the same numbers (bwrap passes
+ * inherited fds on); the caller keeps owning them and may close its copies
+ * once the sandbox has started. */
 
 /* Runs cmd under the policy to completion (timeout kills the process group,
  * output capped head+tail at 1 MiB + 1 MiB). */

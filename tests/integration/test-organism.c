@@ -15,6 +15,7 @@
 #include "sandbox/sandbox.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <linux/close_range.h>
 #include <limits.h>
 #include <pthread.h>
@@ -42,6 +43,43 @@ static const char crashy_js[] =
         "});\n"
         "server.listen(Number(process.env.PORT), '127.0.0.1');\n";
 
+/* A hostile organism: GET /attack tries to swap the kernel's bridge socket
+ * for one of its own (the hole this replaced: the socket's host directory
+ * was mounted writable at /run/organism) and to write under .seed/, then
+ * reports each attempt as "what: ok" or "what: <error code>". */
+static const char attack_js[] =
+        "'use strict';\n"
+        "const http = require('node:http');\n"
+        "const net = require('node:net');\n"
+        "const fs = require('node:fs');\n"
+        "net.createServer((c) => c.end('HTTP/1.1 200 OK\\r\\n\\r\\nEVIL')).listen('/tmp/evil.sock');\n"
+        "// ln -sfn /tmp/evil.sock DIR/http.sock, atomically\n"
+        "const swap = (dir) => {\n"
+        "  fs.symlinkSync('/tmp/evil.sock', dir + '/.swap');\n"
+        "  fs.renameSync(dir + '/.swap', dir + '/http.sock');\n"
+        "};\n"
+        "const attempts = [\n"
+        "  ['mkdir /run/organism', () => fs.mkdirSync('/run/organism')],\n"
+        "  ['replace /run/organism/http.sock', () => swap('/run/organism')],\n"
+        "  ['write /run/organism/x', () => fs.writeFileSync('/run/organism/x', 'x')],\n"
+        "  ['mkdir /workspace/.seed/organism', () => fs.mkdirSync('/workspace/.seed/organism')],\n"
+        "  ['replace /workspace/.seed/organism/http.sock', () => swap('/workspace/.seed/organism')],\n"
+        "  ['replace /workspace/.seed/http.sock', () => swap('/workspace/.seed')],\n"
+        "  ['write /workspace/.seed/x', () => fs.writeFileSync('/workspace/.seed/x', 'x')],\n"
+        "  ['write /workspace/x', () => fs.writeFileSync('/workspace/x', 'x')],\n"
+        "];\n"
+        "const server = http.createServer((req, res) => {\n"
+        "  if (req.url !== '/attack') { res.writeHead(200); res.end('{\"ok\":true}'); return; }\n"
+        "  let out = '';\n"
+        "  for (const [what, fn] of attempts) {\n"
+        "    try { fn(); out += what + ': ok\\n'; } catch (e) { out += what + ': ' + (e.code || e) + '\\n'; }\n"
+        "  }\n"
+        "  out += 'seen in /workspace/.seed: [' + fs.readdirSync('/workspace/.seed').join(',') + ']\\n';\n"
+        "  res.writeHead(200, {'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(out)});\n"
+        "  res.end(out);\n"
+        "});\n"
+        "server.listen(Number(process.env.PORT), '127.0.0.1');\n";
+
 static void sleep_ms(int ms) {
         struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000};
         nanosleep(&ts, NULL);
@@ -63,9 +101,11 @@ static int setup(void **state) {
                          0);
         assert_int_equal(res.exit_code, 0);
         proc_result_done(&res);
-        _cleanup_free_ char *crashy = NULL, *nm = NULL;
+        _cleanup_free_ char *crashy = NULL, *attack = NULL, *nm = NULL;
         assert_true(xasprintf(&crashy, "%s/organism/bin/crashy.js", seed) >= 0);
         assert_int_equal(write_file_atomic(crashy, crashy_js, strlen(crashy_js), 0644), 0);
+        assert_true(xasprintf(&attack, "%s/organism/bin/attack.js", seed) >= 0);
+        assert_int_equal(write_file_atomic(attack, attack_js, strlen(attack_js), 0644), 0);
         assert_true(xasprintf(&nm, "%s/organism/node_modules", seed) >= 0);
         rm_rf(nm);
 
@@ -277,6 +317,152 @@ static void test_starter_runs(void **state) {
         organism_free(o);
 }
 
+/* Names in dir, sorted, joined with ','. Caller frees. */
+static char *list_dir(const char *dir) {
+        struct dirent **names = NULL;
+        int n = scandir(dir, &names, NULL, alphasort);
+        assert_true(n >= 0);
+        char *s = strdup("");
+        for (int i = 0; i < n; i++) {
+                if (!streq(names[i]->d_name, ".") && !streq(names[i]->d_name, "..")) {
+                        char *t = NULL;
+                        assert_true(xasprintf(&t, "%s%s%s", s, *s ? "," : "", names[i]->d_name) >= 0);
+                        free(s);
+                        s = t;
+                }
+                free(names[i]);
+        }
+        free(names);
+        return s;
+}
+
+/* The live organism cannot replace the socket the kernel connects to: the
+ * kernel binds it outside the sandbox and nothing of .seed/ is writable
+ * inside. After the organism tried, the host's http.sock is still the
+ * kernel's own listening socket and requests still reach the organism. */
+static void test_socket_cannot_be_swapped(void **state) {
+        (void)state;
+        require_env();
+        _cleanup_free_ char *run = NULL, *dot_seed = NULL, *run_dir = NULL;
+        assert_true(xasprintf(&run, "node organism/bin/attack.js %s", marker) >= 0);
+        assert_true(xasprintf(&dot_seed, "%s/.seed", seed) >= 0);
+        assert_true(xasprintf(&run_dir, "%s/.seed/organism", seed) >= 0);
+        struct organism_config cfg = config("true", run, NULL);
+        struct organism *o = NULL;
+        assert_int_equal(organism_new(&cfg, &o), 0);
+        assert_int_equal(organism_start(o), 0);
+        assert_int_equal(organism_wait_ready(o, 60000), 0);
+
+        /* The kernel's run dir: 0700, holding only the socket it bound. */
+        const char *sock = organism_socket(o);
+        _cleanup_free_ char *want_sock = NULL;
+        assert_true(xasprintf(&want_sock, "%s/http.sock", run_dir) >= 0);
+        assert_string_equal(sock, want_sock);
+        struct stat dst, before, after;
+        assert_int_equal(lstat(run_dir, &dst), 0);
+        assert_true(S_ISDIR(dst.st_mode));
+        assert_int_equal(dst.st_mode & 0777, 0700);
+        assert_int_equal(lstat(sock, &before), 0);
+        assert_true(S_ISSOCK(before.st_mode));
+        _cleanup_free_ char *seed_before = list_dir(dot_seed), *run_before = list_dir(run_dir);
+        assert_string_equal(run_before, "http.sock");
+
+        _cleanup_free_ char *report = NULL;
+        assert_int_equal(http_get(sock, "/attack", &report), 200);
+        const char *body = strstr(report, "\r\n\r\n");
+        for (char *l = strtok(body ? strdupa(body + 4) : strdupa(report), "\n"); l; l = strtok(NULL, "\n"))
+                print_message("# %s\n", l); /* a TAP comment */
+        /* Every attempt ran and every one failed. */
+        const char *tried[] = {"mkdir /run/organism: ", "replace /run/organism/http.sock: ",
+                               "write /run/organism/x: ", "mkdir /workspace/.seed/organism: ",
+                               "replace /workspace/.seed/organism/http.sock: ", "replace /workspace/.seed/http.sock: ",
+                               "write /workspace/.seed/x: ", "write /workspace/x: "};
+        for (size_t i = 0; i < ARRAY_SIZE(tried); i++) {
+                const char *line = strstr(report, tried[i]);
+                if (!line)
+                        fail_msg("attempt '%s' not reported", tried[i]);
+                const char *result = line + strlen(tried[i]);
+                if (startswith(result, "ok\n"))
+                        fail_msg("the organism could %s", tried[i]);
+                assert_true(startswith(result, "E")); /* an errno name: EROFS, ENOENT, … */
+        }
+        assert_non_null(strstr(report, "mkdir /run/organism: EROFS\n"));
+        assert_non_null(strstr(report, "write /workspace/.seed/x: EROFS\n"));
+        assert_non_null(strstr(report, "seen in /workspace/.seed: []\n"));
+
+        /* On the host: nothing new under .seed/, the same socket inode, and
+         * it is the kernel's own listener (SO_PEERCRED: this process). */
+        _cleanup_free_ char *seed_after = list_dir(dot_seed), *run_after = list_dir(run_dir);
+        assert_string_equal(seed_after, seed_before);
+        assert_string_equal(run_after, "http.sock");
+        assert_int_equal(lstat(sock, &after), 0);
+        assert_true(S_ISSOCK(after.st_mode));
+        assert_int_equal(after.st_ino, before.st_ino);
+        assert_int_equal(after.st_uid, geteuid());
+        int fd = -1;
+        assert_int_equal(organism_connect(sock, &fd), 0);
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len), 0);
+        assert_int_equal(cred.pid, getpid());
+        close(fd);
+        _cleanup_free_ char *health = NULL;
+        assert_int_equal(http_get(sock, "/healthz", &health), 200);
+        assert_null(strstr(health, "EVIL"));
+
+        organism_stop(o);
+        assert_no_processes();
+        /* The kernel removes its socket when the organism stops. */
+        assert_int_equal(lstat(sock, &after), -1);
+        assert_int_equal(errno, ENOENT);
+        organism_free(o);
+}
+
+static void test_bridge_refuses_bad_fd(void **state) {
+        (void)state;
+        require_env();
+        /* Not a listening AF_UNIX stream socket: the bridge says so and
+         * never starts the organism. */
+        int notlistening = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        int dgram = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        int file = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        assert_true(notlistening > 2 && dgram > 2 && file > 2);
+        struct {
+                int fd;
+                const char *why;
+        } cases[] = {{notlistening, "not listening"}, {dgram, "not an AF_UNIX stream socket"},
+                     {file, "not a socket"}, {999, "not an open fd"}};
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                char fd[16];
+                snprintf(fd, sizeof fd, "%d", cases[i].fd);
+                char *argv[] = {BRIDGE, "--listen-fd", fd, "--port", "8080", "--", "/bin/echo", "started", NULL};
+                int keep = cases[i].fd;
+                struct proc_result res = {0};
+                assert_int_equal(proc_run(&(struct proc_opts){.argv = argv, .stdin_fd = -1, .out_fd = -1,
+                                                              .keep_fds = keep == 999 ? NULL : &keep,
+                                                              .n_keep_fds = keep == 999 ? 0 : 1,
+                                                              .timeout_ms = 10000},
+                                          &res),
+                                 0);
+                assert_int_equal(res.exit_code, 1);
+                assert_non_null(strstr(res.output, cases[i].why));
+                assert_null(strstr(res.output, "started"));
+                proc_result_done(&res);
+        }
+        /* The old way of asking it to bind a path itself is gone. */
+        char *old[] = {BRIDGE, "--listen", "/tmp/x.sock", "--port", "8080", "--", "/bin/true", NULL};
+        struct proc_result res = {0};
+        assert_int_equal(proc_run(&(struct proc_opts){.argv = old, .stdin_fd = -1, .out_fd = -1, .timeout_ms = 10000},
+                                  &res),
+                         0);
+        assert_int_equal(res.exit_code, 2);
+        assert_non_null(strstr(res.output, "--listen-fd N"));
+        proc_result_done(&res);
+        close(notlistening);
+        close(dgram);
+        close(file);
+}
+
 static void test_crash_restarts(void **state) {
         (void)state;
         require_env();
@@ -478,6 +664,8 @@ int main(void) {
         }
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_starter_runs),
+                cmocka_unit_test(test_socket_cannot_be_swapped),
+                cmocka_unit_test(test_bridge_refuses_bad_fd),
                 cmocka_unit_test(test_crash_restarts),
                 cmocka_unit_test(test_always_crashing_goes_down),
                 cmocka_unit_test(test_build_failure_goes_down),

@@ -210,7 +210,7 @@ static void test_seed_hidden(void **state) {
 static void test_pg_socket_dir(void **state) {
         (void)state;
         require_bwrap();
-        /* .seed/run holds PostgreSQL's socket and the organism's run dir. */
+        /* .seed/run holds PostgreSQL's socket, and possibly other entries. */
         mkdir_in(".seed/run/organism");
         write_in(".seed/run/organism/http.sock", "live-app-canary\n");
         write_in(".seed/run/.s.PGSQL.5432.lock", "pg-lock\n");
@@ -356,6 +356,64 @@ static void test_no_leaked_fds(void **state) {
         assert_string_equal(out, "0 1 2 3 ");
 }
 
+/* A passed fd reaches the command at its number, and only when passed. */
+static void test_keep_fds(void **state) {
+        (void)state;
+        require_bwrap();
+        int fds[2];
+        assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
+        int w = dup3(fds[1], 42, O_CLOEXEC);
+        assert_int_equal(w, 42);
+        close(fds[1]);
+        struct sandbox_spec spec = {
+                .profile = SANDBOX_LIVE, .seed_dir = seed, .workspace = seed, .workspace_readonly = true,
+                .keep_fds = &w, .n_keep_fds = 1,
+        };
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+        char *cmd[] = {"/bin/sh", "-c", "ls /proc/self/fd | sort -n | tr '\\n' ' '; echo via-42 > /proc/self/fd/42", NULL};
+        struct proc_result res = {0};
+        assert_int_equal(sandbox_run(p, cmd, 30000, &res), 0);
+        assert_int_equal(res.exit_code, 0);
+        assert_string_equal(res.output, "0 1 2 3 42 ");
+        proc_result_done(&res);
+        close(w);
+        char buf[64] = {0};
+        assert_int_equal(read(fds[0], buf, sizeof buf - 1), 7);
+        assert_string_equal(buf, "via-42\n");
+        close(fds[0]);
+
+        /* Without keep_fds an open fd of ours never arrives. */
+        int other = open("/dev/null", O_RDONLY); /* not even without O_CLOEXEC */
+        assert_true(other >= 0);
+        _cleanup_free_ char *out = NULL, *script = NULL;
+        assert_true(xasprintf(&script, "test -e /proc/self/fd/%d && echo leaked; true", other) >= 0);
+        assert_int_equal(run_sh(SANDBOX_LIVE, script, 30000, &out), 0);
+        assert_string_equal(out, "");
+        close(other);
+}
+
+/* Live: nothing outside /tmp and the home is writable, not even the
+ * sandbox's own root, so no /run/organism can be made up; hidden places
+ * are read-only in every profile. */
+static void test_read_only(void **state) {
+        (void)state;
+        require_bwrap();
+        const char *script = "for p in /run/organism /x /run/seed/x /workspace/.seed/x /workspace/x; do "
+                             "  mkdir \"$p\" 2>/dev/null && echo \"wrote $p\"; "
+                             "done; "
+                             "ln -s /tmp/evil.sock /run/organism.sock 2>/dev/null && echo wrote-link; "
+                             "touch /tmp/t && touch \"$HOME/h\" && echo scratch-ok";
+        _cleanup_free_ char *out = NULL;
+        assert_int_equal(run_sh(SANDBOX_LIVE, script, 30000, &out), 0);
+        assert_string_equal(out, "scratch-ok\n");
+        _cleanup_free_ char *evo = NULL;
+        assert_int_equal(run_sh(SANDBOX_EVOLUTION, "touch /workspace/.seed/x 2>/dev/null && echo wrote; true", 30000,
+                                &evo),
+                         0);
+        assert_string_equal(evo, "");
+}
+
 /* A long-running sandbox: SIGTERM reaches the command inside (not just
  * bwrap), and stopping one still being set up leaves nothing behind. */
 static void test_start_stop(void **state) {
@@ -435,6 +493,8 @@ int main(void) {
                 cmocka_unit_test(test_output_capped),
                 cmocka_unit_test(test_pid_namespace),
                 cmocka_unit_test(test_no_leaked_fds),
+                cmocka_unit_test(test_keep_fds),
+                cmocka_unit_test(test_read_only),
                 cmocka_unit_test(test_start_stop),
                 cmocka_unit_test(test_refuses_root_spec),
         };

@@ -5,7 +5,15 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "base/fileio.h"
 #include "organism/organism.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 
 static struct organism_config good(void) {
         return (struct organism_config){
@@ -24,7 +32,7 @@ static void test_defaults(void **state) {
         struct organism *o = NULL;
         assert_int_equal(organism_new(&cfg, &o), 0);
         assert_int_equal(organism_state(o), ORGANISM_STOPPED);
-        assert_string_equal(organism_socket(o), "/srv/seeds/tasks/.seed/run/organism/http.sock");
+        assert_string_equal(organism_socket(o), "/srv/seeds/tasks/.seed/organism/http.sock");
         assert_int_equal(organism_crash_count(o), 0);
         assert_int_equal(organism_wait_ready(o, 10), -ESRCH);
         char *reason = NULL;
@@ -76,11 +84,109 @@ static void test_state_names(void **state) {
         assert_string_equal(organism_state_name((enum organism_state)99), "unknown");
 }
 
+/* Binds and listens on dir/name through an O_PATH fd (any path length). */
+static int listen_at(const char *dir, const char *name) {
+        int dfd = open(dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        assert_true(dfd >= 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "/proc/self/fd/%d/%s", dfd, name);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        assert_int_equal(listen(fd, 8), 0);
+        close(dfd);
+        return fd;
+}
+
+static char *join(const char *a, const char *b) {
+        char *p = path_join(a, b);
+        assert_non_null(p);
+        return p;
+}
+
+/* organism_connect() reaches only a socket this process listens on, in a
+ * directory of ours, never through a symlink. */
+static void test_connect_checks(void **state) {
+        (void)state;
+        char tmpl[] = "/tmp/test-organism.XXXXXX";
+        assert_non_null(mkdtemp(tmpl)); /* 0700 */
+        _cleanup_free_ char *good = join(tmpl, "http.sock");
+        int lfd = listen_at(tmpl, "http.sock");
+        int fd = -1;
+        assert_int_equal(organism_connect(good, &fd), 0);
+        assert_true(fd >= 0);
+        assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        close(fd);
+
+        /* A long Seed path (beyond sun_path) still works. */
+        _cleanup_free_ char *deep = strdup(tmpl);
+        while (strlen(deep) < 150) {
+                char *next = join(deep, "a-rather-long-directory-name");
+                free(deep);
+                deep = next;
+        }
+        assert_int_equal(mkdir_p(deep, 0700), 0);
+        _cleanup_free_ char *deep_sock = join(deep, "http.sock");
+        int deep_lfd = listen_at(deep, "http.sock");
+        fd = -1;
+        assert_int_equal(organism_connect(deep_sock, &fd), 0);
+        close(fd);
+        close(deep_lfd);
+
+        /* A symlink in place of the socket, even to ours: refused. */
+        _cleanup_free_ char *link = join(tmpl, "link.sock");
+        assert_int_equal(symlink(good, link), 0);
+        assert_int_equal(organism_connect(link, &fd), -ELOOP);
+        _cleanup_free_ char *file = join(tmpl, "file.sock");
+        assert_int_equal(write_file_atomic(file, "", 0, 0600), 0);
+        assert_int_equal(organism_connect(file, &fd), -ENOTSOCK);
+        _cleanup_free_ char *missing = join(tmpl, "missing.sock");
+        assert_int_equal(organism_connect(missing, &fd), -ENOENT);
+
+        /* The directory: a symlink to it, or one others may enter: refused. */
+        _cleanup_free_ char *dir_link = join(tmpl, "dirlink"), *via_link = join(dir_link, "http.sock");
+        assert_int_equal(symlink(tmpl, dir_link), 0);
+        assert_true(organism_connect(via_link, &fd) < 0);
+        assert_int_equal(chmod(tmpl, 0755), 0);
+        assert_int_equal(organism_connect(good, &fd), -EPERM);
+        assert_int_equal(chmod(tmpl, 0700), 0);
+
+        /* Another process listening there (as a sandbox once could): refused. */
+        _cleanup_free_ char *theirs = join(tmpl, "theirs.sock");
+        int ready[2];
+        assert_int_equal(pipe2(ready, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                close(ready[0]);
+                int cfd = listen_at(tmpl, "theirs.sock");
+                (void)!write(ready[1], "x", 1);
+                pause();
+                close(cfd);
+                _exit(0);
+        }
+        close(ready[1]);
+        char c;
+        assert_int_equal(read(ready[0], &c, 1), 1);
+        close(ready[0]);
+        fd = -1;
+        assert_int_equal(organism_connect(theirs, &fd), -EPERM);
+        assert_int_equal(fd, -1);
+        kill(pid, SIGKILL);
+        assert_int_equal(waitpid(pid, NULL, 0), pid);
+
+        assert_int_equal(organism_connect("relative.sock", &fd), -EINVAL);
+        assert_int_equal(organism_connect(NULL, &fd), -EINVAL);
+        close(lfd);
+        rm_rf(tmpl);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_defaults),
                 cmocka_unit_test(test_invalid),
                 cmocka_unit_test(test_state_names),
+                cmocka_unit_test(test_connect_checks),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

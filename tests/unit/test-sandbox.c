@@ -8,6 +8,9 @@
 #include "base/fileio.h"
 #include "sandbox/sandbox.h"
 
+#include <sys/socket.h>
+
+#include <fcntl.h>
 #include <limits.h>
 #include <sys/stat.h>
 
@@ -16,7 +19,7 @@
 
 static char ws[512];         /* a fake workspace */
 static char cache[PATH_MAX]; /* a fake .seed/cache */
-static char run[PATH_MAX];   /* a fake .seed/run/organism */
+static char run[PATH_MAX];   /* a fake .seed/organism (the kernel's socket dir) */
 static char *const evolvable[] = {"organism/", "knowledge/", "skills/", NULL};
 
 static void mkdir_in(const char *base, const char *rel) {
@@ -36,9 +39,10 @@ static int setup_ws(void **state) {
         mkdir_in(ws, ".seed/secrets");
         mkdir_in(ws, ".git");
         snprintf(cache, sizeof cache, "%s/.seed/cache", ws);
-        snprintf(run, sizeof run, "%s/.seed/run/organism", ws);
+        snprintf(run, sizeof run, "%s/.seed/organism", ws);
         mkdir_in(ws, ".seed/cache");
-        mkdir_in(ws, ".seed/run/organism");
+        mkdir_in(ws, ".seed/organism");
+        mkdir_in(ws, ".seed/run/organism"); /* not PostgreSQL's: hidden in /run/postgresql */
         return 0;
 }
 
@@ -164,19 +168,64 @@ static void test_build_and_test_profiles(void **state) {
         }
 }
 
+static bool op_writable(const struct sandbox_op *op) {
+        return op->kind == SB_BIND || op->kind == SB_BIND_TRY;
+}
+
+/* Index of the last op that mounts something (not remount, chdir). */
+static ssize_t last_mount(const struct sandbox_policy *p) {
+        ssize_t last = -1;
+        for (size_t i = 0; i < p->n_ops; i++)
+                if (p->ops[i].kind != SB_REMOUNT_RO && p->ops[i].kind != SB_CHDIR)
+                        last = (ssize_t)i;
+        return last;
+}
+
 static void test_live(void **state) {
         (void)state;
         enum sandbox_profile profiles[] = {SANDBOX_LIVE, SANDBOX_PREVIEW};
+        _cleanup_free_ char *dot_seed = ws_path(".seed");
+        int sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(sock > 2);
         for (size_t i = 0; i < ARRAY_SIZE(profiles); i++) {
                 struct sandbox_spec spec = base_spec(profiles[i]);
                 spec.workspace_readonly = true;
                 spec.port = 8080;
                 spec.database_url = "postgresql://organism@/live?host=/run/postgresql";
                 spec.pg_socket_dir = "/tmp";
-                spec.run_dir = run;
                 spec.bridge_path = "/usr/bin/true";
+                spec.keep_fds = &sock;
+                spec.n_keep_fds = 1;
                 _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
                 assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+
+                /* The bridge's socket comes in as a passed fd: the kernel's run
+                 * dir is not mounted, nothing is at /run/organism, and no path
+                 * under .seed/ (host) is writable; in fact no host path is. */
+                assert_int_equal(p->n_keep_fds, 1);
+                assert_int_equal(p->keep_fds[0], sock);
+                for (size_t k = 0; k < p->n_ops; k++) {
+                        const struct sandbox_op *op = &p->ops[k];
+                        if (op->dest && startswith(op->dest, "/run/organism"))
+                                fail_msg("something at %s", op->dest);
+                        if (op->src && (streq(op->src, run) || startswith(op->src, run)))
+                                fail_msg("the kernel's socket dir is mounted at %s", op->dest);
+                        if (op_writable(op) && op->src &&
+                            (streq(op->src, dot_seed) ||
+                             (startswith(op->src, dot_seed) && op->src[strlen(dot_seed)] == '/')))
+                                fail_msg("writable mount of .seed: %s -> %s", op->src, op->dest);
+                        if (op_writable(op))
+                                fail_msg("writable host path in a %s sandbox: %s -> %s",
+                                         sandbox_profile_name(profiles[i]), op->src, op->dest);
+                }
+                /* The root is read-only too (no made-up /run/organism), and so
+                 * is the tmpfs over .seed; both after every mount. */
+                ssize_t root_ro = find_op(p, SB_REMOUNT_RO, NULL, "/");
+                ssize_t seed_ro = find_op(p, SB_REMOUNT_RO, NULL, "/workspace/.seed");
+                assert_true(root_ro > last_mount(p));
+                assert_true(seed_ro > last_mount(p));
+                assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/tmp") < 0);
+                assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/home/sandbox") < 0);
 
                 assert_false(p->share_net);
                 /* Never the shared cache, even when one is passed. */
@@ -190,12 +239,82 @@ static void test_live(void **state) {
                 /* No tmpfs over /workspace itself (it is the Seed's folder). */
                 assert_true(find_op(p, SB_TMPFS, NULL, "/workspace") < 0);
                 assert_true(find_op(p, SB_RO_BIND, "/tmp", "/run/postgresql") >= 0);
-                assert_true(find_op(p, SB_BIND, run, "/run/organism") >= 0);
                 assert_true(find_op(p, SB_RO_BIND, "/usr/bin/true", "/run/seed/bridge") >= 0);
                 assert_env(p, (const char *const[]){"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox",
                                                     "TMPDIR=/tmp", "LANG=C.UTF-8", "PWD=/workspace", "SEED_ENV=live", "PORT=8080",
                                                     "DATABASE_URL=postgresql://organism@/live?host=/run/postgresql",
                                                     NULL});
+        }
+        close(sock);
+}
+
+static void test_keep_fds(void **state) {
+        (void)state;
+        int fds[2];
+        assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
+        struct sandbox_spec spec = base_spec(SANDBOX_LIVE);
+        spec.keep_fds = fds;
+        spec.n_keep_fds = 2;
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+        assert_int_equal(p->n_keep_fds, 2);
+        assert_int_equal(p->keep_fds[0], fds[0]);
+        assert_int_equal(p->keep_fds[1], fds[1]);
+        /* Nothing passed unless asked for. */
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *none = NULL;
+        spec.n_keep_fds = 0;
+        assert_int_equal(sandbox_policy_build(&spec, &none), 0);
+        assert_int_equal(none->n_keep_fds, 0);
+
+        struct sandbox_policy *bad = NULL;
+        int stdio[] = {1}, dup_fd[] = {fds[0], fds[0]}, closed[] = {fds[1]};
+        int many[SANDBOX_KEEP_FDS_MAX + 1];
+        for (size_t i = 0; i < ARRAY_SIZE(many); i++)
+                many[i] = fds[0];
+        spec.keep_fds = stdio;
+        spec.n_keep_fds = 1;
+        assert_int_equal(sandbox_policy_build(&spec, &bad), -EBADF);
+        spec.keep_fds = dup_fd;
+        spec.n_keep_fds = 2;
+        assert_int_equal(sandbox_policy_build(&spec, &bad), -EINVAL);
+        spec.keep_fds = many;
+        spec.n_keep_fds = ARRAY_SIZE(many);
+        assert_int_equal(sandbox_policy_build(&spec, &bad), -E2BIG);
+        spec.keep_fds = NULL;
+        spec.n_keep_fds = 1;
+        assert_int_equal(sandbox_policy_build(&spec, &bad), -EINVAL);
+        close(fds[0]);
+        close(fds[1]);
+        spec.keep_fds = closed;
+        spec.n_keep_fds = 1;
+        assert_int_equal(sandbox_policy_build(&spec, &bad), -EBADF);
+        assert_null(bad);
+}
+
+static void test_hiding_read_only(void **state) {
+        (void)state;
+        /* Every profile: the tmpfs that hide things are read-only; /tmp and
+         * the home are not; only private profiles get a read-only root. */
+        for (int prof = SANDBOX_EVOLUTION; prof <= SANDBOX_PREVIEW; prof++) {
+                struct sandbox_spec spec = base_spec((enum sandbox_profile)prof);
+                spec.seed_dir = "/usr/share/doc";
+                _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+                assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+                ssize_t last = last_mount(p);
+                assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/workspace/.seed") > last);
+                assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/usr/share/doc") > last);
+                assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/tmp") < 0);
+                assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/home/sandbox") < 0);
+                bool private = prof == SANDBOX_LIVE || prof == SANDBOX_PREVIEW;
+                assert_int_equal(find_op(p, SB_REMOUNT_RO, NULL, "/") > last, private);
+                _cleanup_strv_free_ char **argv = NULL;
+                assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", -1, (char *const[]){"/bin/true", NULL},
+                                                     &argv),
+                                 0);
+                bool found = false;
+                for (char **a = argv; *a && a[1]; a++)
+                        found |= streq(a[0], "--remount-ro") && streq(a[1], "/workspace/.seed");
+                assert_true(found);
         }
 }
 
@@ -446,6 +565,8 @@ int main(void) {
                 cmocka_unit_test(test_evolution),
                 cmocka_unit_test(test_build_and_test_profiles),
                 cmocka_unit_test(test_live),
+                cmocka_unit_test(test_keep_fds),
+                cmocka_unit_test(test_hiding_read_only),
                 cmocka_unit_test(test_system_dirs),
                 cmocka_unit_test(test_argv),
                 cmocka_unit_test(test_argv_seccomp),
