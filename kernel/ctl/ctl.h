@@ -49,6 +49,11 @@ struct ctl_config {
          * organism_socket(organism): a seam for tests (a fake organism).
          * Borrowed. */
         const char *organism_socket_override;
+        /* At most this many client connections at once (0: 256, the most
+         * allowed; at least 33). 32 of them are kept for /_seed: requests
+         * proxied to the organism beyond connection_limit - 32 get 503 at
+         * once. Tests use a small limit. */
+        unsigned connection_limit;
         /* Fills *ret_json with the status object (caller frees). */
         int (*status)(void *userdata, char **ret_json);
         void *userdata;

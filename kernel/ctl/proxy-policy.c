@@ -31,9 +31,10 @@ static bool is_hop_by_hop(const char *name, const char *connection) {
         return strncasecmp(name, "proxy-", 6) == 0 || list_has_token(connection, name);
 }
 
+/* Controls (CR, LF, …) and DEL, which RFC 9110 allows in no field. */
 static bool has_ctl_chars(const char *s) {
         for (; *s; s++)
-                if ((unsigned char)*s < 0x20 && *s != '\t')
+                if (((unsigned char)*s < 0x20 && *s != '\t') || *s == 0x7f)
                         return true;
         return false;
 }
@@ -60,6 +61,62 @@ static bool bearer_is(const char *value, const char *token) {
         while (*v == ' ')
                 v++;
         return crypto_streq_ct(v, token);
+}
+
+/* A Content-Length value: plain decimal, 1 to 18 digits (no sign, spaces or
+ * lists). */
+static bool parse_length(const char *s, uint64_t *ret) {
+        size_t k = strlen(s);
+        if (k == 0 || k > 18 || strspn(s, "0123456789") != k)
+                return false;
+        *ret = strtoull(s, NULL, 10);
+        return true;
+}
+
+/* Whether a list of several codings ends with "chunked". */
+static bool chunked_after_others(const char *list) {
+        const char *p = strrchr(list, ',');
+        if (!p)
+                return false;
+        p++;
+        while (*p == ' ' || *p == '\t')
+                p++;
+        size_t n = strlen(p);
+        while (n > 0 && (p[n - 1] == ' ' || p[n - 1] == '\t'))
+                n--;
+        return n == 7 && strncasecmp(p, "chunked", 7) == 0;
+}
+
+int ctl_request_framing(const struct ctl_hdrs *h, enum ctl_body *ret_body, uint64_t *ret_len) {
+        const char *te = NULL;
+        size_t n_te = 0;
+        bool have_len = false;
+        uint64_t len = 0;
+        for (size_t i = 0; i < h->n; i++) {
+                const struct ctl_hdr *e = &h->v[i];
+                if (strcasecmp(e->name, "transfer-encoding") == 0) {
+                        te = e->value;
+                        n_te++;
+                } else if (strcasecmp(e->name, "content-length") == 0) {
+                        uint64_t v;
+                        if (!parse_length(e->value, &v) || (have_len && v != len))
+                                return -EBADMSG;
+                        have_len = true;
+                        len = v;
+                }
+        }
+        if (n_te > 1 || (te && have_len))
+                return -EBADMSG; /* RFC 9112 §6.1: a smuggling attempt until proven otherwise */
+        if (te) {
+                if (strcasecmp(te, "chunked") != 0)
+                        return chunked_after_others(te) ? -EOPNOTSUPP : -EBADMSG;
+                *ret_body = CTL_BODY_CHUNKED;
+                *ret_len = 0;
+                return 0;
+        }
+        *ret_body = have_len ? CTL_BODY_LENGTH : CTL_BODY_NONE;
+        *ret_len = len;
+        return 0;
 }
 
 bool ctl_proxy_drop_request_header(const char *name, const char *value, const char *connection,
@@ -169,10 +226,9 @@ static int decide_body(struct ctl_upstream *u, bool head_request) {
                                 return -EBADMSG;
                         te = h->value;
                 } else if (strcasecmp(h->name, "content-length") == 0) {
-                        size_t k = strlen(h->value);
-                        if (k == 0 || k > 18 || strspn(h->value, "0123456789") != k)
+                        uint64_t v;
+                        if (!parse_length(h->value, &v))
                                 return -EBADMSG;
-                        uint64_t v = strtoull(h->value, NULL, 10);
                         if (have_len && v != len)
                                 return -EBADMSG;
                         have_len = true;

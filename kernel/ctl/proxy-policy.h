@@ -30,8 +30,23 @@ struct ctl_proxy_req {
         uint64_t body_len;
 };
 
-/* Whether a request header is dropped before forwarding. connection is the
- * request's Connection header (the names it lists are hop-by-hop too). */
+/* The framing of a request body, decided from the same headers libmicrohttpd
+ * reads it by (RFC 9112 §6): "Transfer-Encoding: chunked" → CTL_BODY_CHUNKED,
+ * a Content-Length (several only if all equal) → CTL_BODY_LENGTH with
+ * *ret_len, neither → CTL_BODY_NONE. -EBADMSG (answer 400) for both headers
+ * at once, a Content-Length that is not plain decimal (1 to 18 digits), two
+ * that differ, more than one Transfer-Encoding, or one that is not exactly
+ * "chunked" — except chunked after other codings ("gzip, chunked"), which is
+ * -EOPNOTSUPP (answer 501). Out-params are written only on success.
+ * The organism never sees the client's framing headers: the proxy sends its
+ * own (ctl_proxy_request_head). */
+int ctl_request_framing(const struct ctl_hdrs *h, enum ctl_body *ret_body, uint64_t *ret_len);
+
+/* Whether a request header is dropped before forwarding: names that are not
+ * RFC 9110 tokens, names or values with control characters (CR, LF, NUL, …),
+ * hop-by-hop headers (connection is the request's Connection header; the
+ * names it lists are hop-by-hop too), the client's framing headers and the
+ * Seed's own (X-Seed-Token, the CLI bearer token, X-Forwarded-*). */
 bool ctl_proxy_drop_request_header(const char *name, const char *value, const char *connection,
                                    const char *cli_token);
 /* Writes the request head sent to the organism into out. */

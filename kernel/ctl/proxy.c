@@ -1,6 +1,10 @@
 /* proxy.c — reverse proxy of everything outside /_seed to the live organism
  * through its bridge's Unix socket. The request body and the response body
- * are streamed; the header policy lives in proxy-policy.c. */
+ * are streamed, the request body framed by the kernel (never the client's
+ * headers); the header policy lives in proxy-policy.c. At most
+ * ctl.proxy_limit requests are proxied at once (503 "My body is busy" past
+ * that), and connecting to the organism gives up after 5 seconds, so a hung
+ * organism or a flood of / leaves connections for /_seed. */
 #include "ctl/mhd.h"
 #include "ctl/pages.h"
 #include "ctl/proxy-policy.h"
@@ -13,6 +17,7 @@
 #include <sys/un.h>
 
 #define UPSTREAM_TIMEOUT_S 300
+#define UPSTREAM_CONNECT_TIMEOUT_S 5  /* an organism that stops accepting */
 #define READ_BLOCK (16 * 1024)
 #define MAX_INTERIM 8             /* 1xx responses skipped before the real one */
 
@@ -20,8 +25,11 @@ struct ctl_proxy {
         struct ctl *ctl;
         int fd;
         bool head_request;
+        bool has_slot;            /* counted in ctl.proxied */
         enum ctl_body req_body;
+        uint64_t req_left;        /* CTL_BODY_LENGTH: body bytes still to send */
         bool upload_failed;
+        bool body_mismatch;       /* more body than its framing said: never forwarded */
         struct ctl_upstream up;
         char *buf;                /* CTL_PROXY_MAX_HEAD + READ_BLOCK bytes */
         size_t len, pos;          /* unread bytes are buf[pos, len) */
@@ -49,9 +57,37 @@ void ctl_upstream_unregister(struct ctl *c, int fd) {
         pthread_mutex_unlock(&c->lock);
 }
 
+/* Takes one of the proxy_limit places; false when all are in use. */
+static bool proxy_slot_take(struct ctl *c) {
+        pthread_mutex_lock(&c->lock);
+        bool ok = c->proxied < c->proxy_limit;
+        if (ok)
+                c->proxied++;
+        bool log_full = !ok && !c->proxy_full_logged;
+        if (log_full)
+                c->proxy_full_logged = true;
+        pthread_mutex_unlock(&c->lock);
+        if (log_full)
+                log_warn("proxy: %u requests to the organism are in flight, the most allowed; "
+                         "answering 503 until one ends (/_seed keeps %u connections of its own)",
+                         c->proxy_limit, (unsigned)CTL_SEED_RESERVE);
+        return ok;
+}
+
+static void proxy_slot_put(struct ctl *c) {
+        pthread_mutex_lock(&c->lock);
+        if (c->proxied > 0)
+                c->proxied--;
+        if (c->proxied <= c->proxy_limit / 2) /* the overload has passed: log the next one */
+                c->proxy_full_logged = false;
+        pthread_mutex_unlock(&c->lock);
+}
+
 void ctl_proxy_free(struct ctl_proxy *px) {
         if (!px)
                 return;
+        if (px->has_slot)
+                proxy_slot_put(px->ctl);
         if (px->fd >= 0) {
                 ctl_upstream_unregister(px->ctl, px->fd);
                 close(px->fd);
@@ -116,7 +152,8 @@ static const char *body_state(struct ctl *c) {
 }
 
 static enum MHD_Result queue_own(struct ctl_req *q, struct MHD_Connection *conn, int status,
-                                 const char *heading, const char *text, bool refresh) {
+                                 const char *heading, const char *text, bool refresh,
+                                 bool close) {
         struct ctl_resp resp = {0};
         char *html = NULL;
         int r;
@@ -131,6 +168,8 @@ static enum MHD_Result queue_own(struct ctl_req *q, struct MHD_Connection *conn,
         r = organism_headers(&resp.hdrs);
         if (r >= 0 && refresh)
                 r = ctl_hdrs_add(&resp.hdrs, "Refresh", "5");
+        if (r >= 0 && close) /* frees the connection (and its thread) for someone else */
+                r = ctl_hdrs_add(&resp.hdrs, "Connection", "close");
         if (r < 0) {
                 ctl_resp_done(&resp);
                 return MHD_NO;
@@ -139,7 +178,11 @@ static enum MHD_Result queue_own(struct ctl_req *q, struct MHD_Connection *conn,
 }
 
 static enum MHD_Result queue_unavailable(struct ctl_req *q, struct MHD_Connection *conn) {
-        return queue_own(q, conn, 503, body_state(q->ctl), NULL, true);
+        return queue_own(q, conn, 503, body_state(q->ctl), NULL, true, false);
+}
+
+static enum MHD_Result queue_busy(struct ctl_req *q, struct MHD_Connection *conn) {
+        return queue_own(q, conn, 503, "busy", NULL, true, true);
 }
 
 static enum MHD_Result queue_bad_gateway(struct ctl_req *q, struct MHD_Connection *conn,
@@ -148,7 +191,7 @@ static enum MHD_Result queue_bad_gateway(struct ctl_req *q, struct MHD_Connectio
         log_warn("proxy: %s (%s %s)", why, q->method, q->path);
         return queue_own(q, conn, status, status == 504 ? "My body took too long to answer"
                                                        : "My body gave an answer I cannot pass on",
-                         why, false);
+                         why, false, false);
 }
 
 /* ---- request ---- */
@@ -166,11 +209,23 @@ static int upstream_connect(struct ctl *c, int *ret_fd) {
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        /* A Unix-socket connect() blocks while the listener's backlog is full
+         * and gives up after SO_SNDTIMEO (EAGAIN). */
+        struct timeval tv = {.tv_sec = UPSTREAM_CONNECT_TIMEOUT_S};
+        if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
                 return -errno;
-        struct timeval tv = {.tv_sec = UPSTREAM_TIMEOUT_S};
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        int r;
+        do
+                r = connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ? -errno : 0;
+        while (r == -EINTR);
+        if (r == -EAGAIN || r == -EINPROGRESS)
+                return -ETIMEDOUT;
+        if (r < 0)
+                return r;
+        tv = (struct timeval){.tv_sec = UPSTREAM_TIMEOUT_S};
+        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
+                return -errno;
         *ret_fd = TAKE_FD(fd);
         return 0;
 }
@@ -189,11 +244,16 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
                 return ctl_queue(conn, &resp);
         }
 
+        if (!proxy_slot_take(c))
+                return queue_busy(q, conn);
         struct ctl_proxy *px = calloc(1, sizeof *px);
-        if (!px)
+        if (!px) {
+                proxy_slot_put(c);
                 return MHD_NO;
+        }
         px->ctl = c;
         px->fd = -1;
+        px->has_slot = true;
         px->head_request = streq(q->method, "HEAD");
         q->px = px;
         q->kind = CTL_REQ_PROXY;
@@ -204,8 +264,12 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
         int r = -EHOSTDOWN;
         if (c->organism_socket_override || !c->organism || organism_state(c->organism) == ORGANISM_RUNNING)
                 r = upstream_connect(c, &px->fd);
+        if (r == -ETIMEDOUT)
+                log_warn("proxy: the organism did not accept a connection within %d seconds",
+                         UPSTREAM_CONNECT_TIMEOUT_S);
         if (r < 0) {
-                log_debug("proxy: organism not reachable: %s", strerror(-r));
+                if (r != -ETIMEDOUT)
+                        log_debug("proxy: organism not reachable: %s", strerror(-r));
                 ctl_proxy_free(TAKE_PTR(q->px));
                 return queue_unavailable(q, conn);
         }
@@ -218,20 +282,14 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
                 .client_ip = q->client_ip,
                 .cookie_name = c->cookie_name,
                 .cli_token = c->cli_token,
+                /* server.c checked the framing (ctl_request_framing): the
+                 * organism gets the framing libmicrohttpd reads the body by,
+                 * never the client's headers. */
+                .body = q->body_kind,
+                .body_len = q->body_len,
         };
-        const char *cl = ctl_req_header(q, "Content-Length");
-        if (cl) {
-                size_t k = strlen(cl);
-                if (k == 0 || k > 18 || strspn(cl, "0123456789") != k) {
-                        ctl_proxy_free(TAKE_PTR(q->px));
-                        return queue_own(q, conn, 400, "Bad request",
-                                         "The Content-Length header is not a number.", false);
-                }
-                pr.body = CTL_BODY_LENGTH;
-                pr.body_len = strtoull(cl, NULL, 10);
-        } else if (ctl_req_header(q, "Transfer-Encoding"))
-                pr.body = CTL_BODY_CHUNKED;
         px->req_body = pr.body;
+        px->req_left = pr.body_len;
 
         _cleanup_buf_ struct buf head = BUF_INIT(CTL_PROXY_MAX_HEAD * 4);
         r = ctl_proxy_request_head(&q->hdrs, &pr, &head);
@@ -249,6 +307,13 @@ enum MHD_Result ctl_proxy_upload(struct ctl_req *q, const char *data, size_t n) 
         if (!px || px->upload_failed)
                 return MHD_YES; /* keep reading; the answer decides */
         int r = 0;
+        if (px->req_body == CTL_BODY_NONE ||
+            (px->req_body == CTL_BODY_LENGTH && n > px->req_left)) {
+                /* Bytes the head did not announce would reach the organism
+                 * unframed; libmicrohttpd should never hand us any. */
+                px->upload_failed = px->body_mismatch = true;
+                return MHD_YES;
+        }
         if (px->req_body == CTL_BODY_CHUNKED) {
                 char line[32];
                 int k = snprintf(line, sizeof line, "%zx\r\n", n);
@@ -257,8 +322,10 @@ enum MHD_Result ctl_proxy_upload(struct ctl_req *q, const char *data, size_t n) 
                         r = send_all(px->fd, data, n);
                 if (r >= 0)
                         r = send_all(px->fd, "\r\n", 2);
-        } else
+        } else {
                 r = send_all(px->fd, data, n);
+                px->req_left -= n;
+        }
         if (r < 0)
                 px->upload_failed = true;
         return MHD_YES;
@@ -365,6 +432,12 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
         struct ctl_proxy *px = q->px;
         if (!px)
                 return MHD_NO;
+        if (px->body_mismatch) {
+                ctl_proxy_free(TAKE_PTR(q->px));
+                log_warn("proxy: a request body did not match its framing (%s %s)", q->method, q->path);
+                return queue_own(q, conn, 400, "Bad request",
+                                 "The request body did not match its framing.", false, true);
+        }
         if (px->req_body == CTL_BODY_CHUNKED && !px->upload_failed &&
             send_all(px->fd, "0\r\n\r\n", 5) < 0)
                 px->upload_failed = true;

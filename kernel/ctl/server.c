@@ -191,8 +191,20 @@ static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, con
                                   "Misdirected Request: this Seed answers only to localhost names "
                                   "and server.allowed_hosts.\n");
         }
+        r = ctl_request_framing(&q->hdrs, &q->body_kind, &q->body_len);
+        if (r == -EOPNOTSUPP)
+                return queue_text(q, conn, 501, "Only the chunked transfer coding is supported.\n");
+        if (r < 0) {
+                log_info("refused a request with ambiguous body framing (client %s)", q->client_ip);
+                return queue_text(q, conn, 400,
+                                  "Bad request framing: send either one Content-Length (plain "
+                                  "decimal) or Transfer-Encoding: chunked, not both.\n");
+        }
         if (kind == CTL_PATH_ORGANISM)
                 return ctl_proxy_begin(q, conn);
+        if (ctl_req_header(q, "Service-Worker"))
+                return queue_text(q, conn, 403,
+                                  "Service workers are not allowed: one at / would also control /_seed.\n");
 
         q->kind = CTL_REQ_SEED;
         r = ctl_seed_begin(q, &resp);
@@ -365,6 +377,9 @@ static char *strdup_or_null(const char *s, bool *oom) {
 int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         if (!cfg || strempty(cfg->addr) || strempty(cfg->session_key))
                 return -EINVAL;
+        unsigned limit = cfg->connection_limit ? cfg->connection_limit : CTL_MAX_CONNECTIONS;
+        if (limit <= CTL_SEED_RESERVE || limit > CTL_MAX_CONNECTIONS)
+                return -EINVAL;
         struct ctl *c = calloc(1, sizeof *c);
         if (!c)
                 return -ENOMEM;
@@ -389,6 +404,8 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         c->status = cfg->status;
         c->userdata = cfg->userdata;
         c->api_routes = cfg->api_routes;
+        c->connection_limit = limit;
+        c->proxy_limit = limit - CTL_SEED_RESERVE;
         ctl_cookie_name(c->session_key, c->cookie_name);
 
         int fd = -1;
@@ -403,7 +420,7 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         c->daemon = MHD_start_daemon(
                 flags, 0, NULL, NULL, on_request, c,
                 MHD_OPTION_LISTEN_SOCKET, fd,
-                MHD_OPTION_CONNECTION_LIMIT, (unsigned)CTL_MAX_CONNECTIONS,
+                MHD_OPTION_CONNECTION_LIMIT, c->connection_limit,
                 MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, c,

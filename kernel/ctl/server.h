@@ -6,11 +6,13 @@
 #include "base/buf.h"
 #include "ctl/ctl.h"
 #include "ctl/http.h"
+#include "ctl/proxy-policy.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
 
-#define CTL_MAX_CONNECTIONS 256
+#define CTL_MAX_CONNECTIONS 256   /* the default and largest connection_limit */
+#define CTL_SEED_RESERVE 32       /* connections proxied requests never take: kept for /_seed */
 #define CTL_MAX_BODY (1024 * 1024)   /* /_seed request bodies; larger → 413 */
 #define CTL_LINK_TTL_MS (15 * 60 * 1000LL)
 #define CTL_MAX_LIVE_LINKS 20
@@ -28,6 +30,13 @@ struct ctl {
         char cookie_name[32];
         struct MHD_Daemon *daemon;
         uint16_t port;
+
+        /* At most connection_limit connections (one thread each); at most
+         * proxy_limit = connection_limit - CTL_SEED_RESERVE of them proxy to the
+         * organism at once, so a hung organism or a flood of / cannot take
+         * the owner's way to /_seed. Counted under lock. */
+        unsigned connection_limit, proxy_limit, proxied;
+        bool proxy_full_logged;
 
         /* Open upstream sockets, shut down by ctl_stop so no thread blocks. */
         pthread_mutex_t lock;
@@ -48,6 +57,8 @@ struct ctl_req {
         struct ctl_hdrs hdrs;
         char client_ip[INET6_ADDRSTRLEN];
         enum ctl_req_kind kind;
+        enum ctl_body body_kind;   /* the body's framing (ctl_request_framing) */
+        uint64_t body_len;         /* CTL_BODY_LENGTH */
 
         /* /_seed */
         const struct ctl_route *route;

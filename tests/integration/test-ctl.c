@@ -238,6 +238,7 @@ static pthread_t org_thread;
 static pthread_mutex_t org_lock = PTHREAD_MUTEX_INITIALIZER;
 static char org_last_head[16384];
 static char org_last_body[4096];
+static int org_requests;        /* requests the fake organism has read */
 
 static void org_reply(int fd, const char *path) {
         if (streq(path, "/chunked")) {
@@ -318,6 +319,7 @@ static void org_serve(int fd) {
                 buf_append(&b, tmp, (size_t)k);
         }
         pthread_mutex_lock(&org_lock);
+        org_requests++;
         snprintf(org_last_head, sizeof org_last_head, "%.*s", (int)head_len, b.data);
         size_t blen = b.len - head_len;
         memcpy(org_last_body, b.data + head_len, blen < sizeof org_last_body ? blen : sizeof org_last_body - 1);
@@ -362,6 +364,79 @@ static void org_stop(void) {
         close(org_listen_fd);
         org_listen_fd = -1;
         unlink(sock_path);
+}
+
+static int org_count(void) {
+        pthread_mutex_lock(&org_lock);
+        int n = org_requests;
+        pthread_mutex_unlock(&org_lock);
+        return n;
+}
+
+/* ---- an organism that accepts connections and never answers ---- */
+
+#define HANG_MAX 64
+
+static struct hang {
+        int listen_fd;
+        pthread_t thread;
+        pthread_mutex_t lock;
+        int held[HANG_MAX];
+        int n_held;
+        bool answer;            /* answer new connections at once */
+} hang = {.listen_fd = -1, .lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void *hang_main(void *arg) {
+        for (;;) {
+                int fd = accept4(hang.listen_fd, NULL, NULL, SOCK_CLOEXEC);
+                if (fd < 0) {
+                        if (errno == EINTR || errno == ECONNABORTED)
+                                continue;
+                        return NULL;
+                }
+                pthread_mutex_lock(&hang.lock);
+                if (!hang.answer && hang.n_held < HANG_MAX) {
+                        hang.held[hang.n_held++] = fd;
+                        fd = -1;
+                }
+                pthread_mutex_unlock(&hang.lock);
+                if (fd >= 0) {
+                        char tmp[4096];
+                        (void)recv(fd, tmp, sizeof tmp, 0);
+                        const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nawake";
+                        send_all(fd, r, strlen(r));
+                        close(fd);
+                }
+        }
+}
+
+static int hang_count(void) {
+        pthread_mutex_lock(&hang.lock);
+        int n = hang.n_held;
+        pthread_mutex_unlock(&hang.lock);
+        return n;
+}
+
+/* From now on the organism answers, and the connections it held break. */
+static void hang_release(void) {
+        pthread_mutex_lock(&hang.lock);
+        hang.answer = true;
+        for (int i = 0; i < hang.n_held; i++)
+                close(hang.held[i]);
+        hang.n_held = 0;
+        pthread_mutex_unlock(&hang.lock);
+}
+
+/* A Unix socket listening with the given backlog; accept_too starts the
+ * thread that accepts (and holds) connections. */
+static int unix_listen(const char *path, int backlog) {
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        assert_int_equal(listen(fd, backlog), 0);
+        return fd;
 }
 
 /* ---- setup ---- */
@@ -1027,6 +1102,293 @@ static void test_proxy_upstream_down(void **state) {
         resp_done(&r);
 }
 
+/* Sends a raw request and reads the answer (the server must close). */
+static void http_raw(const char *req, struct resp *ret) {
+        int fd = connect_tcp(AF_INET, g_port);
+        assert_true(fd >= 0);
+        send_all(fd, req, strlen(req));
+        read_response(fd, ret);
+        close(fd);
+}
+
+static void test_proxy_request_framing(void **state) {
+        org_start();
+        struct resp r;
+        char req[1024];
+
+        /* Content-Length and chunked at once: libmicrohttpd de-chunks, so the
+         * client's Content-Length would cut the body short for the organism
+         * and the rest would reach it as a second request that skipped the
+         * kernel's header policy. Refused; the connection is not reused. */
+        const char *smuggled = "GET /smuggled HTTP/1.1\r\nX-Seed-Token: x\r\n\r\n";
+        int before = org_count();
+        snprintf(req, sizeof req,
+                 "POST /echo HTTP/1.1\r\nHost: %s\r\nContent-Length: 3\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n%zx\r\n%s\r\n0\r\n\r\n",
+                 g_host, strlen(smuggled), smuggled);
+        http_raw(req, &r);
+        assert_int_equal(r.status, 400);
+        assert_null(strstr(r.body, "HTTP/1.1")); /* one answer, then the connection closed */
+        resp_done(&r);
+        assert_int_equal(org_count(), before);
+
+        /* The same with the headers the other way round and in other cases. */
+        snprintf(req, sizeof req,
+                 "POST /echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+                 "transfer-encoding: chunked\r\ncontent-length: 30\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+                 g_host);
+        http_raw(req, &r);
+        assert_int_equal(r.status, 400);
+        resp_done(&r);
+
+        /* Content-Length must be plain decimal, and several must agree. */
+        static const char *const bad_lengths[] = {
+                "Content-Length: 3\r\nContent-Length: 5\r\n",
+                "Content-Length: 3, 3\r\n",
+                "Content-Length: +3\r\n",
+                "Content-Length: 0x3\r\n",
+                "Content-Length: 3 3\r\n",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad_lengths); i++) {
+                snprintf(req, sizeof req, "POST /echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s\r\nabc",
+                         g_host, bad_lengths[i]);
+                http_raw(req, &r);
+                if (r.status != 400)
+                        fail_msg("%s answered %d", bad_lengths[i], r.status);
+                resp_done(&r);
+        }
+        /* Transfer codings other than chunked alone. */
+        static const struct {
+                const char *te;
+                int status;
+        } codings[] = {
+                {"Transfer-Encoding: gzip, chunked\r\n", 501},
+                {"Transfer-Encoding: chunked, gzip\r\n", 400},
+                {"Transfer-Encoding: gzip\r\n", 400},
+                {"Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n", 400},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(codings); i++) {
+                snprintf(req, sizeof req,
+                         "POST /echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n%s\r\n3\r\nabc\r\n0\r\n\r\n",
+                         g_host, codings[i].te);
+                http_raw(req, &r);
+                if (r.status != codings[i].status)
+                        fail_msg("%s answered %d", codings[i].te, r.status);
+                resp_done(&r);
+        }
+        assert_int_equal(org_count(), before);
+
+        /* The same rules on /_seed. */
+        snprintf(req, sizeof req,
+                 "GET /_seed/healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: 3\r\n"
+                 "Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                 g_host);
+        http_raw(req, &r);
+        assert_int_equal(r.status, 400);
+        assert_seed_headers(&r);
+        resp_done(&r);
+
+        /* Equal Content-Lengths are one: the organism gets the kernel's own. */
+        snprintf(req, sizeof req,
+                 "POST /echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nContent-Length: 5\r\n"
+                 "Content-Length: 5\r\n\r\nhello",
+                 g_host);
+        http_raw(req, &r);
+        assert_int_equal(r.status, 201);
+        assert_string_equal(r.body, "hello");
+        resp_done(&r);
+        pthread_mutex_lock(&org_lock);
+        assert_non_null(strstr(org_last_head, "\r\nContent-Length: 5\r\n"));
+        assert_null(strstr(strstr(org_last_head, "Content-Length: 5") + 1, "Content-Length"));
+        assert_null(strcasestr(org_last_head, "Transfer-Encoding"));
+        pthread_mutex_unlock(&org_lock);
+
+        /* A chunked body is re-chunked by the kernel, with no Content-Length. */
+        snprintf(req, sizeof req,
+                 "POST /echo HTTP/1.1\r\nHost: %s\r\nConnection: close\r\nTransfer-Encoding: chunked\r\n"
+                 "\r\n3;ext=1\r\nabc\r\n2\r\nde\r\n0\r\nX-Trailer: t\r\n\r\n",
+                 g_host);
+        http_raw(req, &r);
+        assert_int_equal(r.status, 201);
+        assert_string_equal(r.body, "abcde");
+        resp_done(&r);
+        pthread_mutex_lock(&org_lock);
+        assert_non_null(strstr(org_last_head, "\r\nTransfer-Encoding: chunked\r\n"));
+        assert_null(strcasestr(org_last_head, "Content-Length"));
+        assert_null(strstr(org_last_head, "X-Trailer"));
+        pthread_mutex_unlock(&org_lock);
+        org_stop();
+}
+
+static void test_service_worker_on_seed(void **state) {
+        struct resp r;
+        http("GET", "/_seed/healthz", "Service-Worker: script\r\n", NULL, &r);
+        assert_int_equal(r.status, 403);
+        assert_seed_headers(&r);
+        resp_done(&r);
+        _cleanup_free_ char *b = browser(g_cookie, NULL, NAV "Service-Worker: script\r\n");
+        http("GET", "/_seed/", b, NULL, &r);
+        assert_int_equal(r.status, 403);
+        assert_null(strstr(r.body, g_token));
+        resp_done(&r);
+        _cleanup_free_ char *a = browser(g_cookie, NULL, "Service-Worker: script\r\n");
+        http("GET", "/_seed/app.js", a, NULL, &r);
+        assert_int_equal(r.status, 403);
+        resp_done(&r);
+        /* Without the header the same requests work. */
+        http("GET", "/_seed/healthz", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+}
+
+static int64_t mono_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A second server with a small connection limit (40: 8 proxied at once)
+ * in front of an organism that accepts and never answers. */
+#define SMALL_LIMIT 40
+#define SMALL_PROXIED (SMALL_LIMIT - 32)
+
+static void test_proxy_busy_keeps_seed_reachable(void **state) {
+        char hang_path[sizeof seed_dir + 16];
+        snprintf(hang_path, sizeof hang_path, "%s/hang.sock", seed_dir);
+        hang.listen_fd = unix_listen(hang_path, 64);
+        assert_int_equal(pthread_create(&hang.thread, NULL, hang_main, NULL), 0);
+
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        cfg.organism_socket_override = hang_path;
+        struct ctl *small = NULL;
+        /* The limit must leave room for proxied requests and fit the server. */
+        cfg.connection_limit = 32;
+        assert_int_equal(ctl_start(&cfg, &small), -EINVAL);
+        cfg.connection_limit = 257;
+        assert_int_equal(ctl_start(&cfg, &small), -EINVAL);
+        cfg.connection_limit = SMALL_LIMIT;
+        assert_int_equal(ctl_start(&cfg, &small), 0);
+        uint16_t saved_port = g_port;
+        char saved_host[64];
+        snprintf(saved_host, sizeof saved_host, "%s", g_host);
+        g_port = ctl_port(small);
+        snprintf(g_host, sizeof g_host, "127.0.0.1:%u", g_port);
+
+        /* Fill every place for proxied requests. */
+        int held[SMALL_PROXIED];
+        char req[256];
+        snprintf(req, sizeof req, "GET /hang HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", g_host);
+        for (int i = 0; i < SMALL_PROXIED; i++) {
+                held[i] = connect_tcp(AF_INET, g_port);
+                assert_true(held[i] >= 0);
+                send_all(held[i], req, strlen(req));
+        }
+        int64_t deadline = mono_ms() + 20000;
+        while (hang_count() < SMALL_PROXIED && mono_ms() < deadline)
+                poll(NULL, 0, 10);
+        assert_int_equal(hang_count(), SMALL_PROXIED);
+
+        /* The next ones get 503 at once, and the organism never sees them. */
+        struct resp r;
+        for (int i = 0; i < 3 * SMALL_LIMIT; i++) {
+                int64_t t0 = mono_ms();
+                http("GET", "/more", NULL, NULL, &r);
+                int64_t took = mono_ms() - t0;
+                assert_int_equal(r.status, 503);
+                if (took > 2000)
+                        fail_msg("a refused request took %lld ms", (long long)took);
+                if (i == 0) {
+                        assert_non_null(strstr(r.body, "My body is busy"));
+                        assert_string_equal(resp_header(&r, "Refresh"), "5");
+                        assert_string_equal(resp_header(&r, "Cross-Origin-Opener-Policy"), "unsafe-none");
+                }
+                resp_done(&r);
+        }
+        /* A refused client does not keep its connection (and thread). */
+        char keep[256];
+        snprintf(keep, sizeof keep, "GET /more HTTP/1.1\r\nHost: %s\r\n\r\n", g_host);
+        http_raw(keep, &r);
+        assert_int_equal(r.status, 503);
+        assert_string_equal(resp_header(&r, "Connection"), "close");
+        resp_done(&r);
+        assert_int_equal(hang_count(), SMALL_PROXIED);
+
+        /* The owner still reaches /_seed. */
+        http("GET", "/_seed/healthz", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        _cleanup_free_ char *c = cli(NULL);
+        http("GET", "/_seed/api/status", c, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, "\"generation\":1"));
+        resp_done(&r);
+
+        /* The organism breaks the connections it held: those requests end
+         * (503), their places come back, and the organism is reached again. */
+        hang_release();
+        for (int i = 0; i < SMALL_PROXIED; i++) {
+                read_response(held[i], &r);
+                assert_int_equal(r.status, 503);
+                resp_done(&r);
+                close(held[i]);
+        }
+        deadline = mono_ms() + 20000;
+        int status = 0;
+        do {
+                http("GET", "/again", NULL, NULL, &r);
+                status = r.status;
+                resp_done(&r);
+        } while (status != 200 && mono_ms() < deadline && poll(NULL, 0, 20) == 0);
+        assert_int_equal(status, 200);
+
+        ctl_stop(small);
+        g_port = saved_port;
+        snprintf(g_host, sizeof g_host, "%s", saved_host);
+        shutdown(hang.listen_fd, SHUT_RDWR);
+        pthread_join(hang.thread, NULL);
+        close(hang.listen_fd);
+        unlink(hang_path);
+}
+
+/* An organism that stops accepting: connect() waits at most 5 seconds. */
+static void test_proxy_connect_timeout(void **state) {
+        char path[sizeof seed_dir + 16];
+        snprintf(path, sizeof path, "%s/full.sock", seed_dir);
+        int lfd = unix_listen(path, 0);
+        /* Fill its (empty) backlog so the next connect() blocks. */
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+        int filler = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_int_equal(connect(filler, (struct sockaddr *)&sa, sizeof sa), 0);
+
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        cfg.organism_socket_override = path;
+        struct ctl *c = NULL;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        uint16_t saved_port = g_port;
+        char saved_host[64];
+        snprintf(saved_host, sizeof saved_host, "%s", g_host);
+        g_port = ctl_port(c);
+        snprintf(g_host, sizeof g_host, "127.0.0.1:%u", g_port);
+
+        struct resp r;
+        int64_t t0 = mono_ms();
+        http("GET", "/", NULL, NULL, &r);
+        int64_t took = mono_ms() - t0;
+        assert_int_equal(r.status, 503);
+        assert_non_null(strstr(r.body, "My body is"));
+        resp_done(&r);
+        if (took < 4000 || took > 15000)
+                fail_msg("the connect timeout took %lld ms, not about 5 s", (long long)took);
+
+        ctl_stop(c);
+        g_port = saved_port;
+        snprintf(g_host, sizeof g_host, "%s", saved_host);
+        close(filler);
+        close(lfd);
+        unlink(path);
+}
+
 int main(void) {
         if (priv_drop_if_root(NULL) < 0) {
                 fprintf(stderr, "cannot drop root\n");
@@ -1052,6 +1414,10 @@ int main(void) {
                 cmocka_unit_test(test_session_survives_restart),
                 cmocka_unit_test(test_proxy),
                 cmocka_unit_test(test_proxy_upstream_down),
+                cmocka_unit_test(test_proxy_request_framing),
+                cmocka_unit_test(test_service_worker_on_seed),
+                cmocka_unit_test(test_proxy_busy_keeps_seed_reachable),
+                cmocka_unit_test(test_proxy_connect_timeout),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

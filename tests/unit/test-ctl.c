@@ -337,6 +337,204 @@ static void test_proxy_request_keeps_other_auth(void **state) {
         assert_false(ctl_proxy_drop_request_header("Accept-Language", "en", "close", NULL));
 }
 
+/* Header names that are not RFC 9110 tokens are dropped, so a name such as
+ * "Transfer-Encoding\t" cannot pass the exact-name checks and reach the
+ * organism, which might trim it into a framing header. */
+static void test_proxy_drops_non_token_names(void **state) {
+        static const char *const bad[] = {
+                "Transfer-Encoding\t", "Transfer-Encoding ", " Transfer-Encoding", "Content-Length ",
+                "Content-Length\t", "Foo Bar", "X:Y", "X-A:", "", "X\"Y", "X(Y)", "X,Y", "X;Y",
+                "X/Y", "X=Y", "X?Y", "X@Y", "X[Y]", "X{Y}", "X\\Y", "X\x7fY", "X\x01Y",
+                "X\rY", "X\nY", "X\r\nInjected", "\xc3\x9c" "ber", "X-\xff",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                if (!ctl_proxy_drop_request_header(bad[i], "v", NULL, NULL))
+                        fail_msg("kept the header name \"%s\"", bad[i]);
+        static const char *const ok[] = {
+                "X-App", "x_app", "Accept", "A", "0", "!#$%&'*+-.^_`|~", "X-App.v2",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(ok); i++)
+                if (ctl_proxy_drop_request_header(ok[i], "v", NULL, NULL))
+                        fail_msg("dropped the header name \"%s\"", ok[i]);
+
+        /* And in the forwarded head: none of them, and no second
+         * Transfer-Encoding or Content-Length next to the kernel's own. */
+        struct ctl_hdrs in = {0};
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                assert_int_equal(ctl_hdrs_add(&in, bad[i], "chunked"), 0);
+        assert_int_equal(ctl_hdrs_add(&in, "X-Kept", "1"), 0);
+        struct ctl_proxy_req req = {.method = "POST", .target = "/", .host = "localhost",
+                                    .client_ip = "127.0.0.1", .cookie_name = "seed_ab",
+                                    .body = CTL_BODY_LENGTH, .body_len = 3};
+        struct buf out = BUF_INIT(1 << 20);
+        assert_int_equal(ctl_proxy_request_head(&in, &req, &out), 0);
+        assert_string_equal(out.data,
+                            "POST / HTTP/1.1\r\nHost: localhost\r\nX-Kept: 1\r\n"
+                            "X-Forwarded-For: 127.0.0.1\r\nX-Forwarded-Proto: http\r\n"
+                            "X-Forwarded-Host: localhost\r\nContent-Length: 3\r\n"
+                            "Connection: close\r\n\r\n");
+        buf_free(&out);
+        ctl_hdrs_free(&in);
+}
+
+/* Whether every CR and LF in s is part of a CRLF line ending, and s has
+ * exactly lines of them. */
+static bool crlf_lines_only(const char *s, size_t lines) {
+        size_t n = 0;
+        for (const char *p = s; *p; p++) {
+                if (*p == '\r' && p[1] != '\n')
+                        return false;
+                if (*p == '\n' && (p == s || p[-1] != '\r'))
+                        return false;
+                n += *p == '\n';
+        }
+        return n == lines;
+}
+
+/* Header values carrying CR, LF or other controls never reach the organism:
+ * such a header is dropped whole (it would otherwise inject a header or a
+ * second request). */
+static void test_proxy_drops_control_chars_in_values(void **state) {
+        static const char *const bad[] = {
+                "a\r\nX-Seed-Token: forged", "a\nX-Injected: 1", "a\rX-Injected: 1", "\r\n",
+                "a\r\n\r\nGET /smuggled HTTP/1.1", "a\x01" "b", "a\x7f" "b", "a\x0b" "b", "a\x0c" "b",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                if (!ctl_proxy_drop_request_header("X-App", bad[i], NULL, NULL))
+                        fail_msg("kept the value #%zu", i);
+        assert_false(ctl_proxy_drop_request_header("X-App", "a\tb c \xc3\xa9", NULL, NULL));
+        assert_false(ctl_proxy_drop_request_header("X-App", "", NULL, NULL));
+
+        struct ctl_hdrs in = {0};
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                assert_int_equal(ctl_hdrs_add(&in, "X-App", bad[i]), 0);
+                assert_int_equal(ctl_hdrs_add(&in, "Cookie", bad[i]), 0);
+                assert_int_equal(ctl_hdrs_add(&in, "Authorization", bad[i]), 0);
+        }
+        assert_int_equal(ctl_hdrs_add(&in, "Cookie", "theme=dark\r\nX-Injected: 1; lang=en"), 0);
+        assert_int_equal(ctl_hdrs_add(&in, "Accept", "text/html"), 0);
+        struct ctl_proxy_req req = {.method = "GET", .target = "/", .host = "localhost",
+                                    .client_ip = "::1", .cookie_name = "seed_ab"};
+        struct buf out = BUF_INIT(1 << 20);
+        assert_int_equal(ctl_proxy_request_head(&in, &req, &out), 0);
+        /* Request line, Host, Accept, three X-Forwarded-*, Connection, blank. */
+        assert_true(crlf_lines_only(out.data, 8));
+        assert_null(strstr(out.data, "Injected"));
+        assert_null(strstr(out.data, "forged"));
+        assert_null(strstr(out.data, "smuggled"));
+        assert_null(strstr(out.data, "X-App"));
+        assert_null(strstr(out.data, "Cookie"));
+        assert_non_null(strstr(out.data, "\r\nAccept: text/html\r\n"));
+        buf_free(&out);
+        ctl_hdrs_free(&in);
+}
+
+/* ---- proxy: request body framing ---- */
+
+static int framing(const char *const *h, enum ctl_body *ret_body, uint64_t *ret_len) {
+        struct ctl_hdrs in = {0};
+        for (size_t i = 0; h[i]; i += 2)
+                assert_int_equal(ctl_hdrs_add(&in, h[i], h[i + 1]), 0);
+        int r = ctl_request_framing(&in, ret_body, ret_len);
+        ctl_hdrs_free(&in);
+        return r;
+}
+
+static void test_request_framing(void **state) {
+        enum ctl_body body = -1;
+        uint64_t len = 7;
+        assert_int_equal(framing((const char *[]){"Accept", "x", NULL}, &body, &len), 0);
+        assert_int_equal(body, CTL_BODY_NONE);
+        assert_int_equal(len, 0);
+        assert_int_equal(framing((const char *[]){"Content-Length", "12", NULL}, &body, &len), 0);
+        assert_int_equal(body, CTL_BODY_LENGTH);
+        assert_int_equal(len, 12);
+        assert_int_equal(framing((const char *[]){"content-length", "0", NULL}, &body, &len), 0);
+        assert_int_equal(body, CTL_BODY_LENGTH);
+        assert_int_equal(len, 0);
+        assert_int_equal(framing((const char *[]){"Content-Length", "007", "Content-Length", "7", NULL},
+                                 &body, &len),
+                         0);
+        assert_int_equal(len, 7);
+        assert_int_equal(framing((const char *[]){"Content-Length", "999999999999999999", NULL}, &body, &len), 0);
+        assert_int_equal(len, 999999999999999999ULL);
+        assert_int_equal(framing((const char *[]){"Transfer-Encoding", "chunked", NULL}, &body, &len), 0);
+        assert_int_equal(body, CTL_BODY_CHUNKED);
+        assert_int_equal(framing((const char *[]){"TRANSFER-ENCODING", "Chunked", NULL}, &body, &len), 0);
+        assert_int_equal(body, CTL_BODY_CHUNKED);
+
+        /* Refused: both, bad or differing lengths, codings but chunked. */
+        const char *const *const bad[] = {
+                (const char *[]){"Content-Length", "3", "Transfer-Encoding", "chunked", NULL},
+                (const char *[]){"Transfer-Encoding", "chunked", "Content-Length", "3", NULL},
+                (const char *[]){"transfer-encoding", "chunked", "CONTENT-LENGTH", "0", NULL},
+                (const char *[]){"Content-Length", "3", "Content-Length", "4", NULL},
+                (const char *[]){"Content-Length", "3", "Content-Length", "x", NULL},
+                (const char *[]){"Content-Length", "", NULL},
+                (const char *[]){"Content-Length", "+3", NULL},
+                (const char *[]){"Content-Length", "-1", NULL},
+                (const char *[]){"Content-Length", " 3", NULL},
+                (const char *[]){"Content-Length", "3 ", NULL},
+                (const char *[]){"Content-Length", "3, 3", NULL},
+                (const char *[]){"Content-Length", "0x10", NULL},
+                (const char *[]){"Content-Length", "1e3", NULL},
+                (const char *[]){"Content-Length", "1234567890123456789", NULL},
+                (const char *[]){"Transfer-Encoding", "chunked", "Transfer-Encoding", "chunked", NULL},
+                (const char *[]){"Transfer-Encoding", "chunked, gzip", NULL},
+                (const char *[]){"Transfer-Encoding", "gzip", NULL},
+                (const char *[]){"Transfer-Encoding", "", NULL},
+                (const char *[]){"Transfer-Encoding", "chunked\t", NULL},
+                (const char *[]){"Transfer-Encoding", "xchunked", NULL},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                body = -1;
+                len = 7;
+                int r = framing(bad[i], &body, &len);
+                if (r != -EBADMSG)
+                        fail_msg("case %zu (%s: %s): r=%d", i, bad[i][0], bad[i][1], r);
+                assert_int_equal((int)body, -1); /* out-params untouched */
+                assert_int_equal(len, 7);
+        }
+        /* Chunked last after another coding: understood, not supported. */
+        assert_int_equal(framing((const char *[]){"Transfer-Encoding", "gzip, chunked", NULL}, &body, &len),
+                         -EOPNOTSUPP);
+        assert_int_equal(framing((const char *[]){"Transfer-Encoding", "gzip,chunked ", NULL}, &body, &len),
+                         -EOPNOTSUPP);
+}
+
+/* The organism gets only the kernel's framing, whatever the client sent. */
+static void test_proxy_request_head_framing(void **state) {
+        struct ctl_hdrs in = {0};
+        assert_int_equal(ctl_hdrs_add(&in, "Content-Length", "3"), 0);
+        assert_int_equal(ctl_hdrs_add(&in, "Transfer-Encoding", "chunked"), 0);
+        assert_int_equal(ctl_hdrs_add(&in, "Connection", "close"), 0);
+        struct ctl_proxy_req req = {.method = "POST", .target = "/", .host = "localhost",
+                                    .client_ip = "127.0.0.1", .cookie_name = "seed_ab"};
+        static const struct {
+                enum ctl_body body;
+                const char *framing;
+        } cases[] = {
+                {CTL_BODY_NONE, ""},
+                {CTL_BODY_LENGTH, "Content-Length: 30\r\n"},
+                {CTL_BODY_CHUNKED, "Transfer-Encoding: chunked\r\n"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                req.body = cases[i].body;
+                req.body_len = 30;
+                struct buf out = BUF_INIT(1 << 20);
+                assert_int_equal(ctl_proxy_request_head(&in, &req, &out), 0);
+                char want[512];
+                snprintf(want, sizeof want,
+                         "POST / HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: 127.0.0.1\r\n"
+                         "X-Forwarded-Proto: http\r\nX-Forwarded-Host: localhost\r\n%s"
+                         "Connection: close\r\n\r\n",
+                         cases[i].framing);
+                assert_string_equal(out.data, want);
+                buf_free(&out);
+        }
+        ctl_hdrs_free(&in);
+}
+
 /* ---- proxy: response head and header policy ---- */
 
 static void test_proxy_parse_head(void **state) {
@@ -584,6 +782,10 @@ int main(void) {
                 cmocka_unit_test(test_cookie_strip),
                 cmocka_unit_test(test_proxy_request_head),
                 cmocka_unit_test(test_proxy_request_keeps_other_auth),
+                cmocka_unit_test(test_proxy_drops_non_token_names),
+                cmocka_unit_test(test_proxy_drops_control_chars_in_values),
+                cmocka_unit_test(test_request_framing),
+                cmocka_unit_test(test_proxy_request_head_framing),
                 cmocka_unit_test(test_proxy_parse_head),
                 cmocka_unit_test(test_proxy_response_policy),
                 cmocka_unit_test(test_chunked),
