@@ -202,27 +202,13 @@ static int upstream_connect(struct ctl *c, int *ret_fd) {
                 path = organism_socket(c->organism);
         if (strempty(path))
                 return -ENOENT;
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        if (strlen(path) >= sizeof sa.sun_path)
-                return -ENAMETOOLONG;
-        strcpy(sa.sun_path, path);
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        if (fd < 0)
-                return -errno;
-        /* A Unix-socket connect() blocks while the listener's backlog is full
-         * and gives up after SO_SNDTIMEO (EAGAIN). */
-        struct timeval tv = {.tv_sec = UPSTREAM_CONNECT_TIMEOUT_S};
-        if (setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
-                return -errno;
-        int r;
-        do
-                r = connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ? -errno : 0;
-        while (r == -EINTR);
-        if (r == -EAGAIN || r == -EINPROGRESS)
-                return -ETIMEDOUT;
+        /* Never by plain path: organism_connect() refuses a swapped or foreign
+         * socket, and works for any path length. */
+        _cleanup_close_ int fd = -1;
+        int r = organism_connect(path, UPSTREAM_CONNECT_TIMEOUT_S * 1000, &fd);
         if (r < 0)
                 return r;
-        tv = (struct timeval){.tv_sec = UPSTREAM_TIMEOUT_S};
+        struct timeval tv = {.tv_sec = UPSTREAM_TIMEOUT_S};
         if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
                 return -errno;

@@ -288,7 +288,7 @@ static void socket_unlink(const char *socket_path) {
         (void)socket_remove_at(dirfd, name);
 }
 
-int organism_connect(const char *socket_path, int *ret_fd) {
+int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd) {
         _cleanup_free_ char *dir = NULL;
         const char *name;
         _cleanup_close_ int dirfd = -1;
@@ -307,8 +307,18 @@ int organism_connect(const char *socket_path, int *ret_fd) {
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
-        if (connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0)
+        /* A Unix-socket connect() blocks while the listener's backlog is full
+         * and gives up after SO_SNDTIMEO (EAGAIN). */
+        struct timeval tv = {.tv_sec = timeout_ms / 1000, .tv_usec = (timeout_ms % 1000) * 1000};
+        if (timeout_ms > 0 && setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
                 return -errno;
+        do
+                r = connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ? -errno : 0;
+        while (r == -EINTR);
+        if (r == -EAGAIN || r == -EINPROGRESS)
+                return -ETIMEDOUT;
+        if (r < 0)
+                return r;
         /* The peer's credentials are the listener's at listen() time: ours
          * for a socket this kernel bound, whoever runs the bridge otherwise. */
         struct ucred cred;
@@ -324,7 +334,7 @@ int organism_connect(const char *socket_path, int *ret_fd) {
 
 int organism_probe(const char *socket_path, const char *path) {
         _cleanup_close_ int fd = -1;
-        int r = organism_connect(socket_path, &fd);
+        int r = organism_connect(socket_path, PROBE_TIMEOUT_MS, &fd);
         if (r < 0)
                 return r;
         struct timeval tv = {.tv_sec = PROBE_TIMEOUT_MS / 1000, .tv_usec = (PROBE_TIMEOUT_MS % 1000) * 1000};

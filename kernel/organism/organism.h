@@ -64,9 +64,10 @@ const char *organism_socket(struct organism *o);
  * directory must be ours with no group/other access and not a symlink
  * (-EPERM, -ENOTDIR), the entry a socket, not a symlink (-ELOOP, -ENOTSOCK),
  * and the listener's credentials (SO_PEERCRED, recorded at listen()) our
- * pid (-EPERM). Any path length works. Returns a blocking O_CLOEXEC fd; the
- * caller closes it. Logs only a refused peer. */
-int organism_connect(const char *socket_path, int *ret_fd);
+ * pid (-EPERM). Any path length works. timeout_ms > 0 bounds the connect
+ * (a full backlog: -ETIMEDOUT). Returns a blocking O_CLOEXEC fd; the caller
+ * closes it. Logs only a refused peer. */
+int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd);
 /* Waits until running (healthy): 0; down: -EIO; stopped: -ESRCH;
  * otherwise -ETIMEDOUT. */
 int organism_wait_ready(struct organism *o, int timeout_ms);

@@ -400,7 +400,7 @@ static void test_socket_cannot_be_swapped(void **state) {
         assert_int_equal(after.st_ino, before.st_ino);
         assert_int_equal(after.st_uid, geteuid());
         int fd = -1;
-        assert_int_equal(organism_connect(sock, &fd), 0);
+        assert_int_equal(organism_connect(sock, 0, &fd), 0);
         struct ucred cred;
         socklen_t len = sizeof cred;
         assert_int_equal(getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len), 0);

@@ -113,7 +113,7 @@ static void test_connect_checks(void **state) {
         _cleanup_free_ char *good = join(tmpl, "http.sock");
         int lfd = listen_at(tmpl, "http.sock");
         int fd = -1;
-        assert_int_equal(organism_connect(good, &fd), 0);
+        assert_int_equal(organism_connect(good, 0, &fd), 0);
         assert_true(fd >= 0);
         assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
         close(fd);
@@ -129,26 +129,26 @@ static void test_connect_checks(void **state) {
         _cleanup_free_ char *deep_sock = join(deep, "http.sock");
         int deep_lfd = listen_at(deep, "http.sock");
         fd = -1;
-        assert_int_equal(organism_connect(deep_sock, &fd), 0);
+        assert_int_equal(organism_connect(deep_sock, 0, &fd), 0);
         close(fd);
         close(deep_lfd);
 
         /* A symlink in place of the socket, even to ours: refused. */
         _cleanup_free_ char *link = join(tmpl, "link.sock");
         assert_int_equal(symlink(good, link), 0);
-        assert_int_equal(organism_connect(link, &fd), -ELOOP);
+        assert_int_equal(organism_connect(link, 0, &fd), -ELOOP);
         _cleanup_free_ char *file = join(tmpl, "file.sock");
         assert_int_equal(write_file_atomic(file, "", 0, 0600), 0);
-        assert_int_equal(organism_connect(file, &fd), -ENOTSOCK);
+        assert_int_equal(organism_connect(file, 0, &fd), -ENOTSOCK);
         _cleanup_free_ char *missing = join(tmpl, "missing.sock");
-        assert_int_equal(organism_connect(missing, &fd), -ENOENT);
+        assert_int_equal(organism_connect(missing, 0, &fd), -ENOENT);
 
         /* The directory: a symlink to it, or one others may enter: refused. */
         _cleanup_free_ char *dir_link = join(tmpl, "dirlink"), *via_link = join(dir_link, "http.sock");
         assert_int_equal(symlink(tmpl, dir_link), 0);
-        assert_true(organism_connect(via_link, &fd) < 0);
+        assert_true(organism_connect(via_link, 0, &fd) < 0);
         assert_int_equal(chmod(tmpl, 0755), 0);
-        assert_int_equal(organism_connect(good, &fd), -EPERM);
+        assert_int_equal(organism_connect(good, 0, &fd), -EPERM);
         assert_int_equal(chmod(tmpl, 0700), 0);
 
         /* Another process listening there (as a sandbox once could): refused. */
@@ -170,13 +170,13 @@ static void test_connect_checks(void **state) {
         assert_int_equal(read(ready[0], &c, 1), 1);
         close(ready[0]);
         fd = -1;
-        assert_int_equal(organism_connect(theirs, &fd), -EPERM);
+        assert_int_equal(organism_connect(theirs, 0, &fd), -EPERM);
         assert_int_equal(fd, -1);
         kill(pid, SIGKILL);
         assert_int_equal(waitpid(pid, NULL, 0), pid);
 
-        assert_int_equal(organism_connect("relative.sock", &fd), -EINVAL);
-        assert_int_equal(organism_connect(NULL, &fd), -EINVAL);
+        assert_int_equal(organism_connect("relative.sock", 0, &fd), -EINVAL);
+        assert_int_equal(organism_connect(NULL, 0, &fd), -EINVAL);
         close(lfd);
         rm_rf(tmpl);
 }
