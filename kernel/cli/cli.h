@@ -50,6 +50,8 @@ void cli_scrub_arg(char *arg);
 /* Handles -e (c == 'e') or --env-file: adds to s and scrubs the value from
  * argv/environ memory. Prints the error. */
 int cli_parse_secret_opt(int c, const char *arg, struct secrets *s);
+/* Opens url with xdg-open when a desktop session is there; else nothing. */
+void cli_open_in_browser(const char *url);
 /* Whether path (resolved) lies inside dir (absolute, resolved). */
 bool cli_path_inside(const char *path, const char *dir);
 /* Where `seed new` copies the kernel's source tree from. Borrowed. */

@@ -2,6 +2,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "cli/cli.h"
+#include "base/proc.h"
 #include "httpc/httpc.h"
 
 #include <dirent.h>
@@ -249,4 +250,22 @@ bool cli_path_inside(const char *path, const char *dir) {
                 return false;
         size_t n = strlen(dir);
         return strncmp(abs, dir, n) == 0 && (abs[n] == '/' || abs[n] == 0);
+}
+
+void cli_open_in_browser(const char *url) {
+        /* Only what a desktop opener needs: never the caller's whole environment. */
+        static const char *const pass[] = {"DISPLAY", "WAYLAND_DISPLAY", "XDG_RUNTIME_DIR", "DBUS_SESSION_BUS_ADDRESS",
+                                           "HOME", "PATH"};
+        if (access("/usr/bin/xdg-open", X_OK) < 0 || (!getenv("DISPLAY") && !getenv("WAYLAND_DISPLAY")))
+                return;
+        _cleanup_strv_free_ char **env = NULL;
+        for (size_t i = 0; i < ARRAY_SIZE(pass); i++) {
+                const char *v = getenv(pass[i]);
+                if (v && strv_pushf(&env, "%s=%s", pass[i], v) < 0)
+                        return;
+        }
+        char *argv[] = {"/usr/bin/xdg-open", (char *)url, NULL};
+        pid_t pid;
+        if (proc_spawn(&(struct proc_opts){.argv = argv, .envp = env, .stdin_fd = -1, .out_fd = -1}, &pid) == 0)
+                (void)proc_wait(pid, 5000); /* xdg-open hands over to the browser and exits */
 }

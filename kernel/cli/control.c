@@ -2,7 +2,6 @@
 #include "app/app.h"
 #include "base/fileio.h"
 #include "base/priv.h"
-#include "base/proc.h"
 #include "cli/cli.h"
 #include "repo/repo.h"
 
@@ -53,6 +52,20 @@ bad:
         return -EINVAL;
 }
 
+/* Parses [--dir D] [--print] [-h], finds the Seed and drops root. Returns
+ * -1 to go on (*ret_seed_dir set; caller frees), else the exit code. */
+static int open_seed(int argc, char **argv, const char *usage, bool *ret_print, char **ret_seed_dir) {
+        const char *dir = NULL;
+        int r = parse_common(argc, argv, usage, &dir, ret_print);
+        if (r != 0)
+                return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+        _cleanup_free_ char *seed_dir = NULL;
+        if (cli_find_seed(dir, &seed_dir) < 0 || cli_drop_root() < 0)
+                return CLI_EXIT_USAGE;
+        *ret_seed_dir = TAKE_PTR(seed_dir);
+        return -1;
+}
+
 static int read_pid(const char *seed_dir, const char *rel, pid_t *ret) {
         _cleanup_free_ char *p = path_join(seed_dir, rel), *data = NULL;
         if (!p)
@@ -79,13 +92,10 @@ int cli_cmd_stop(int argc, char **argv) {
                                     "\n"
                                     "Stops the running Seed: the kernel stops the organism and PostgreSQL\n"
                                     "cleanly. If it has not stopped after 30 s it is killed.\n";
-        const char *dir = NULL;
-        int r = parse_common(argc, argv, usage, &dir, NULL);
-        if (r != 0)
-                return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         _cleanup_free_ char *seed_dir = NULL;
-        if (cli_find_seed(dir, &seed_dir) < 0 || cli_drop_root() < 0)
-                return CLI_EXIT_USAGE;
+        int code = open_seed(argc, argv, usage, NULL, &seed_dir);
+        if (code >= 0)
+                return code;
         pid_t sup = 0;
         if (!cli_seed_running(seed_dir) || read_pid(seed_dir, ".seed/supervisor.pid", &sup) < 0) {
                 printf("This Seed is not running.\n");
@@ -122,13 +132,10 @@ int cli_cmd_status(int argc, char **argv) {
                                     "\n"
                                     "Says whether the Seed is running, its generation, URL and the state of\n"
                                     "its organism. Exit code 0 when running, 3 when not.\n";
-        const char *dir = NULL;
-        int r = parse_common(argc, argv, usage, &dir, NULL);
-        if (r != 0)
-                return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         _cleanup_free_ char *seed_dir = NULL;
-        if (cli_find_seed(dir, &seed_dir) < 0 || cli_drop_root() < 0)
-                return CLI_EXIT_USAGE;
+        int code = open_seed(argc, argv, usage, NULL, &seed_dir);
+        if (code >= 0)
+                return code;
         int gen = 0;
         bool has_gen = repo_current_generation(seed_dir, &gen) == 0;
         if (!cli_seed_running(seed_dir)) {
@@ -164,14 +171,11 @@ int cli_cmd_login(int argc, char **argv) {
                                     "15 minutes) and opens it in a browser if one is available.\n"
                                     "\n"
                                     "  --print   only print the link\n";
-        const char *dir = NULL;
         bool print = false;
-        int r = parse_common(argc, argv, usage, &dir, &print);
-        if (r != 0)
-                return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         _cleanup_free_ char *seed_dir = NULL, *link = NULL;
-        if (cli_find_seed(dir, &seed_dir) < 0 || cli_drop_root() < 0)
-                return CLI_EXIT_USAGE;
+        int code = open_seed(argc, argv, usage, &print, &seed_dir);
+        if (code >= 0)
+                return code;
         if (!cli_seed_running(seed_dir)) {
                 fprintf(stderr, "seed: this Seed is not running; start it with 'seed run'\n");
                 return CLI_EXIT_NOT_RUNNING;
@@ -180,10 +184,7 @@ int cli_cmd_login(int argc, char **argv) {
                 return CLI_EXIT_FAILURE;
         printf("%s\n", link);
         fflush(stdout);
-        if (!print && getenv("DISPLAY") && access("/usr/bin/xdg-open", X_OK) == 0) {
-                char *av[] = {"/usr/bin/xdg-open", link, NULL};
-                pid_t pid;
-                (void)proc_spawn(&(struct proc_opts){.argv = av, .stdin_fd = -1, .out_fd = -1}, &pid);
-        }
+        if (!print)
+                cli_open_in_browser(link);
         return CLI_EXIT_OK;
 }

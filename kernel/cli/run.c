@@ -278,12 +278,8 @@ static void announce(const struct cli_run_options *o) {
                 return;
         printf("Sign in (one use, 15 minutes): %s\n", link);
         fflush(stdout);
-        if (o->open && access("/usr/bin/xdg-open", X_OK) == 0) {
-                char *argv[] = {"/usr/bin/xdg-open", link, NULL};
-                pid_t pid;
-                char **env = NULL;
-                (void)proc_spawn(&(struct proc_opts){.argv = argv, .envp = env, .stdin_fd = -1, .out_fd = -1}, &pid);
-        }
+        if (o->open)
+                cli_open_in_browser(link);
 }
 
 int cli_run_seed(const struct cli_run_options *o) {
