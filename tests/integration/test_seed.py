@@ -318,6 +318,19 @@ def a_kernel_that_dies_at_start_falls_back_to_the_last_good_one(c):
 
 
 @test
+def exit_75_rebuilds_and_restarts_the_kernel(c):
+    marker = os.path.join(c.dir, '.seed/restart-once')
+    open(marker, 'w').close()
+    os.chmod(marker, 0o666)
+    restart_with_source_patch(c, 'kernel/app/app.c', 'int app_run(const struct app_options *o) {',
+                              'int app_run(const struct app_options *o) {\n'
+                              '        if (unlink(".seed/restart-once") == 0) return APP_EXIT_RESTART;')
+    assert not os.path.exists(marker), 'the patched kernel never ran'
+    log = open(os.path.join(c.dir, '.seed/logs/supervisor.log')).read()
+    assert 'asked to be rebuilt and restarted' in log, log
+
+
+@test
 def it_runs_again_on_its_restored_source(c):
     p = seed('run', '--dir', c.dir, '--detach', '-e', f'SEED_CANARY_ARG={CANARY_ARG}', timeout=900)
     assert 'last good' not in p.stdout + p.stderr
