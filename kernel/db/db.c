@@ -254,6 +254,13 @@ int db_query_value(struct db *db, const char *sql, int nparams, const char *cons
         return 0;
 }
 
+int db_query_json(struct db *db, const char *sql, int nparams, const char *const *params, char **ret_json) {
+        _cleanup_free_ char *wrapped = NULL;
+        if (xasprintf(&wrapped, "SELECT coalesce(json_agg(row_to_json(q)), '[]')::text FROM (%s) q", sql) < 0)
+                return -ENOMEM;
+        return db_query_value(db, wrapped, nparams, params, ret_json);
+}
+
 static int quote(struct db *db, const char *s, bool ident, char **ret) {
         if (!s)
                 return -EINVAL;

@@ -29,6 +29,9 @@ int db_execp(struct db *db, const char *sql, int nparams, const char *const *par
 /* One text value of the first row/column, or -ENOENT when no row (or the
  * value is SQL NULL). Server errors are logged and return -EIO. Caller frees. */
 int db_query_value(struct db *db, const char *sql, int nparams, const char *const *params, char **ret);
+/* Every row of a query (one SELECT, no trailing ';') as a JSON array of
+ * objects, column names as keys. Caller frees. */
+int db_query_json(struct db *db, const char *sql, int nparams, const char *const *params, char **ret_json);
 /* Quotes an identifier / literal for SQL text built by the kernel. Caller frees. */
 int db_quote_ident(struct db *db, const char *s, char **ret);
 int db_quote_literal(struct db *db, const char *s, char **ret);

@@ -389,6 +389,33 @@ static void test_kernel_migration_recorded(void **state) {
         assert_null(err);
 }
 
+static void test_query_json(void **state) {
+        need_pg();
+        _cleanup_(db_closep) struct db *db = must_connect("postgres", PG_KERNEL_DB);
+        _cleanup_free_ char *count = value(db, "SELECT count(*) FROM kernel_migrations");
+        _cleanup_free_ struct db_migration *m = NULL;
+        size_t n = 0;
+        assert_int_equal(db_kernel_migrations(&m, &n), 0);
+        char want[16];
+        snprintf(want, sizeof want, "%zu", n);
+        assert_string_equal(count, want); /* every kernel migration is applied */
+        const char *params[] = {"evo_json1", "it's \"quoted\""};
+        assert_int_equal(db_execp(db,
+                                  "INSERT INTO evolutions (id, intent, state, created_at, updated_at) "
+                                  "VALUES ($1, $2, 'requested', 1, 1)",
+                                  2, params, NULL),
+                         1);
+        _cleanup_free_ char *json = NULL;
+        assert_int_equal(db_query_json(db, "SELECT id, intent, state FROM evolutions WHERE id = $1", 1, params, &json),
+                         0);
+        assert_string_equal(json, "[{\"id\":\"evo_json1\",\"intent\":\"it's \\\"quoted\\\"\",\"state\":\"requested\"}]");
+        free(json);
+        json = NULL;
+        assert_int_equal(db_query_json(db, "SELECT id FROM evolutions WHERE id = 'none'", 0, NULL, &json), 0);
+        assert_string_equal(json, "[]");
+        assert_int_equal(db_execp(db, "DELETE FROM evolutions WHERE id = $1", 1, params, NULL), 1);
+}
+
 static void test_migration_changed_is_error(void **state) {
         need_pg();
         _cleanup_(db_closep) struct db *db = must_connect("postgres", PG_KERNEL_DB);
@@ -786,6 +813,7 @@ int main(void) {
                 cmocka_unit_test(test_urls),
                 cmocka_unit_test(test_scratch_databases),
                 cmocka_unit_test(test_kernel_migration_recorded),
+                cmocka_unit_test(test_query_json),
                 cmocka_unit_test(test_migration_changed_is_error),
                 cmocka_unit_test(test_migration_failure_rolls_back),
                 cmocka_unit_test(test_migrate_concurrent),
