@@ -1,0 +1,306 @@
+#include "evolution/store.h"
+#include "base/crypto.h"
+#include "base/log.h"
+#include "db/db.h"
+
+#include <jansson.h>
+
+#define INTENT_MAX (16 * 1024)
+#define EVENT_MAX (1024 * 1024)
+
+static const char *const event_kinds[] = {"phase", "plan",  "tool_call", "tool_result", "check",
+                                          "note",  "error", "approval",  "agent_text",  "question"};
+
+bool evo_event_kind_valid(const char *kind) {
+        for (size_t i = 0; kind && i < ARRAY_SIZE(event_kinds); i++)
+                if (streq(kind, event_kinds[i]))
+                        return true;
+        return false;
+}
+
+static int now_str(char out[32]) { return snprintf(out, 32, "%lld", (long long)wall_ms()); }
+
+static int new_id(const char *prefix, char **ret) {
+        _cleanup_free_ char *hex = NULL;
+        int r = crypto_random_hex(8, &hex);
+        if (r < 0)
+                return r;
+        return xasprintf(ret, "%s_%s", prefix, hex);
+}
+
+static int insert_event(struct db *db, const char *id, const char *kind, const char *data_json) {
+        char now[32];
+        now_str(now);
+        const char *p[] = {id, now, kind, data_json};
+        int r = db_execp(db, "INSERT INTO evolution_events (evolution_id, at, kind, data) VALUES ($1, $2, $3, $4)", 4,
+                         p, NULL);
+        return r < 0 ? r : 0;
+}
+
+int evo_event(struct db *db, const char *id, const char *kind, const char *data_json) {
+        if (!evo_event_kind_valid(kind) || !data_json || strlen(data_json) > EVENT_MAX)
+                return -EINVAL;
+        json_t *o = json_loads(data_json, JSON_REJECT_DUPLICATES, NULL);
+        bool ok = json_is_object(o);
+        json_decref(o);
+        if (!ok)
+                return -EINVAL;
+        return insert_event(db, id, kind, data_json);
+}
+
+int evo_create(struct db *db, const char *intent, const char *kind, char **ret_id) {
+        if (strempty(intent) || strlen(intent) > INTENT_MAX || !kind ||
+            (!streq(kind, "evolve") && !streq(kind, "rollback")))
+                return -EINVAL;
+        _cleanup_free_ char *id = NULL;
+        int r = new_id("evo", &id);
+        if (r < 0)
+                return r;
+        char now[32];
+        now_str(now);
+        const char *p[] = {id, intent, kind, now};
+        r = db_execp(db,
+                     "INSERT INTO evolutions (id, intent, kind, state, created_at, updated_at) "
+                     "VALUES ($1, $2, $3, 'requested', $4, $4)",
+                     4, p, NULL);
+        if (r < 0)
+                return r;
+        json_t *ev = json_pack("{s:s, s:s}", "to", "requested", "intent", intent);
+        char *data = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+        json_decref(ev);
+        r = data ? insert_event(db, id, "phase", data) : -ENOMEM;
+        free(data);
+        if (r < 0)
+                return r;
+        *ret_id = TAKE_PTR(id);
+        return 0;
+}
+
+static int read_state(struct db *db, const char *id, enum evo_state *ret_state, enum evo_state *ret_resume) {
+        const char *p[] = {id};
+        _cleanup_free_ char *v = NULL;
+        int r = db_query_value(db, "SELECT state || ' ' || coalesce(resume_state, '-') FROM evolutions WHERE id = $1",
+                               1, p, &v);
+        if (r < 0)
+                return r;
+        char *sp = strchr(v, ' ');
+        if (!sp)
+                return -EBADMSG;
+        *sp = 0;
+        if (evo_state_from_name(v, ret_state) < 0)
+                return -EBADMSG;
+        if (ret_resume && evo_state_from_name(sp + 1, ret_resume) < 0)
+                *ret_resume = _EVO_STATE_MAX;
+        return 0;
+}
+
+int evo_get_state(struct db *db, const char *id, enum evo_state *ret) { return read_state(db, id, ret, NULL); }
+
+int evo_set_state(struct db *db, const char *id, enum evo_state to, const char *note, char **ret_error) {
+        enum evo_state from, resume = _EVO_STATE_MAX;
+        int r = read_state(db, id, &from, &resume);
+        if (r < 0)
+                return r;
+        if (!evo_transition_allowed(from, to, resume)) {
+                if (ret_error)
+                        (void)xasprintf(ret_error, "an evolution cannot go from %s to %s", evo_state_name(from),
+                                        evo_state_name(to));
+                return -EPERM;
+        }
+        char now[32];
+        now_str(now);
+        const char *p[] = {id, evo_state_name(from), evo_state_name(to), now,
+                           to == EVO_NEEDS_INPUT ? evo_state_name(from) : NULL,
+                           to == EVO_FAILED ? note : NULL, evo_state_is_final(to) ? now : NULL};
+        r = db_execp(db,
+                     "UPDATE evolutions SET state = $3, updated_at = $4, resume_state = $5, "
+                     "error = coalesce($6, error), finished_at = $7 WHERE id = $1 AND state = $2",
+                     7, p, NULL);
+        if (r < 0)
+                return r;
+        if (r == 0)
+                return -EAGAIN;
+        json_t *ev = json_pack("{s:s, s:s}", "from", evo_state_name(from), "to", evo_state_name(to));
+        if (ev && note)
+                json_object_set_new(ev, "note", json_string(note));
+        char *data = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+        json_decref(ev);
+        r = data ? insert_event(db, id, "phase", data) : -ENOMEM;
+        free(data);
+        return r;
+}
+
+int evo_set_plan(struct db *db, const char *id, const char *title, const char *scope, const char *plan_json) {
+        if (!title || strlen(title) > 200 || !scope || strlen(scope) > 40)
+                return -EINVAL;
+        const char *p[] = {id, title, scope, plan_json};
+        int r = db_execp(db, "UPDATE evolutions SET title = $2, scope = $3, plan = $4 WHERE id = $1", 4, p, NULL);
+        return r < 0 ? r : r == 0 ? -ENOENT : 0;
+}
+
+int evo_count_repair(struct db *db, const char *id) {
+        const char *p[] = {id};
+        _cleanup_free_ char *v = NULL;
+        int r = db_query_value(db,
+                               "UPDATE evolutions SET repair_attempts = repair_attempts + 1 WHERE id = $1 "
+                               "RETURNING repair_attempts",
+                               1, p, &v);
+        return r < 0 ? r : atoi(v);
+}
+
+int evo_get_json(struct db *db, const char *id, bool with_events, int64_t after_event_id, char **ret_json) {
+        const char *p[] = {id};
+        _cleanup_free_ char *rows = NULL;
+        int r = db_query_json(db,
+                              "SELECT id, intent, kind, state, resume_state, title, scope, plan, base_commit, "
+                              "commit_oid, from_generation, to_generation, repair_attempts, error, created_at, "
+                              "updated_at, finished_at FROM evolutions WHERE id = $1",
+                              1, p, &rows);
+        if (r < 0)
+                return r;
+        json_t *arr = json_loads(rows, 0, NULL);
+        json_t *o = json_array_get(arr, 0);
+        if (!o) {
+                json_decref(arr);
+                return -ENOENT;
+        }
+        json_incref(o);
+        json_decref(arr);
+        if (with_events) {
+                char after[32];
+                snprintf(after, sizeof after, "%lld", (long long)after_event_id);
+                const char *pe[] = {id, after};
+                _cleanup_free_ char *events = NULL;
+                r = db_query_json(db,
+                                  "SELECT id, at, kind, data FROM evolution_events WHERE evolution_id = $1 AND id > $2 "
+                                  "ORDER BY id",
+                                  2, pe, &events);
+                if (r < 0) {
+                        json_decref(o);
+                        return r;
+                }
+                json_object_set_new(o, "events", json_loads(events, 0, NULL));
+        }
+        char *s = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        if (!s)
+                return -ENOMEM;
+        *ret_json = s;
+        return 0;
+}
+
+int evo_list_json(struct db *db, int limit, char **ret_json) {
+        if (limit < 1 || limit > 500)
+                return -EINVAL;
+        char lim[16];
+        snprintf(lim, sizeof lim, "%d", limit);
+        const char *p[] = {lim};
+        return db_query_json(db,
+                             "SELECT id, intent, kind, state, title, scope, from_generation, to_generation, error, "
+                             "created_at, updated_at, finished_at FROM evolutions ORDER BY seq DESC LIMIT $1",
+                             1, p, ret_json);
+}
+
+int evo_next_requested(struct db *db, char **ret_id) {
+        return db_query_value(db, "SELECT id FROM evolutions WHERE state = 'requested' ORDER BY seq LIMIT 1", 0, NULL,
+                              ret_id);
+}
+
+int evo_recover(struct db *db) {
+        _cleanup_free_ char *ids = NULL;
+        int r = db_query_json(db,
+                              "SELECT id, state FROM evolutions WHERE state NOT IN "
+                              "('requested', 'complete', 'failed', 'cancelled', 'rolled_back')",
+                              0, NULL, &ids);
+        if (r < 0)
+                return r;
+        json_t *arr = json_loads(ids, 0, NULL);
+        size_t i;
+        json_t *row;
+        int n = 0;
+        json_array_foreach(arr, i, row) {
+                const char *id = json_string_value(json_object_get(row, "id"));
+                if (id && evo_set_state(db, id, EVO_FAILED, "interrupted by a kernel restart", NULL) == 0)
+                        n++;
+        }
+        json_decref(arr);
+        char now[32];
+        now_str(now);
+        const char *p[] = {now};
+        r = db_execp(db, "UPDATE approvals SET state = 'expired', decided_at = $1 WHERE state = 'pending'", 1, p, NULL);
+        if (r < 0)
+                return r;
+        if (n > 0)
+                log_info("boot recovery: %d interrupted evolution(s) marked failed", n);
+        return n;
+}
+
+int evo_approval_create(struct db *db, const char *evo_id, const char *kind, const char *tool, const char *level,
+                        const char *request_json, char **ret_id) {
+        static const char *const kinds[] = {"tool", "plan", "apply", "question"};
+        bool ok = false;
+        for (size_t i = 0; kind && i < ARRAY_SIZE(kinds); i++)
+                ok = ok || streq(kind, kinds[i]);
+        if (!ok || !request_json)
+                return -EINVAL;
+        _cleanup_free_ char *id = NULL;
+        int r = new_id("apr", &id);
+        if (r < 0)
+                return r;
+        char now[32];
+        now_str(now);
+        const char *p[] = {id, evo_id, kind, tool, level, request_json, now};
+        r = db_execp(db,
+                     "INSERT INTO approvals (id, evolution_id, kind, tool, level, request, created_at) "
+                     "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                     7, p, NULL);
+        if (r < 0)
+                return r;
+        *ret_id = TAKE_PTR(id);
+        return 0;
+}
+
+int evo_approval_decide(struct db *db, const char *id, bool approved, const char *answer) {
+        char now[32];
+        now_str(now);
+        const char *state = answer ? "answered" : approved ? "approved" : "denied";
+        const char *p[] = {id, state, answer, now};
+        int r = db_execp(db,
+                         "UPDATE approvals SET state = $2, answer = $3, decided_at = $4 "
+                         "WHERE id = $1 AND state = 'pending'",
+                         4, p, NULL);
+        if (r < 0)
+                return r;
+        if (r == 1)
+                return 0;
+        _cleanup_free_ char *cur = NULL;
+        return evo_approval_state(db, id, &cur, NULL) == 0 ? -EALREADY : -ENOENT;
+}
+
+int evo_approval_state(struct db *db, const char *id, char **ret_state, char **ret_answer) {
+        const char *p[] = {id};
+        _cleanup_free_ char *rows = NULL;
+        int r = db_query_json(db, "SELECT state, answer FROM approvals WHERE id = $1", 1, p, &rows);
+        if (r < 0)
+                return r;
+        json_t *arr = json_loads(rows, 0, NULL);
+        json_t *o = json_array_get(arr, 0);
+        const char *st = json_string_value(json_object_get(o, "state"));
+        const char *ans = json_string_value(json_object_get(o, "answer"));
+        r = -ENOENT;
+        if (st) {
+                *ret_state = strdup(st);
+                if (ret_answer)
+                        *ret_answer = ans ? strdup(ans) : NULL;
+                r = *ret_state ? 0 : -ENOMEM;
+        }
+        json_decref(arr);
+        return r;
+}
+
+int evo_approvals_pending_json(struct db *db, char **ret_json) {
+        return db_query_json(db,
+                             "SELECT id, evolution_id, kind, tool, level, request, created_at FROM approvals "
+                             "WHERE state = 'pending' ORDER BY created_at",
+                             0, NULL, ret_json);
+}

@@ -1,0 +1,52 @@
+/* store.h — evolutions, their events and the owner's approvals, kept in the
+ * kernel-memory database (migration 0002). Every state change is checked
+ * against the state machine and recorded as a "phase" event. Reads return
+ * JSON text (caller frees) for the API and the CLI. */
+#pragma once
+
+#include "base/base.h"
+#include "evolution/state.h"
+
+struct db;
+
+/* Event kinds of SPEC §4. */
+bool evo_event_kind_valid(const char *kind);
+
+/* A new evolution in state requested (kind "evolve" or "rollback"); intent is
+ * the owner's words (at most 16 KiB). *ret_id is "evo_<16 hex>"; caller frees. */
+int evo_create(struct db *db, const char *intent, const char *kind, char **ret_id);
+/* Moves id to `to` if the state machine allows it from its current state;
+ * -EPERM if not (with *ret_error saying from → to), -ENOENT for an unknown id,
+ * -EAGAIN if it changed under us. Entering needs_input remembers the state
+ * it interrupts; failed keeps `note` as the error. */
+int evo_set_state(struct db *db, const char *id, enum evo_state to, const char *note, char **ret_error);
+int evo_get_state(struct db *db, const char *id, enum evo_state *ret);
+/* Appends an event; data_json must be a JSON object (at most 1 MiB). */
+int evo_event(struct db *db, const char *id, const char *kind, const char *data_json);
+/* Sets plan fields after submit_plan (title ≤ 200, scope slug, plan JSON). */
+int evo_set_plan(struct db *db, const char *id, const char *title, const char *scope, const char *plan_json);
+/* Counts a repair attempt; returns the new count. */
+int evo_count_repair(struct db *db, const char *id);
+
+/* One evolution as a JSON object, with its events (after_event_id > 0: only
+ * newer ones) when with_events. -ENOENT if unknown. */
+int evo_get_json(struct db *db, const char *id, bool with_events, int64_t after_event_id, char **ret_json);
+/* The newest evolutions first (limit 1..500). */
+int evo_list_json(struct db *db, int limit, char **ret_json);
+/* The oldest evolution still requested (FIFO), or -ENOENT. */
+int evo_next_requested(struct db *db, char **ret_id);
+/* Boot recovery: every evolution that was under way is failed ("interrupted
+ * by a kernel restart") and every pending approval expires. Returns how many
+ * evolutions were failed. */
+int evo_recover(struct db *db);
+
+/* ---- approvals: for that exact call of that evolution, never reused ---- */
+/* kind: tool | plan | apply | question. request_json: shown in full. */
+int evo_approval_create(struct db *db, const char *evo_id, const char *kind, const char *tool, const char *level,
+                        const char *request_json, char **ret_id);
+/* Decides a pending approval (answer: the owner's text for questions, may be
+ * NULL). -ENOENT if unknown, -EALREADY if already decided or expired. */
+int evo_approval_decide(struct db *db, const char *id, bool approved, const char *answer);
+/* "pending", "approved", "denied", "answered" or "expired"; answer may be NULL. */
+int evo_approval_state(struct db *db, const char *id, char **ret_state, char **ret_answer);
+int evo_approvals_pending_json(struct db *db, char **ret_json);
