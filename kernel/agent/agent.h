@@ -1,0 +1,116 @@
+/* agent.h — the agent loop (SPEC §4): send the conversation to the model, run
+ * the tool calls it makes (kernel/tools: validated, classified, decided),
+ * feed the results back, repeat until a terminal tool ends the phase.
+ *
+ *   - tool errors go back to the model as error results;
+ *   - a reply cut off by max_tokens gets a "continue in smaller steps" nudge;
+ *   - a turn that ends without a terminal tool is nudged (max_nudges times),
+ *     except in chat (end_on_reply), where the reply ends the run;
+ *   - malformed calls (unknown tool, arguments not JSON or not matching the
+ *     schema) are error results; max_malformed of them in a row fail the run;
+ *   - max_turns model calls at most (counted in the state, across runs);
+ *   - a cancellation flag is checked before every model call and tool call;
+ *   - when the conversation outgrows context_budget bytes it is compacted:
+ *     the first message and the last keep_last messages stay intact, old
+ *     tool output and long arguments are trimmed to head+tail with
+ *     "[trimmed]", and, if still too big, the oldest assistant turns are
+ *     dropped with their tool results (a call is never separated from its
+ *     result).
+ * The caller owns the conversation (struct agent_state) and can keep it to
+ * continue later (e.g. a repair after failed verification). */
+#pragma once
+
+#include "base/base.h"
+#include "model/model.h"
+#include "tools/tools.h"
+
+#include <stdatomic.h>
+
+enum agent_event {
+        AGENT_EVENT_TEXT,        /* "agent_text": {"text"} */
+        AGENT_EVENT_TOOL_CALL,   /* "tool_call": {"id","name","arguments"} (arguments: the parsed
+                                  * object, or the raw text when it is not JSON) */
+        AGENT_EVENT_TOOL_RESULT, /* "tool_result": {"id","name","is_error","output"[,"level","decision"]} */
+        AGENT_EVENT_NOTE,        /* "note": {"text"} (nudges, compaction) */
+        AGENT_EVENT_ERROR,       /* "error": {"error"} */
+};
+/* "agent_text", "tool_call", "tool_result", "note", "error" (the kernel DB's event kinds). */
+const char *agent_event_name(enum agent_event k);
+
+/* A completion: the orchestrator passes a wrapper of model_complete(), tests
+ * a fake. Fills *ret (caller of it frees with model_response_done()) or
+ * returns negative with *ret_error (freed by the loop). */
+typedef int (*agent_complete_fn)(void *userdata, const struct model_request *req, struct model_response *ret,
+                                 char **ret_error);
+/* json is a compact JSON object, borrowed for the call. */
+typedef void (*agent_event_fn)(void *userdata, enum agent_event kind, const char *json);
+
+struct agent_config {
+        agent_complete_fn complete;      /* required */
+        void *complete_userdata;
+        const char *system;              /* the system prompt, may be NULL; borrowed */
+        const char *purpose;             /* "evolution", "chat", … (usage); borrowed */
+        const char *reference;           /* e.g. the evolution id; borrowed, may be NULL */
+        struct tool_ctx *tools;          /* the phase (tools->phase) and what handlers need; borrowed */
+        int max_turns;                   /* model calls per conversation (seed.yaml max_agent_turns); 0 = 150 */
+        int max_tokens;                  /* per completion; 0 = the model config's */
+        agent_event_fn on_event;         /* may be NULL */
+        void *event_userdata;
+        const atomic_bool *cancel;       /* may be NULL */
+        bool end_on_reply;               /* chat: a turn without tool calls ends the run */
+        size_t context_budget;           /* bytes; 0 = AGENT_CONTEXT_BUDGET */
+        size_t keep_last;                /* messages kept intact at the end; 0 = AGENT_KEEP_LAST */
+        int max_malformed;               /* consecutive malformed calls; 0 = 3 */
+        int max_nudges;                  /* turns without a terminal tool, in a row; 0 = 2 */
+};
+
+#define AGENT_CONTEXT_BUDGET (600 * 1024)
+#define AGENT_KEEP_LAST 12
+#define AGENT_TRIM_KEEP 400              /* head and tail bytes of trimmed text */
+
+/* The conversation. Messages are owned (free with agent_state_done()). */
+struct agent_state {
+        struct model_message *messages;
+        size_t n_messages, cap;
+        int turns;                       /* model calls made so far */
+};
+
+void agent_state_init(struct agent_state *st);
+void agent_state_done(struct agent_state *st);
+/* Appends a user message (copied). */
+int agent_state_add_user(struct agent_state *st, const char *text);
+/* Appends a deep copy of msg. */
+int agent_state_add(struct agent_state *st, const struct model_message *msg);
+/* Appends msg, taking ownership of its contents (msg is zeroed). */
+int agent_state_take(struct agent_state *st, struct model_message *msg);
+/* Approximate size in bytes (what compaction measures). */
+size_t agent_state_size(const struct agent_state *st);
+/* Compacts st to fit budget bytes (see the top of this file), keeping the
+ * first message and the last keep_last intact. Returns the bytes saved. */
+size_t agent_compact(struct agent_state *st, size_t budget, size_t keep_last);
+
+enum agent_outcome {
+        AGENT_TERMINAL,     /* a terminal tool was called: tool + args */
+        AGENT_REPLIED,      /* end_on_reply: the model answered (text) */
+        AGENT_TURN_LIMIT,   /* max_turns reached */
+        AGENT_CANCELLED,    /* the cancel flag was set */
+        AGENT_FAILED,       /* error says why: the model failed, too many malformed
+                             * calls, no terminal tool after the nudges */
+};
+const char *agent_outcome_name(enum agent_outcome o);
+
+struct agent_result {
+        enum agent_outcome outcome;
+        char *tool;         /* terminal tool's name, else NULL */
+        char *args;         /* its validated arguments (JSON object text), else NULL */
+        char *text;         /* the model's last text, may be NULL */
+        char *error;        /* AGENT_FAILED / TURN_LIMIT / CANCELLED: what happened */
+        int turns;          /* model calls made in this run */
+};
+void agent_result_done(struct agent_result *r);
+
+/* Runs the loop on st (which must hold at least the first user message).
+ * Returns 0 and fills *ret for every outcome above; negative only for bad
+ * arguments or when out of memory. Caller frees *ret with
+ * agent_result_done(). */
+int agent_run(const struct agent_config *cfg, struct agent_state *st, struct agent_result *ret);

@@ -1,0 +1,324 @@
+#include "evolution/verify.h"
+#include "base/buf.h"
+#include "base/fileio.h"
+#include "base/log.h"
+#include "config/config.h"
+#include "fsx/fsx.h"
+#include "organism/organism.h"
+#include "pg/pg.h"
+#include "sandbox/sandbox.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+
+#define MIGRATIONS_MAX 1000
+#define MIGRATION_MAX_BYTES (1024 * 1024)
+#define LAUNCH_TIMEOUT_MS (60 * 1000)
+#define ORGANISM_MIGRATIONS_TABLE "organism_migrations"
+
+void evo_check_free(struct evo_check *c) {
+        if (!c)
+                return;
+        free(c->output);
+        free(c);
+}
+
+void evo_migrations_free(struct db_migration *m, size_t n) {
+        for (size_t i = 0; m && i < n; i++) {
+                free((char *)m[i].name);
+                free((char *)m[i].sql);
+        }
+        free(m);
+}
+
+static int cmp_migration(const void *a, const void *b) {
+        const struct db_migration *x = a, *y = b;
+        return (x->version > y->version) - (x->version < y->version);
+}
+
+int evo_load_migrations(int root, const char *dir, struct db_migration **ret, size_t *ret_n, char **ret_error) {
+        _cleanup_(fsx_list_freep) struct fsx_list *l = NULL;
+        int r = fsx_list(root, dir, MIGRATIONS_MAX + 1, &l, ret_error);
+        if (r == -ENOENT) { /* no migrations folder: nothing to apply */
+                if (ret_error) {
+                        free(*ret_error);
+                        *ret_error = NULL;
+                }
+                *ret = NULL;
+                *ret_n = 0;
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        if (l->truncated || l->n > MIGRATIONS_MAX) {
+                (void)xasprintf(ret_error, "%s: more than %d migrations", dir, MIGRATIONS_MAX);
+                return -E2BIG;
+        }
+        struct db_migration *m = calloc(l->n ? l->n : 1, sizeof(*m));
+        size_t n = 0;
+        if (!m)
+                return -ENOMEM;
+        for (size_t i = 0; i < l->n; i++) {
+                const struct fsx_entry *e = &l->entries[i];
+                if (!endswith(e->name, ".sql"))
+                        continue; /* .gitkeep, README … */
+                int version;
+                if (e->type == FSX_SYMLINK) {
+                        (void)xasprintf(ret_error, "%s/%s is a symlink: migrations must be regular files", dir,
+                                        e->name);
+                        r = -ELOOP;
+                        break;
+                }
+                if (e->type != FSX_FILE || db_migration_parse_name(e->name, &version) < 0) {
+                        (void)xasprintf(ret_error, "%s/%s: a migration must be a file named NNNN_name.sql", dir,
+                                        e->name);
+                        r = -EINVAL;
+                        break;
+                }
+                _cleanup_free_ char *rel = NULL;
+                char *sql = NULL;
+                size_t len = 0;
+                if (xasprintf(&rel, "%s/%s", dir, e->name) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                if ((r = fsx_read(root, rel, MIGRATION_MAX_BYTES, &sql, &len, ret_error)) < 0)
+                        break;
+                m[n++] = (struct db_migration){.version = version, .name = strdup(e->name), .sql = sql, .len = len};
+                if (!m[n - 1].name) {
+                        r = -ENOMEM;
+                        break;
+                }
+        }
+        if (r >= 0) {
+                qsort(m, n, sizeof(*m), cmp_migration);
+                r = db_migrations_validate(m, n, ret_error);
+        }
+        if (r < 0) {
+                evo_migrations_free(m, n);
+                return r;
+        }
+        *ret = m;
+        *ret_n = n;
+        return 0;
+}
+
+struct run {
+        const struct evo_verify_config *c;
+        struct evo_check *failed;
+};
+
+/* Records one step; on failure keeps it for the caller. Returns 0 or -EIO. */
+static int step_done(struct run *run, const char *name, bool ok, char *output, int64_t started) {
+        struct evo_check check = {.name = name, .ok = ok, .output = output ? output : strdup(""),
+                                  .duration_ms = now_ms() - started};
+        if (run->c->on_check)
+                run->c->on_check(run->c->userdata, &check);
+        if (ok) {
+                free(check.output);
+                return 0;
+        }
+        run->failed = malloc(sizeof(*run->failed));
+        if (!run->failed) {
+                free(check.output);
+                return -ENOMEM;
+        }
+        *run->failed = check;
+        return -EIO;
+}
+
+/* A path under the live Seed's folder (.seed/...). NULL on OOM. */
+static char *seed_path(const struct evo_verify_config *c, const char *rel, const char *suffix) {
+        char *p = NULL;
+        if (xasprintf(&p, "%s/%s%s", c->seed_dir, rel, suffix ? suffix : "") < 0)
+                return NULL;
+        return p;
+}
+
+/* A command of the organism (build or test) in a sandbox over the worktree. */
+static int sandboxed(struct run *run, const char *name, enum sandbox_profile profile, const char *command,
+                     const char *database_url) {
+        const struct evo_verify_config *c = run->c;
+        int64_t started = now_ms();
+        _cleanup_free_ char *cache = seed_path(c, ".seed/cache", NULL);
+        char *organism_only[] = {"organism/", NULL};
+        struct sandbox_spec spec = {
+                .profile = profile,
+                .seed_dir = c->seed_dir,
+                .workspace = c->worktree,
+                .evolvable = organism_only, /* builds and tests write build outputs, nothing else */
+                .pg_socket_dir = database_url ? pg_socket_dir(c->pg) : NULL,
+                .database_url = database_url,
+                .cache_dir = cache,
+        };
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        int r = cache ? mkdir_mode(cache, 0700) : -ENOMEM;
+        if (r < 0)
+                return log_error_errno(r, "verify: cannot create the build cache: %m");
+        r = sandbox_policy_build(&spec, &p);
+        if (r < 0)
+                return log_error_errno(r, "verify: cannot build the %s sandbox: %m", name);
+        char *cmd[] = {"/bin/sh", "-c", (char *)command, NULL};
+        struct proc_result res = {0};
+        r = sandbox_run(p, cmd, c->cfg->evolution.command_timeout_seconds * 1000, &res);
+        if (r < 0)
+                return log_error_errno(r, "verify: cannot run the %s sandbox: %m", name);
+        struct buf out = BUF_INIT(4u << 20);
+        (void)buf_printf(&out, "$ %s\n%s", command, res.output ? res.output : "");
+        if (res.timed_out)
+                (void)buf_printf(&out, "\n[timed out after %d s]\n", c->cfg->evolution.command_timeout_seconds);
+        else if (res.exit_code != 0)
+                (void)buf_printf(&out, "\n[exit code %d]\n", res.exit_code);
+        bool ok = !res.timed_out && res.exit_code == 0;
+        proc_result_done(&res);
+        return step_done(run, name, ok, buf_steal(&out), started);
+}
+
+/* A fresh scratch database owned by evolver with the organism's migrations. */
+static int fresh_database(struct run *run, int root, const char *dbname, char **ret_url) {
+        const struct evo_verify_config *c = run->c;
+        int64_t started = now_ms();
+        (void)pg_scratch_drop(c->pg, dbname);
+        int r = pg_scratch_create(c->pg, dbname);
+        if (r < 0)
+                return log_error_errno(r, "verify: cannot create scratch database %s: %m", dbname);
+        struct db_migration *m = NULL;
+        size_t n = 0;
+        char *err = NULL;
+        r = evo_load_migrations(root, c->cfg->organism.migrations, &m, &n, &err);
+        if (r == 0) {
+                _cleanup_free_ char *ci = NULL;
+                _cleanup_(db_closep) struct db *db = NULL;
+                if ((r = pg_conninfo(c->pg, "evolver", dbname, &ci)) < 0 ||
+                    (r = db_connect_err(ci, &db, &err)) < 0)
+                        ;
+                else
+                        r = db_migrate(db, ORGANISM_MIGRATIONS_TABLE, m, n, &err);
+                if (ci)
+                        secure_zero(ci, strlen(ci));
+        }
+        evo_migrations_free(m, n);
+        if (r >= 0)
+                r = pg_sandbox_url(c->pg, "evolver", dbname, ret_url);
+        if (r < 0 && r != -ENOMEM) {
+                char *msg = NULL;
+                (void)xasprintf(&msg, "migrating a fresh database failed: %s", err ? err : strerror(-r));
+                free(err);
+                return step_done(run, "migrate", false, msg, started);
+        }
+        free(err);
+        return r < 0 ? r : step_done(run, "migrate", true, NULL, started);
+}
+
+static char *log_tail(const char *path, size_t max) {
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        if (read_file(path, 64u << 20, &data, &len) < 0)
+                return strdup("(no log)");
+        const char *start = len > max ? data + len - max : data;
+        return strdup(start);
+}
+
+/* Launches the worktree's organism on its own fresh database, like the live
+ * one (private network, no cache), waits for health and probes it. */
+static int launch(struct run *run, const char *database_url) {
+        const struct evo_verify_config *c = run->c;
+        int64_t started = now_ms();
+        _cleanup_free_ char *run_dir = seed_path(c, ".seed/preview/", c->evo_id);
+        _cleanup_free_ char *preview_dir = seed_path(c, ".seed/preview", NULL);
+        _cleanup_free_ char *logs_dir = seed_path(c, ".seed/logs", NULL);
+        _cleanup_free_ char *log_name = NULL, *log_path = NULL;
+        if (xasprintf(&log_name, "preview-%s.log", c->evo_id) < 0 || !logs_dir ||
+            !(log_path = path_join(logs_dir, log_name)))
+                return -ENOMEM;
+        _cleanup_free_ char *cache = seed_path(c, ".seed/cache", NULL);
+        if (!run_dir || !preview_dir || !cache)
+                return -ENOMEM;
+        int r;
+        if ((r = mkdir_mode(logs_dir, 0700)) < 0 || (r = mkdir_mode(preview_dir, 0700)) < 0 ||
+            (r = mkdir_mode(run_dir, 0700)) < 0)
+                return log_error_errno(r, "verify: cannot create %s: %m", run_dir);
+        (void)unlink(log_path);
+        struct organism_config oc = {
+                .seed_dir = c->worktree,
+                .build_cmd = c->cfg->organism.build,
+                .run_cmd = c->cfg->organism.run,
+                .health_path = c->cfg->organism.health,
+                .port = c->cfg->organism.port,
+                .database_url = database_url,
+                .pg_socket_dir = pg_socket_dir(c->pg),
+                .bridge_path = c->bridge_path,
+                .run_dir = run_dir,
+                .log_path = log_path,
+                .cache_dir = cache,
+                .health_timeout_ms = LAUNCH_TIMEOUT_MS,
+        };
+        struct organism *o = NULL;
+        if ((r = organism_new(&oc, &o)) < 0)
+                return log_error_errno(r, "verify: cannot set up the preview: %m");
+        if ((r = organism_start(o)) < 0) {
+                organism_free(o);
+                return r;
+        }
+        r = organism_wait_ready(o, LAUNCH_TIMEOUT_MS + 30 * 1000);
+        if (r < 0) {
+                organism_stop(o);
+                organism_free(o);
+                char *msg = NULL, *tail = log_tail(log_path, 16 * 1024);
+                (void)xasprintf(&msg, "the app did not become healthy (%s); end of its log:\n%s",
+                                r == -ETIMEDOUT ? "no answer within 60 s" : "it exited", tail ? tail : "");
+                free(tail);
+                return step_done(run, "launch", false, msg, started);
+        }
+        if ((r = step_done(run, "launch", true, NULL, started)) < 0)
+                goto out;
+        static const struct {
+                const char *name;
+                bool health;
+        } probes[] = {{"healthz", true}, {"root", false}};
+        for (size_t i = 0; i < ARRAY_SIZE(probes); i++) {
+                const char *path = probes[i].health ? c->cfg->organism.health : "/";
+                int64_t t = now_ms();
+                int p = organism_probe(organism_socket(o), path);
+                char *msg = NULL;
+                if (p < 0)
+                        (void)xasprintf(&msg, "GET %s did not answer 2xx: %s", path, strerror(-p));
+                if ((r = step_done(run, probes[i].name, p == 0, msg, t)) < 0)
+                        break;
+        }
+out:
+        organism_stop(o);
+        organism_free(o);
+        rm_rf(run_dir);
+        return r;
+}
+
+int evo_verify(const struct evo_verify_config *c, struct evo_check **ret_failed) {
+        struct run run = {.c = c};
+        _cleanup_close_ int root = -1;
+        _cleanup_free_ char *test_db = NULL, *run_db = NULL, *test_url = NULL, *run_url = NULL;
+        int r = fsx_open_root(c->worktree, &root);
+        if (r < 0)
+                return log_error_errno(r, "verify: cannot open the worktree %s: %m", c->worktree);
+        if (xasprintf(&test_db, "%s_test", c->evo_id) < 0 || xasprintf(&run_db, "%s_run", c->evo_id) < 0)
+                return -ENOMEM;
+        r = sandboxed(&run, "build", SANDBOX_BUILD, c->cfg->organism.build, NULL);
+        if (r == 0)
+                r = fresh_database(&run, root, test_db, &test_url);
+        if (r == 0)
+                r = sandboxed(&run, "test", SANDBOX_TEST, c->cfg->organism.test, test_url);
+        if (r == 0)
+                r = fresh_database(&run, root, run_db, &run_url);
+        if (r == 0)
+                r = launch(&run, run_url);
+        (void)pg_scratch_drop(c->pg, test_db);
+        (void)pg_scratch_drop(c->pg, run_db);
+        if (test_url)
+                secure_zero(test_url, strlen(test_url));
+        if (run_url)
+                secure_zero(run_url, strlen(run_url));
+        if (r == -EIO && ret_failed)
+                *ret_failed = TAKE_PTR(run.failed);
+        evo_check_free(run.failed);
+        return r;
+}

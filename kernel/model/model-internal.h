@@ -1,0 +1,69 @@
+/* model-internal.h — the model module's wire formats and retry policy, shared
+ * by its own files and its tests. Nothing outside kernel/model and
+ * tests/{unit,integration}/test-model.c includes this. */
+#pragma once
+
+#include "model/model.h"
+
+#define MODEL_MAX_RESPONSE (8u << 20)       /* response body cap */
+#define MODEL_BACKOFF_CAP_MS 30000          /* one backoff never exceeds this */
+#define MODEL_RETRY_AFTER_CAP_MS 60000      /* Retry-After is honoured up to this */
+#define MODEL_MAX_TOOL_CALLS 256            /* per response */
+#define MODEL_ERROR_EXCERPT 300             /* bytes of a provider's error text kept */
+
+enum model_format { MODEL_FORMAT_OPENAI, MODEL_FORMAT_ANTHROPIC };
+
+/* What a request body needs besides the conversation. */
+struct model_wire {
+        enum model_format format;
+        const char *model;             /* the model's name */
+        int max_tokens;                /* resolved (> 0) */
+        bool usage_include;            /* OpenRouter: "usage":{"include":true} for the cost */
+        bool max_completion_tokens;    /* OpenAI: send max_completion_tokens, not max_tokens */
+};
+
+/* The provider's request body as compact JSON. Caller frees *ret_json.
+ * -EINVAL with *ret_error (caller frees) for a conversation that cannot be
+ * sent (bad tool schema, tool result without an id, …). */
+int model_wire_build(const struct model_wire *w, const struct model_request *req, char **ret_json,
+                     char **ret_error);
+
+/* Parses a 2xx body into *ret (caller frees with model_response_done).
+ * Failures, with *ret_error (caller frees):
+ *   -EBADMSG    malformed JSON, or choices/message/content missing
+ *   -EAGAIN     an error reported in the body with a retryable code
+ *   -EREMOTEIO  an error reported in the body, not retryable */
+int model_wire_parse(enum model_format fmt, const char *body, size_t len, struct model_response *ret,
+                     char **ret_error);
+
+/* A short, printable description of an error body (its error.message when it
+ * is JSON, else an excerpt). Never NULL unless out of memory. Caller frees. */
+char *model_wire_error_text(const char *body, size_t len);
+
+/* Whether an HTTP status is retried: 408, 409, 429, 5xx. */
+bool model_status_retryable(long status);
+/* Whether an error code reported in a body is retried: a retryable status
+ * (as a number or numeric string) or a known transient type
+ * ("rate_limit_exceeded", "overloaded_error", "server_error", …). */
+bool model_error_code_retryable(const char *code);
+/* Full-jitter backoff after the failed attempt number attempt (1-based):
+ * uniform in [0, min(MODEL_BACKOFF_CAP_MS, base_ms * 2^(attempt-1))], drawn
+ * from rnd. */
+int64_t model_backoff_ms(int attempt, int base_ms, uint64_t rnd);
+/* A Retry-After header value in seconds (or retry-after-ms in ms when ms is
+ * true) as milliseconds, capped at MODEL_RETRY_AFTER_CAP_MS; -1 if absent or
+ * not a number (HTTP dates are ignored). */
+int64_t model_retry_after_ms(const char *value, bool ms);
+
+/* Copy of s with every occurrence of secret replaced by "[redacted]"
+ * (secret NULL or empty: a plain copy). Caller frees; NULL on OOM. */
+char *model_redact(const char *s, const char *secret);
+/* Copy of s with invalid UTF-8 replaced by U+FFFD. Caller frees. */
+char *model_utf8_sanitize(const char *s);
+
+/* TESTS ONLY: sends this model's requests to url instead of its provider's
+ * endpoint (the key goes with them). Never called with anything from
+ * seed.yaml; the kernel never calls it. */
+int model_set_endpoint_for_tests(struct model *m, const char *url);
+/* The endpoint this model posts to (borrowed). */
+const char *model_endpoint(const struct model *m);

@@ -1,0 +1,123 @@
+/* model.h — the language model: providers over HTTP (through kernel/httpc),
+ * one provider-neutral conversation format, retries, usage and cost.
+ *
+ * Providers: "openrouter", "openai" (OpenAI-style chat completions with tool
+ * calls; endpoints fixed in code), "anthropic" (Messages API with tool use;
+ * endpoint fixed in code) and "openai-compatible" (chat completions at
+ * model.base_url: local model servers and the tests' scripted server). A key
+ * is only ever sent to its own provider's endpoint. */
+#pragma once
+
+#include "base/base.h"
+
+enum model_role { MODEL_ROLE_USER, MODEL_ROLE_ASSISTANT, MODEL_ROLE_TOOL };
+
+struct model_tool_call {
+        char *id;          /* provider's call id */
+        char *name;
+        char *arguments;   /* the raw JSON text the model produced (may be invalid JSON) */
+};
+
+/* On the wire: OpenAI-style tool results are role "tool" messages (an error's
+ * text is prefixed with "Error: "); Anthropic tool results are tool_result
+ * blocks (is_error), consecutive ones merged into one user message. An
+ * assistant message with neither text nor calls is not sent to Anthropic. */
+struct model_message {
+        enum model_role role;
+        char *text;                    /* may be NULL */
+        struct model_tool_call *calls; /* assistant only */
+        size_t n_calls;
+        char *tool_call_id;            /* tool results only */
+        bool is_error;                 /* tool results only: the call failed */
+};
+
+struct model_tool_def {
+        const char *name;
+        const char *description;
+        const char *parameters;        /* JSON Schema text (an object schema) */
+};
+
+struct model_request {
+        const char *system;                     /* the system prompt, may be NULL */
+        const struct model_message *messages;   /* borrowed */
+        size_t n_messages;
+        const struct model_tool_def *tools;     /* borrowed, may be NULL */
+        size_t n_tools;
+        int max_tokens;                         /* 0 = the config's */
+        const char *purpose;                    /* "chat", "evolution", "reflection" … (usage) */
+        const char *reference;                  /* e.g. an evolution id (usage), may be NULL */
+        /* Polled during the call and between retries; returning true stops
+         * it with -ECANCELED. May be NULL. */
+        bool (*cancelled)(void *userdata);
+        void *cancel_userdata;
+};
+
+enum model_stop {
+        MODEL_STOP_END,        /* the model finished its turn */
+        MODEL_STOP_TOOL_CALLS, /* it wants tool results */
+        MODEL_STOP_MAX_TOKENS, /* cut off by max_tokens */
+        MODEL_STOP_OTHER,
+};
+
+struct model_usage {
+        int64_t input_tokens, output_tokens;
+        double cost_usd;       /* as the provider reports it; 0 when it does not */
+};
+
+struct model_response {
+        struct model_message message;  /* role assistant; owned */
+        enum model_stop stop;
+        struct model_usage usage;
+};
+
+struct model_config {
+        const char *provider, *name;   /* from seed.yaml */
+        const char *base_url;          /* openai-compatible only */
+        const char *api_key;           /* the secret's value, or NULL (local servers) */
+        int max_tokens;
+        int timeout_ms;                /* whole call incl. retries; 0 = 10 minutes */
+        int max_attempts;              /* 0 = 5 */
+        int backoff_base_ms;           /* 0 = 1000 (tests use small values) */
+};
+
+/* Called after every successful call (from the calling thread). */
+typedef void (*model_usage_fn)(void *userdata, const char *purpose, const char *reference, const char *model,
+                               const struct model_usage *usage);
+
+struct model;
+
+/* Copies what it needs from cfg (the key is kept in memory only). The named
+ * providers need a key and ignore base_url; openai-compatible needs an
+ * http(s) base_url and sends its key (if any) only there. On failure
+ * *ret_error (caller frees) says why, never quoting the key. */
+int model_new(const struct model_config *cfg, struct model **ret, char **ret_error);
+void model_free(struct model *m);
+DEFINE_TRIVIAL_CLEANUP_FUNC(struct model *, model_free)
+void model_set_usage_hook(struct model *m, model_usage_fn fn, void *userdata);
+/* The model's name and provider, as configured (borrowed). */
+const char *model_name(const struct model *m);
+const char *model_provider(const struct model *m);
+/* One completion. Retries 408/409/429/5xx and network errors (exponential
+ * backoff with full jitter, Retry-After honoured up to 60 s, max_attempts)
+ * within the overall timeout; an error reported inside a 200 body is an error
+ * (retried when its code is). Safe to call from several threads at once.
+ * Each retry is logged as a warning; the final failure is not logged, the
+ * caller reports it. On failure *ret_error (caller frees) says what happened
+ * (never containing the key):
+ *   -ETIMEDOUT  the overall timeout passed
+ *   -ECANCELED  req->cancelled said so
+ *   -EBADMSG    the provider answered with malformed or incomplete JSON
+ *   -EREMOTEIO  the provider refused (4xx, an error in the body) or kept failing
+ *   -EINVAL     the request cannot be built (bad tool schema, …)
+ *   a transport -errno of httpc_do() (-ECONNREFUSED, -EHOSTUNREACH,
+ *               -ECONNRESET, -EPROTO, -EIO) when the last attempt did not
+ *               reach the provider
+ * On success *ret (caller frees with model_response_done) and the usage hook
+ * has been called. */
+int model_complete(struct model *m, const struct model_request *req, struct model_response *ret,
+                   char **ret_error);
+/* Free what the struct owns and zero it; accept zeroed structs. */
+void model_response_done(struct model_response *r);
+void model_message_done(struct model_message *msg);
+/* Deep copy (for keeping a conversation); *to written only on success. */
+int model_message_copy(const struct model_message *from, struct model_message *to);

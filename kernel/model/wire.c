@@ -1,0 +1,250 @@
+/* wire.c — what both wire formats share: JSON helpers, error bodies, text
+ * hygiene (UTF-8, excerpts, redaction), and the build/parse entry points. */
+#include "model/wire-json.h"
+#include "base/buf.h"
+
+#include <stdarg.h>
+
+static size_t utf8_valid_prefix(const unsigned char *s, size_t left) {
+        /* Length of the valid sequence at s, or 0 if it is not one. */
+        unsigned char c = s[0];
+        size_t n;
+        uint32_t cp;
+        if (c < 0x80)
+                return 1;
+        if (c >= 0xc2 && c <= 0xdf) {
+                n = 2;
+                cp = c & 0x1f;
+        } else if (c >= 0xe0 && c <= 0xef) {
+                n = 3;
+                cp = c & 0x0f;
+        } else if (c >= 0xf0 && c <= 0xf4) {
+                n = 4;
+                cp = c & 0x07;
+        } else
+                return 0;
+        if (left < n)
+                return 0;
+        for (size_t i = 1; i < n; i++) {
+                if ((s[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (s[i] & 0x3f);
+        }
+        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return n;
+}
+
+char *model_utf8_sanitize(const char *s) {
+        size_t len = strlen(s);
+        struct buf b = BUF_INIT(SIZE_MAX);
+        const unsigned char *p = (const unsigned char *)s;
+        for (size_t i = 0; i < len;) {
+                size_t n = utf8_valid_prefix(p + i, len - i);
+                int r = n ? buf_append(&b, p + i, n) : buf_append(&b, "\xef\xbf\xbd", 3);
+                if (r < 0) {
+                        buf_free(&b);
+                        return NULL;
+                }
+                i += n ? n : 1;
+        }
+        return buf_steal(&b);
+}
+
+char *model_redact(const char *s, const char *secret) {
+        if (strempty(secret))
+                return strdup(s);
+        struct buf b = BUF_INIT(SIZE_MAX);
+        size_t sl = strlen(secret);
+        for (const char *p = s;;) {
+                const char *hit = strstr(p, secret);
+                int r = buf_append(&b, p, hit ? (size_t)(hit - p) : strlen(p));
+                if (r >= 0 && hit)
+                        r = buf_puts(&b, "[redacted]");
+                if (r < 0) {
+                        buf_free(&b);
+                        return NULL;
+                }
+                if (!hit)
+                        break;
+                p = hit + sl;
+        }
+        return buf_steal(&b);
+}
+
+/* A printable excerpt of len bytes at s: control characters become spaces,
+ * at most MODEL_ERROR_EXCERPT bytes, valid UTF-8. */
+static char *excerpt(const char *s, size_t len) {
+        bool cut = len > MODEL_ERROR_EXCERPT;
+        if (cut)
+                len = MODEL_ERROR_EXCERPT;
+        _cleanup_free_ char *raw = malloc(len + 4);
+        if (!raw)
+                return NULL;
+        size_t o = 0;
+        for (size_t i = 0; i < len; i++) {
+                unsigned char c = (unsigned char)s[i];
+                raw[o++] = c < 0x20 || c == 0x7f ? ' ' : (char)c;
+        }
+        while (o > 0 && raw[o - 1] == ' ')
+                o--;
+        if (cut) {
+                memcpy(raw + o, "...", 3);
+                o += 3;
+        }
+        raw[o] = 0;
+        return model_utf8_sanitize(raw);
+}
+
+json_t *wire_str(const char *s) {
+        if (!s)
+                return json_string("");
+        json_t *j = json_string(s);
+        if (j)
+                return j;
+        _cleanup_free_ char *clean = model_utf8_sanitize(s);
+        return clean ? json_string(clean) : NULL;
+}
+
+int wire_set(json_t *obj, const char *key, json_t *v) {
+        if (!v)
+                return -ENOMEM;
+        return json_object_set_new(obj, key, v) < 0 ? -ENOMEM : 0;
+}
+
+int wire_append(json_t *arr, json_t *v) {
+        if (!v)
+                return -ENOMEM;
+        return json_array_append_new(arr, v) < 0 ? -ENOMEM : 0;
+}
+
+int wire_tool_schema(const struct model_tool_def *t, json_t **ret, char **ret_error) {
+        if (!t->parameters) {
+                json_t *j = json_pack("{s:s, s:{}}", "type", "object", "properties");
+                if (!j)
+                        return -ENOMEM;
+                *ret = j;
+                return 0;
+        }
+        json_error_t e;
+        json_t *j = json_loads(t->parameters, 0, &e);
+        if (!j || !json_is_object(j)) {
+                json_decref(j);
+                (void)xasprintf(ret_error, "tool '%s': parameters are not a JSON object", t->name);
+                return -EINVAL;
+        }
+        *ret = j;
+        return 0;
+}
+
+int wire_malformed(char **ret_error, const char *fmt, ...) {
+        va_list ap;
+        char *what = NULL;
+        va_start(ap, fmt);
+        int k = vasprintf(&what, fmt, ap);
+        va_end(ap);
+        if (k < 0)
+                return -ENOMEM;
+        (void)xasprintf(ret_error, "malformed response: %s", what);
+        free(what);
+        return -EBADMSG;
+}
+
+const char *wire_get_str(const json_t *obj, const char *key) {
+        json_t *v = json_object_get(obj, key);
+        return json_is_string(v) ? json_string_value(v) : NULL;
+}
+
+int64_t wire_get_int(const json_t *obj, const char *key) {
+        json_t *v = json_object_get(obj, key);
+        if (json_is_integer(v))
+                return (int64_t)json_integer_value(v);
+        if (json_is_real(v))
+                return (int64_t)json_real_value(v);
+        return 0;
+}
+
+int wire_text_append(char **acc, const char *s) {
+        char *n = NULL;
+        if (xasprintf(&n, "%s%s", *acc ? *acc : "", s) < 0)
+                return -ENOMEM;
+        free(*acc);
+        *acc = n;
+        return 0;
+}
+
+int wire_body_error(const json_t *err, char **ret_error) {
+        const char *message = NULL, *type = NULL;
+        char code[64] = "";
+        if (json_is_string(err))
+                message = json_string_value(err);
+        else if (json_is_object(err)) {
+                message = wire_get_str(err, "message");
+                type = wire_get_str(err, "type");
+                json_t *c = json_object_get(err, "code");
+                if (json_is_integer(c))
+                        snprintf(code, sizeof code, "%lld", (long long)json_integer_value(c));
+                else if (json_is_string(c))
+                        snprintf(code, sizeof code, "%s", json_string_value(c));
+        }
+        bool retry = model_error_code_retryable(code) || (type && model_error_code_retryable(type));
+        _cleanup_free_ char *msg = excerpt(message ? message : "(no message)", strlen(message ? message : "(no message)"));
+        _cleanup_free_ char *label = excerpt(*code ? code : type ? type : "", strlen(*code ? code : type ? type : ""));
+        if (!msg || !label)
+                return -ENOMEM;
+        if (xasprintf(ret_error, "provider error%s%s: %s", *label ? " " : "", label, msg) < 0)
+                return -ENOMEM;
+        return retry ? -EAGAIN : -EREMOTEIO;
+}
+
+char *model_wire_error_text(const char *body, size_t len) {
+        json_error_t e;
+        _cleanup_json_ json_t *root = json_loadb(body, len, 0, &e);
+        if (json_is_object(root)) {
+                json_t *err = json_object_get(root, "error");
+                const char *m = json_is_string(err) ? json_string_value(err)
+                                : json_is_object(err) ? wire_get_str(err, "message")
+                                                      : wire_get_str(root, "message");
+                if (m)
+                        return excerpt(m, strlen(m));
+        }
+        if (len == 0)
+                return strdup("(empty body)");
+        return excerpt(body, len);
+}
+
+int model_wire_build(const struct model_wire *w, const struct model_request *req, char **ret_json,
+                     char **ret_error) {
+        _cleanup_json_ json_t *root = NULL;
+        int r = w->format == MODEL_FORMAT_ANTHROPIC ? anthropic_build(w, req, &root, ret_error)
+                                                    : openai_build(w, req, &root, ret_error);
+        if (r < 0)
+                return r;
+        char *s = json_dumps(root, JSON_COMPACT);
+        if (!s)
+                return -ENOMEM;
+        *ret_json = s;
+        return 0;
+}
+
+int model_wire_parse(enum model_format fmt, const char *body, size_t len, struct model_response *ret,
+                     char **ret_error) {
+        json_error_t e;
+        _cleanup_json_ json_t *root = json_loadb(body, len, 0, &e);
+        if (!root) {
+                _cleanup_free_ char *what = excerpt(e.text, strlen(e.text));
+                return wire_malformed(ret_error, "invalid JSON at byte %d: %s", e.position, what ? what : "");
+        }
+        if (!json_is_object(root))
+                return wire_malformed(ret_error, "not a JSON object");
+        struct model_response res = {.message.role = MODEL_ROLE_ASSISTANT};
+        int r = fmt == MODEL_FORMAT_ANTHROPIC ? anthropic_parse(root, &res, ret_error)
+                                              : openai_parse(root, &res, ret_error);
+        if (r < 0) {
+                model_response_done(&res);
+                return r;
+        }
+        *ret = res;
+        return 0;
+}

@@ -1,0 +1,157 @@
+/* tools.h — the agent's tools: a table of data (name, description, level,
+ * JSON schema, handler, phases), argument validation, classification and the
+ * owner's permissions (SPEC §5).
+ *
+ * Every call goes through tools_call(): the tool is looked up and must be
+ * offered in the context's phase; its arguments are parsed and validated
+ * against its schema BEFORE anything runs; a "path" argument is replaced by
+ * its normalised form (tools_normalize_path), so the path classified, shown
+ * to the owner, approved and acted on is one and the same; the call is classified
+ * (safe/review/dangerous, possibly from its arguments) and the level mapped by
+ * seed.yaml's permissions to allow/ask/deny; only then does the handler run.
+ * Anything wrong becomes an error result for the model, never a crash. The
+ * classifier is advisory: the sandbox and fsx are the boundary. */
+#pragma once
+
+#include "base/base.h"
+#include "config/config.h"
+#include "model/model.h"
+#include "sandbox/sandbox.h"
+
+struct json_t;
+
+#define TOOLS_OUTPUT_CAP 20000          /* chars of tool output the model sees (head + tail) */
+#define TOOLS_DANGEROUS_INPUT_MAX 16384 /* dangerous calls with larger arguments are refused */
+#define TOOLS_ARGS_MAX (2 * 1024 * 1024) /* arguments text of any call */
+#define TOOLS_MAX_QUESTIONS 3           /* ask_owner calls per evolution */
+
+enum tool_level { TOOL_SAFE, TOOL_REVIEW, TOOL_DANGEROUS, _TOOL_LEVEL_MAX };
+
+/* A phase is where a tool list is offered; a tool's `phases` is a mask. */
+enum tool_phase {
+        TOOL_PHASE_PLAN = 1 << 0,    /* read-only tools, ask_owner, submit_plan */
+        TOOL_PHASE_MUTATE = 1 << 1,  /* + writes, run, app/db tools, finish */
+        TOOL_PHASE_REFLECT = 1 << 2, /* reads; writes only in knowledge/ and skills/; submit_reflection */
+        TOOL_PHASE_CHAT = 1 << 3,    /* reads, start_evolution, list_evolutions */
+};
+
+struct tool;
+struct tool_ctx;
+
+/* What a call produced. */
+struct tool_result {
+        char *output;     /* text for the model: valid UTF-8, capped; owned */
+        bool is_error;    /* sent to the model as an error result */
+        bool malformed;   /* unknown tool, not offered, arguments not JSON or not matching the schema */
+        bool terminal;    /* a terminal tool succeeded: the phase ends */
+        char *args;       /* the validated arguments re-serialised (compact JSON, "path"
+                           * normalised); owned, may be NULL */
+        bool classified;  /* level and decision below are meaningful */
+        enum tool_level level;
+        enum cfg_decision decision;
+};
+void tool_result_done(struct tool_result *r);
+
+/* Handlers fill ret->output (and is_error); a negative return is an
+ * unexpected failure, reported to the model as "internal error". args is a
+ * validated JSON object (jansson), borrowed. */
+typedef int (*tool_handler_fn)(struct tool_ctx *ctx, const struct tool *t, struct json_t *args,
+                               struct tool_result *ret);
+/* Computes the level from validated arguments (e.g. from a path). */
+typedef int (*tool_classify_fn)(const struct tool_ctx *ctx, const struct tool *t, struct json_t *args,
+                                enum tool_level *ret);
+
+struct tool {
+        const char *name;
+        const char *description;
+        enum tool_level level;        /* used when classify is NULL */
+        tool_classify_fn classify;    /* may be NULL */
+        const char *schema;           /* JSON Schema text (an object schema; see schema.h) */
+        tool_handler_fn handler;
+        unsigned phases;              /* mask of enum tool_phase */
+        bool terminal;                /* a successful call ends the phase */
+        bool repo_path;               /* its "path" argument names a repository path */
+};
+
+/* Things the orchestrator (or chat) provides. Every function may be NULL: the
+ * tools that need it then answer "not available in this phase". They are
+ * called from the agent's thread and may block. Outputs are owned by the
+ * caller of the callback (tools frees them). */
+typedef int (*tool_external_fn)(struct tool_ctx *ctx, const char *tool, const char *args_json,
+                                struct tool_result *ret);
+struct tool_callbacks {
+        /* Decision "ask": create an approval for exactly this call, show it in
+         * full, block until the owner decides. Returns 1 approved, 0 denied,
+         * negative on failure (e.g. the evolution was cancelled: the call is
+         * not run). */
+        int (*ask)(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level);
+        /* ask_owner: blocks until the owner answers; *ret_answer caller-freed. */
+        int (*ask_owner)(struct tool_ctx *ctx, const char *question, char **ret_answer);
+        /* Chat: queue an evolution; *ret_output is text for the model (e.g. its id). */
+        int (*start_evolution)(struct tool_ctx *ctx, const char *intent, char **ret_output);
+        int (*list_evolutions)(struct tool_ctx *ctx, char **ret_output);
+        /* App and scratch-DB tools (mutate): given the tool name and its
+         * validated arguments (JSON text), fill ret->output / is_error. */
+        tool_external_fn start_app, stop_app, http_request, app_logs, migrate, db_query, db_schema;
+};
+
+/* Everything handlers need. Borrowed pointers stay valid while calls run.
+ * One context per agent run (not shared between threads). */
+struct tool_ctx {
+        enum tool_phase phase;           /* which tools are offered */
+        int root_fd;                     /* the worktree (chat: the Seed), O_PATH or O_DIRECTORY */
+        const char *root_path;           /* the same directory as a path (git tools) */
+        const char *base_oid;            /* the evolution's base commit (git_status,
+                                          * git_diff); NULL = HEAD */
+        char *const *evolvable;          /* "organism/", "knowledge/", "skills/" (NULL-terminated) */
+        enum cfg_decision decisions[_TOOL_LEVEL_MAX]; /* seed.yaml permissions per level */
+        const struct sandbox_spec *sandbox; /* run's spec template (profile forced to
+                                             * SANDBOX_EVOLUTION); NULL: run unavailable */
+        int command_timeout_ms;          /* run's limit; 0 = 900 s */
+        size_t output_cap;               /* 0 = TOOLS_OUTPUT_CAP */
+        int questions_asked;             /* ask_owner calls so far in this evolution */
+        const struct tool_callbacks *cb; /* may be NULL */
+        void *userdata;                  /* the callbacks' */
+};
+
+/* Fills the permissions of ctx from seed.yaml. */
+void tools_ctx_set_permissions(struct tool_ctx *ctx, const struct cfg *c);
+
+const char *tools_level_name(enum tool_level l);
+const char *tools_phase_name(enum tool_phase p);
+
+/* The table (static data). */
+const struct tool *tools_table(size_t *ret_n);
+const struct tool *tools_find(const char *name);
+bool tools_offered(const struct tool *t, enum tool_phase phase);
+/* The tools of a phase as model definitions (pointing into the table).
+ * Caller frees *ret (the array only). */
+int tools_defs(enum tool_phase phase, struct model_tool_def **ret, size_t *ret_n);
+/* Names of the phase's terminal tools, "a or b" (for nudges). Caller frees. */
+char *tools_terminal_names(enum tool_phase phase);
+
+/* Level of a call with validated arguments. */
+int tools_classify(const struct tool_ctx *ctx, const struct tool *t, struct json_t *args, enum tool_level *ret);
+enum cfg_decision tools_decide(const struct tool_ctx *ctx, enum tool_level l);
+
+/* The whole path of one call (see the top of this file). Returns 0 when
+ * *ret is filled (including error results for the model), negative only when
+ * out of memory or when the ask callback failed (-ECANCELED etc.: the call
+ * did not run and the caller should stop). Caller frees with
+ * tool_result_done(). */
+int tools_call(struct tool_ctx *ctx, const char *name, const char *args_json, struct tool_result *ret);
+
+/* Repository paths as the model gives them ("organism/app.js"), checked and
+ * normalised by fsx_normalize() (relative, no "..", no .git, no control
+ * characters; "." is the root) and, in addition, never inside the top-level
+ * .seed/. This normalised form is what is classified and what fsx acts on.
+ * -EINVAL/-ENAMETOOLONG bad path, -EPERM .git/.seed; *ret_error (may be
+ * NULL) says why. Caller frees both. */
+int tools_normalize_path(const char *path, char **ret, char **ret_error);
+/* Whether a normalised path is inside (or is) one of the dirs. */
+bool tools_path_in(const char *path, char *const *dirs);
+
+/* Caps text for the model: valid UTF-8 (invalid bytes become U+FFFD), at
+ * most cap bytes of content kept as head + tail with a marker in between.
+ * Caller frees; NULL on OOM. */
+char *tools_cap_output(const char *s, size_t len, size_t cap);

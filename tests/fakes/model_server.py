@@ -1,0 +1,557 @@
+#!/usr/bin/env python3
+"""model_server.py — a scripted model provider for tests (Python 3 stdlib only).
+
+A real HTTP server on 127.0.0.1 that speaks both wire formats the kernel uses:
+
+  POST /v1/chat/completions   OpenAI-style chat completions (also /chat/completions)
+  POST /v1/messages           Anthropic Messages (also /messages)
+
+It checks each request the way the real APIs do (shape, roles, tool call ids,
+tool results answering the previous turn's calls; Anthropic also needs the
+anthropic-version and x-api-key headers) and answers 400 in the provider's own
+error format when a request is wrong. A well-formed request is answered by the
+next step of a JSON script, one step per model request, in order.
+
+Usage:
+  model_server.py [--script FILE] [--port N] [--port-file FILE] [--verbose]
+  The first line on stdout is "PORT <n>" (the port actually bound; 0 picks a
+  free one); --port-file also writes the number to FILE (atomically).
+
+The script is a JSON list of steps (or {"steps": [...]}). Each step is an
+object with exactly one kind:
+
+  {"text": "...", "stop": "end" | "max_tokens"}
+      a text reply; stop defaults to "end" (OpenAI finish_reason "stop" or
+      "length", Anthropic stop_reason "end_turn" or "max_tokens").
+  {"tool_calls": [{"name": "...", "arguments": {...} | "raw text", "id": optional}],
+   "text": optional, "stop": optional}
+      the model asks for tools. Object arguments are sent as JSON text
+      (OpenAI) or as the input object (Anthropic); a string is sent as is
+      (OpenAI: the raw arguments text, even when not JSON; Anthropic: parsed
+      if it is a JSON object, else the string itself as "input", which the
+      real API never does). Ids default to call_<step>_<i> / toolu_<step>_<i>.
+      stop defaults to tool calls ("tool_calls" / "tool_use").
+  {"http_error": 429, "body": optional str or JSON, "headers": optional {name: value}}
+      that status; the body defaults to a provider-shaped error.
+  {"error_in_200": {"message": "...", "code": 502}}
+      HTTP 200 whose body is an error ({"error": {...}} for OpenAI style, as
+      OpenRouter does; {"type": "error", ...} for Anthropic).
+  {"malformed": "raw body text"}
+      HTTP 200 with exactly that body.
+
+Any step may also carry:
+  "delay_ms": N           wait N ms before answering
+  "match": "substring"    assert that the request contains the substring (in
+                          its raw JSON text or in any decoded string value).
+                          On a mismatch the server fails loudly: it answers
+                          500 with "script step N: request does not contain
+                          ..." to this and every later model request until a
+                          new script is loaded, and prints it on stderr.
+  "usage": {"input_tokens": N, "output_tokens": M, "cost": X}
+                          the usage reported (default 100 in, 20 out, no
+                          cost); OpenAI style reports prompt_tokens,
+                          completion_tokens, total_tokens and cost when given.
+
+When the script is exhausted every model request gets 500 "script exhausted".
+
+Control endpoints:
+  GET  /_health     {"ok": true}
+  GET  /_requests   every request so far, in order: {"n", "method", "path",
+                    "headers" (lower-case names; authorization and x-api-key
+                    values replaced by "<redacted>"), "auth" ({"authorization":
+                    {"present", "scheme", "sha256"}, "x-api-key": {"present",
+                    "sha256"}}: sha256 hex of the key, i.e. of the value after
+                    "Bearer " for authorization), "body" (parsed JSON or null),
+                    "raw" (the body text when it was not JSON), "step" (the
+                    script step index used, or null), "status"}
+  GET  /_state      {"index", "steps", "remaining", "failure"}
+  POST /_script     body: a script (list) or {"steps": [...], "keep_requests": bool};
+                    replaces the script, rewinds it, clears a match failure and
+                    (unless keep_requests) the recorded requests.
+"""
+
+import argparse
+import hashlib
+import json
+import os
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import urlsplit
+
+MAX_BODY = 64 << 20
+KINDS = ("text", "tool_calls", "http_error", "error_in_200", "malformed")
+KEYS = set(KINDS) | {"stop", "body", "headers", "delay_ms", "match", "usage"}
+OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
+ANTHROPIC_PATHS = ("/v1/messages", "/messages")
+
+
+class BadRequest(Exception):
+    """A request the real API would refuse with 400 (or status)."""
+
+    def __init__(self, message, status=400, kind="invalid_request_error"):
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+# ---- the script ----------------------------------------------------------
+
+def parse_script(obj):
+    steps = obj.get("steps") if isinstance(obj, dict) else obj
+    if not isinstance(steps, list):
+        raise ValueError("a script is a JSON list of steps (or {\"steps\": [...]})")
+    for i, s in enumerate(steps):
+        if not isinstance(s, dict):
+            raise ValueError(f"step {i}: not an object")
+        unknown = set(s) - KEYS
+        if unknown:
+            raise ValueError(f"step {i}: unknown keys {sorted(unknown)}")
+        kinds = [k for k in KINDS if k in s]
+        if kinds == ["text", "tool_calls"] or kinds == ["tool_calls", "text"]:
+            kinds = ["tool_calls"]
+        if len(kinds) != 1:
+            raise ValueError(f"step {i}: needs exactly one of {list(KINDS)} (text may go with tool_calls)")
+        kind = kinds[0]
+        if "stop" in s and s["stop"] not in ("end", "max_tokens", "tool_calls"):
+            raise ValueError(f"step {i}: stop must be end, max_tokens or tool_calls")
+        if kind == "tool_calls":
+            calls = s["tool_calls"]
+            if not isinstance(calls, list) or not calls:
+                raise ValueError(f"step {i}: tool_calls must be a non-empty list")
+            for c in calls:
+                if not isinstance(c, dict) or not isinstance(c.get("name"), str):
+                    raise ValueError(f"step {i}: each tool call needs a name")
+        if kind == "http_error" and not (isinstance(s["http_error"], int) and 100 <= s["http_error"] <= 599):
+            raise ValueError(f"step {i}: http_error must be an HTTP status")
+        if kind == "error_in_200" and not isinstance(s["error_in_200"], dict):
+            raise ValueError(f"step {i}: error_in_200 must be an object")
+        if kind == "malformed" and not isinstance(s["malformed"], str):
+            raise ValueError(f"step {i}: malformed must be a string")
+        if "delay_ms" in s and not (isinstance(s["delay_ms"], int) and s["delay_ms"] >= 0):
+            raise ValueError(f"step {i}: delay_ms must be a non-negative integer")
+        if "match" in s and not isinstance(s["match"], str):
+            raise ValueError(f"step {i}: match must be a string")
+    return steps
+
+
+class State:
+    def __init__(self, steps):
+        self.lock = threading.Lock()
+        self.steps = steps
+        self.index = 0
+        self.failure = None
+        self.requests = []
+
+    def load(self, steps, keep_requests=False):
+        with self.lock:
+            self.steps = steps
+            self.index = 0
+            self.failure = None
+            if not keep_requests:
+                self.requests = []
+
+
+def strings_in(value):
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield k
+            yield from strings_in(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from strings_in(v)
+
+
+def request_contains(raw, body, needle):
+    return needle in raw or any(needle in s for s in strings_in(body))
+
+
+# ---- request validation (what the real APIs refuse) ------------------------
+
+def need(cond, message):
+    if not cond:
+        raise BadRequest(message)
+
+
+def validate_openai(body):
+    need(isinstance(body, dict), "body must be a JSON object")
+    need(isinstance(body.get("model"), str) and body["model"], "model is required")
+    need(not body.get("stream"), "streaming is not supported by this server")
+    msgs = body.get("messages")
+    need(isinstance(msgs, list) and msgs, "messages must be a non-empty list")
+    pending = set()  # tool call ids of the last assistant turn not yet answered
+    for i, m in enumerate(msgs):
+        need(isinstance(m, dict), f"messages[{i}] must be an object")
+        role = m.get("role")
+        need(role in ("system", "developer", "user", "assistant", "tool"), f"messages[{i}].role is invalid")
+        if role != "tool":
+            need(not pending, f"messages[{i}]: an assistant message with tool_calls must be followed by "
+                              f"tool messages answering each tool_call_id (missing {sorted(pending)})")
+        content = m.get("content")
+        if role in ("system", "developer", "user"):
+            need(isinstance(content, (str, list)), f"messages[{i}].content must be a string")
+        elif role == "assistant":
+            calls = m.get("tool_calls")
+            need(content is None or isinstance(content, (str, list)), f"messages[{i}].content is invalid")
+            need(content is not None or calls, f"messages[{i}]: content is required without tool_calls")
+            if calls is not None:
+                need(isinstance(calls, list) and calls, f"messages[{i}].tool_calls must be a non-empty list")
+                for j, c in enumerate(calls):
+                    where = f"messages[{i}].tool_calls[{j}]"
+                    need(isinstance(c, dict) and isinstance(c.get("id"), str) and c["id"], f"{where}.id is required")
+                    need(c.get("type") == "function", f"{where}.type must be 'function'")
+                    fn = c.get("function")
+                    need(isinstance(fn, dict) and isinstance(fn.get("name"), str), f"{where}.function.name is required")
+                    need(isinstance(fn.get("arguments"), str), f"{where}.function.arguments must be a string")
+                    pending.add(c["id"])
+        else:
+            tid = m.get("tool_call_id")
+            need(isinstance(tid, str) and tid in pending,
+                 f"messages[{i}]: tool message must answer a tool_call_id of the preceding assistant message")
+            need(isinstance(content, (str, list)), f"messages[{i}].content must be a string")
+            pending.discard(tid)
+    tools = body.get("tools")
+    if tools is not None:
+        need(isinstance(tools, list), "tools must be a list")
+        for j, t in enumerate(tools):
+            need(isinstance(t, dict) and t.get("type") == "function", f"tools[{j}].type must be 'function'")
+            fn = t.get("function")
+            need(isinstance(fn, dict) and isinstance(fn.get("name"), str), f"tools[{j}].function.name is required")
+            need(isinstance(fn.get("parameters", {}), dict), f"tools[{j}].function.parameters must be an object")
+    mt = body.get("max_tokens", body.get("max_completion_tokens"))
+    need(mt is None or (isinstance(mt, int) and mt > 0), "max_tokens must be a positive integer")
+
+
+def validate_anthropic(body, headers):
+    if not headers.get("x-api-key"):
+        raise BadRequest("x-api-key header is required", 401, "authentication_error")
+    need(headers.get("anthropic-version"), "anthropic-version header is required")
+    need(isinstance(body, dict), "body must be a JSON object")
+    need(isinstance(body.get("model"), str) and body["model"], "model: field required")
+    need(isinstance(body.get("max_tokens"), int) and body["max_tokens"] > 0, "max_tokens: field required")
+    need(not body.get("stream"), "streaming is not supported by this server")
+    system = body.get("system")
+    need(system is None or isinstance(system, (str, list)), "system must be a string or a list of blocks")
+    msgs = body.get("messages")
+    need(isinstance(msgs, list) and msgs, "messages: field required")
+    prev_tool_uses = set()
+    for i, m in enumerate(msgs):
+        need(isinstance(m, dict), f"messages.{i}: must be an object")
+        role = m.get("role")
+        need(role == ("user" if i % 2 == 0 else "assistant"),
+             f"messages.{i}: roles must alternate between user and assistant, starting with user")
+        content = m.get("content")
+        if isinstance(content, str):
+            need(content, f"messages.{i}: content must be non-empty")
+            blocks = [{"type": "text", "text": content}]
+        else:
+            need(isinstance(content, list) and content, f"messages.{i}: content must be a non-empty list")
+            blocks = content
+        tool_uses, results, seen_text = set(), set(), False
+        for j, b in enumerate(blocks):
+            where = f"messages.{i}.content.{j}"
+            need(isinstance(b, dict), f"{where}: must be an object")
+            t = b.get("type")
+            if t == "text":
+                need(isinstance(b.get("text"), str) and b["text"], f"{where}: text content blocks must be non-empty")
+                seen_text = True
+            elif t == "tool_use":
+                need(role == "assistant", f"{where}: tool_use blocks are only allowed in assistant messages")
+                need(isinstance(b.get("id"), str) and b["id"], f"{where}.id: field required")
+                need(isinstance(b.get("name"), str) and b["name"], f"{where}.name: field required")
+                need(isinstance(b.get("input"), dict), f"{where}.input: must be an object")
+                tool_uses.add(b["id"])
+            elif t == "tool_result":
+                need(role == "user", f"{where}: tool_result blocks are only allowed in user messages")
+                need(not seen_text, f"{where}: tool_result blocks must come before any text")
+                tid = b.get("tool_use_id")
+                need(isinstance(tid, str) and tid in prev_tool_uses,
+                     f"{where}: unexpected tool_use_id found in tool_result blocks: {tid}. Each tool_result "
+                     f"block must have a corresponding tool_use block in the previous message.")
+                need(b.get("content") is None or isinstance(b["content"], (str, list)), f"{where}.content is invalid")
+                need(isinstance(b.get("is_error", False), bool), f"{where}.is_error must be a boolean")
+                results.add(tid)
+            else:
+                raise BadRequest(f"{where}.type: unknown block type {t!r}")
+        if role == "user" and prev_tool_uses:
+            missing = prev_tool_uses - results
+            need(not missing, f"messages.{i}: tool_use ids were found without tool_result blocks immediately "
+                              f"after: {sorted(missing)}")
+        prev_tool_uses = tool_uses if role == "assistant" else set()
+    tools = body.get("tools")
+    if tools is not None:
+        need(isinstance(tools, list), "tools must be a list")
+        for j, t in enumerate(tools):
+            need(isinstance(t, dict) and isinstance(t.get("name"), str), f"tools.{j}.name: field required")
+            need(isinstance(t.get("input_schema"), dict), f"tools.{j}.input_schema: field required")
+
+
+# ---- responses -----------------------------------------------------------
+
+def usage_of(step):
+    u = step.get("usage") or {}
+    return int(u.get("input_tokens", 100)), int(u.get("output_tokens", 20)), u.get("cost")
+
+
+def openai_reply(step, idx, model):
+    text = step.get("text")
+    calls = []
+    for i, c in enumerate(step.get("tool_calls") or []):
+        args = c.get("arguments", {})
+        calls.append({"id": c.get("id") or f"call_{idx}_{i}", "type": "function",
+                      "function": {"name": c["name"],
+                                   "arguments": args if isinstance(args, str) else json.dumps(args)}})
+    stop = step.get("stop") or ("tool_calls" if calls else "end")
+    finish = {"end": "stop", "max_tokens": "length", "tool_calls": "tool_calls"}[stop]
+    msg = {"role": "assistant", "content": text}
+    if calls:
+        msg["tool_calls"] = calls
+    inp, out, cost = usage_of(step)
+    usage = {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out}
+    if cost is not None:
+        usage["cost"] = cost
+    return {"id": f"chatcmpl-script-{idx}", "object": "chat.completion", "created": 0, "model": model,
+            "choices": [{"index": 0, "message": msg, "finish_reason": finish}], "usage": usage}
+
+
+def anthropic_reply(step, idx, model):
+    content = []
+    if step.get("text"):
+        content.append({"type": "text", "text": step["text"]})
+    for i, c in enumerate(step.get("tool_calls") or []):
+        args = c.get("arguments", {})
+        if isinstance(args, str):
+            try:
+                parsed = json.loads(args)
+                args = parsed if isinstance(parsed, dict) else args
+            except ValueError:
+                pass
+        content.append({"type": "tool_use", "id": c.get("id") or f"toolu_{idx}_{i}", "name": c["name"],
+                        "input": args})
+    calls = bool(step.get("tool_calls"))
+    stop = step.get("stop") or ("tool_calls" if calls else "end")
+    reason = {"end": "end_turn", "max_tokens": "max_tokens", "tool_calls": "tool_use"}[stop]
+    inp, out, _ = usage_of(step)
+    return {"id": f"msg_script_{idx}", "type": "message", "role": "assistant", "model": model,
+            "content": content, "stop_reason": reason, "stop_sequence": None,
+            "usage": {"input_tokens": inp, "output_tokens": out}}
+
+
+def anthropic_error_type(code):
+    if isinstance(code, str):
+        return code
+    return {400: "invalid_request_error", 401: "authentication_error", 403: "permission_error",
+            404: "not_found_error", 413: "request_too_large", 429: "rate_limit_error",
+            529: "overloaded_error"}.get(code, "api_error")
+
+
+def error_body(fmt, status, message, code=None):
+    if fmt == "anthropic":
+        return {"type": "error", "error": {"type": anthropic_error_type(code if code is not None else status),
+                                           "message": message}}
+    return {"error": {"message": message, "type": "invalid_request_error" if status < 500 else "server_error",
+                      "code": code if code is not None else status}}
+
+
+# ---- the server ----------------------------------------------------------
+
+def auth_record(headers):
+    out = {}
+    a = headers.get("Authorization")
+    rec = {"present": a is not None, "scheme": None, "sha256": None}
+    if a is not None:
+        scheme, _, token = a.partition(" ")
+        rec["scheme"] = scheme
+        rec["sha256"] = hashlib.sha256(token.encode()).hexdigest()
+    out["authorization"] = rec
+    k = headers.get("x-api-key")
+    out["x-api-key"] = {"present": k is not None,
+                        "sha256": hashlib.sha256(k.encode()).hexdigest() if k is not None else None}
+    return out
+
+
+class Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server_version = "seed-model-server/1"
+
+    def log_message(self, fmt, *args):
+        if self.server.verbose:
+            sys.stderr.write("model_server: " + (fmt % args) + "\n")
+
+    @property
+    def state(self):
+        return self.server.state
+
+    def send_json(self, status, obj, headers=None):
+        self.send_raw(status, json.dumps(obj).encode(), headers)
+
+    def send_raw(self, status, data, headers=None):
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            for k, v in (headers or {}).items():
+                self.send_header(k, str(v))
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the client gave up (e.g. its timeout passed)
+
+    def read_body(self):
+        n = self.headers.get("Content-Length")
+        if n is None or not n.isdigit() or int(n) > MAX_BODY:
+            return None
+        return self.rfile.read(int(n))
+
+    def do_GET(self):
+        path = urlsplit(self.path).path
+        if path == "/_health":
+            self.send_json(200, {"ok": True})
+        elif path == "/_requests":
+            with self.state.lock:
+                data = json.dumps(self.state.requests)
+            self.send_raw(200, data.encode())
+        elif path == "/_state":
+            with self.state.lock:
+                s = self.state
+                self.send_json(200, {"index": s.index, "steps": len(s.steps),
+                                     "remaining": max(0, len(s.steps) - s.index), "failure": s.failure})
+        else:
+            self.send_json(404, {"error": {"message": f"no such path {path}", "code": 404}})
+
+    def do_POST(self):
+        path = urlsplit(self.path).path
+        raw = self.read_body()
+        if raw is None:
+            self.send_json(411, {"error": {"message": "a Content-Length of at most 64 MiB is required"}})
+            return
+        if path == "/_script":
+            try:
+                obj = json.loads(raw)
+                self.state.load(parse_script(obj), isinstance(obj, dict) and bool(obj.get("keep_requests")))
+            except ValueError as e:
+                self.send_json(400, {"error": {"message": f"bad script: {e}"}})
+                return
+            self.send_json(200, {"ok": True, "steps": len(self.state.steps)})
+        elif path in OPENAI_PATHS:
+            self.model_request("openai", raw)
+        elif path in ANTHROPIC_PATHS:
+            self.model_request("anthropic", raw)
+        else:
+            self.send_json(404, {"error": {"message": f"no such path {path}", "code": 404}})
+
+    def model_request(self, fmt, raw):
+        text = raw.decode("utf-8", errors="replace")
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = None
+        headers = {k.lower(): ("<redacted>" if k.lower() in ("authorization", "x-api-key") else v)
+                   for k, v in self.headers.items()}
+        rec = {"method": "POST", "path": urlsplit(self.path).path, "headers": headers,
+               "auth": auth_record(self.headers), "body": body, "step": None, "status": None}
+        if body is None:
+            rec["raw"] = text
+        st = self.state
+        with st.lock:
+            rec["n"] = len(st.requests)
+            st.requests.append(rec)
+            step, idx, status_override = None, None, None
+            try:
+                if body is None:
+                    raise BadRequest("the body is not valid JSON")
+                if fmt == "openai":
+                    validate_openai(body)
+                else:
+                    validate_anthropic(body, {k.lower(): v for k, v in self.headers.items()})
+            except BadRequest as e:
+                status_override = (e.status, error_body(fmt, e.status, str(e), e.kind if fmt == "anthropic" else None))
+            if status_override is None:
+                if st.failure:
+                    status_override = (500, error_body(fmt, 500, st.failure))
+                elif st.index >= len(st.steps):
+                    status_override = (500, error_body(fmt, 500, "script exhausted"))
+                else:
+                    idx = st.index
+                    step = st.steps[idx]
+                    st.index += 1
+                    rec["step"] = idx
+                    needle = step.get("match")
+                    if needle is not None and not request_contains(text, body, needle):
+                        st.failure = f"script step {idx}: request does not contain {needle!r}"
+                        sys.stderr.write(f"model_server: FAILED: {st.failure}\n")
+                        sys.stderr.flush()
+                        status_override = (500, error_body(fmt, 500, st.failure))
+            rec["status"] = status_override[0] if status_override else self.status_of(step)
+        if step is not None and step.get("delay_ms"):
+            time.sleep(step["delay_ms"] / 1000.0)
+        if status_override:
+            self.send_json(*status_override)
+            return
+        self.answer(fmt, step, idx, body.get("model", ""))
+
+    @staticmethod
+    def status_of(step):
+        return step["http_error"] if "http_error" in step else 200
+
+    def answer(self, fmt, step, idx, model):
+        if "http_error" in step:
+            status = step["http_error"]
+            b = step.get("body")
+            if b is None:
+                data = json.dumps(error_body(fmt, status, f"scripted HTTP {status}")).encode()
+            elif isinstance(b, str):
+                data = b.encode()
+            else:
+                data = json.dumps(b).encode()
+            self.send_raw(status, data, step.get("headers"))
+        elif "error_in_200" in step:
+            e = step["error_in_200"]
+            self.send_json(200, error_body(fmt, 200, e.get("message", "error"), e.get("code")))
+        elif "malformed" in step:
+            self.send_raw(200, step["malformed"].encode())
+        elif fmt == "openai":
+            self.send_json(200, openai_reply(step, idx, model))
+        else:
+            self.send_json(200, anthropic_reply(step, idx, model))
+
+
+def main():
+    ap = argparse.ArgumentParser(description="scripted model server for tests")
+    ap.add_argument("--script", help="JSON script file")
+    ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--port-file")
+    ap.add_argument("--verbose", action="store_true")
+    args = ap.parse_args()
+    steps = []
+    if args.script:
+        try:
+            with open(args.script, encoding="utf-8") as f:
+                steps = parse_script(json.load(f))
+        except (OSError, ValueError) as e:
+            sys.stderr.write(f"model_server: {args.script}: {e}\n")
+            return 2
+    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server.daemon_threads = True
+    server.state = State(steps)
+    server.verbose = args.verbose
+    port = server.server_address[1]
+    if args.port_file:
+        tmp = args.port_file + ".tmp"
+        with open(tmp, "w") as f:
+            f.write(f"{port}\n")
+        os.replace(tmp, args.port_file)
+    print(f"PORT {port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

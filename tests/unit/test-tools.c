@@ -1,0 +1,1158 @@
+/* Unit tests for kernel/tools: schemas, paths, classification, decisions,
+ * limits, every handler against a temp worktree, and `run` in a real bwrap
+ * sandbox (skipped with a reason where user namespaces are unavailable). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include "base/fileio.h"
+#include "base/priv.h"
+#include "fsx/fsx.h"
+#include "repo/repo.h"
+#include "tools/schema.h"
+#include "tools/tools.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <sys/stat.h>
+
+static char root[256];     /* temp dir */
+static char seed[512];     /* the worktree */
+static int root_fd = -1;
+static char *const evolvable[] = {"organism/", "knowledge/", "skills/", NULL};
+
+/* --- fakes --- */
+
+struct fake_cb {
+        int ask_calls;
+        int ask_answer; /* 1 approve, 0 deny, <0 fail */
+        char *ask_args;
+        enum tool_level ask_level;
+        char *ask_tool;
+        int owner_calls;
+        int app_calls;
+        char *app_tool, *app_args;
+};
+static struct fake_cb fake;
+
+static void fake_reset(void) {
+        free(fake.ask_args);
+        free(fake.ask_tool);
+        free(fake.app_tool);
+        free(fake.app_args);
+        fake = (struct fake_cb){.ask_answer = 1};
+}
+
+static int fake_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level) {
+        fake.ask_calls++;
+        free(fake.ask_args);
+        free(fake.ask_tool);
+        fake.ask_args = strdup(args_json);
+        fake.ask_tool = strdup(t->name);
+        fake.ask_level = level;
+        return fake.ask_answer;
+}
+
+static int fake_ask_owner(struct tool_ctx *ctx, const char *question, char **ret_answer) {
+        fake.owner_calls++;
+        return xasprintf(ret_answer, "answer to: %s", question) < 0 ? -ENOMEM : 0;
+}
+
+static int fake_start_evolution(struct tool_ctx *ctx, const char *intent, char **ret_output) {
+        return xasprintf(ret_output, "queued evo_1 for: %s", intent) < 0 ? -ENOMEM : 0;
+}
+
+static int fake_list_evolutions(struct tool_ctx *ctx, char **ret_output) {
+        *ret_output = strdup("evo_1 planning");
+        return 0;
+}
+
+static int fake_app(struct tool_ctx *ctx, const char *tool, const char *args_json, struct tool_result *ret) {
+        fake.app_calls++;
+        free(fake.app_tool);
+        free(fake.app_args);
+        fake.app_tool = strdup(tool);
+        fake.app_args = strdup(args_json);
+        ret->output = strdup("200 OK");
+        return 0;
+}
+
+static const struct tool_callbacks callbacks = {
+        .ask = fake_ask,
+        .ask_owner = fake_ask_owner,
+        .start_evolution = fake_start_evolution,
+        .list_evolutions = fake_list_evolutions,
+        .http_request = fake_app,
+        .db_query = fake_app,
+};
+
+static struct tool_ctx make_ctx(enum tool_phase phase) {
+        return (struct tool_ctx){
+                .phase = phase,
+                .root_fd = root_fd,
+                .root_path = seed,
+                .evolvable = evolvable,
+                .decisions = {CFG_ALLOW, CFG_ALLOW, CFG_ASK},
+                .cb = &callbacks,
+        };
+}
+
+/* --- fixture --- */
+
+static void write_in(const char *rel, const char *content) {
+        _cleanup_free_ char *p = NULL, *dir = NULL;
+        assert_true(xasprintf(&p, "%s/%s", seed, rel) >= 0);
+        dir = strdup(p);
+        *strrchr(dir, '/') = '\0';
+        assert_int_equal(mkdir_p(dir, 0755), 0);
+        assert_int_equal(write_file_atomic(p, content, strlen(content), 0644), 0);
+}
+
+static char *read_in(const char *rel) {
+        _cleanup_free_ char *p = NULL;
+        assert_true(xasprintf(&p, "%s/%s", seed, rel) >= 0);
+        char *data = NULL;
+        if (read_file(p, 1 << 24, &data, NULL) < 0)
+                return NULL;
+        return data;
+}
+
+static bool exists_in(const char *rel) {
+        _cleanup_free_ char *p = NULL;
+        assert_true(xasprintf(&p, "%s/%s", seed, rel) >= 0);
+        struct stat st;
+        return lstat(p, &st) == 0;
+}
+
+static int setup(void **state) {
+        char tmpl[] = "/tmp/utest-tools.XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        snprintf(root, sizeof root, "%s", tmpl);
+        snprintf(seed, sizeof seed, "%s/seed", root);
+        write_in("organism/server.js", "const port = process.env.PORT;\nconsole.log('hello');\nlisten(port);\n");
+        write_in("organism/lib/util.js", "export function add(a, b) { return a + b; }\n");
+        write_in("kernel/main.c", "int main(void) { return 0; }\n");
+        write_in("knowledge/self.yaml", "name: test\n");
+        write_in("skills/deploy/SKILL.md", "---\nname: deploy\n---\nHow to deploy.\n");
+        write_in(".seed/secrets/x", "top-secret\n");
+        write_in("README.md", "Hello seed\n");
+        _cleanup_free_ char *link = NULL, *dlink = NULL;
+        assert_true(xasprintf(&link, "%s/organism/passwd", seed) >= 0);
+        assert_int_equal(symlink("/etc/passwd", link), 0);
+        assert_true(xasprintf(&dlink, "%s/organism/etc", seed) >= 0);
+        assert_int_equal(symlink("/etc", dlink), 0);
+        assert_int_equal(fsx_open_root(seed, &root_fd), 0);
+        fake_reset();
+        return 0;
+}
+
+static int teardown(void **state) {
+        close(root_fd);
+        rm_rf(root);
+        fake_reset();
+        return 0;
+}
+
+/* Calls a tool; asserts tools_call succeeded; caller frees the result. */
+static struct tool_result call(struct tool_ctx *ctx, const char *name, const char *args) {
+        struct tool_result r = {0};
+        assert_int_equal(tools_call(ctx, name, args, &r), 0);
+        assert_non_null(r.output);
+        return r;
+}
+
+static void assert_contains(const char *s, const char *needle) {
+        if (!s || !strstr(s, needle))
+                fail_msg("expected \"%s\" in \"%s\"", needle, s ? s : "(null)");
+}
+
+/* --- schema --- */
+
+static const char test_schema[] =
+        "{\"type\":\"object\",\"properties\":{"
+        "\"name\":{\"type\":\"string\",\"minLength\":2,\"maxLength\":5},"
+        "\"slug\":{\"type\":\"string\",\"pattern\":\"^[a-z0-9-]{1,40}$\"},"
+        "\"n\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":10},"
+        "\"x\":{\"type\":\"number\",\"maximum\":1.5},"
+        "\"flag\":{\"type\":\"boolean\"},"
+        "\"color\":{\"type\":\"string\",\"enum\":[\"red\",\"blue\"]},"
+        "\"list\":{\"type\":\"array\",\"maxItems\":2,\"items\":{\"type\":\"string\",\"maxLength\":3}},"
+        "\"map\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"}},"
+        "\"free\":{\"type\":\"object\"}},"
+        "\"required\":[\"name\"],\"additionalProperties\":false}";
+
+static void test_schema_validation(void **state) {
+        static const struct {
+                const char *value;
+                const char *error; /* NULL: valid */
+        } cases[] = {
+                {"{\"name\":\"ab\"}", NULL},
+                {"{\"name\":\"héllo\"}", NULL}, /* 5 characters, 6 bytes */
+                {"{\"name\":\"ab\",\"slug\":\"a-b-1\",\"n\":10,\"x\":1.5,\"flag\":true,\"color\":\"red\","
+                 "\"list\":[\"a\",\"bcd\"],\"map\":{\"k\":1},\"free\":{\"any\":[1,{}]}}",
+                 NULL},
+                {"{}", "$: missing required property 'name'"},
+                {"{\"name\":\"ab\",\"zzz\":1}", "$: unknown property 'zzz'"},
+                {"{\"name\":5}", "$.name: expected string, got integer"},
+                {"{\"name\":\"a\"}", "$.name: shorter than 2 characters"},
+                {"{\"name\":\"abcdef\"}", "$.name: longer than 5 characters"},
+                {"{\"name\":\"ab\",\"slug\":\"Bad Slug\"}", "$.slug: does not match ^[a-z0-9-]{1,40}$"},
+                {"{\"name\":\"ab\",\"slug\":\"\"}", "$.slug: does not match"},
+                {"{\"name\":\"ab\",\"n\":0}", "$.n: must be at least 1"},
+                {"{\"name\":\"ab\",\"n\":11}", "$.n: must be at most 10"},
+                {"{\"name\":\"ab\",\"n\":1.5}", "$.n: expected integer, got number"},
+                {"{\"name\":\"ab\",\"n\":\"3\"}", "$.n: expected integer, got string"},
+                {"{\"name\":\"ab\",\"x\":2}", "$.x: must be at most 1.5"},
+                {"{\"name\":\"ab\",\"flag\":\"yes\"}", "$.flag: expected boolean, got string"},
+                {"{\"name\":\"ab\",\"color\":\"green\"}", "$.color: must be one of \"red\", \"blue\""},
+                {"{\"name\":\"ab\",\"list\":[\"a\",\"b\",\"c\"]}", "$.list: at most 2 items allowed, got 3"},
+                {"{\"name\":\"ab\",\"list\":[\"a\",7]}", "$.list[1]: expected string, got integer"},
+                {"{\"name\":\"ab\",\"list\":[\"abcd\"]}", "$.list[0]: longer than 3 characters"},
+                {"{\"name\":\"ab\",\"list\":\"a\"}", "$.list: expected array, got string"},
+                {"{\"name\":\"ab\",\"map\":{\"k\":\"v\"}}", "$.map.k: expected integer, got string"},
+                {"{\"name\":\"ab\",\"name2\":null}", "unknown property 'name2'"},
+                {"[1]", "$: expected object, got array"},
+                {"{\"name\":\"a\\u0000b\"}", "NUL"},
+        };
+        json_t *schema = json_loads(test_schema, 0, NULL);
+        assert_non_null(schema);
+        _cleanup_free_ char *why = NULL;
+        assert_int_equal(tools_schema_check(schema, &why), 0);
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                json_t *v = json_loads(cases[i].value, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+                assert_non_null(v);
+                char *err = NULL;
+                int r = tools_schema_validate(schema, v, &err);
+                if (!cases[i].error) {
+                        if (r != 0)
+                                fail_msg("case %zu: unexpected error %s", i, err);
+                } else {
+                        assert_int_equal(r, -EINVAL);
+                        assert_contains(err, cases[i].error);
+                }
+                free(err);
+                json_decref(v);
+        }
+        json_decref(schema);
+}
+
+static void test_schema_check(void **state) {
+        static const char *const bad[] = {
+                "{\"type\":\"object\",\"propertys\":{}}",              /* typo: unknown keyword */
+                "{\"type\":\"obj\"}",                                   /* unknown type */
+                "{\"properties\":{}}",                                  /* no type */
+                "{\"type\":\"object\",\"required\":[\"a\"]}",          /* required undeclared */
+                "{\"type\":\"string\",\"pattern\":\"(\"}",             /* bad regex */
+                "{\"type\":\"string\",\"maxLength\":-1}",
+                "{\"type\":\"array\",\"items\":{\"type\":\"nope\"}}",
+                "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"string\",\"format\":\"x\"}}}",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                json_t *s = json_loads(bad[i], 0, NULL);
+                assert_non_null(s);
+                char *err = NULL;
+                assert_int_equal(tools_schema_check(s, &err), -EINVAL);
+                assert_non_null(err);
+                free(err);
+                json_decref(s);
+        }
+        /* Every schema of the table is well formed and closed. */
+        size_t n;
+        const struct tool *tab = tools_table(&n);
+        assert_true(n >= 20);
+        for (size_t i = 0; i < n; i++) {
+                json_t *s = json_loads(tab[i].schema, 0, NULL);
+                if (!s)
+                        fail_msg("%s: schema does not parse", tab[i].name);
+                char *err = NULL;
+                if (tools_schema_check(s, &err) != 0)
+                        fail_msg("%s: %s", tab[i].name, err);
+                assert_string_equal(json_string_value(json_object_get(s, "type")), "object");
+                assert_true(json_is_false(json_object_get(s, "additionalProperties")));
+                assert_non_null(tab[i].handler);
+                assert_true(tab[i].phases != 0);
+                assert_true(tab[i].description && strlen(tab[i].description) > 10);
+                /* A tool taking a repository path says so (it is normalised and checked). */
+                if (json_object_get(json_object_get(s, "properties"), "path") && !streq(tab[i].name, "http_request"))
+                        assert_true(tab[i].repo_path);
+                json_decref(s);
+        }
+}
+
+/* --- table and phases --- */
+
+static bool offered(enum tool_phase p, const char *name) {
+        return tools_offered(tools_find(name), p);
+}
+
+static void test_phases(void **state) {
+        assert_null(tools_find("nope"));
+        assert_true(offered(TOOL_PHASE_PLAN, "read_file"));
+        assert_true(offered(TOOL_PHASE_PLAN, "submit_plan"));
+        assert_true(offered(TOOL_PHASE_PLAN, "ask_owner"));
+        assert_false(offered(TOOL_PHASE_PLAN, "write_file"));
+        assert_false(offered(TOOL_PHASE_PLAN, "run"));
+        assert_false(offered(TOOL_PHASE_PLAN, "finish"));
+        assert_true(offered(TOOL_PHASE_MUTATE, "write_file"));
+        assert_true(offered(TOOL_PHASE_MUTATE, "run"));
+        assert_true(offered(TOOL_PHASE_MUTATE, "db_query"));
+        assert_true(offered(TOOL_PHASE_MUTATE, "finish"));
+        assert_false(offered(TOOL_PHASE_MUTATE, "submit_plan"));
+        assert_true(offered(TOOL_PHASE_REFLECT, "write_file"));
+        assert_true(offered(TOOL_PHASE_REFLECT, "submit_reflection"));
+        assert_false(offered(TOOL_PHASE_REFLECT, "run"));
+        assert_true(offered(TOOL_PHASE_CHAT, "start_evolution"));
+        assert_true(offered(TOOL_PHASE_CHAT, "list_evolutions"));
+        assert_true(offered(TOOL_PHASE_CHAT, "search"));
+        assert_false(offered(TOOL_PHASE_CHAT, "write_file"));
+
+        struct model_tool_def *defs = NULL;
+        size_t n = 0;
+        assert_int_equal(tools_defs(TOOL_PHASE_PLAN, &defs, &n), 0);
+        bool plan = false;
+        for (size_t i = 0; i < n; i++) {
+                assert_true(offered(TOOL_PHASE_PLAN, defs[i].name));
+                plan = plan || streq(defs[i].name, "submit_plan");
+        }
+        assert_true(plan);
+        free(defs);
+
+        _cleanup_free_ char *t1 = tools_terminal_names(TOOL_PHASE_MUTATE), *t2 = tools_terminal_names(TOOL_PHASE_CHAT);
+        assert_string_equal(t1, "finish");
+        assert_string_equal(t2, "");
+}
+
+/* --- paths and classification --- */
+
+static void test_normalize(void **state) {
+        static const struct {
+                const char *in, *out;
+                int err;
+        } cases[] = {
+                {"organism/a.js", "organism/a.js", 0},
+                {"./organism//a.js/", "organism/a.js", 0},
+                {".", ".", 0},
+                {"../x", NULL, -EINVAL},
+                {"organism/../kernel/x", NULL, -EINVAL},
+                {"/etc/passwd", NULL, -EINVAL},
+                {"", NULL, -EINVAL},
+                {".git/config", NULL, -EPERM},
+                {"organism/.git/hooks", NULL, -EPERM},
+                {".seed/secrets/x", NULL, -EPERM},
+                {"./.seed", NULL, -EPERM},
+                {"organism/.seed", "organism/.seed", 0},
+                {"a\nb", NULL, -EINVAL},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                char *out = NULL, *why = NULL;
+                int r = tools_normalize_path(cases[i].in, &out, &why);
+                if (r != cases[i].err)
+                        fail_msg("case %zu (%s): got %d, want %d", i, cases[i].in, r, cases[i].err);
+                if (r == 0)
+                        assert_string_equal(out, cases[i].out);
+                else
+                        assert_non_null(why);
+                free(out);
+                free(why);
+        }
+        assert_true(tools_path_in("organism", evolvable));
+        assert_true(tools_path_in("organism/x/y", evolvable));
+        assert_true(tools_path_in("skills/a", evolvable));
+        assert_false(tools_path_in("organismx/a", evolvable));
+        assert_false(tools_path_in("kernel/main.c", evolvable));
+        assert_false(tools_path_in("README.md", evolvable));
+        assert_false(tools_path_in(".", evolvable));
+}
+
+static enum tool_level classify(const char *tool, const char *args) {
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_MUTATE);
+        json_t *a = json_loads(args, 0, NULL);
+        assert_non_null(a);
+        enum tool_level l = _TOOL_LEVEL_MAX;
+        assert_int_equal(tools_classify(&ctx, tools_find(tool), a, &l), 0);
+        json_decref(a);
+        return l;
+}
+
+static void test_classify(void **state) {
+        assert_int_equal(classify("write_file", "{\"path\":\"organism/x.js\",\"content\":\"\"}"), TOOL_REVIEW);
+        assert_int_equal(classify("write_file", "{\"path\":\"./knowledge/notes.md\",\"content\":\"\"}"), TOOL_REVIEW);
+        assert_int_equal(classify("write_file", "{\"path\":\"kernel/x.c\",\"content\":\"\"}"), TOOL_DANGEROUS);
+        assert_int_equal(classify("write_file", "{\"path\":\"newroot.txt\",\"content\":\"\"}"), TOOL_DANGEROUS);
+        assert_int_equal(classify("write_file", "{\"path\":\"organismx/a\",\"content\":\"\"}"), TOOL_DANGEROUS);
+        assert_int_equal(classify("edit_file", "{\"path\":\"seed.yaml\",\"old_text\":\"a\",\"new_text\":\"b\"}"),
+                         TOOL_DANGEROUS);
+        assert_int_equal(classify("edit_file", "{\"path\":\"skills/a/SKILL.md\",\"old_text\":\"a\",\"new_text\":\"b\"}"),
+                         TOOL_REVIEW);
+        assert_int_equal(classify("delete_path", "{\"path\":\"organism/lib\"}"), TOOL_REVIEW);
+        assert_int_equal(classify("delete_path", "{\"path\":\"kernel\"}"), TOOL_DANGEROUS);
+        assert_int_equal(classify("read_file", "{\"path\":\"kernel/main.c\"}"), TOOL_SAFE);
+        assert_int_equal(classify("run", "{\"command\":\"ls\"}"), TOOL_REVIEW);
+        assert_int_equal(classify("db_query", "{\"sql\":\"select 1\"}"), TOOL_REVIEW);
+        assert_int_equal(classify("stop_app", "{}"), TOOL_SAFE);
+        assert_int_equal(classify("submit_plan", "{}"), TOOL_SAFE);
+
+        /* A path that escapes is refused before anything runs (fsx's check). */
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_MUTATE);
+        struct tool_result r = call(&ctx, "delete_path", "{\"path\":\"../x\"}");
+        assert_true(r.is_error);
+        assert_false(r.classified);
+        assert_contains(r.output, "'..'");
+        tool_result_done(&r);
+        r = call(&ctx, "write_file", "{\"path\":\".git/config\",\"content\":\"x\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, ".git");
+        tool_result_done(&r);
+        r = call(&ctx, "write_file", "{\"path\":\".seed/secrets/x\",\"content\":\"x\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, ".seed");
+        tool_result_done(&r);
+        r = call(&ctx, "read_file", "{\"path\":\".seed/secrets/x\"}");
+        assert_true(r.is_error);
+        assert_null(strstr(r.output, "top-secret"));
+        tool_result_done(&r);
+        assert_int_equal(fake.ask_calls, 0);
+        _cleanup_free_ char *content = read_in(".seed/secrets/x");
+        assert_string_equal(content, "top-secret\n");
+}
+
+/* --- decisions --- */
+
+static void test_decisions(void **state) {
+        fake_reset();
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_MUTATE);
+        /* review → allow: runs without asking. */
+        struct tool_result r = call(&ctx, "write_file", "{\"path\":\"organism/new.txt\",\"content\":\"one\"}");
+        assert_false(r.is_error);
+        assert_true(r.classified);
+        assert_int_equal(r.level, TOOL_REVIEW);
+        assert_int_equal(r.decision, CFG_ALLOW);
+        assert_int_equal(fake.ask_calls, 0);
+        tool_result_done(&r);
+        _cleanup_free_ char *c1 = read_in("organism/new.txt");
+        assert_string_equal(c1, "one");
+
+        /* dangerous → ask → approved: the owner saw exactly this call. */
+        fake.ask_answer = 1;
+        r = call(&ctx, "write_file", "{\"path\":\"kernel/new.c\",\"content\":\"approved\"}");
+        assert_false(r.is_error);
+        assert_int_equal(r.decision, CFG_ASK);
+        assert_int_equal(fake.ask_calls, 1);
+        assert_string_equal(fake.ask_tool, "write_file");
+        assert_int_equal(fake.ask_level, TOOL_DANGEROUS);
+        assert_string_equal(fake.ask_args, "{\"path\":\"kernel/new.c\",\"content\":\"approved\"}");
+        tool_result_done(&r);
+        _cleanup_free_ char *c2 = read_in("kernel/new.c");
+        assert_string_equal(c2, "approved");
+
+        /* The owner sees, and approves, the normalised path that is acted on. */
+        r = call(&ctx, "write_file", "{\"path\":\"./kernel//n.c/\",\"content\":\"n\"}");
+        assert_false(r.is_error);
+        assert_string_equal(fake.ask_args, "{\"path\":\"kernel/n.c\",\"content\":\"n\"}");
+        assert_string_equal(r.args, fake.ask_args);
+        tool_result_done(&r);
+        assert_true(exists_in("kernel/n.c"));
+        fake.ask_calls--;
+
+        /* ask → denied: nothing written. */
+        fake.ask_answer = 0;
+        r = call(&ctx, "write_file", "{\"path\":\"kernel/denied.c\",\"content\":\"x\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "denied by the owner");
+        assert_int_equal(fake.ask_calls, 2);
+        tool_result_done(&r);
+        assert_false(exists_in("kernel/denied.c"));
+
+        /* ask fails (e.g. the evolution was cancelled): the caller is told, nothing runs. */
+        fake.ask_answer = -ECANCELED;
+        struct tool_result rr = {0};
+        assert_int_equal(tools_call(&ctx, "write_file", "{\"path\":\"kernel/c.c\",\"content\":\"x\"}", &rr),
+                         -ECANCELED);
+        assert_null(rr.output);
+        assert_false(exists_in("kernel/c.c"));
+
+        /* deny by policy. */
+        ctx.decisions[TOOL_REVIEW] = CFG_DENY;
+        r = call(&ctx, "write_file", "{\"path\":\"organism/denied.txt\",\"content\":\"x\"}");
+        assert_true(r.is_error);
+        assert_string_equal(r.output, "denied by the owner's policy (review calls are denied)");
+        tool_result_done(&r);
+        assert_false(exists_in("organism/denied.txt"));
+
+        /* ask with no one to ask: denied. */
+        ctx.decisions[TOOL_REVIEW] = CFG_ASK;
+        ctx.cb = NULL;
+        r = call(&ctx, "delete_path", "{\"path\":\"organism/new.txt\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "approval");
+        tool_result_done(&r);
+        assert_true(exists_in("organism/new.txt"));
+
+        /* The permissions come from seed.yaml. */
+        struct cfg *c = NULL;
+        assert_int_equal(cfg_new_default(&c), 0);
+        tools_ctx_set_permissions(&ctx, c);
+        assert_int_equal(tools_decide(&ctx, TOOL_SAFE), CFG_ALLOW);
+        assert_int_equal(tools_decide(&ctx, TOOL_REVIEW), CFG_ALLOW);
+        assert_int_equal(tools_decide(&ctx, TOOL_DANGEROUS), CFG_ASK);
+        assert_int_equal(tools_decide(&ctx, (enum tool_level)7), CFG_DENY);
+        cfg_free(c);
+        fake_reset();
+}
+
+static char *json_with_content(const char *path, size_t n) {
+        char *big = malloc(n + 1);
+        memset(big, 'a', n);
+        big[n] = '\0';
+        json_t *o = json_pack("{s:s, s:s}", "path", path, "content", big);
+        char *s = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        free(big);
+        return s;
+}
+
+static void test_dangerous_too_large(void **state) {
+        fake_reset();
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_MUTATE);
+        _cleanup_free_ char *big = json_with_content("kernel/big.c", 17 * 1024);
+        struct tool_result r = call(&ctx, "write_file", big);
+        assert_true(r.is_error);
+        assert_contains(r.output, "refused");
+        assert_contains(r.output, "16384");
+        assert_int_equal(fake.ask_calls, 0); /* never even shown */
+        tool_result_done(&r);
+        assert_false(exists_in("kernel/big.c"));
+        /* Just under the limit is asked. */
+        _cleanup_free_ char *small = json_with_content("kernel/small.c", 16 * 1024 - 64);
+        r = call(&ctx, "write_file", small);
+        assert_false(r.is_error);
+        assert_int_equal(fake.ask_calls, 1);
+        tool_result_done(&r);
+        /* The same size inside organism/ (review) is fine. */
+        _cleanup_free_ char *ok = json_with_content("organism/big.txt", 17 * 1024);
+        r = call(&ctx, "write_file", ok);
+        assert_false(r.is_error);
+        tool_result_done(&r);
+        assert_true(exists_in("organism/big.txt"));
+        fake_reset();
+}
+
+/* --- output cap --- */
+
+static void test_output_cap(void **state) {
+        /* Short and valid: unchanged. */
+        _cleanup_free_ char *s1 = tools_cap_output("héllo\n", 7, 0);
+        assert_string_equal(s1, "héllo\n");
+        /* Invalid UTF-8 and NUL become U+FFFD. */
+        _cleanup_free_ char *s2 = tools_cap_output("a\xff" "b\0c\xc3", 6, 0);
+        assert_string_equal(s2, "a\xEF\xBF\xBD" "b\xEF\xBF\xBD" "c\xEF\xBF\xBD");
+        /* Surrogates and overlong forms are invalid too. */
+        _cleanup_free_ char *s3 = tools_cap_output("\xed\xa0\x80\xc0\xaf", 5, 0);
+        assert_null(strstr(s3, "\xed\xa0"));
+        json_t *j = json_string(s3);
+        assert_non_null(j);
+        json_decref(j);
+
+        /* Long: head + marker + tail within the cap. */
+        size_t n = 50000;
+        char *big = malloc(n);
+        for (size_t i = 0; i < n; i++)
+                big[i] = (char)('a' + i % 26);
+        memcpy(big, "HEAD", 4);
+        memcpy(big + n - 4, "TAIL", 4);
+        _cleanup_free_ char *c = tools_cap_output(big, n, 0);
+        free(big);
+        assert_true(strlen(c) <= TOOLS_OUTPUT_CAP + 200);
+        assert_true(strlen(c) >= TOOLS_OUTPUT_CAP);
+        assert_true(startswith(c, "HEAD"));
+        assert_true(endswith(c, "TAIL"));
+        assert_contains(c, "30000 bytes omitted");
+
+        /* Multi-byte characters are never cut. */
+        size_t m = 30000;
+        char *u = malloc(m * 2);
+        for (size_t i = 0; i < m; i++)
+                memcpy(u + 2 * i, "é", 2);
+        _cleanup_free_ char *cu = tools_cap_output(u, m * 2, 1001);
+        free(u);
+        j = json_string(cu);
+        assert_non_null(j); /* valid UTF-8 */
+        json_decref(j);
+
+        /* Through a tool: a long file is capped. */
+        char *lines = malloc(60001);
+        memset(lines, 'x', 60000);
+        lines[60000] = '\0';
+        for (size_t i = 99; i < 60000; i += 100)
+                lines[i] = '\n';
+        write_in("organism/long.txt", lines);
+        free(lines);
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_PLAN);
+        struct tool_result r = call(&ctx, "read_file", "{\"path\":\"organism/long.txt\"}");
+        assert_false(r.is_error);
+        assert_true(strlen(r.output) < TOOLS_OUTPUT_CAP + 200);
+        assert_contains(r.output, "omitted");
+        tool_result_done(&r);
+        ctx.output_cap = 100;
+        r = call(&ctx, "read_file", "{\"path\":\"organism/long.txt\"}");
+        assert_true(strlen(r.output) < 300);
+        tool_result_done(&r);
+}
+
+/* --- malformed calls --- */
+
+static void test_malformed(void **state) {
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_PLAN);
+        struct tool_result r = call(&ctx, "no_such_tool", "{}");
+        assert_true(r.is_error && r.malformed);
+        assert_contains(r.output, "unknown tool 'no_such_tool'");
+        assert_contains(r.output, "submit_plan");
+        tool_result_done(&r);
+
+        r = call(&ctx, "write_file", "{\"path\":\"organism/x\",\"content\":\"x\"}");
+        assert_true(r.is_error && r.malformed);
+        assert_contains(r.output, "does not offer");
+        tool_result_done(&r);
+        assert_false(exists_in("organism/x"));
+
+        r = call(&ctx, "read_file", "{\"path\": \"organism/server.js\"");
+        assert_true(r.is_error && r.malformed);
+        assert_contains(r.output, "not valid JSON");
+        tool_result_done(&r);
+
+        r = call(&ctx, "read_file", "[\"organism/server.js\"]");
+        assert_true(r.is_error && r.malformed);
+        assert_contains(r.output, "must be a JSON object");
+        tool_result_done(&r);
+
+        r = call(&ctx, "read_file", "{\"path\":\"a\",\"path\":\"b\"}");
+        assert_true(r.is_error && r.malformed);
+        tool_result_done(&r);
+
+        r = call(&ctx, "read_file", "{\"file\":\"organism/server.js\"}");
+        assert_true(r.is_error && r.malformed);
+        assert_contains(r.output, "invalid arguments for read_file: $: missing required property 'path'");
+        tool_result_done(&r);
+
+        /* Empty arguments are an empty object (models send "" for no-argument tools). */
+        ctx.phase = TOOL_PHASE_CHAT;
+        r = call(&ctx, "list_evolutions", "");
+        assert_false(r.is_error);
+        assert_false(r.malformed);
+        assert_string_equal(r.output, "evo_1 planning");
+        tool_result_done(&r);
+        r = call(&ctx, "list_evolutions", NULL);
+        assert_false(r.is_error);
+        tool_result_done(&r);
+
+        /* A good call is not malformed. */
+        r = call(&ctx, "read_file", "{\"path\":\"README.md\"}");
+        assert_false(r.malformed);
+        assert_string_equal(r.output, "Hello seed\n");
+        tool_result_done(&r);
+}
+
+/* --- file handlers --- */
+
+static void test_read_file(void **state) {
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_PLAN);
+        struct tool_result r = call(&ctx, "read_file", "{\"path\":\"organism/server.js\"}");
+        assert_false(r.is_error);
+        assert_string_equal(r.output, "const port = process.env.PORT;\nconsole.log('hello');\nlisten(port);\n");
+        tool_result_done(&r);
+
+        r = call(&ctx, "read_file", "{\"path\":\"organism/server.js\",\"start_line\":2,\"max_lines\":1}");
+        assert_false(r.is_error);
+        assert_string_equal(r.output, "[lines 2-2 of 3]\nconsole.log('hello');\n");
+        tool_result_done(&r);
+
+        r = call(&ctx, "read_file", "{\"path\":\"organism/server.js\",\"start_line\":9}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "has 3 lines");
+        tool_result_done(&r);
+
+        r = call(&ctx, "read_file", "{\"path\":\"organism/missing.js\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "read_file:");
+        tool_result_done(&r);
+
+        /* Symlinks are refused, final or intermediate: nothing of /etc leaks. */
+        r = call(&ctx, "read_file", "{\"path\":\"organism/passwd\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "symlink");
+        assert_null(strstr(r.output, "root:"));
+        tool_result_done(&r);
+        r = call(&ctx, "read_file", "{\"path\":\"organism/etc/passwd\"}");
+        assert_true(r.is_error);
+        assert_null(strstr(r.output, "root:"));
+        tool_result_done(&r);
+
+        r = call(&ctx, "read_file", "{\"path\":\"organism\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+
+        _cleanup_free_ char *bin = NULL;
+        assert_true(xasprintf(&bin, "%s/organism/bin.dat", seed) >= 0);
+        assert_int_equal(write_file_atomic(bin, "ab\0cd", 5, 0644), 0);
+        r = call(&ctx, "read_file", "{\"path\":\"organism/bin.dat\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "binary");
+        tool_result_done(&r);
+
+        r = call(&ctx, "read_skill", "{\"name\":\"deploy\"}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "How to deploy.");
+        tool_result_done(&r);
+        r = call(&ctx, "read_skill", "{\"name\":\"nope\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "no skill 'nope'");
+        tool_result_done(&r);
+        r = call(&ctx, "read_skill", "{\"name\":\"../kernel\"}");
+        assert_true(r.is_error && r.malformed);
+        tool_result_done(&r);
+}
+
+static void test_list_dir(void **state) {
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_PLAN);
+        struct tool_result r = call(&ctx, "list_dir", "{}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "organism/\n");
+        assert_contains(r.output, "kernel/\n");
+        assert_contains(r.output, "README.md  (11 bytes)\n");
+        assert_null(strstr(r.output, ".seed")); /* hidden */
+        assert_null(strstr(r.output, "server.js")); /* depth 1 */
+        tool_result_done(&r);
+
+        r = call(&ctx, "list_dir", "{\"path\":\"organism\",\"depth\":2}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "server.js  (");
+        assert_contains(r.output, "lib/\n");
+        assert_contains(r.output, "lib/util.js  (");
+        assert_contains(r.output, "passwd@\n");
+        assert_contains(r.output, "etc@\n");
+        assert_null(strstr(r.output, "hosts")); /* the link to /etc is not entered */
+        tool_result_done(&r);
+
+        r = call(&ctx, "list_dir", "{\"path\":\"organism/etc\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+        r = call(&ctx, "list_dir", "{\"path\":\"nope\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+        r = call(&ctx, "list_dir", "{\"depth\":9}");
+        assert_true(r.is_error && r.malformed);
+        tool_result_done(&r);
+}
+
+static void test_search(void **state) {
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_PLAN);
+        struct tool_result r = call(&ctx, "search", "{\"pattern\":\"port\"}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "organism/server.js:1: const port = process.env.PORT;");
+        assert_contains(r.output, "organism/server.js:3: listen(port);");
+        assert_null(strstr(r.output, "top-secret"));
+        tool_result_done(&r);
+
+        r = call(&ctx, "search", "{\"pattern\":\"top-secret\"}");
+        assert_false(r.is_error);
+        assert_string_equal(r.output, "no matches");
+        tool_result_done(&r);
+
+        r = call(&ctx, "search", "{\"pattern\":\"^export .*add\",\"regex\":true}");
+        assert_contains(r.output, "organism/lib/util.js:1:");
+        tool_result_done(&r);
+
+        r = call(&ctx, "search", "{\"pattern\":\"HELLO\",\"ignore_case\":true,\"path\":\"organism\"}");
+        assert_contains(r.output, "organism/server.js:2:");
+        assert_null(strstr(r.output, "README"));
+        tool_result_done(&r);
+
+        r = call(&ctx, "search", "{\"pattern\":\"o\",\"max_results\":2}");
+        assert_contains(r.output, "[stopped at 2 results]");
+        tool_result_done(&r);
+
+        r = call(&ctx, "search", "{\"pattern\":\"(\",\"regex\":true}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "invalid regular expression");
+        tool_result_done(&r);
+
+        /* Links are not followed: /etc/passwd is never searched. */
+        r = call(&ctx, "search", "{\"pattern\":\"root:\"}");
+        assert_string_equal(r.output, "no matches");
+        tool_result_done(&r);
+}
+
+static void test_write_edit_delete(void **state) {
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_MUTATE);
+        struct tool_result r = call(&ctx, "write_file", "{\"path\":\"organism/deep/new/file.txt\",\"content\":\"a\\nb\\n\"}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "created organism/deep/new/file.txt");
+        tool_result_done(&r);
+        _cleanup_free_ char *c1 = read_in("organism/deep/new/file.txt");
+        assert_string_equal(c1, "a\nb\n");
+        r = call(&ctx, "write_file", "{\"path\":\"organism/deep/new/file.txt\",\"content\":\"c\"}");
+        assert_contains(r.output, "replaced");
+        tool_result_done(&r);
+
+        /* Writing through a symlink is refused; the target is untouched. */
+        r = call(&ctx, "write_file", "{\"path\":\"organism/passwd\",\"content\":\"pwned\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+        r = call(&ctx, "write_file", "{\"path\":\"organism/etc/x\",\"content\":\"pwned\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+
+        /* edit_file: exactly one match. */
+        r = call(&ctx, "edit_file", "{\"path\":\"organism/server.js\",\"old_text\":\"console.log('hello');\","
+                                   "\"new_text\":\"console.log('hi');\"}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "line 2");
+        tool_result_done(&r);
+        _cleanup_free_ char *c2 = read_in("organism/server.js");
+        assert_string_equal(c2, "const port = process.env.PORT;\nconsole.log('hi');\nlisten(port);\n");
+
+        r = call(&ctx, "edit_file", "{\"path\":\"organism/server.js\",\"old_text\":\"nothing like this\",\"new_text\":\"x\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "not found");
+        tool_result_done(&r);
+        r = call(&ctx, "edit_file", "{\"path\":\"organism/server.js\",\"old_text\":\"port\",\"new_text\":\"x\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "matches 2 places");
+        tool_result_done(&r);
+        _cleanup_free_ char *c3 = read_in("organism/server.js");
+        assert_string_equal(c2, c3); /* unchanged by the failures */
+        r = call(&ctx, "edit_file", "{\"path\":\"organism/server.js\",\"old_text\":\"\",\"new_text\":\"x\"}");
+        assert_true(r.malformed);
+        tool_result_done(&r);
+        r = call(&ctx, "edit_file", "{\"path\":\"organism/passwd\",\"old_text\":\"root\",\"new_text\":\"x\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+
+        /* delete_path: a file, a tree, a link (never its target), a missing path. */
+        r = call(&ctx, "delete_path", "{\"path\":\"organism/deep\"}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "deleted dir organism/deep");
+        tool_result_done(&r);
+        assert_false(exists_in("organism/deep"));
+        r = call(&ctx, "delete_path", "{\"path\":\"organism/deep\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+        r = call(&ctx, "delete_path", "{\"path\":\"organism/etc\"}");
+        assert_false(r.is_error);
+        tool_result_done(&r);
+        assert_false(exists_in("organism/etc"));
+        assert_true(path_exists("/etc/passwd"));
+        r = call(&ctx, "delete_path", "{\"path\":\".\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+}
+
+static void test_reflect_limits(void **state) {
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_REFLECT);
+        struct tool_result r = call(&ctx, "write_file", "{\"path\":\"organism/x.txt\",\"content\":\"x\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "only knowledge/ and skills/");
+        tool_result_done(&r);
+        assert_false(exists_in("organism/x.txt"));
+        r = call(&ctx, "write_file", "{\"path\":\"skills/testing/SKILL.md\",\"content\":\"---\\nname: testing\\n---\\n\"}");
+        assert_false(r.is_error);
+        tool_result_done(&r);
+        r = call(&ctx, "edit_file", "{\"path\":\"knowledge/self.yaml\",\"old_text\":\"test\",\"new_text\":\"tasks\"}");
+        assert_false(r.is_error);
+        tool_result_done(&r);
+        r = call(&ctx, "delete_path", "{\"path\":\"organism/server.js\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+        assert_true(exists_in("organism/server.js"));
+        r = call(&ctx, "run", "{\"command\":\"true\"}");
+        assert_true(r.malformed);
+        tool_result_done(&r);
+        r = call(&ctx, "submit_reflection", "{\"notes\":\"learned things\"}");
+        assert_true(r.terminal);
+        assert_string_equal(r.args, "{\"notes\":\"learned things\"}");
+        tool_result_done(&r);
+}
+
+/* --- terminal, owner, chat and app tools --- */
+
+static void test_terminal_tools(void **state) {
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_PLAN);
+        struct tool_result r = call(&ctx, "submit_plan",
+                                    "{\"title\":\"Todo app\",\"scope\":\"todo-app\",\"summary\":\"s\","
+                                    "\"steps\":[\"one\",\"two\"],\"risks\":[]}");
+        assert_false(r.is_error);
+        assert_true(r.terminal);
+        assert_contains(r.args, "\"scope\":\"todo-app\"");
+        assert_contains(r.output, "Todo app");
+        tool_result_done(&r);
+
+        r = call(&ctx, "submit_plan", "{\"title\":\"T\",\"scope\":\"Todo App!\",\"summary\":\"s\",\"steps\":[\"x\"]}");
+        assert_true(r.is_error);
+        assert_false(r.terminal);
+        assert_contains(r.output, "$.scope: does not match");
+        tool_result_done(&r);
+        r = call(&ctx, "submit_plan", "{\"title\":\"T\",\"scope\":\"x\",\"summary\":\"s\",\"steps\":[]}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "$.steps: needs at least 1 items");
+        tool_result_done(&r);
+
+        ctx.phase = TOOL_PHASE_MUTATE;
+        r = call(&ctx, "finish", "{\"summary\":\"done\"}");
+        assert_true(r.terminal);
+        tool_result_done(&r);
+        r = call(&ctx, "finish", "{}");
+        assert_false(r.terminal);
+        assert_true(r.malformed);
+        tool_result_done(&r);
+}
+
+static void test_ask_owner(void **state) {
+        fake_reset();
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_PLAN);
+        for (int i = 0; i < TOOLS_MAX_QUESTIONS; i++) {
+                struct tool_result r = call(&ctx, "ask_owner", "{\"question\":\"Which colour?\"}");
+                assert_false(r.is_error);
+                assert_string_equal(r.output, "The owner answered: answer to: Which colour?");
+                tool_result_done(&r);
+        }
+        struct tool_result r = call(&ctx, "ask_owner", "{\"question\":\"One more?\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "already asked the owner 3 questions");
+        tool_result_done(&r);
+        assert_int_equal(fake.owner_calls, 3);
+        assert_int_equal(ctx.questions_asked, 3);
+
+        ctx.cb = NULL;
+        ctx.questions_asked = 0;
+        r = call(&ctx, "ask_owner", "{\"question\":\"?\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "not available");
+        tool_result_done(&r);
+        fake_reset();
+}
+
+static void test_chat_and_app_tools(void **state) {
+        fake_reset();
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_CHAT);
+        struct tool_result r = call(&ctx, "start_evolution", "{\"intent\":\"Become a todo app\"}");
+        assert_false(r.is_error);
+        assert_string_equal(r.output, "queued evo_1 for: Become a todo app");
+        tool_result_done(&r);
+
+        ctx.phase = TOOL_PHASE_MUTATE;
+        r = call(&ctx, "http_request", "{\"method\":\"GET\",\"path\":\"/healthz\",\"headers\":{\"Accept\":\"*/*\"}}");
+        assert_false(r.is_error);
+        assert_string_equal(r.output, "200 OK");
+        assert_string_equal(fake.app_tool, "http_request");
+        assert_string_equal(fake.app_args, "{\"method\":\"GET\",\"path\":\"/healthz\",\"headers\":{\"Accept\":\"*/*\"}}");
+        tool_result_done(&r);
+        r = call(&ctx, "http_request", "{\"method\":\"TRACE\",\"path\":\"/\"}");
+        assert_true(r.malformed);
+        tool_result_done(&r);
+        r = call(&ctx, "http_request", "{\"method\":\"GET\",\"path\":\"http://evil/\"}");
+        assert_true(r.malformed);
+        tool_result_done(&r);
+        r = call(&ctx, "db_query", "{\"sql\":\"select 1\"}");
+        assert_false(r.is_error);
+        assert_string_equal(fake.app_tool, "db_query");
+        tool_result_done(&r);
+        assert_int_equal(fake.app_calls, 2);
+
+        static const char *const absent[] = {"start_app", "stop_app", "app_logs", "migrate", "db_schema"};
+        for (size_t i = 0; i < ARRAY_SIZE(absent); i++) {
+                r = call(&ctx, absent[i], "{}");
+                assert_true(r.is_error);
+                assert_contains(r.output, "not available in this phase");
+                tool_result_done(&r);
+        }
+        ctx.cb = NULL;
+        ctx.phase = TOOL_PHASE_CHAT;
+        r = call(&ctx, "list_evolutions", "{}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "not available in this phase");
+        tool_result_done(&r);
+        fake_reset();
+}
+
+/* --- git tools --- */
+
+static void test_git_tools(void **state) {
+        /* A Seed repository at generation 1 and an evolution's worktree of it. */
+        char tmpl[] = "/tmp/utest-tools-git.XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *dir = NULL, *f = NULL, *err = NULL, *wt = NULL, *base = NULL;
+        assert_true(xasprintf(&dir, "%s/organism", tmpl) >= 0);
+        assert_int_equal(mkdir_p(dir, 0755), 0);
+        assert_true(xasprintf(&f, "%s/organism/app.txt", tmpl) >= 0);
+        assert_int_equal(write_file_atomic(f, "one\n", 4, 0644), 0);
+        if (repo_init_commit(tmpl, "seed: generation 1", "seed/gen-1", &err) < 0)
+                fail_msg("repo_init_commit: %s", err);
+        assert_int_equal(repo_worktree_add(tmpl, "t1", &wt), 0);
+        assert_int_equal(repo_head(wt, &base), 0);
+        int fd = -1;
+        assert_int_equal(fsx_open_root(wt, &fd), 0);
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_MUTATE);
+        ctx.root_fd = fd;
+        ctx.root_path = wt;
+        ctx.base_oid = base;
+
+        struct tool_result r = call(&ctx, "git_log", "{\"max_count\":5}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "seed: generation 1");
+        assert_true(strncmp(r.output, base, 12) == 0);
+        tool_result_done(&r);
+
+        r = call(&ctx, "git_status", "{}");
+        assert_false(r.is_error);
+        assert_string_equal(r.output, "no changes");
+        tool_result_done(&r);
+
+        r = call(&ctx, "write_file", "{\"path\":\"organism/app.txt\",\"content\":\"two and more\\n\"}");
+        tool_result_done(&r);
+        r = call(&ctx, "write_file", "{\"path\":\"organism/new.txt\",\"content\":\"new\\n\"}");
+        tool_result_done(&r);
+        r = call(&ctx, "write_file", "{\"path\":\"kernel/k.c\",\"content\":\"k\\n\"}"); /* approved by the fake */
+        tool_result_done(&r);
+
+        r = call(&ctx, "git_status", "{}");
+        if (r.is_error)
+                fail_msg("git_status: %s", r.output);
+        assert_contains(r.output, "organism/app.txt");
+        assert_contains(r.output, "organism/new.txt");
+        assert_contains(r.output, "kernel/k.c [kernel: needs the owner's approval");
+        assert_null(strstr(r.output, "organism/new.txt [kernel"));
+        tool_result_done(&r);
+
+        r = call(&ctx, "git_diff", "{}");
+        if (r.is_error)
+                fail_msg("git_diff: %s", r.output);
+        assert_contains(r.output, "-one");
+        assert_contains(r.output, "+two and more");
+        assert_contains(r.output, "+new");
+        tool_result_done(&r);
+
+        r = call(&ctx, "git_diff", "{\"path\":\"./organism/new.txt\"}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "+new");
+        assert_null(strstr(r.output, "+two"));
+        assert_null(strstr(r.output, "k.c"));
+        tool_result_done(&r);
+        r = call(&ctx, "git_diff", "{\"path\":\"organism\"}");
+        assert_contains(r.output, "+new");
+        assert_contains(r.output, "+two");
+        assert_null(strstr(r.output, "k.c"));
+        tool_result_done(&r);
+        r = call(&ctx, "git_diff", "{\"path\":\"organism/ne\"}");
+        assert_string_equal(r.output, "no differences");
+        tool_result_done(&r);
+
+        r = call(&ctx, "git_diff", "{\"path\":\"../x\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+
+        ctx.root_path = NULL;
+        r = call(&ctx, "git_log", "{}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "not available");
+        tool_result_done(&r);
+        close(fd);
+        assert_int_equal(repo_worktree_remove(tmpl, "t1"), 0);
+        rm_rf(tmpl);
+}
+
+/* --- run, in a real sandbox --- */
+
+static void test_run(void **state) {
+        char *msg = NULL;
+        if (sandbox_check(&msg) < 0) {
+                print_message("skipped: %s\n", msg ? msg : "bubblewrap unavailable");
+                free(msg);
+                skip();
+        }
+        free(msg);
+        struct sandbox_spec spec = {
+                .seed_dir = seed,
+                .workspace = seed,
+                .evolvable = evolvable,
+        };
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_MUTATE);
+        ctx.sandbox = &spec;
+        ctx.command_timeout_ms = 60000;
+
+        struct tool_result r = call(&ctx, "run", "{\"command\":\"cat organism/lib/util.js; echo out > organism/made.txt; exit 3\"}");
+        assert_true(r.is_error);
+        assert_true(startswith(r.output, "exit status 3 ("));
+        assert_contains(r.output, "export function add");
+        assert_int_equal(r.level, TOOL_REVIEW);
+        tool_result_done(&r);
+        _cleanup_free_ char *made = read_in("organism/made.txt");
+        assert_string_equal(made, "out\n");
+
+        /* The workspace outside the evolvable dirs is read-only; .seed is hidden. */
+        r = call(&ctx, "run", "{\"command\":\"echo x > kernel/x.c\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+        assert_false(exists_in("kernel/x.c"));
+        r = call(&ctx, "run", "{\"command\":\"cat .seed/secrets/x\"}");
+        assert_true(r.is_error);
+        assert_null(strstr(r.output, "top-secret"));
+        tool_result_done(&r);
+
+        r = call(&ctx, "run", "{\"command\":\"echo ok\"}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "exit status 0");
+        assert_contains(r.output, "\nok\n");
+        tool_result_done(&r);
+
+        /* Output is capped for the model. */
+        r = call(&ctx, "run", "{\"command\":\"head -c 100000 /dev/zero | tr '\\\\0' y\"}");
+        assert_false(r.is_error);
+        assert_true(strlen(r.output) < TOOLS_OUTPUT_CAP + 200);
+        assert_contains(r.output, "omitted");
+        tool_result_done(&r);
+
+        /* The timeout kills it (asked for 1 s, well under the evolution's limit). */
+        int64_t start = now_ms();
+        r = call(&ctx, "run", "{\"command\":\"sleep 30\",\"timeout_seconds\":1}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "timed out after 1 s");
+        assert_true(now_ms() - start < 20000);
+        tool_result_done(&r);
+
+        ctx.sandbox = NULL;
+        r = call(&ctx, "run", "{\"command\":\"true\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "not available");
+        tool_result_done(&r);
+}
+
+int main(void) {
+        int r = priv_drop_if_root(NULL);
+        if (r < 0) {
+                fprintf(stderr, "cannot drop root: %s\n", strerror(-r));
+                return 1;
+        }
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_schema_validation),
+                cmocka_unit_test(test_schema_check),
+                cmocka_unit_test(test_phases),
+                cmocka_unit_test(test_normalize),
+                cmocka_unit_test_setup_teardown(test_classify, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_decisions, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_dangerous_too_large, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_output_cap, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_read_file, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_list_dir, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_search, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_write_edit_delete, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reflect_limits, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_terminal_tools, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ask_owner, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_chat_and_app_tools, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_git_tools, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_run, setup, teardown),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
