@@ -120,10 +120,16 @@ static int load_side(git_repository *repo, int rootfd, struct repo_ent *e, struc
         if (!e || e->mode == REPO_MODE_GITLINK)
                 return 0;
         if (e->has_oid) {
-                if ((r = git_blob_lookup(&ret->blob, repo, &e->oid)) < 0)
+                r = git_blob_lookup(&ret->blob, repo, &e->oid);
+                if (r == 0) {
+                        ret->too_big = git_blob_rawsize(ret->blob) > DIFF_SHOW_MAX;
+                        return 0;
+                }
+                /* A working-tree file is hashed to compare it, but its blob
+                 * is not in the object store: read it from disk below. */
+                if (r != GIT_ENOTFOUND || rootfd < 0)
                         return repo_git_err(r, "cannot read '%s'", e->path);
-                ret->too_big = git_blob_rawsize(ret->blob) > DIFF_SHOW_MAX;
-                return 0;
+                ret->blob = NULL;
         }
         if (e->mode == REPO_MODE_SYMLINK) {
                 if (!(ret->data = strdup(e->link ? e->link : "")))
@@ -169,7 +175,8 @@ static int print_change(git_repository *repo, int rootfd, struct repo_ents *base
                 }
                 return 0;
         }
-        if ((r = load_side(repo, rootfd, oe, &os)) < 0 || (r = load_side(repo, rootfd, ne, &ns)) < 0)
+        /* The old side always comes from a tree; only the new one may be on disk. */
+        if ((r = load_side(repo, -1, oe, &os)) < 0 || (r = load_side(repo, rootfd, ne, &ns)) < 0)
                 goto out;
         o->old_path = oe ? oe->path : NULL;
         o->new_path = ne ? ne->path : NULL;

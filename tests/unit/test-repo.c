@@ -284,6 +284,14 @@ static void test_diff_bounded(void **state) {
         assert_null(strstr(d, "root:"));
         assert_null(strstr(d, "[diff truncated]"));
 
+        /* A change that keeps the file's size is hashed, not stored: still shown. */
+        put(wt, "organism/same.txt", "one\n");
+        _cleanup_free_ char *mid = NULL, *same = NULL;
+        assert_int_equal(repo_commit_worktree(wt, "same size", &mid), 0);
+        put(wt, "organism/same.txt", "two\n");
+        assert_int_equal(repo_diff(wt, mid, NULL, 65536, &same), 0);
+        assert_non_null(strstr(same, "-one\n+two\n"));
+
         /* Two commits: the same hunks. */
         assert_int_equal(repo_commit_worktree(wt, "c", &oid), 0);
         assert_int_equal(repo_diff(seed, base, oid, 65536, &d2), 0);
