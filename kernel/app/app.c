@@ -6,6 +6,9 @@
 #include "config/config.h"
 #include "ctl/ctl.h"
 #include "db/db.h"
+#include "evolution/api.h"
+#include "evolution/orchestrator.h"
+#include "model/model.h"
 #include "organism/organism.h"
 #include "pg/pg.h"
 #include "repo/repo.h"
@@ -15,6 +18,7 @@
 #include <getopt.h>
 #include <jansson.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
 
@@ -25,6 +29,10 @@ struct app {
         struct pg *pg;
         struct db *kdb;
         struct organism *organism;
+        struct model *model;
+        struct orchestrator *orch;
+        struct evo_api *api;     /* the evolution API routes and their event stream */
+        atomic_bool restart;     /* an applied generation changed the kernel: exit 75 */
         struct ctl *ctl;
         char *control_token;
         char *session_key;
@@ -207,7 +215,105 @@ static int app_start_organism(struct app *a) {
         return organism_start(a->organism);
 }
 
+/* Every model call's tokens and cost, by purpose and reference. */
+static void app_model_usage(void *userdata, const char *purpose, const char *reference, const char *model,
+                            const struct model_usage *u) {
+        struct app *a = userdata;
+        if (!a->kdb)
+                return;
+        char at[32], in[32], out[32], cost[64];
+        snprintf(at, sizeof at, "%lld", (long long)wall_ms());
+        snprintf(in, sizeof in, "%lld", (long long)u->input_tokens);
+        snprintf(out, sizeof out, "%lld", (long long)u->output_tokens);
+        snprintf(cost, sizeof cost, "%.10g", u->cost_usd);
+        const char *p[] = {at, purpose ? purpose : "unknown", reference, model ? model : "", in, out, cost};
+        _cleanup_free_ char *err = NULL;
+        if (db_execp(a->kdb,
+                     "INSERT INTO model_usage (at, purpose, reference, model, input_tokens, output_tokens, cost_usd) "
+                     "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                     7, p, &err) < 0)
+                log_warn("cannot record model usage: %s", err ? err : "?");
+}
+
+/* The model from seed.yaml and the owner's secrets. No key: no model, and
+ * evolutions fail saying how to give one. */
+static int app_create_model(struct app *a) {
+        const char *provider = a->cfg->model.provider;
+        const char *key_name = NULL;
+        if (streq(provider, "openai-compatible"))
+                key_name = strempty(a->cfg->model.api_key_env) ? NULL : a->cfg->model.api_key_env;
+        else if (streq(provider, "openrouter"))
+                key_name = "OPENROUTER_API_KEY";
+        else if (streq(provider, "openai"))
+                key_name = "OPENAI_API_KEY";
+        else if (streq(provider, "anthropic"))
+                key_name = "ANTHROPIC_API_KEY";
+        const char *key = key_name ? secrets_get(a->secrets, key_name) : NULL;
+        if (!key && !streq(provider, "openai-compatible")) {
+                log_warn("no model key: evolutions will fail until the Seed is started with -e %s", key_name);
+                return 0;
+        }
+        if (key_name && !key) {
+                log_warn("no model key: evolutions will fail until the Seed is started with -e %s", key_name);
+                return 0;
+        }
+        struct model_config mc = {
+                .provider = provider,
+                .name = a->cfg->model.name,
+                .base_url = a->cfg->model.base_url,
+                .api_key = key,
+                .max_tokens = a->cfg->model.max_tokens,
+        };
+        _cleanup_free_ char *err = NULL;
+        int r = model_new(&mc, &a->model, &err);
+        if (r < 0) {
+                log_error("the model is not usable: %s", err ? err : strerror(-r));
+                return 0;
+        }
+        model_set_usage_hook(a->model, app_model_usage, a);
+        log_info("model %s via %s", model_name(a->model), model_provider(a->model));
+        return 0;
+}
+
+static void app_request_restart(void *userdata) {
+        struct app *a = userdata;
+        atomic_store(&a->restart, true);
+        log_info("the kernel changed: restarting into its new source");
+        kill(getpid(), SIGTERM);
+}
+
+/* Every orchestrator event goes to the API's event stream subscribers. */
+static void app_on_event(void *userdata, const char *evo_id, const char *kind, const char *json) {
+        struct app *a = userdata;
+        evo_api_publish(__atomic_load_n(&a->api, __ATOMIC_ACQUIRE), evo_id, kind, json);
+}
+
+static int app_start_orchestrator(struct app *a) {
+        struct orch_config oc = {
+                .seed_dir = a->opts->seed_dir,
+                .cfg = a->cfg,
+                .kdb = a->kdb,
+                .pg = a->pg,
+                .model = a->model,
+                .organism = a->organism,
+                .bridge_path = a->opts->bridge_path,
+                .request_restart = app_request_restart,
+                .on_event = app_on_event,
+                .userdata = a,
+        };
+        int r = orch_start(&oc, &a->orch);
+        if (r < 0)
+                return log_error_errno(r, "the orchestrator did not start: %m");
+        return 0;
+}
+
 static int app_start_ctl(struct app *a) {
+        struct evo_api *api = NULL;
+        int r = evo_api_new(&(struct evo_api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch},
+                            &api);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the evolution API: %m");
+        __atomic_store_n(&a->api, api, __ATOMIC_RELEASE);
         struct ctl_config cc = {
                 .addr = a->opts->addr ? a->opts->addr : a->cfg->server.addr,
                 .allowed_hosts = a->cfg->server.allowed_hosts,
@@ -219,20 +325,29 @@ static int app_start_ctl(struct app *a) {
                 .organism = a->organism,
                 .status = app_status_json,
                 .userdata = a,
+                .api_routes = evo_api_routes,
+                .api_userdata = api,
         };
-        int r = ctl_start(&cc, &a->ctl);
+        r = ctl_start(&cc, &a->ctl);
         if (r < 0)
                 return log_error_errno(r, "the control plane did not start on %s: %m", cc.addr);
         return 0;
 }
 
 static void app_stop(struct app *a) {
+        /* The API first (its event streams end, then no handler runs), so no
+         * request can reach an orchestrator being stopped. */
+        evo_api_shutdown(a->api);
         if (a->ctl)
                 ctl_stop(a->ctl);
+        orch_stop(a->orch);
+        a->orch = NULL;
+        evo_api_free(__atomic_exchange_n(&a->api, NULL, __ATOMIC_ACQ_REL));
         if (a->organism) {
                 organism_stop(a->organism);
                 organism_free(a->organism);
         }
+        model_free(a->model);
         db_close(a->kdb);
         pg_stop(a->pg);
         _cleanup_free_ char *p = seed_path(a, APP_STATE_FILE);
@@ -320,18 +435,21 @@ int app_run(const struct app_options *o) {
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||
             (r = app_load_key(&a, "session-key", &a.session_key)) < 0)
                 goto fail;
+        if ((r = app_create_model(&a)) < 0)
+                goto fail;
         if ((r = app_start_database(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
-            (r = app_start_ctl(&a)) < 0 || (r = app_write_state(&a)) < 0)
+            (r = app_start_orchestrator(&a)) < 0 || (r = app_start_ctl(&a)) < 0 || (r = app_write_state(&a)) < 0)
                 goto fail;
         log_info("generation %d is live", a.generation);
 
         int sig = 0;
         sigwait(&stop, &sig);
         log_info("stopping (signal %d)", sig);
+        bool restart = atomic_load(&a.restart);
         app_stop(&a);
-        log_info("stopped");
+        log_info(restart ? "stopped: restarting into the new kernel" : "stopped");
         log_close();
-        return APP_EXIT_OK;
+        return restart ? APP_EXIT_RESTART : APP_EXIT_OK;
 fail:
         app_stop(&a);
         log_close();

@@ -13,6 +13,9 @@ static const struct cli_command commands[] = {
         {"stop", "stop a running Seed (gracefully; forced after 30 s)", cli_cmd_stop},
         {"status", "say whether the Seed runs, its generation, URL and organism", cli_cmd_status},
         {"login", "print a fresh one-time sign-in link (15 minutes, one use)", cli_cmd_login},
+        {"evolve", "ask the running Seed to change itself, and follow the evolution", cli_cmd_evolve},
+        {"generations", "list the Seed's generations, the live one marked", cli_cmd_generations},
+        {"rollback", "make a new generation with generation N's files, and follow it", cli_cmd_rollback},
 };
 
 static void cli_usage(FILE *f) {
@@ -24,13 +27,14 @@ static void cli_usage(FILE *f) {
               "Commands:\n",
               f);
         for (size_t i = 0; i < ARRAY_SIZE(commands); i++)
-                fprintf(f, "  %-8s %s\n", commands[i].name, commands[i].summary);
+                fprintf(f, "  %-12s %s\n", commands[i].name, commands[i].summary);
         fputs("\n"
               "Run 'seed <command> --help' for a command's options.\n"
               "\n"
               "Example:\n"
               "  seed new tasks -e OPENROUTER_API_KEY    # plant ./tasks, start it, print a sign-in link\n"
-              "  cd tasks && seed status\n",
+              "  cd tasks && seed status\n"
+              "  seed evolve \"Become a todo app\"        # evolve from the terminal, following progress\n",
               f);
 }
 

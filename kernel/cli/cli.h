@@ -18,6 +18,9 @@ int cli_cmd_run(int argc, char **argv);
 int cli_cmd_stop(int argc, char **argv);
 int cli_cmd_status(int argc, char **argv);
 int cli_cmd_login(int argc, char **argv);
+int cli_cmd_evolve(int argc, char **argv);
+int cli_cmd_rollback(int argc, char **argv);
+int cli_cmd_generations(int argc, char **argv);
 
 /* ---- shared by the commands ---- */
 struct secrets;

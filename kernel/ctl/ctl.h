@@ -6,6 +6,7 @@
 
 #include "base/base.h"
 #include <stdint.h>
+#include <sys/types.h>
 
 struct db;
 struct organism;
@@ -23,6 +24,19 @@ struct ctl_api_call {
         const char *session_id;        /* the browser session's public id, or NULL */
 };
 
+/* A response body produced while it is sent, on the connection's own
+ * thread. read blocks until it has bytes (at most max, copied into buf) and
+ * returns their count (> 0), or a negative value to end the response (it
+ * should return within about 15 s, e.g. with a keep-alive comment, so a
+ * client that went away is noticed). close is called once, always, when the
+ * response ends or is never sent. */
+struct ctl_stream {
+        const char *content_type;      /* static string */
+        ssize_t (*read)(void *ctx, char *buf, size_t max);
+        void (*close)(void *ctx);
+        void *ctx;
+};
+
 /* An extra /_seed/api route. Every one needs API auth (session cookie +
  * X-Seed-Token, or the CLI token); state-changing methods get the same-origin,
  * JSON and 1 MiB rules. pattern is a full path where "*" matches one segment,
@@ -34,6 +48,12 @@ struct ctl_api_route {
         const char *pattern;
         int (*handler)(void *userdata, const struct ctl_api_call *call, int *ret_status,
                        char **ret_json);
+        /* A streaming GET route (e.g. Server-Sent Events) sets this instead
+         * of handler. It either fills *ret_stream (answered 200 with
+         * stream->content_type, no Content-Length) or, to refuse, *ret_status
+         * and *ret_json as handler does. */
+        int (*stream)(void *userdata, const struct ctl_api_call *call, int *ret_status, char **ret_json,
+                      struct ctl_stream *ret_stream);
 };
 
 struct ctl_config {
@@ -58,8 +78,10 @@ struct ctl_config {
         int (*status)(void *userdata, char **ret_json);
         void *userdata;
         /* More API routes, ending with a zeroed entry; built-in routes win.
-         * Borrowed (typically a static table); handlers get userdata. */
+         * Borrowed (typically a static table); handlers get api_userdata. */
         const struct ctl_api_route *api_routes;
+        /* What api_routes' handlers get as userdata; NULL: userdata. */
+        void *api_userdata;
 };
 
 struct ctl;

@@ -58,6 +58,8 @@ void ctl_hdrs_free(struct ctl_hdrs *h) {
 void ctl_resp_done(struct ctl_resp *r) {
         if (!r->body_static)
                 free(r->body);
+        if (r->stream.close)
+                r->stream.close(r->stream.ctx);
         ctl_hdrs_free(&r->hdrs);
         *r = (struct ctl_resp){0};
 }

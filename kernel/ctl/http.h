@@ -5,6 +5,7 @@
 
 #include "base/base.h"
 #include "base/buf.h"
+#include "ctl/ctl.h"
 
 /* A list of headers; names and values are owned copies. */
 struct ctl_hdrs {
@@ -32,6 +33,7 @@ struct ctl_resp {
         size_t len;
         bool body_static;
         struct ctl_hdrs hdrs;     /* extra headers */
+        struct ctl_stream stream; /* streamed body instead of body, when stream.read is set */
 };
 void ctl_resp_done(struct ctl_resp *r);
 /* Sets the body to a copy of s (or takes ownership with _take). */

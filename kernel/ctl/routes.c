@@ -467,7 +467,18 @@ static int call_api_route(struct ctl_req *q, struct ctl_resp *resp) {
         };
         int status = 0;
         char *json = NULL;
-        int r = q->api_route->handler(q->ctl->userdata, &call, &status, &json);
+        int r;
+        if (q->api_route->stream) {
+                struct ctl_stream st = {0};
+                r = q->api_route->stream(q->ctl->api_userdata, &call, &status, &json, &st);
+                if (r >= 0 && st.read) {
+                        free(json);
+                        resp->status = 200;
+                        resp->stream = st;
+                        return ctl_hdrs_add(&resp->hdrs, "Cache-Control", "no-store");
+                }
+        } else
+                r = q->api_route->handler(q->ctl->api_userdata, &call, &status, &json);
         if (r >= 0 && (!json || status < 200 || status > 599)) {
                 free(json);
                 return log_error_errno(-EINVAL, "API route %s %s answered status %d%s", q->method,

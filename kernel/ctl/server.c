@@ -95,10 +95,41 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         log_debug("http: %s", line);
 }
 
+static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
+        struct ctl_stream *s = cls;
+        ssize_t n = s->read(s->ctx, buf, max);
+        return n > 0 ? n : MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+static void stream_free(void *cls) {
+        struct ctl_stream *s = cls;
+        s->close(s->ctx);
+        free(s);
+}
+
+/* A streamed body: MHD owns the stream from here (stream_free closes it). */
+static struct MHD_Response *stream_response(struct ctl_resp *resp) {
+        struct ctl_stream *s = malloc(sizeof *s);
+        if (!s)
+                return NULL;
+        *s = resp->stream;
+        resp->stream = (struct ctl_stream){0};
+        struct MHD_Response *m = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s,
+                                                                   stream_free);
+        if (!m)
+                stream_free(s);
+        else if (s->content_type)
+                MHD_add_response_header(m, MHD_HTTP_HEADER_CONTENT_TYPE, s->content_type);
+        return m;
+}
+
 enum MHD_Result ctl_queue(struct MHD_Connection *conn, struct ctl_resp *resp) {
-        struct MHD_Response *m = MHD_create_response_from_buffer(
-                resp->len, resp->body ? resp->body : (char *)"",
-                resp->body_static ? MHD_RESPMEM_PERSISTENT : MHD_RESPMEM_MUST_COPY);
+        struct MHD_Response *m = resp->stream.read
+                                         ? stream_response(resp)
+                                         : MHD_create_response_from_buffer(
+                                                   resp->len, resp->body ? resp->body : (char *)"",
+                                                   resp->body_static ? MHD_RESPMEM_PERSISTENT
+                                                                     : MHD_RESPMEM_MUST_COPY);
         enum MHD_Result ok = MHD_NO;
         if (!m)
                 goto out;
@@ -404,6 +435,7 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         c->status = cfg->status;
         c->userdata = cfg->userdata;
         c->api_routes = cfg->api_routes;
+        c->api_userdata = cfg->api_userdata ? cfg->api_userdata : cfg->userdata;
         c->connection_limit = limit;
         c->proxy_limit = limit - CTL_SEED_RESERVE;
         ctl_cookie_name(c->session_key, c->cookie_name);

@@ -26,6 +26,7 @@ struct ctl {
         int (*status)(void *userdata, char **ret_json);
         void *userdata;
         const struct ctl_api_route *api_routes;
+        void *api_userdata;
 
         char cookie_name[32];
         struct MHD_Daemon *daemon;

@@ -452,8 +452,8 @@ static int ext_fail(void *userdata, const struct ctl_api_call *call, int *ret_st
 }
 
 static const struct ctl_api_route ext_routes[] = {
-        {"POST", "/_seed/api/echo/*", ext_echo},
-        {"GET", "/_seed/api/fail", ext_fail},
+        {.method = "POST", .pattern = "/_seed/api/echo/*", .handler = ext_echo},
+        {.method = "GET", .pattern = "/_seed/api/fail", .handler = ext_fail},
         {0},
 };
 

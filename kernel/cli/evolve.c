@@ -1,0 +1,339 @@
+/* `seed evolve` and `seed rollback`: queue an evolution through the kernel's
+ * API with the CLI token and follow it, printing its phases, tool calls,
+ * checks, approvals it waits on and the result. */
+#include "base/priv.h"
+#include "cli/cli.h"
+
+#include <getopt.h>
+#include <jansson.h>
+#include <limits.h>
+#include <time.h>
+
+#define INTENT_MAX (16 * 1024)
+#define POLL_MS 300
+#define UNREACHABLE_MAX_MS (180 * 1000) /* a kernel restarting into new source may take a while */
+#define ARGS_SHOWN 80
+
+/* Parses [--dir D] [-h] and the positional arguments (at least min, at most
+ * max). Returns -1 to go on, else the exit code. */
+static int parse_args(int argc, char **argv, const char *usage, int min, int max, const char **ret_dir,
+                      int *ret_first) {
+        static const struct option longopts[] = {
+                {"dir", required_argument, NULL, 'd'},
+                {"help", no_argument, NULL, 'h'},
+                {0},
+        };
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+                switch (c) {
+                case 'd': *ret_dir = optarg; break;
+                case 'h': fputs(usage, stdout); return CLI_EXIT_OK;
+                default: fputs(usage, stderr); return CLI_EXIT_USAGE;
+                }
+        }
+        int n = argc - optind;
+        if (n < min || n > max) {
+                fputs(usage, stderr);
+                return CLI_EXIT_USAGE;
+        }
+        *ret_first = optind;
+        return -1;
+}
+
+/* Finds the running Seed and drops root. Returns -1 to go on, else the exit code. */
+static int open_running_seed(const char *dir, char **ret_seed_dir) {
+        _cleanup_free_ char *seed_dir = NULL;
+        if (cli_find_seed(dir, &seed_dir) < 0)
+                return CLI_EXIT_USAGE;
+        if (priv_drop_if_root(NULL) < 0) {
+                fprintf(stderr, "seed: cannot switch to the account '%s'\n", PRIV_ACCOUNT);
+                return CLI_EXIT_FAILURE;
+        }
+        if (!cli_seed_running(seed_dir)) {
+                fprintf(stderr, "seed: this Seed is not running; start it with 'seed run'\n");
+                return CLI_EXIT_NOT_RUNNING;
+        }
+        *ret_seed_dir = TAKE_PTR(seed_dir);
+        return -1;
+}
+
+/* Prints the API's error for a refused call. */
+static void print_refusal(const char *what, long status, const char *body) {
+        json_t *o = body ? json_loads(body, 0, NULL) : NULL;
+        const char *e = json_string_value(json_object_get(o, "error"));
+        fprintf(stderr, "seed: %s: %s (HTTP %ld)\n", what, e ? e : "unexpected answer", status);
+        json_decref(o);
+}
+
+/* POSTs body to path and returns the "id" of a 202 answer. */
+static int queue_call(const char *seed_dir, const char *path, const char *body, const char *what, char **ret_id) {
+        long status = 0;
+        _cleanup_free_ char *res = NULL;
+        int r = cli_api(seed_dir, "POST", path, body, &status, &res);
+        if (r < 0)
+                return r;
+        json_t *o = json_loads(res, 0, NULL);
+        const char *id = json_string_value(json_object_get(o, "id"));
+        if (status != 202 || !id) {
+                json_decref(o);
+                print_refusal(what, status, res);
+                return -EIO;
+        }
+        char *d = strdup(id);
+        json_decref(o);
+        if (!d)
+                return -ENOMEM;
+        *ret_id = d;
+        return 0;
+}
+
+static bool state_terminal(const char *s) {
+        return s && (streq(s, "complete") || streq(s, "failed") || streq(s, "cancelled") || streq(s, "rolled_back"));
+}
+
+/* One line of at most n bytes: newlines become spaces, longer text ends in "…". */
+static void print_short(const char *s, size_t n) {
+        size_t i = 0;
+        for (; s[i] && i < n; i++)
+                putchar(s[i] == '\n' || s[i] == '\r' || s[i] == '\t' ? ' ' : s[i]);
+        if (s[i])
+                fputs("...", stdout);
+}
+
+static void print_tool_call(json_t *d) {
+        const char *name = json_string_value(json_object_get(d, "name"));
+        json_t *args = json_object_get(d, "arguments");
+        _cleanup_free_ char *a = args ? json_dumps(args, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+        printf("  tool %s ", name ? name : "?");
+        print_short(a ? a : "", ARGS_SHOWN);
+        putchar('\n');
+}
+
+static void print_waiting(const char *kind, json_t *d) {
+        const char *id = json_string_value(json_object_get(d, "id"));
+        json_t *req = json_object_get(d, "request");
+        if (streq(kind, "question")) {
+                const char *q = json_string_value(json_object_get(req, "question"));
+                printf("  ? question %s: ", id ? id : "?");
+                print_short(q ? q : "", 500);
+                printf("\n    waiting for your answer: answer it in the control plane ('seed login' opens it)\n");
+                return;
+        }
+        const char *akind = json_string_value(json_object_get(d, "kind"));
+        const char *tool = json_string_value(json_object_get(d, "tool"));
+        _cleanup_free_ char *r = req ? json_dumps(req, JSON_COMPACT) : NULL;
+        printf("  ! approval %s (%s%s%s): ", id ? id : "?", akind ? akind : "?", tool ? " " : "", tool ? tool : "");
+        print_short(r ? r : "", 300);
+        printf("\n    waiting for your decision: approve in the control plane ('seed login' opens it)\n");
+}
+
+static void print_event(json_t *ev) {
+        const char *kind = json_string_value(json_object_get(ev, "kind"));
+        json_t *d = json_object_get(ev, "data");
+        if (!kind)
+                return;
+        if (streq(kind, "phase")) {
+                const char *to = json_string_value(json_object_get(d, "to"));
+                const char *why = json_string_value(json_object_get(d, "note"));
+                printf("[%s]%s", to ? to : "?", why ? " " : "");
+                if (why)
+                        print_short(why, 300);
+                putchar('\n');
+        } else if (streq(kind, "plan")) {
+                const char *title = json_string_value(json_object_get(d, "title"));
+                const char *summary = json_string_value(json_object_get(d, "summary"));
+                printf("  plan: %s\n", title ? title : "(untitled)");
+                if (summary) {
+                        fputs("    ", stdout);
+                        print_short(summary, 300);
+                        putchar('\n');
+                }
+        } else if (streq(kind, "tool_call")) {
+                print_tool_call(d);
+        } else if (streq(kind, "tool_result")) {
+                if (json_is_true(json_object_get(d, "is_error"))) {
+                        const char *out = json_string_value(json_object_get(d, "output"));
+                        fputs("    tool error: ", stdout);
+                        print_short(out ? out : "", 200);
+                        putchar('\n');
+                }
+        } else if (streq(kind, "check")) {
+                const char *name = json_string_value(json_object_get(d, "name"));
+                printf("  check %s %s\n", name ? name : "?", json_is_true(json_object_get(d, "ok")) ? "ok" : "FAIL");
+        } else if (streq(kind, "approval") || streq(kind, "question")) {
+                print_waiting(kind, d);
+        } else if (streq(kind, "error")) {
+                const char *e = json_string_value(json_object_get(d, "error"));
+                fputs("  error: ", stdout);
+                print_short(e ? e : "", 500);
+                putchar('\n');
+        } else if (streq(kind, "note")) {
+                const char *t = json_string_value(json_object_get(d, "text"));
+                if (t) {
+                        fputs("  note: ", stdout);
+                        print_short(t, 200);
+                        putchar('\n');
+                }
+        }
+        /* agent_text: the model thinking aloud; left to the control plane. */
+}
+
+static void sleep_ms(long ms) {
+        struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+}
+
+/* Prints the result line; returns the exit code. */
+static int print_result(json_t *e) {
+        const char *state = json_string_value(json_object_get(e, "state"));
+        const char *err = json_string_value(json_object_get(e, "error"));
+        json_t *to = json_object_get(e, "to_generation");
+        if (streq(state, "complete")) {
+                if (json_is_integer(to))
+                        printf("Result: complete: generation %lld is live.\n", (long long)json_integer_value(to));
+                else
+                        printf("Result: complete.\n");
+                return CLI_EXIT_OK;
+        }
+        printf("Result: %s%s%s\n", state, err ? ": " : ".", err ? err : "");
+        return CLI_EXIT_FAILURE;
+}
+
+/* Follows an evolution until it ends, printing its events. */
+static int follow(const char *seed_dir, const char *id) {
+        _cleanup_free_ char *path = NULL;
+        long long after = 0;
+        int64_t unreachable_since = 0;
+        for (;;) {
+                free(path);
+                path = NULL;
+                if (xasprintf(&path, "/_seed/api/evolutions/%s?after=%lld", id, after) < 0)
+                        return CLI_EXIT_FAILURE;
+                long status = 0;
+                _cleanup_free_ char *body = NULL;
+                int r = cli_api(seed_dir, "GET", path, NULL, &status, &body);
+                if (r < 0 || status >= 500) {
+                        /* The kernel may be restarting into new source (exit 75). */
+                        if (!unreachable_since)
+                                unreachable_since = now_ms();
+                        if (now_ms() - unreachable_since > UNREACHABLE_MAX_MS) {
+                                fprintf(stderr, "seed: lost the kernel for 3 minutes; see 'seed status'\n");
+                                return CLI_EXIT_FAILURE;
+                        }
+                        sleep_ms(1000);
+                        continue;
+                }
+                unreachable_since = 0;
+                json_t *e = json_loads(body, 0, NULL);
+                if (status != 200 || !json_is_object(e)) {
+                        json_decref(e);
+                        print_refusal("cannot follow the evolution", status, body);
+                        return CLI_EXIT_FAILURE;
+                }
+                json_t *events = json_object_get(e, "events"), *ev;
+                size_t i;
+                json_array_foreach(events, i, ev) {
+                        json_int_t eid = json_integer_value(json_object_get(ev, "id"));
+                        if (eid > after)
+                                after = eid;
+                        print_event(ev);
+                }
+                fflush(stdout);
+                const char *state = json_string_value(json_object_get(e, "state"));
+                if (state_terminal(state) && json_array_size(events) == 0) {
+                        int code = print_result(e);
+                        json_decref(e);
+                        return code;
+                }
+                json_decref(e);
+                if (json_array_size(events) == 0)
+                        sleep_ms(POLL_MS);
+        }
+}
+
+int cli_cmd_evolve(int argc, char **argv) {
+        static const char usage[] =
+                "Usage: seed evolve [--dir DIR] \"<intent>\"\n"
+                "\n"
+                "Asks the running Seed to change itself: the intent becomes an evolution\n"
+                "(plan, change, build, test, run, reflect, commit, apply). Follows it and\n"
+                "prints its phases, tool calls, checks and the result. When it waits for\n"
+                "an approval or an answer, decide in the control plane ('seed login').\n"
+                "Ctrl-C stops following; the evolution goes on.\n"
+                "\n"
+                "  --dir DIR   the Seed's folder (default: this folder or the nearest above)\n"
+                "\n"
+                "Exit codes: 0 complete, 1 failed, cancelled or rolled back, 2 usage,\n"
+                "3 the Seed is not running.\n";
+        const char *dir = NULL;
+        int first = 0;
+        int code = parse_args(argc, argv, usage, 1, INT_MAX, &dir, &first);
+        if (code >= 0)
+                return code;
+        _cleanup_free_ char *intent = NULL;
+        for (int i = first; i < argc; i++) {
+                char *n = NULL;
+                if (xasprintf(&n, "%s%s%s", intent ? intent : "", intent ? " " : "", argv[i]) < 0)
+                        return CLI_EXIT_FAILURE;
+                free(intent);
+                intent = n;
+        }
+        if (strempty(intent) || strlen(intent) > INTENT_MAX) {
+                fprintf(stderr, "seed: the intent must be 1 to %d bytes\n", INTENT_MAX);
+                return CLI_EXIT_USAGE;
+        }
+        _cleanup_free_ char *seed_dir = NULL, *id = NULL;
+        if ((code = open_running_seed(dir, &seed_dir)) >= 0)
+                return code;
+        json_t *o = json_pack("{s:s}", "intent", intent);
+        _cleanup_free_ char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        if (!body) {
+                fprintf(stderr, "seed: the intent must be UTF-8 text\n");
+                return CLI_EXIT_USAGE;
+        }
+        if (queue_call(seed_dir, "/_seed/api/evolutions", body, "the Seed refused the evolution", &id) < 0)
+                return CLI_EXIT_FAILURE;
+        printf("Evolution %s queued.\n", id);
+        fflush(stdout);
+        return follow(seed_dir, id);
+}
+
+int cli_cmd_rollback(int argc, char **argv) {
+        static const char usage[] =
+                "Usage: seed rollback [--dir DIR] <generation>\n"
+                "\n"
+                "Makes a new generation whose files are those of <generation> (see\n"
+                "'seed generations'), through an evolution that is built, tested and\n"
+                "applied like any other. Follows it and prints the result.\n"
+                "Database migrations are not reversed.\n"
+                "\n"
+                "  --dir DIR   the Seed's folder (default: this folder or the nearest above)\n"
+                "\n"
+                "Exit codes: 0 complete, 1 failed, cancelled or rolled back, 2 usage,\n"
+                "3 the Seed is not running.\n";
+        const char *dir = NULL;
+        int first = 0;
+        int code = parse_args(argc, argv, usage, 1, 1, &dir, &first);
+        if (code >= 0)
+                return code;
+        const char *arg = argv[first];
+        char *end = NULL;
+        errno = 0;
+        long n = strtol(arg, &end, 10);
+        if (errno || !end || *end || end == arg || n < 1 || n > INT_MAX || arg[0] == '+' || arg[0] == ' ') {
+                fprintf(stderr, "seed: '%s' is not a generation number\n", arg);
+                return CLI_EXIT_USAGE;
+        }
+        _cleanup_free_ char *seed_dir = NULL, *id = NULL, *path = NULL;
+        if ((code = open_running_seed(dir, &seed_dir)) >= 0)
+                return code;
+        if (xasprintf(&path, "/_seed/api/generations/%ld/rollback", n) < 0)
+                return CLI_EXIT_FAILURE;
+        if (queue_call(seed_dir, path, "{}", "the Seed refused the rollback", &id) < 0)
+                return CLI_EXIT_FAILURE;
+        printf("Rollback to generation %ld queued as %s.\n", n, id);
+        fflush(stdout);
+        return follow(seed_dir, id);
+}

@@ -1,0 +1,713 @@
+/* api.c — the evolution routes under /_seed/api and the event hub behind
+ * GET /_seed/api/events. See api.h. */
+#include "evolution/api.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "evolution/orchestrator.h"
+#include "evolution/store.h"
+#include "repo/repo.h"
+
+#include <jansson.h>
+#include <limits.h>
+#include <pthread.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define LIST_LIMIT 100
+#define ANSWER_MAX (16 * 1024)
+
+struct sse_sub {
+        struct evo_api *api;
+        struct buf q;          /* queued bytes; q.data[off..len) not yet sent */
+        size_t off;
+        bool greeted, dropped;
+        int64_t last_sent_ms;
+};
+
+struct evo_api {
+        char *seed_dir;
+        struct db *kdb;
+        struct orchestrator *orch; /* atomic */
+        pthread_mutex_t lock;
+        pthread_cond_t cond;       /* CLOCK_MONOTONIC; broadcast on publish and shutdown */
+        struct sse_sub *subs[EVO_API_SSE_SUBSCRIBERS];
+        bool stopping;
+};
+
+/* ---- ids and replies ---- */
+
+bool evo_api_id_valid(const char *s, const char *prefix) {
+        if (!s || !prefix || !startswith(s, prefix))
+                return false;
+        const char *h = s + strlen(prefix);
+        if (strlen(h) != 16)
+                return false;
+        for (; *h; h++)
+                if (!((*h >= '0' && *h <= '9') || (*h >= 'a' && *h <= 'f')))
+                        return false;
+        return true;
+}
+
+/* Answers status with o (stolen). */
+static int reply(int status, json_t *o, int *ret_status, char **ret_json) {
+        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        if (!s)
+                return -ENOMEM;
+        *ret_status = status;
+        *ret_json = s;
+        return 0;
+}
+
+static int reply_error(int status, const char *msg, int *ret_status, char **ret_json) {
+        return reply(status, json_pack("{s:s}", "error", msg), ret_status, ret_json);
+}
+
+/* Answers with JSON text the store produced (taken). */
+static int reply_text(int status, char *json, int *ret_status, char **ret_json) {
+        *ret_status = status;
+        *ret_json = json;
+        return 0;
+}
+
+/* {"<key>": <json text>} */
+static int reply_wrapped(const char *key, char *json_text, int *ret_status, char **ret_json) {
+        json_t *v = json_loads(json_text, 0, NULL);
+        free(json_text);
+        if (!v)
+                return -EBADMSG;
+        return reply(200, json_pack("{s:o}", key, v), ret_status, ret_json);
+}
+
+static struct orchestrator *api_orch(struct evo_api *api) {
+        return __atomic_load_n(&api->orch, __ATOMIC_ACQUIRE);
+}
+
+#define NO_ORCH "evolutions are not available: the orchestrator is not running"
+
+/* The request body as a JSON object, or a 400 answer (returns 1). */
+static int parse_body(const struct ctl_api_call *call, json_t **ret, int *ret_status, char **ret_json) {
+        json_error_t err;
+        json_t *o = json_loadb(call->body, call->body_len, JSON_REJECT_DUPLICATES, &err);
+        if (!json_is_object(o)) {
+                json_decref(o);
+                int r = reply_error(400, "the body must be a JSON object", ret_status, ret_json);
+                return r < 0 ? r : 1;
+        }
+        *ret = o;
+        return 0;
+}
+
+/* An optional bounded string member: 1 = answered 400. */
+static int body_string(json_t *o, const char *key, size_t max, bool required, const char **ret, int *ret_status,
+                       char **ret_json) {
+        json_t *v = json_object_get(o, key);
+        char msg[128];
+        if (!v && !required) {
+                *ret = NULL;
+                return 0;
+        }
+        if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > max ||
+            strlen(json_string_value(v)) != json_string_length(v)) {
+                snprintf(msg, sizeof msg, "\"%s\" must be a non-empty string of at most %zu bytes", key, max);
+                int r = reply_error(400, msg, ret_status, ret_json);
+                return r < 0 ? r : 1;
+        }
+        *ret = json_string_value(v);
+        return 0;
+}
+
+/* ---- evolutions ---- */
+
+static int h_list(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        char *rows = NULL;
+        int r = evo_list_json(api->kdb, LIST_LIMIT, &rows);
+        if (r < 0)
+                return log_error_errno(r, "could not list evolutions: %m");
+        return reply_wrapped("evolutions", rows, ret_status, ret_json);
+}
+
+static int h_submit(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        struct orchestrator *o = api_orch(api);
+        if (!o)
+                return reply_error(503, NO_ORCH, ret_status, ret_json);
+        json_t *body = NULL;
+        const char *intent = NULL;
+        int r = parse_body(call, &body, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        r = body_string(body, "intent", EVO_API_INTENT_MAX, true, &intent, ret_status, ret_json);
+        if (r != 0) {
+                json_decref(body);
+                return r < 0 ? r : 0;
+        }
+        _cleanup_free_ char *id = NULL;
+        r = orch_submit(o, intent, &id);
+        json_decref(body);
+        if (r == -EINVAL)
+                return reply_error(400, "the intent was refused", ret_status, ret_json);
+        if (r < 0)
+                return log_error_errno(r, "could not queue an evolution: %m");
+        log_info("queued evolution %s (via %s)", id, call->via_cli ? "the CLI" : "the control plane");
+        return reply(202, json_pack("{s:s}", "id", id), ret_status, ret_json);
+}
+
+/* Checks call->param as an evolution id: 1 = answered 400. */
+static int evo_param(const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        if (evo_api_id_valid(call->param, "evo_"))
+                return 0;
+        int r = reply_error(400, "bad evolution id (evo_ and 16 hex digits)", ret_status, ret_json);
+        return r < 0 ? r : 1;
+}
+
+/* The value of name in a query string ("a=1&b=2"), copied; -ENOENT if absent. */
+static int query_value(const char *query, const char *name, char *out, size_t out_size) {
+        size_t nl = strlen(name);
+        for (const char *p = query; p && *p;) {
+                size_t len = strcspn(p, "&");
+                if (len > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
+                        size_t vl = len - nl - 1;
+                        if (vl >= out_size)
+                                return -E2BIG;
+                        memcpy(out, p + nl + 1, vl);
+                        out[vl] = 0;
+                        return 0;
+                }
+                p += len + (p[len] == '&');
+        }
+        return -ENOENT;
+}
+
+static int parse_int64(const char *s, int64_t min, int64_t max, int64_t *ret) {
+        if (!s || !*s || strlen(s) > 18)
+                return -EINVAL;
+        for (const char *p = s; *p; p++)
+                if (*p < '0' || *p > '9')
+                        return -EINVAL;
+        long long v = strtoll(s, NULL, 10);
+        if (v < min || v > max)
+                return -ERANGE;
+        *ret = v;
+        return 0;
+}
+
+static int h_get(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        int r = evo_param(call, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        int64_t after = 0;
+        char v[32];
+        r = query_value(call->query, "after", v, sizeof v);
+        if (r != -ENOENT && (r < 0 || parse_int64(v, 0, INT64_MAX, &after) < 0))
+                return reply_error(400, "after must be an event id (a number)", ret_status, ret_json);
+        char *json = NULL;
+        r = evo_get_json(api->kdb, call->param, true, after, &json);
+        if (r == -ENOENT)
+                return reply_error(404, "no such evolution", ret_status, ret_json);
+        if (r < 0)
+                return log_error_errno(r, "could not read evolution %s: %m", call->param);
+        return reply_text(200, json, ret_status, ret_json);
+}
+
+/* The worktree of an evolution, if it is there. Caller frees. */
+static char *worktree_of(const struct evo_api *api, const char *evo_id) {
+        char *p = NULL;
+        struct stat st;
+        if (xasprintf(&p, "%s/.seed/worktrees/%s", api->seed_dir, evo_id) < 0)
+                return NULL;
+        if (lstat(p, &st) < 0 || !S_ISDIR(st.st_mode)) {
+                free(p);
+                return NULL;
+        }
+        return p;
+}
+
+static bool oid_valid(const char *s) {
+        if (!s || strlen(s) != REPO_OID_HEX_LEN)
+                return false;
+        for (; *s; s++)
+                if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
+                        return false;
+        return true;
+}
+
+/* The commit an evolution made, from its "committed" note (the store keeps
+ * no commit column up to date), and the generation it became. */
+static const char *committed_oid(json_t *evo, int *ret_gen) {
+        const char *oid = NULL;
+        json_t *ev;
+        size_t i;
+        json_array_foreach(json_object_get(evo, "events"), i, ev) {
+                json_t *d = json_object_get(ev, "data");
+                const char *c = json_string_value(json_object_get(d, "commit"));
+                json_t *g = json_object_get(d, "generation");
+                const char *kind = json_string_value(json_object_get(ev, "kind"));
+                if (kind && streq(kind, "note") && oid_valid(c) && json_is_integer(g)) {
+                        oid = c;
+                        *ret_gen = (int)json_integer_value(g);
+                }
+        }
+        return oid;
+}
+
+/* The commit of generation n, copied into out. */
+static int generation_oid(const char *seed_dir, int n, char out[REPO_OID_HEX_LEN + 1]) {
+        struct repo_generation *g = NULL;
+        size_t count = 0;
+        int r = repo_generations(seed_dir, &g, &count);
+        if (r < 0)
+                return r;
+        r = -ENOENT;
+        for (size_t i = 0; i < count; i++)
+                if (g[i].number == n) {
+                        memcpy(out, g[i].commit, REPO_OID_HEX_LEN + 1);
+                        r = 0;
+                }
+        repo_generations_free(g, count);
+        return r;
+}
+
+/* Where the change of an evolution is: its commit against the generation it
+ * started from, else its worktree against the live commit (evolutions run
+ * one at a time, so main has not moved since it began). */
+static int diff_of(struct evo_api *api, const char *id, json_t *evo, const char **ret_source, char **ret_patch) {
+        char base[REPO_OID_HEX_LEN + 1];
+        const char *b = json_string_value(json_object_get(evo, "base_commit"));
+        const char *head = json_string_value(json_object_get(evo, "commit_oid"));
+        int gen = 0;
+        if (!oid_valid(head) && (head = committed_oid(evo, &gen)) && !oid_valid(b) && gen > 1) {
+                if (generation_oid(api->seed_dir, gen - 1, base) < 0)
+                        head = NULL;
+                b = base;
+        }
+        if (oid_valid(b) && oid_valid(head)) {
+                *ret_source = "commit";
+                return repo_diff(api->seed_dir, b, head, EVO_API_DIFF_MAX, ret_patch);
+        }
+        _cleanup_free_ char *wt = worktree_of(api, id), *live = NULL;
+        const char *st = json_string_value(json_object_get(evo, "state"));
+        if (!wt || !st || streq(st, "complete") || streq(st, "failed") || streq(st, "cancelled") ||
+            streq(st, "rolled_back")) {
+                *ret_source = "none";
+                return 0;
+        }
+        if (!oid_valid(b)) {
+                int r = repo_head(api->seed_dir, &live);
+                if (r < 0)
+                        return r;
+                b = live;
+        }
+        *ret_source = "worktree";
+        return repo_diff(wt, b, NULL, EVO_API_DIFF_MAX, ret_patch);
+}
+
+static int h_diff(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        int r = evo_param(call, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        _cleanup_free_ char *json = NULL, *patch = NULL;
+        r = evo_get_json(api->kdb, call->param, true, 0, &json);
+        if (r == -ENOENT)
+                return reply_error(404, "no such evolution", ret_status, ret_json);
+        if (r < 0)
+                return log_error_errno(r, "could not read evolution %s: %m", call->param);
+        json_t *e = json_loads(json, 0, NULL);
+        const char *source = "none";
+        r = diff_of(api, call->param, e, &source, &patch);
+        json_decref(e);
+        if (r < 0) {
+                log_warn_errno(r, "could not diff evolution %s: %s", call->param, repo_last_error());
+                return reply_error(409, "the change of this evolution cannot be shown now", ret_status, ret_json);
+        }
+        return reply(200, json_pack("{s:s, s:s, s:s}", "id", call->param, "source", source, "diff", patch ? patch : ""),
+                     ret_status, ret_json);
+}
+
+static int h_cancel(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        int r = evo_param(call, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        struct orchestrator *o = api_orch(api);
+        if (!o)
+                return reply_error(503, NO_ORCH, ret_status, ret_json);
+        r = orch_cancel(o, call->param);
+        if (r == -ENOENT)
+                return reply_error(404, "no such evolution", ret_status, ret_json);
+        if (r == -EALREADY)
+                return reply_error(409, "this evolution has already ended", ret_status, ret_json);
+        if (r < 0)
+                return log_error_errno(r, "could not cancel %s: %m", call->param);
+        log_info("cancelled evolution %s", call->param);
+        return reply(200, json_pack("{s:b}", "ok", 1), ret_status, ret_json);
+}
+
+/* The pending approval id as a JSON object (kind, evolution_id …), or NULL. */
+static json_t *pending_approval(struct evo_api *api, const char *apr_id, int *ret_r) {
+        _cleanup_free_ char *rows = NULL;
+        *ret_r = evo_approvals_pending_json(api->kdb, &rows);
+        if (*ret_r < 0)
+                return NULL;
+        json_t *arr = json_loads(rows, 0, NULL), *row, *found = NULL;
+        size_t i;
+        json_array_foreach(arr, i, row) {
+                const char *id = json_string_value(json_object_get(row, "id"));
+                if (id && streq(id, apr_id)) {
+                        found = json_incref(row);
+                        break;
+                }
+        }
+        json_decref(arr);
+        return found;
+}
+
+/* Maps orch_decide's result to an answer. */
+static int decided(int r, const char *apr_id, const char *what, int *ret_status, char **ret_json) {
+        if (r == -ENOENT)
+                return reply_error(404, "no such approval", ret_status, ret_json);
+        if (r == -EALREADY)
+                return reply_error(409, "this approval was already decided or has expired", ret_status,
+                                   ret_json);
+        if (r < 0)
+                return log_error_errno(r, "could not decide approval %s: %m", apr_id);
+        log_info("approval %s %s by the owner", apr_id, what);
+        return reply(200, json_pack("{s:b}", "ok", 1), ret_status, ret_json);
+}
+
+static int h_answer(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        int r = evo_param(call, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        struct orchestrator *o = api_orch(api);
+        if (!o)
+                return reply_error(503, NO_ORCH, ret_status, ret_json);
+        json_t *body = NULL;
+        const char *apr = NULL, *answer = NULL;
+        r = parse_body(call, &body, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        r = body_string(body, "approval", 64, true, &apr, ret_status, ret_json);
+        if (r == 0)
+                r = body_string(body, "answer", ANSWER_MAX, true, &answer, ret_status, ret_json);
+        if (r == 0 && !evo_api_id_valid(apr, "apr_")) {
+                r = reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
+                r = r < 0 ? r : 1;
+        }
+        if (r != 0) {
+                json_decref(body);
+                return r < 0 ? r : 0;
+        }
+        json_t *pending = pending_approval(api, apr, &r);
+        const char *owner = json_string_value(json_object_get(pending, "evolution_id"));
+        if (r >= 0 && pending && !(owner && streq(owner, call->param)))
+                r = reply_error(404, "this evolution has no such approval", ret_status, ret_json);
+        else if (r >= 0)
+                r = decided(orch_decide(o, apr, true, answer), apr, "answered", ret_status, ret_json);
+        json_decref(pending);
+        json_decref(body);
+        return r;
+}
+
+/* ---- approvals ---- */
+
+static int h_approvals(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        char *rows = NULL;
+        int r = evo_approvals_pending_json(api->kdb, &rows);
+        if (r < 0)
+                return log_error_errno(r, "could not list approvals: %m");
+        return reply_wrapped("approvals", rows, ret_status, ret_json);
+}
+
+static int h_decide(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        if (!evo_api_id_valid(call->param, "apr_"))
+                return reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
+        struct orchestrator *o = api_orch(api);
+        if (!o)
+                return reply_error(503, NO_ORCH, ret_status, ret_json);
+        json_t *body = NULL;
+        int r = parse_body(call, &body, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        json_t *v = json_object_get(body, "approved");
+        bool ok = json_is_boolean(v);
+        bool approved = json_is_true(v);
+        json_decref(body);
+        if (!ok)
+                return reply_error(400, "\"approved\" must be true or false", ret_status, ret_json);
+        return decided(orch_decide(o, call->param, approved, NULL), call->param, approved ? "approved" : "denied",
+                       ret_status, ret_json);
+}
+
+/* ---- generations ---- */
+
+static int h_generations(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        struct repo_generation *g = NULL;
+        size_t n = 0;
+        int cur = 0;
+        int r = repo_generations(api->seed_dir, &g, &n);
+        if (r < 0)
+                return log_error_errno(r, "could not list generations: %s", repo_last_error());
+        if (repo_current_generation(api->seed_dir, &cur) < 0)
+                cur = 0;
+        json_t *arr = json_array();
+        for (size_t i = n; arr && i > 0; i--) {
+                const struct repo_generation *e = &g[i - 1];
+                json_t *o = json_pack("{s:i, s:s, s:s, s:I, s:b}", "number", e->number, "commit", e->commit,
+                                      "summary", e->summary ? e->summary : "", "time", (json_int_t)e->time,
+                                      "current", e->number == cur);
+                if (!o || json_array_append_new(arr, o) < 0) {
+                        json_decref(arr);
+                        arr = NULL;
+                }
+        }
+        repo_generations_free(g, n);
+        if (!arr)
+                return -ENOMEM;
+        json_t *res = cur > 0 ? json_pack("{s:o, s:i}", "generations", arr, "current", cur)
+                              : json_pack("{s:o, s:n}", "generations", arr, "current");
+        return reply(200, res, ret_status, ret_json);
+}
+
+static int h_rollback(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        int64_t n = 0;
+        if (parse_int64(call->param, 1, INT_MAX, &n) < 0)
+                return reply_error(400, "bad generation number", ret_status, ret_json);
+        struct orchestrator *o = api_orch(api);
+        if (!o)
+                return reply_error(503, NO_ORCH, ret_status, ret_json);
+        struct repo_generation *g = NULL;
+        size_t count = 0;
+        bool known = false;
+        int cur = 0;
+        int r = repo_generations(api->seed_dir, &g, &count);
+        if (r < 0)
+                return log_error_errno(r, "could not list generations: %s", repo_last_error());
+        for (size_t i = 0; i < count; i++)
+                known = known || g[i].number == n;
+        repo_generations_free(g, count);
+        if (!known)
+                return reply_error(404, "no such generation", ret_status, ret_json);
+        if (repo_current_generation(api->seed_dir, &cur) == 0 && cur == n)
+                return reply_error(409, "that generation is the live one", ret_status, ret_json);
+        _cleanup_free_ char *id = NULL;
+        r = orch_rollback(o, (int)n, &id);
+        if (r == -EINVAL || r == -ENOENT)
+                return reply_error(400, "that generation cannot be restored", ret_status, ret_json);
+        if (r < 0)
+                return log_error_errno(r, "could not queue a rollback to generation %d: %m", (int)n);
+        log_info("queued rollback %s to generation %d", id, (int)n);
+        return reply(202, json_pack("{s:s}", "id", id), ret_status, ret_json);
+}
+
+/* ---- the event hub (Server-Sent Events) ---- */
+
+static int64_t mono_ms(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool kind_valid(const char *k) {
+        if (!k || !*k || strlen(k) > 32)
+                return false;
+        for (; *k; k++)
+                if (!((*k >= 'a' && *k <= 'z') || *k == '_'))
+                        return false;
+        return true;
+}
+
+/* Appends msg to a subscriber's queue, reclaiming what was sent; a full
+ * queue drops the subscriber. Under api->lock. */
+static void sub_push(struct sse_sub *s, const char *msg, size_t len) {
+        if (s->dropped)
+                return;
+        if (s->off > 0) {
+                memmove(s->q.data, s->q.data + s->off, s->q.len - s->off);
+                s->q.len -= s->off;
+                s->q.data[s->q.len] = 0;
+                s->off = 0;
+        }
+        if (buf_append(&s->q, msg, len) < 0) {
+                s->dropped = true;
+                log_info("dropped an event stream subscriber that fell behind");
+        }
+}
+
+void evo_api_publish(struct evo_api *api, const char *evo_id, const char *kind, const char *json) {
+        if (!api || !kind_valid(kind) || !evo_id)
+                return;
+        json_t *o = json ? json_loads(json, 0, NULL) : NULL;
+        if (!json_is_object(o)) {
+                json_decref(o);
+                o = json_object();
+        }
+        json_object_set_new(o, "evolution", json_string(evo_id));
+        _cleanup_free_ char *data = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        _cleanup_free_ char *msg = NULL;
+        if (!data || xasprintf(&msg, "event: %s\ndata: %s\n\n", kind, data) < 0)
+                return;
+        size_t len = strlen(msg);
+        pthread_mutex_lock(&api->lock);
+        for (size_t i = 0; i < ARRAY_SIZE(api->subs); i++)
+                if (api->subs[i])
+                        sub_push(api->subs[i], msg, len);
+        pthread_cond_broadcast(&api->cond);
+        pthread_mutex_unlock(&api->lock);
+}
+
+static ssize_t sub_copy(struct sse_sub *s, const char *data, size_t len, char *out, size_t max) {
+        size_t n = len < max ? len : max;
+        memcpy(out, data, n);
+        s->last_sent_ms = mono_ms();
+        return (ssize_t)n;
+}
+
+static ssize_t sse_read(void *ctx, char *out, size_t max) {
+        static const char hello[] = ": connected\n\n", ping[] = ": ping\n\n";
+        struct sse_sub *s = ctx;
+        struct evo_api *api = s->api;
+        ssize_t n = -1;
+        pthread_mutex_lock(&api->lock);
+        if (!s->greeted) {
+                s->greeted = true;
+                n = sub_copy(s, hello, strlen(hello), out, max);
+                goto out;
+        }
+        for (;;) {
+                if (api->stopping || s->dropped)
+                        break;
+                if (s->q.len > s->off) {
+                        n = sub_copy(s, s->q.data + s->off, s->q.len - s->off, out, max);
+                        s->off += (size_t)n;
+                        if (s->off == s->q.len) {
+                                s->q.len = s->off = 0;
+                                s->q.data[0] = 0;
+                        }
+                        break;
+                }
+                int64_t due = s->last_sent_ms + EVO_API_SSE_PING_MS;
+                if (mono_ms() >= due) {
+                        n = sub_copy(s, ping, strlen(ping), out, max);
+                        break;
+                }
+                struct timespec ts = {.tv_sec = due / 1000, .tv_nsec = (due % 1000) * 1000000};
+                pthread_cond_timedwait(&api->cond, &api->lock, &ts);
+        }
+out:
+        pthread_mutex_unlock(&api->lock);
+        return n;
+}
+
+static void sse_close(void *ctx) {
+        struct sse_sub *s = ctx;
+        struct evo_api *api = s->api;
+        pthread_mutex_lock(&api->lock);
+        for (size_t i = 0; i < ARRAY_SIZE(api->subs); i++)
+                if (api->subs[i] == s)
+                        api->subs[i] = NULL;
+        pthread_mutex_unlock(&api->lock);
+        buf_free(&s->q);
+        free(s);
+}
+
+static int h_events(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json,
+                    struct ctl_stream *ret_stream) {
+        struct evo_api *api = ud;
+        struct sse_sub *s = calloc(1, sizeof *s);
+        if (!s)
+                return -ENOMEM;
+        *s = (struct sse_sub){.api = api, .q = BUF_INIT(EVO_API_SSE_QUEUE_MAX), .last_sent_ms = mono_ms()};
+        bool placed = false, stopping;
+        pthread_mutex_lock(&api->lock);
+        stopping = api->stopping;
+        for (size_t i = 0; !stopping && !placed && i < ARRAY_SIZE(api->subs); i++)
+                if (!api->subs[i]) {
+                        api->subs[i] = s;
+                        placed = true;
+                }
+        pthread_mutex_unlock(&api->lock);
+        if (!placed) {
+                free(s);
+                return reply_error(503,
+                                   stopping ? "the kernel is stopping"
+                                            : "too many event streams are open (at most 16); close one",
+                                   ret_status, ret_json);
+        }
+        *ret_stream = (struct ctl_stream){
+                .content_type = "text/event-stream; charset=utf-8",
+                .read = sse_read,
+                .close = sse_close,
+                .ctx = s,
+        };
+        return 0;
+}
+
+const struct ctl_api_route evo_api_routes[] = {
+        {"GET", "/_seed/api/evolutions", h_list, NULL},
+        {"POST", "/_seed/api/evolutions", h_submit, NULL},
+        {"GET", "/_seed/api/evolutions/*", h_get, NULL},
+        {"GET", "/_seed/api/evolutions/*/diff", h_diff, NULL},
+        {"POST", "/_seed/api/evolutions/*/cancel", h_cancel, NULL},
+        {"POST", "/_seed/api/evolutions/*/answer", h_answer, NULL},
+        {"GET", "/_seed/api/approvals", h_approvals, NULL},
+        {"POST", "/_seed/api/approvals/*", h_decide, NULL},
+        {"GET", "/_seed/api/generations", h_generations, NULL},
+        {"POST", "/_seed/api/generations/*/rollback", h_rollback, NULL},
+        {"GET", "/_seed/api/events", NULL, h_events},
+        {0},
+};
+
+/* ---- lifetime ---- */
+
+int evo_api_new(const struct evo_api_config *cfg, struct evo_api **ret) {
+        if (!cfg || strempty(cfg->seed_dir) || !cfg->kdb)
+                return -EINVAL;
+        struct evo_api *api = calloc(1, sizeof *api);
+        if (!api || !(api->seed_dir = strdup(cfg->seed_dir))) {
+                free(api);
+                return -ENOMEM;
+        }
+        api->kdb = cfg->kdb;
+        api->orch = cfg->orch;
+        pthread_mutex_init(&api->lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&api->cond, &ca);
+        pthread_condattr_destroy(&ca);
+        *ret = api;
+        return 0;
+}
+
+void evo_api_set_orchestrator(struct evo_api *api, struct orchestrator *o) {
+        if (api)
+                __atomic_store_n(&api->orch, o, __ATOMIC_RELEASE);
+}
+
+void evo_api_shutdown(struct evo_api *api) {
+        if (!api)
+                return;
+        pthread_mutex_lock(&api->lock);
+        api->stopping = true;
+        pthread_cond_broadcast(&api->cond);
+        pthread_mutex_unlock(&api->lock);
+}
+
+void evo_api_free(struct evo_api *api) {
+        if (!api)
+                return;
+        pthread_mutex_destroy(&api->lock);
+        pthread_cond_destroy(&api->cond);
+        free(api->seed_dir);
+        free(api);
+}

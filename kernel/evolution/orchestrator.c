@@ -1,0 +1,1002 @@
+/* orchestrator.c — one worker thread runs the evolutions one at a time, in
+ * FIFO order (evo_next_requested), through plan → mutate → verify (repair) →
+ * reflect → boundary check → commit → apply. See orchestrator.h.
+ *
+ * Waiting for the owner: an approval (or question) is created in the store,
+ * the evolution moves to needs_input and the worker waits on a condition
+ * variable, woken by orch_decide(), orch_cancel() or orch_stop(); it also
+ * re-reads the approval's state every half second so a decision written to
+ * the store by another path is seen too.
+ *
+ * An applied generation that is unhealthy: main cannot be moved backwards
+ * (repo_fast_forward_main only moves forward), so the previous generation's
+ * tree is restored as a new commit on main (repo_restore_tree_commit), tagged
+ * as the next generation number, the organism restarted on it, and the
+ * evolution ends rolled_back. */
+#include "evolution/orchestrator-internal.h"
+#include "agent/agent.h"
+#include "base/buf.h"
+#include "base/fileio.h"
+#include "base/log.h"
+#include "config/config.h"
+#include "db/db.h"
+#include "evolution/store.h"
+#include "evolution/verify.h"
+#include "fsx/fsx.h"
+#include "model/model.h"
+#include "organism/organism.h"
+#include "pg/pg.h"
+#include "repo/repo.h"
+#include "sandbox/sandbox.h"
+#include "tools/tools.h"
+
+#include <dirent.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define CHECK_OUTPUT_MAX (8 * 1024)
+#define WAIT_POLL_MS 500
+#define HEALTH_TIMEOUT_MS 60000
+
+struct orchestrator {
+        struct orch_config c;
+        pthread_t thread;
+        bool thread_started;
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool stopping;       /* under lock */
+        bool kick;           /* under lock: something was queued */
+        char *current;       /* under lock: the running evolution's id */
+        atomic_bool cancel;  /* the running evolution is cancelled (or we stop) */
+};
+
+/* One evolution under way (worker thread only). */
+struct run {
+        struct orchestrator *o;
+        const char *id;          /* evo_<hex> */
+        const char *hex;         /* <hex> */
+        enum evo_state state;    /* as stored */
+        char *worktree;
+        char *base;              /* base commit */
+        char *gitdir_snap;
+        int base_gen;
+        int root_fd;
+        char *scratch_db;        /* name, when created */
+        char *scratch_url;
+        char **approved;         /* protected paths approved during this evolution */
+        struct sandbox_spec sandbox;
+        struct tool_callbacks cb;
+        struct tool_ctx tc;
+        struct agent_state st;
+        char *system;
+        char *title, *scope, *summary;
+        char *error;             /* why it failed */
+        bool cancelled;
+};
+
+/* ---- events and states ---- */
+
+static void emit(struct run *r, const char *kind, const char *json) {
+        int k = evo_event(r->o->c.kdb, r->id, kind, json);
+        if (k < 0)
+                log_warn_errno(k, "evolution %s: cannot store a %s event: %m", r->id, kind);
+        if (r->o->c.on_event)
+                r->o->c.on_event(r->o->c.userdata, r->id, kind, json);
+}
+
+static void emitj(struct run *r, const char *kind, json_t *o) {
+        if (!o)
+                return;
+        char *s = json_dumps(o, JSON_COMPACT);
+        json_decref(o);
+        if (s)
+                emit(r, kind, s);
+        free(s);
+}
+
+static void note(struct run *r, const char *fmt, ...) _printf_(2, 3);
+static void note(struct run *r, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        char *t = NULL;
+        int k = vasprintf(&t, fmt, ap);
+        va_end(ap);
+        if (k < 0)
+                return;
+        emitj(r, "note", json_pack("{s:s}", "text", t));
+        free(t);
+}
+
+/* The store records the transition as a "phase" event; listeners hear it
+ * through on_event. */
+static int set_state(struct run *r, enum evo_state to, const char *why) {
+        _cleanup_free_ char *err = NULL;
+        enum evo_state from = r->state;
+        int k = evo_set_state(r->o->c.kdb, r->id, to, why, &err);
+        if (k < 0) {
+                log_error("evolution %s: cannot move %s -> %s: %s", r->id, evo_state_name(from), evo_state_name(to),
+                          err ? err : strerror(-k));
+                return k;
+        }
+        r->state = to;
+        if (r->o->c.on_event) {
+                json_t *o = json_pack("{s:s, s:s}", "from", evo_state_name(from), "to", evo_state_name(to));
+                if (o && why)
+                        json_object_set_new(o, "note", json_string(why));
+                char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+                json_decref(o);
+                if (s)
+                        r->o->c.on_event(r->o->c.userdata, r->id, "phase", s);
+                free(s);
+        }
+        return 0;
+}
+
+static int fail(struct run *r, const char *fmt, ...) _printf_(2, 3);
+static int fail(struct run *r, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        char *t = NULL;
+        int k = vasprintf(&t, fmt, ap);
+        va_end(ap);
+        if (k < 0)
+                return -ENOMEM;
+        if (!r->error)
+                r->error = t;
+        else
+                free(t);
+        return -EIO;
+}
+
+static bool is_cancelled(struct run *r) { return atomic_load(&r->o->cancel); }
+
+/* ---- waiting for the owner ---- */
+
+/* Waits until the approval is decided; 1 approved/answered, 0 denied,
+ * -ECANCELED cancelled or stopping. */
+static int wait_decision(struct run *r, const char *approval_id, char **ret_answer) {
+        struct orchestrator *o = r->o;
+        for (;;) {
+                if (is_cancelled(r))
+                        return -ECANCELED;
+                _cleanup_free_ char *state = NULL, *answer = NULL;
+                int k = evo_approval_state(o->c.kdb, approval_id, &state, &answer);
+                if (k < 0)
+                        return k;
+                if (streq(state, "approved") || streq(state, "answered")) {
+                        if (ret_answer)
+                                *ret_answer = TAKE_PTR(answer);
+                        return 1;
+                }
+                if (streq(state, "denied"))
+                        return 0;
+                if (streq(state, "expired"))
+                        return -ECANCELED;
+                pthread_mutex_lock(&o->lock);
+                if (!o->stopping && !atomic_load(&o->cancel)) {
+                        struct timespec ts;
+                        clock_gettime(CLOCK_REALTIME, &ts);
+                        ts.tv_nsec += WAIT_POLL_MS * 1000000L;
+                        if (ts.tv_nsec >= 1000000000L) {
+                                ts.tv_sec++;
+                                ts.tv_nsec -= 1000000000L;
+                        }
+                        pthread_cond_timedwait(&o->cond, &o->lock, &ts);
+                }
+                pthread_mutex_unlock(&o->lock);
+        }
+}
+
+/* Creates an approval, moves to needs_input, waits, returns to the state it
+ * interrupted. event_kind: "approval" or "question". */
+static int ask_owner_decision(struct run *r, const char *kind, const char *tool, const char *level,
+                              json_t *request, const char *event_kind, char **ret_answer) {
+        _cleanup_free_ char *req = json_dumps(request, JSON_COMPACT), *aid = NULL;
+        if (!req)
+                return -ENOMEM;
+        int k = evo_approval_create(r->o->c.kdb, r->id, kind, tool, level, req, &aid);
+        if (k < 0)
+                return log_error_errno(k, "evolution %s: cannot create an approval: %m", r->id);
+        enum evo_state resume = r->state;
+        if ((k = set_state(r, EVO_NEEDS_INPUT, NULL)) < 0)
+                return k;
+        json_t *ev = json_pack("{s:s, s:s, s:O}", "id", aid, "kind", kind, "request", request);
+        if (ev && tool)
+                json_object_set_new(ev, "tool", json_string(tool));
+        emitj(r, event_kind, ev);
+        int decision = wait_decision(r, aid, ret_answer);
+        if (decision == -ECANCELED)
+                return decision;
+        if ((k = set_state(r, resume, NULL)) < 0)
+                return k;
+        return decision;
+}
+
+/* tools: the "ask" decision of a call. */
+static int cb_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level) {
+        struct run *r = ctx->userdata;
+        json_t *args = json_loads(args_json ? args_json : "{}", 0, NULL);
+        json_t *req = json_pack("{s:s, s:s, s:o}", "tool", t->name, "level", tools_level_name(level), "arguments",
+                                args ? args : json_string(args_json ? args_json : ""));
+        if (!req)
+                return -ENOMEM;
+        int k = ask_owner_decision(r, "tool", t->name, tools_level_name(level), req, "approval", NULL);
+        if (k == 1) {
+                const char *path = json_string_value(json_object_get(json_object_get(req, "arguments"), "path"));
+                if (path && strv_push(&r->approved, path) < 0)
+                        k = -ENOMEM;
+        }
+        json_decref(req);
+        return k;
+}
+
+static int cb_ask_owner(struct tool_ctx *ctx, const char *question, char **ret_answer) {
+        struct run *r = ctx->userdata;
+        json_t *req = json_pack("{s:s}", "question", question);
+        if (!req)
+                return -ENOMEM;
+        char *answer = NULL;
+        int k = ask_owner_decision(r, "question", NULL, NULL, req, "question", &answer);
+        json_decref(req);
+        if (k < 0)
+                return k;
+        if (k == 0 && !answer)
+                answer = strdup("(the owner declined to answer; decide yourself)");
+        *ret_answer = answer;
+        return 0;
+}
+
+/* ---- the agent ---- */
+
+static int agent_complete(void *userdata, const struct model_request *req, struct model_response *ret,
+                          char **ret_error) {
+        struct orchestrator *o = userdata;
+        return model_complete(o->c.model, req, ret, ret_error);
+}
+
+static void agent_event_cb(void *userdata, enum agent_event kind, const char *json) {
+        emit(userdata, agent_event_name(kind), json);
+}
+
+/* Runs one phase; 0 with *ret filled for a terminal call, else -EIO with
+ * r->error set (or -ECANCELED). */
+static int run_phase(struct run *r, enum tool_phase phase, const char *purpose, struct agent_result *ret) {
+        r->tc.phase = phase;
+        struct agent_config ac = {
+                .complete = agent_complete,
+                .complete_userdata = r->o,
+                .system = r->system,
+                .purpose = purpose,
+                .reference = r->id,
+                .tools = &r->tc,
+                .max_turns = r->o->c.cfg->evolution.max_agent_turns,
+                .on_event = agent_event_cb,
+                .event_userdata = r,
+                .cancel = &r->o->cancel,
+        };
+        struct agent_result res = {0};
+        int k = agent_run(&ac, &r->st, &res);
+        if (k < 0)
+                return fail(r, "the agent could not run: %s", strerror(-k));
+        if (res.outcome == AGENT_CANCELLED || is_cancelled(r)) {
+                agent_result_done(&res);
+                return -ECANCELED;
+        }
+        if (res.outcome != AGENT_TERMINAL) {
+                k = fail(r, "%s: %s", tools_phase_name(phase), res.error ? res.error : agent_outcome_name(res.outcome));
+                agent_result_done(&res);
+                return k;
+        }
+        *ret = res;
+        return 0;
+}
+
+/* ---- preparation ---- */
+
+static int prepare(struct run *r) {
+        struct orchestrator *o = r->o;
+        const struct cfg *cfg = o->c.cfg;
+        int k;
+        if (repo_current_generation(o->c.seed_dir, &r->base_gen) < 0)
+                return fail(r, "the live Seed is not at a generation (no seed/gen-N tag on main)");
+        if ((k = repo_head(o->c.seed_dir, &r->base)) < 0)
+                return fail(r, "cannot read main: %s", repo_last_error());
+        if ((k = repo_gitdir_snapshot(o->c.seed_dir, &r->gitdir_snap)) < 0)
+                return fail(r, "cannot snapshot the git dir: %s", repo_last_error());
+        (void)repo_worktree_remove(o->c.seed_dir, r->hex);
+        if ((k = repo_worktree_add(o->c.seed_dir, r->hex, &r->worktree)) < 0)
+                return fail(r, "cannot create the worktree: %s", repo_last_error());
+        if ((k = fsx_open_root(r->worktree, &r->root_fd)) < 0)
+                return fail(r, "cannot open the worktree: %s", strerror(-k));
+        if (o->c.pg) {
+                if ((k = pg_scratch_create(o->c.pg, r->id)) < 0)
+                        return fail(r, "cannot create the scratch database: %s", strerror(-k));
+                r->scratch_db = strdup(r->id);
+                if (!r->scratch_db || pg_sandbox_url(o->c.pg, "evolver", r->id, &r->scratch_url) < 0)
+                        return -ENOMEM;
+        }
+        _cleanup_free_ char *cache = path_join(o->c.seed_dir, ".seed/cache");
+        if (!cache)
+                return -ENOMEM;
+        (void)mkdir_p(cache, 0700);
+        r->sandbox = (struct sandbox_spec){
+                .profile = SANDBOX_EVOLUTION,
+                .seed_dir = o->c.seed_dir,
+                .workspace = r->worktree,
+                .evolvable = cfg->kernel.evolvable,
+                .pg_socket_dir = o->c.pg ? pg_socket_dir(o->c.pg) : NULL,
+                .database_url = r->scratch_url,
+                .cache_dir = NULL,
+                .bridge_path = o->c.bridge_path,
+                .port = cfg->organism.port,
+        };
+        r->sandbox.cache_dir = strdup(cache);
+        r->cb = (struct tool_callbacks){.ask = cb_ask, .ask_owner = cb_ask_owner};
+        r->tc = (struct tool_ctx){
+                .root_fd = r->root_fd,
+                .root_path = r->worktree,
+                .base_oid = r->base,
+                .evolvable = cfg->kernel.evolvable,
+                .sandbox = &r->sandbox,
+                .command_timeout_ms = cfg->evolution.command_timeout_seconds * 1000,
+                .cb = &r->cb,
+                .userdata = r,
+        };
+        tools_ctx_set_permissions(&r->tc, cfg);
+        _cleanup_close_ int seed_root = -1;
+        if ((k = fsx_open_root(o->c.seed_dir, &seed_root)) < 0)
+                return fail(r, "cannot open the Seed folder: %s", strerror(-k));
+        r->system = orch_system_prompt(o->c.seed_dir, seed_root, cfg->kernel.evolvable);
+        return r->system ? 0 : -ENOMEM;
+}
+
+static void cleanup_run(struct run *r) {
+        struct orchestrator *o = r->o;
+        if (r->root_fd >= 0)
+                close(r->root_fd);
+        if (r->worktree && repo_worktree_remove(o->c.seed_dir, r->hex) < 0)
+                log_warn("evolution %s: cannot remove its worktree: %s", r->id, repo_last_error());
+        if (r->scratch_db && pg_scratch_drop(o->c.pg, r->scratch_db) < 0)
+                log_warn("evolution %s: cannot drop its scratch database", r->id);
+        if (r->scratch_url)
+                secure_zero(r->scratch_url, strlen(r->scratch_url));
+        free(r->scratch_url);
+        free(r->scratch_db);
+        free((char *)r->sandbox.cache_dir);
+        free(r->worktree);
+        free(r->base);
+        free(r->gitdir_snap);
+        strv_free(r->approved);
+        agent_state_done(&r->st);
+        free(r->system);
+        free(r->title);
+        free(r->scope);
+        free(r->summary);
+        free(r->error);
+}
+
+/* ---- plan, mutate, verify ---- */
+
+static int plan(struct run *r, const char *intent) {
+        int k;
+        if ((k = set_state(r, EVO_PLANNING, NULL)) < 0)
+                return k;
+        if (!r->o->c.model)
+                return fail(r, "no model key: start the Seed with -e <NAME>");
+        if ((k = prepare(r)) < 0)
+                return k;
+        _cleanup_free_ char *msg = NULL;
+        if (xasprintf(&msg,
+                      "The owner's intent:\n\n%s\n\nPlan the change: read what you need (read-only tools), then call "
+                      "submit_plan.",
+                      intent) < 0 ||
+            agent_state_add_user(&r->st, msg) < 0)
+                return -ENOMEM;
+        struct agent_result res = {0};
+        if ((k = run_phase(r, TOOL_PHASE_PLAN, "evolution", &res)) < 0)
+                return k;
+        json_t *p = json_loads(res.args, 0, NULL);
+        agent_result_done(&res);
+        if (!p)
+                return fail(r, "the plan is not JSON");
+        r->title = strdup(json_string_value(json_object_get(p, "title")) ?: "");
+        r->scope = strdup(json_string_value(json_object_get(p, "scope")) ?: "");
+        r->summary = strdup(json_string_value(json_object_get(p, "summary")) ?: "");
+        _cleanup_free_ char *plan_json = json_dumps(p, JSON_COMPACT);
+        if (!r->title || !r->scope || !r->summary || !plan_json) {
+                json_decref(p);
+                return -ENOMEM;
+        }
+        if ((k = evo_set_plan(r->o->c.kdb, r->id, r->title, r->scope, plan_json)) < 0) {
+                json_decref(p);
+                return fail(r, "cannot store the plan: %s", strerror(-k));
+        }
+        emitj(r, "plan", p); /* takes p */
+        if (r->o->c.cfg->permissions.require_plan_approval) {
+                json_t *req = json_loads(plan_json, 0, NULL);
+                k = ask_owner_decision(r, "plan", NULL, NULL, req, "approval", NULL);
+                json_decref(req);
+                if (k < 0)
+                        return k;
+                if (k == 0)
+                        return fail(r, "the owner did not approve the plan");
+        }
+        return set_state(r, EVO_PLANNED, NULL);
+}
+
+static int mutate(struct run *r, const char *message) {
+        int k;
+        if ((k = set_state(r, EVO_MUTATING, NULL)) < 0)
+                return k;
+        if (agent_state_add_user(&r->st, message) < 0)
+                return -ENOMEM;
+        struct agent_result res = {0};
+        if ((k = run_phase(r, TOOL_PHASE_MUTATE, "evolution", &res)) < 0)
+                return k;
+        agent_result_done(&res);
+        return 0;
+}
+
+static enum evo_state check_state(const char *name) {
+        if (streq(name, "build"))
+                return EVO_BUILDING;
+        if (streq(name, "migrate") || streq(name, "test"))
+                return EVO_TESTING;
+        if (streq(name, "launch"))
+                return EVO_RUNNING;
+        return EVO_OBSERVING;
+}
+
+static void on_check(void *userdata, const struct evo_check *c) {
+        struct run *r = userdata;
+        _cleanup_free_ char *out = tools_cap_output(c->output ? c->output : "", c->output ? strlen(c->output) : 0,
+                                                    CHECK_OUTPUT_MAX);
+        emitj(r, "check", json_pack("{s:s, s:b, s:s, s:I}", "name", c->name, "ok", c->ok, "output", out ? out : "",
+                                    "duration_ms", (json_int_t)c->duration_ms));
+}
+
+/* Moves forward through building → testing → running → observing. */
+static int advance_to(struct run *r, enum evo_state to) {
+        while (r->state < to && r->state >= EVO_MUTATING) {
+                enum evo_state next = r->state == EVO_MUTATING ? EVO_BUILDING : r->state + 1;
+                int k = set_state(r, next, NULL);
+                if (k < 0)
+                        return k;
+        }
+        return 0;
+}
+
+struct verify_ctx {
+        struct run *r;
+        int err;
+};
+
+static void on_check_state(void *userdata, const struct evo_check *c) {
+        struct verify_ctx *v = userdata;
+        if (v->err >= 0)
+                v->err = advance_to(v->r, check_state(c->name));
+        on_check(v->r, c);
+}
+
+/* 0 passed, -EAGAIN a check failed (*ret_failed), else fatal. */
+static int verify(struct run *r, struct evo_check **ret_failed) {
+        int k;
+        if ((k = set_state(r, EVO_BUILDING, NULL)) < 0)
+                return k;
+        struct verify_ctx v = {.r = r};
+        struct evo_verify_config vc = {
+                .seed_dir = r->o->c.seed_dir,
+                .worktree = r->worktree,
+                .evo_id = r->id,
+                .cfg = r->o->c.cfg,
+                .pg = r->o->c.pg,
+                .bridge_path = r->o->c.bridge_path,
+                .on_check = on_check_state,
+                .userdata = &v,
+        };
+        struct evo_check *failed = NULL;
+        k = evo_verify(&vc, &failed);
+        if (v.err < 0)
+                k = v.err;
+        if (is_cancelled(r)) {
+                evo_check_free(failed);
+                return -ECANCELED;
+        }
+        if (k == -EIO && failed) {
+                *ret_failed = failed;
+                return -EAGAIN;
+        }
+        evo_check_free(failed);
+        if (k < 0)
+                return fail(r, "verification could not run: %s", strerror(-k));
+        return advance_to(r, EVO_OBSERVING);
+}
+
+static int mutate_and_verify(struct run *r) {
+        _cleanup_free_ char *msg = NULL;
+        if (xasprintf(&msg,
+                      "Your plan \"%s\" is accepted. Make the change now in the worktree (the tools' paths are "
+                      "relative to it); run what you need in the sandbox; then call finish.",
+                      r->title) < 0)
+                return -ENOMEM;
+        int k = mutate(r, msg);
+        for (;;) {
+                if (k < 0)
+                        return k;
+                struct evo_check *failed = NULL;
+                k = verify(r, &failed);
+                if (k != -EAGAIN)
+                        return k;
+                int n = evo_count_repair(r->o->c.kdb, r->id);
+                int max = r->o->c.cfg->evolution.max_repair_attempts;
+                _cleanup_free_ char *out = tools_cap_output(failed->output ? failed->output : "",
+                                                            failed->output ? strlen(failed->output) : 0,
+                                                            CHECK_OUTPUT_MAX);
+                if (n < 0 || n > max) {
+                        k = fail(r, "the kernel's check '%s' still fails after %d repair attempt%s", failed->name,
+                                 max, max == 1 ? "" : "s");
+                        evo_check_free(failed);
+                        return k;
+                }
+                free(msg);
+                msg = NULL;
+                if (xasprintf(&msg, "The kernel's check '%s' failed (repair attempt %d of %d):\n\n%s\n\nFix it and "
+                                    "call finish.",
+                              failed->name, n, max, out ? out : "") < 0) {
+                        evo_check_free(failed);
+                        return -ENOMEM;
+                }
+                evo_check_free(failed);
+                k = mutate(r, msg);
+        }
+}
+
+static int reflect(struct run *r) {
+        int k;
+        if ((k = set_state(r, EVO_REFLECTING, NULL)) < 0)
+                return k;
+        if (agent_state_add_user(&r->st, "The kernel's checks passed. Reflect: record what you learned in knowledge/ "
+                                         "and skills/ if useful (only those directories), then call "
+                                         "submit_reflection.") < 0)
+                return -ENOMEM;
+        struct agent_result res = {0};
+        if ((k = run_phase(r, TOOL_PHASE_REFLECT, "reflection", &res)) < 0)
+                return k;
+        agent_result_done(&res);
+        return 0;
+}
+
+/* ---- commit ---- */
+
+/* Violations of a change list plus the git dir's: 0 none, -EIO (r->error) some. */
+static int boundary(struct run *r, struct repo_change *c, size_t n, bool *ret_protected) {
+        _cleanup_free_ char *text = NULL;
+        _cleanup_strv_free_ char **gitdir = NULL;
+        int v = repo_boundary_violations(c, n, r->approved, &text);
+        if (v < 0)
+                return fail(r, "boundary check failed: %s", strerror(-v));
+        int g = repo_gitdir_changed(r->o->c.seed_dir, r->gitdir_snap, &gitdir);
+        if (g < 0)
+                return fail(r, "boundary check of the git dir failed: %s", repo_last_error());
+        if (v > 0 || g > 0) {
+                struct buf b = BUF_INIT(64 * 1024);
+                (void)buf_puts(&b, text ? text : "kernel boundary violated:");
+                for (size_t i = 0; gitdir && gitdir[i]; i++)
+                        (void)buf_printf(&b, "%s%s", (v > 0 || i) ? ", " : " ", gitdir[i]);
+                char *m = buf_steal(&b);
+                int k = fail(r, "%s", m ? m : "kernel boundary violated");
+                free(m);
+                return k;
+        }
+        for (size_t i = 0; ret_protected && i < n; i++)
+                if (c[i].protected)
+                        *ret_protected = true;
+        return 0;
+}
+
+static int commit(struct run *r, char **ret_oid, bool *ret_kernel) {
+        struct repo_change *c = NULL;
+        size_t n = 0;
+        int k = repo_boundary_changes(r->worktree, r->base, r->o->c.cfg->kernel.evolvable, &c, &n);
+        if (k < 0)
+                return fail(r, "boundary check failed: %s", repo_last_error());
+        k = boundary(r, c, n, NULL);
+        repo_changes_free(c, n);
+        if (k < 0)
+                return k;
+        _cleanup_free_ char *msg = NULL, *oid = NULL;
+        if ((k = repo_evolution_message(r->scope, r->title, r->summary, r->hex, r->base_gen, r->base_gen + 1,
+                                        &msg)) < 0)
+                return fail(r, "cannot write the commit message: %s", repo_last_error());
+        k = repo_commit_worktree(r->worktree, msg, &oid);
+        if (k == -ENODATA)
+                return fail(r, "the evolution changed nothing");
+        if (k < 0)
+                return fail(r, "cannot commit: %s", repo_last_error());
+        c = NULL;
+        n = 0;
+        if ((k = repo_boundary_changes_between(r->worktree, r->base, oid, r->o->c.cfg->kernel.evolvable, &c, &n)) < 0)
+                return fail(r, "boundary check of the commit failed: %s", repo_last_error());
+        bool kernel = false;
+        k = boundary(r, c, n, &kernel);
+        repo_changes_free(c, n);
+        if (k < 0)
+                return k;
+        if ((k = repo_tag_generation(r->o->c.seed_dir, oid, r->base_gen + 1)) < 0)
+                return fail(r, "cannot tag generation %d: %s", r->base_gen + 1, repo_last_error());
+        emitj(r, "note", json_pack("{s:s, s:s, s:i}", "text", "committed", "commit", oid, "generation",
+                                   r->base_gen + 1));
+        *ret_oid = TAKE_PTR(oid);
+        *ret_kernel = kernel;
+        return 0;
+}
+
+/* ---- apply ---- */
+
+static int migrate_live(struct run *r, char **ret_error) {
+        struct orchestrator *o = r->o;
+        if (!o->c.pg)
+                return 0;
+        _cleanup_close_ int root = -1;
+        int k = fsx_open_root(o->c.seed_dir, &root);
+        if (k < 0)
+                return k;
+        struct db_migration *m = NULL;
+        size_t n = 0;
+        if ((k = evo_load_migrations(root, o->c.cfg->organism.migrations, &m, &n, ret_error)) < 0)
+                return k;
+        if (n == 0) {
+                evo_migrations_free(m, n);
+                return 0;
+        }
+        _cleanup_free_ char *ci = NULL;
+        struct db *db = NULL;
+        if ((k = pg_conninfo(o->c.pg, "organism", PG_LIVE_DB, &ci)) >= 0 && (k = db_connect_err(ci, &db, ret_error)) >= 0) {
+                k = db_migrate(db, "organism_migrations", m, n, ret_error);
+                db_close(db);
+        }
+        if (ci)
+                secure_zero(ci, strlen(ci));
+        evo_migrations_free(m, n);
+        return k;
+}
+
+static int restart_organism(struct run *r) {
+        struct organism *org = r->o->c.organism;
+        if (!org)
+                return 0;
+        int k = organism_restart(org);
+        if (k < 0)
+                return k;
+        return organism_wait_ready(org, HEALTH_TIMEOUT_MS);
+}
+
+/* The new generation is unhealthy: restore the previous one as a new
+ * generation on main, restart on it. */
+static int roll_back_live(struct run *r, int good_gen, int new_gen, const char *why) {
+        _cleanup_free_ char *msg = NULL, *oid = NULL;
+        if (xasprintf(&msg, "rollback: restore generation %d\n\nGeneration %d was unhealthy: %s\n", good_gen,
+                      new_gen, why) < 0)
+                return -ENOMEM;
+        int k = repo_restore_tree_commit(r->o->c.seed_dir, good_gen, msg, &oid);
+        if (k < 0) {
+                log_error("evolution %s: cannot restore generation %d: %s", r->id, good_gen, repo_last_error());
+                return k;
+        }
+        if ((k = repo_tag_generation(r->o->c.seed_dir, oid, new_gen + 1)) < 0)
+                log_warn("evolution %s: cannot tag the restored generation: %s", r->id, repo_last_error());
+        note(r, "generation %d was unhealthy (%s); generation %d's tree is live again as generation %d", new_gen,
+             why, good_gen, new_gen + 1);
+        if ((k = restart_organism(r)) < 0)
+                log_error("evolution %s: the restored generation did not become healthy either", r->id);
+        return 0;
+}
+
+/* ready → applying → complete | rolled_back. oid: the new commit already
+ * tagged new_gen; restored: main is already there (rollback). */
+static int apply(struct run *r, const char *oid, int new_gen, bool restored, bool kernel) {
+        struct orchestrator *o = r->o;
+        int k;
+        if (o->c.cfg->permissions.require_apply_approval) {
+                json_t *req = json_pack("{s:s, s:i, s:i}", "commit", oid, "from_generation", r->base_gen,
+                                        "generation", new_gen);
+                k = ask_owner_decision(r, "apply", NULL, NULL, req, "approval", NULL);
+                json_decref(req);
+                if (k < 0)
+                        return k;
+                if (k == 0)
+                        return fail(r, "the owner did not approve applying generation %d", new_gen);
+        }
+        if ((k = set_state(r, EVO_APPLYING, NULL)) < 0)
+                return k;
+        if (!restored && (k = repo_fast_forward_main(o->c.seed_dir, oid)) < 0)
+                return fail(r, "cannot move main to generation %d: %s", new_gen, repo_last_error());
+        _cleanup_free_ char *merr = NULL;
+        const char *why = NULL;
+        if ((k = migrate_live(r, &merr)) < 0)
+                why = merr ? merr : "the live database's migration failed";
+        else if ((k = restart_organism(r)) < 0)
+                why = k == -ETIMEDOUT ? "not healthy within 60 s" : "the organism did not start";
+        if (why) {
+                log_error("evolution %s: generation %d is unhealthy: %s", r->id, new_gen, why);
+                (void)roll_back_live(r, r->base_gen, new_gen, why);
+                free(r->error);
+                r->error = strdup(why);
+                return set_state(r, EVO_ROLLED_BACK, why);
+        }
+        if ((k = set_state(r, EVO_COMPLETE, NULL)) < 0)
+                return k;
+        log_info("evolution %s: generation %d is live", r->id, new_gen);
+        if (kernel && o->c.request_restart) {
+                note(r, "generation %d changed kernel files: the kernel restarts into its new source", new_gen);
+                o->c.request_restart(o->c.userdata);
+        }
+        return 0;
+}
+
+/* ---- the two kinds of evolution ---- */
+
+static int evolve(struct run *r, const char *intent) {
+        int k;
+        if ((k = plan(r, intent)) < 0 || (k = mutate_and_verify(r)) < 0 || (k = reflect(r)) < 0)
+                return k;
+        _cleanup_free_ char *oid = NULL;
+        bool kernel = false;
+        if ((k = commit(r, &oid, &kernel)) < 0)
+                return k;
+        if ((k = set_state(r, EVO_READY, NULL)) < 0)
+                return k;
+        return apply(r, oid, r->base_gen + 1, false, kernel);
+}
+
+static int rollback(struct run *r, int gen) {
+        int k;
+        if ((k = set_state(r, EVO_BUILDING, NULL)) < 0)
+                return k;
+        if (repo_current_generation(r->o->c.seed_dir, &r->base_gen) < 0) {
+                struct repo_generation *g = NULL;
+                size_t n = 0;
+                if (repo_generations(r->o->c.seed_dir, &g, &n) < 0 || n == 0)
+                        return fail(r, "no generations to roll back from");
+                r->base_gen = g[n - 1].number;
+                repo_generations_free(g, n);
+        }
+        if (gen < 1 || gen > r->base_gen)
+                return fail(r, "there is no generation %d", gen);
+        int new_gen = r->base_gen + 1;
+        _cleanup_free_ char *msg = NULL, *oid = NULL;
+        if (xasprintf(&msg, "rollback: restore generation %d\n\nEvolution: %s\nGeneration: %d -> %d\n", gen, r->id,
+                      r->base_gen, new_gen) < 0)
+                return -ENOMEM;
+        if ((k = repo_restore_tree_commit(r->o->c.seed_dir, gen, msg, &oid)) < 0)
+                return fail(r, "cannot restore generation %d: %s", gen, repo_last_error());
+        if ((k = repo_tag_generation(r->o->c.seed_dir, oid, new_gen)) < 0)
+                return fail(r, "cannot tag generation %d: %s", new_gen, repo_last_error());
+        note(r, "generation %d restores generation %d's tree", new_gen, gen);
+        if ((k = advance_to(r, EVO_OBSERVING)) < 0 || (k = set_state(r, EVO_REFLECTING, NULL)) < 0 ||
+            (k = set_state(r, EVO_READY, NULL)) < 0)
+                return k;
+        return apply(r, oid, new_gen, true, false);
+}
+
+static void run_one(struct orchestrator *o, const char *id) {
+        struct run r = {.o = o, .id = id, .hex = id + 4, .state = EVO_REQUESTED, .root_fd = -1};
+        agent_state_init(&r.st);
+        enum evo_state st;
+        if (evo_get_state(o->c.kdb, id, &st) < 0 || st != EVO_REQUESTED)
+                return; /* cancelled while queued */
+        _cleanup_free_ char *json = NULL;
+        int k = evo_get_json(o->c.kdb, id, false, 0, &json);
+        json_t *e = k >= 0 ? json_loads(json, 0, NULL) : NULL;
+        const char *kind = json_string_value(json_object_get(e, "kind")) ?: "evolve";
+        const char *intent = json_string_value(json_object_get(e, "intent")) ?: "";
+        log_info("evolution %s: starting (%s)", id, kind);
+        if (!e)
+                k = fail(&r, "cannot read the evolution");
+        else if (streq(kind, "rollback")) {
+                const char *g = strstr(intent, "generation ");
+                k = rollback(&r, g ? atoi(g + strlen("generation ")) : 0);
+        } else
+                k = evolve(&r, intent);
+        json_decref(e);
+        if (k == -ECANCELED || (k < 0 && is_cancelled(&r))) {
+                (void)set_state(&r, EVO_CANCELLED, "cancelled by the owner");
+                log_info("evolution %s: cancelled", id);
+        } else if (k < 0) {
+                const char *why = r.error ? r.error : strerror(-k);
+                emitj(&r, "error", json_pack("{s:s}", "error", why));
+                (void)set_state(&r, EVO_FAILED, why);
+                log_warn("evolution %s failed: %s", id, why);
+        }
+        cleanup_run(&r);
+}
+
+/* ---- the worker ---- */
+
+static void *worker(void *userdata) {
+        struct orchestrator *o = userdata;
+        for (;;) {
+                pthread_mutex_lock(&o->lock);
+                while (!o->stopping && !o->kick)
+                        pthread_cond_wait(&o->cond, &o->lock);
+                bool stop = o->stopping;
+                o->kick = false;
+                pthread_mutex_unlock(&o->lock);
+                if (stop)
+                        break;
+                for (;;) {
+                        char *id = NULL;
+                        if (evo_next_requested(o->c.kdb, &id) < 0)
+                                break;
+                        pthread_mutex_lock(&o->lock);
+                        stop = o->stopping;
+                        if (!stop) {
+                                o->current = id;
+                                atomic_store(&o->cancel, false);
+                        }
+                        pthread_mutex_unlock(&o->lock);
+                        if (stop) {
+                                free(id);
+                                break;
+                        }
+                        run_one(o, id);
+                        pthread_mutex_lock(&o->lock);
+                        o->current = NULL;
+                        pthread_mutex_unlock(&o->lock);
+                        free(id);
+                }
+        }
+        return NULL;
+}
+
+/* Boot: nothing runs yet, so every evolution worktree left in
+ * .seed/worktrees (a kernel killed mid-evolution) and its scratch databases
+ * are leftovers. */
+static void remove_leftovers(struct orchestrator *o) {
+        _cleanup_free_ char *dir = path_join(o->c.seed_dir, ".seed/worktrees");
+        DIR *d = dir ? opendir(dir) : NULL;
+        if (!d)
+                return;
+        struct dirent *de;
+        char **names = NULL;
+        while ((de = readdir(d)))
+                if (startswith(de->d_name, "evo_") && repo_evo_id_valid(de->d_name + 4))
+                        (void)strv_push(&names, de->d_name);
+        closedir(d);
+        for (size_t i = 0; names && names[i]; i++) {
+                if (repo_worktree_remove(o->c.seed_dir, names[i] + 4) < 0)
+                        log_warn("cannot remove the leftover worktree %s: %s", names[i], repo_last_error());
+                else
+                        log_info("removed the leftover worktree of %s", names[i]);
+                if (o->c.pg) {
+                        char db[128];
+                        (void)pg_scratch_drop(o->c.pg, names[i]);
+                        snprintf(db, sizeof db, "%s_test", names[i]);
+                        (void)pg_scratch_drop(o->c.pg, db);
+                        snprintf(db, sizeof db, "%s_run", names[i]);
+                        (void)pg_scratch_drop(o->c.pg, db);
+                }
+        }
+        strv_free(names);
+}
+
+static void kick(struct orchestrator *o) {
+        pthread_mutex_lock(&o->lock);
+        o->kick = true;
+        pthread_cond_broadcast(&o->cond);
+        pthread_mutex_unlock(&o->lock);
+}
+
+int orch_start(const struct orch_config *cfg, struct orchestrator **ret) {
+        if (!cfg || !cfg->seed_dir || !cfg->cfg || !cfg->kdb || !ret)
+                return -EINVAL;
+        struct orchestrator *o = calloc(1, sizeof *o);
+        if (!o)
+                return -ENOMEM;
+        o->c = *cfg;
+        pthread_mutex_init(&o->lock, NULL);
+        pthread_cond_init(&o->cond, NULL);
+        atomic_init(&o->cancel, false);
+        int n = evo_recover(o->c.kdb);
+        if (n > 0)
+                log_warn("%d evolution%s interrupted by a kernel restart marked failed", n, n == 1 ? " was" : "s were");
+        remove_leftovers(o);
+        o->kick = true;
+        int k = pthread_create(&o->thread, NULL, worker, o);
+        if (k != 0) {
+                pthread_cond_destroy(&o->cond);
+                pthread_mutex_destroy(&o->lock);
+                free(o);
+                return log_error_errno(-k, "cannot start the orchestrator: %m");
+        }
+        o->thread_started = true;
+        *ret = o;
+        return 0;
+}
+
+void orch_stop(struct orchestrator *o) {
+        if (!o)
+                return;
+        pthread_mutex_lock(&o->lock);
+        o->stopping = true;
+        atomic_store(&o->cancel, true);
+        pthread_cond_broadcast(&o->cond);
+        pthread_mutex_unlock(&o->lock);
+        if (o->thread_started)
+                pthread_join(o->thread, NULL);
+        pthread_cond_destroy(&o->cond);
+        pthread_mutex_destroy(&o->lock);
+        free(o);
+}
+
+int orch_submit(struct orchestrator *o, const char *intent, char **ret_id) {
+        if (!o || strempty(intent) || !ret_id)
+                return -EINVAL;
+        int k = evo_create(o->c.kdb, intent, "evolve", ret_id);
+        if (k < 0)
+                return k;
+        kick(o);
+        return 0;
+}
+
+int orch_rollback(struct orchestrator *o, int generation, char **ret_id) {
+        if (!o || generation < 1 || !ret_id)
+                return -EINVAL;
+        char intent[64];
+        snprintf(intent, sizeof intent, "Roll back to generation %d", generation);
+        int k = evo_create(o->c.kdb, intent, "rollback", ret_id);
+        if (k < 0)
+                return k;
+        kick(o);
+        return 0;
+}
+
+int orch_cancel(struct orchestrator *o, const char *evo_id) {
+        if (!o || !evo_id)
+                return -EINVAL;
+        enum evo_state s;
+        int k = evo_get_state(o->c.kdb, evo_id, &s);
+        if (k < 0)
+                return k;
+        if (evo_state_is_final(s))
+                return -EALREADY;
+        pthread_mutex_lock(&o->lock);
+        bool running = o->current && streq(o->current, evo_id);
+        if (running) {
+                atomic_store(&o->cancel, true);
+                pthread_cond_broadcast(&o->cond);
+        }
+        pthread_mutex_unlock(&o->lock);
+        if (running)
+                return 0;
+        /* Queued: it never started. (A race with the worker picking it up
+         * ends in -EPERM/-EAGAIN from the store; retry as running.) */
+        _cleanup_free_ char *err = NULL;
+        k = evo_set_state(o->c.kdb, evo_id, EVO_CANCELLED, "cancelled by the owner", &err);
+        if (k < 0) {
+                pthread_mutex_lock(&o->lock);
+                if (o->current && streq(o->current, evo_id)) {
+                        atomic_store(&o->cancel, true);
+                        pthread_cond_broadcast(&o->cond);
+                        k = 0;
+                }
+                pthread_mutex_unlock(&o->lock);
+                if (k < 0 && evo_get_state(o->c.kdb, evo_id, &s) >= 0 && evo_state_is_final(s))
+                        k = -EALREADY;
+        } else if (o->c.on_event)
+                o->c.on_event(o->c.userdata, evo_id, "phase", "{\"from\":\"requested\",\"to\":\"cancelled\"}");
+        return k;
+}
+
+int orch_decide(struct orchestrator *o, const char *approval_id, bool approved, const char *answer) {
+        if (!o || !approval_id)
+                return -EINVAL;
+        int k = evo_approval_decide(o->c.kdb, approval_id, approved, answer);
+        if (k < 0)
+                return k;
+        pthread_mutex_lock(&o->lock);
+        pthread_cond_broadcast(&o->cond);
+        pthread_mutex_unlock(&o->lock);
+        return 0;
+}

@@ -1,0 +1,49 @@
+/* orchestrator.h — runs evolutions, one at a time in FIFO order, through the
+ * state machine of SPEC §4: plan → mutate → verify (repair) → reflect →
+ * boundary check → commit → apply, in a git worktree per evolution with a
+ * scratch database per evolution, every step persisted as an event (store.h)
+ * and announced through on_event. */
+#pragma once
+
+#include "base/base.h"
+
+struct cfg;
+struct db;
+struct pg;
+struct model;
+struct organism;
+
+struct orch_config {
+        const char *seed_dir;          /* the live Seed's folder */
+        const struct cfg *cfg;         /* seed.yaml (borrowed, outlives the orchestrator) */
+        struct db *kdb;                /* kernel-memory DB */
+        const struct pg *pg;           /* the private PostgreSQL (scratch DBs, live migrations) */
+        struct model *model;           /* NULL: no model key; evolutions fail saying so */
+        struct organism *organism;     /* the live organism (restarted on apply); may be NULL */
+        const char *bridge_path;       /* seed-bridge, for previews */
+        /* Every event, after it is stored: (evolution id, kind, compact JSON
+         * object). Called from the worker thread. */
+        void (*on_event)(void *userdata, const char *evo_id, const char *kind, const char *json);
+        /* An applied generation changed kernel files: the kernel should exit
+         * 75 so `seed run` rebuilds it from its new source. */
+        void (*request_restart)(void *userdata);
+        void *userdata;
+};
+
+struct orchestrator;
+
+/* Boot recovery (interrupted evolutions fail, the live generation is
+ * untouched, pending approvals expire), then starts the worker thread. */
+int orch_start(const struct orch_config *cfg, struct orchestrator **ret);
+/* Cancels the running evolution, stops the worker, frees. Accepts NULL. */
+void orch_stop(struct orchestrator *o);
+
+/* Queues an evolution for the owner's intent. *ret_id: caller frees. */
+int orch_submit(struct orchestrator *o, const char *intent, char **ret_id);
+/* Queues a rollback: a new generation restoring generation n's tree. */
+int orch_rollback(struct orchestrator *o, int generation, char **ret_id);
+/* Cancels a queued or running evolution: -ENOENT unknown, -EALREADY ended. */
+int orch_cancel(struct orchestrator *o, const char *evo_id);
+/* Decides a pending approval or answers a question (answer != NULL) and
+ * wakes the evolution waiting for it. -ENOENT unknown, -EALREADY decided. */
+int orch_decide(struct orchestrator *o, const char *approval_id, bool approved, const char *answer);

@@ -1,0 +1,100 @@
+/* prompts.c — the system prompt of an evolution: who the Seed is
+ * (knowledge/self.yaml), its skills index, its recent generations, and the
+ * rules of the phase. Everything read from the repository goes through fsx
+ * (no symlinks) and is bounded. */
+#include "evolution/orchestrator-internal.h"
+#include "base/buf.h"
+#include <fcntl.h>
+#include "fsx/fsx.h"
+#include "repo/repo.h"
+
+#define SELF_MAX (16 * 1024)
+#define SKILL_HEAD_MAX 600
+#define SKILLS_MAX 60
+#define GENERATIONS_SHOWN 15
+
+static void add_self(struct buf *b, int root) {
+        _cleanup_free_ char *text = NULL, *err = NULL;
+        if (fsx_read(root, "knowledge/self.yaml", SELF_MAX, &text, NULL, &err) < 0) {
+                (void)buf_puts(b, "(knowledge/self.yaml is missing or unreadable)\n");
+                return;
+        }
+        (void)buf_printf(b, "```yaml\n%s\n```\n", text);
+}
+
+/* The "name:" and "description:" lines of a SKILL.md front matter. */
+static void add_skill(struct buf *b, int root, const char *name) {
+        _cleanup_free_ char *rel = NULL, *err = NULL, *text = NULL;
+        if (xasprintf(&rel, "skills/%s/SKILL.md", name) < 0)
+                return;
+        int fd = -1;
+        if (fsx_open(root, rel, O_RDONLY, 0, &fd, &err) < 0)
+                return;
+        char head[SKILL_HEAD_MAX + 1];
+        ssize_t n = read(fd, head, SKILL_HEAD_MAX);
+        close(fd);
+        if (n <= 0)
+                return;
+        head[n] = 0;
+        const char *desc = "";
+        size_t dlen = 0;
+        char *d = strstr(head, "\ndescription:");
+        if (d) {
+                d += strlen("\ndescription:");
+                while (*d == ' ')
+                        d++;
+                desc = d;
+                dlen = strcspn(d, "\n");
+        }
+        (void)buf_printf(b, "- %s: %.*s (read it with read_skill)\n", name, (int)dlen, desc);
+}
+
+static void add_skills(struct buf *b, int root) {
+        _cleanup_(fsx_list_freep) struct fsx_list *l = NULL;
+        _cleanup_free_ char *err = NULL;
+        if (fsx_list(root, "skills", SKILLS_MAX, &l, &err) < 0 || l->n == 0) {
+                (void)buf_puts(b, "(none yet)\n");
+                return;
+        }
+        for (size_t i = 0; i < l->n; i++)
+                if (l->entries[i].type == FSX_DIR)
+                        add_skill(b, root, l->entries[i].name);
+}
+
+static void add_generations(struct buf *b, const char *seed_dir) {
+        struct repo_generation *g = NULL;
+        size_t n = 0;
+        if (repo_generations(seed_dir, &g, &n) < 0 || n == 0) {
+                (void)buf_puts(b, "(none)\n");
+                return;
+        }
+        for (size_t i = n > GENERATIONS_SHOWN ? n - GENERATIONS_SHOWN : 0; i < n; i++)
+                (void)buf_printf(b, "- generation %d: %.200s\n", g[i].number, g[i].summary ? g[i].summary : "");
+        repo_generations_free(g, n);
+}
+
+char *orch_system_prompt(const char *seed_dir, int seed_root, char *const *evolvable) {
+        struct buf b = BUF_INIT(256 * 1024);
+        (void)buf_puts(&b,
+                       "You are the evolution agent of a Seed: a self-evolving application. The owner states an "
+                       "intent; you plan a change, make it in a git worktree of the Seed, and the kernel verifies it "
+                       "(build, migrate, test, launch, GET the health path and /) before it becomes a new "
+                       "generation.\n\n"
+                       "Rules:\n"
+                       "- Phases: plan (read-only tools; ask_owner at most 3 times; end with submit_plan), mutate "
+                       "(change files, run commands in the sandbox, end with finish), reflect (update knowledge/ "
+                       "and skills/ only; end with submit_reflection).\n"
+                       "- Only these directories evolve freely:");
+        for (size_t i = 0; evolvable && evolvable[i]; i++)
+                (void)buf_printf(&b, " %s", evolvable[i]);
+        (void)buf_puts(&b, ". Everything else is the kernel: changing it needs the owner's approval, and an "
+                           "unapproved change fails the evolution at commit.\n"
+                           "- Make small, complete changes; keep the app's tests passing.\n\n"
+                           "## Who this Seed is (knowledge/self.yaml)\n");
+        add_self(&b, seed_root);
+        (void)buf_puts(&b, "\n## Skills\n");
+        add_skills(&b, seed_root);
+        (void)buf_puts(&b, "\n## Recent generations\n");
+        add_generations(&b, seed_dir);
+        return buf_steal(&b);
+}

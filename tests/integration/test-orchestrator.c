@@ -1,0 +1,646 @@
+/* Integration tests for kernel/evolution/orchestrator: whole evolutions with
+ * a real PostgreSQL, real bwrap, real git and the scripted model server
+ * (tests/fakes/model_server.py) behind the real model client. The Seed folder
+ * is planted like `seed new` does; no live organism (apply skips the
+ * restart). Runs as the unprivileged account. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <fcntl.h>
+#include <jansson.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "base/fileio.h"
+#include "base/priv.h"
+#include "base/proc.h"
+#include "config/config.h"
+#include "db/db.h"
+#include "evolution/orchestrator.h"
+#include "evolution/store.h"
+#include "httpc/httpc.h"
+#include "model/model.h"
+#include "organism/organism.h"
+#include "pg/pg.h"
+#include "repo/repo.h"
+
+#define SERVER SEED_SOURCE_ROOT "/tests/fakes/model_server.py"
+#define BRIDGE SEED_BUILD_ROOT "/cmd/seed-bridge/seed-bridge"
+
+static char tmp[64] = "/tmp/seed-orch-XXXXXX";
+static char seed_dir[128];
+static char base[128];
+static pid_t server_pid;
+static struct pg *g_pg;
+static struct db *g_db;
+static struct cfg *g_cfg;
+static struct model *g_model;
+static struct orchestrator *g_orch;
+static struct organism *g_org;
+static atomic_int restarts;
+static atomic_int events;
+
+/* ---- helpers ---- */
+
+static void sleep_ms(int ms) {
+        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+        nanosleep(&ts, NULL);
+}
+
+static void run_cmd(char *const *argv, const char *cwd) {
+        struct proc_result res = {0};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        assert_int_equal(proc_run(&(struct proc_opts){.argv = argv, .envp = envp, .cwd = cwd, .stdin_fd = -1, .out_fd = -1},
+                                  &res),
+                         0);
+        if (res.exit_code != 0)
+                fail_msg("%s failed: %s", argv[0], res.output ? res.output : "");
+        proc_result_done(&res);
+}
+
+static char *find_python(void) {
+        if (access("/usr/bin/python3", X_OK) == 0)
+                return strdup("/usr/bin/python3");
+        return strdup("/usr/local/bin/python3");
+}
+
+static json_t *control(const char *method, const char *path, const char *body) {
+        char url[256];
+        snprintf(url, sizeof url, "%s%s", base, path);
+        char *headers[] = {"Content-Type: application/json", NULL};
+        struct httpc_response res = {0};
+        _cleanup_free_ char *err = NULL;
+        int r = httpc_do(&(struct httpc_request){.method = method, .url = url, .headers = headers, .body = body,
+                                                 .body_len = body ? strlen(body) : 0, .timeout_ms = 10000},
+                         &res, &err);
+        assert_int_equal(r, 0);
+        assert_int_equal(res.status, 200);
+        json_t *j = json_loads(res.body, 0, NULL);
+        httpc_response_done(&res);
+        assert_non_null(j);
+        return j;
+}
+
+static void load_script(const char *script) { json_decref(control("POST", "/_script", script)); }
+
+/* Whether any request the model server got contains needle. */
+static bool requests_contain(const char *needle) {
+        json_t *j = control("GET", "/_requests", NULL);
+        char *s = json_dumps(j, JSON_COMPACT);
+        json_decref(j);
+        bool found = s && strstr(s, needle);
+        free(s);
+        return found;
+}
+
+static void on_event(void *userdata, const char *evo_id, const char *kind, const char *json) {
+        atomic_fetch_add(&events, 1);
+}
+
+static void request_restart(void *userdata) { atomic_fetch_add(&restarts, 1); }
+
+static void start_orch(void) {
+        struct orch_config oc = {
+                .seed_dir = seed_dir,
+                .cfg = g_cfg,
+                .kdb = g_db,
+                .pg = g_pg,
+                .model = g_model,
+                .organism = g_org,
+                .bridge_path = BRIDGE,
+                .on_event = on_event,
+                .request_restart = request_restart,
+        };
+        assert_int_equal(orch_start(&oc, &g_orch), 0);
+}
+
+static enum evo_state wait_final(const char *id, int timeout_ms) {
+        int64_t deadline = now_ms() + timeout_ms;
+        enum evo_state s = EVO_REQUESTED;
+        for (;;) {
+                assert_int_equal(evo_get_state(g_db, id, &s), 0);
+                if (evo_state_is_final(s))
+                        return s;
+                if (now_ms() > deadline)
+                        fail_msg("evolution %s still %s", id, evo_state_name(s));
+                sleep_ms(50);
+        }
+}
+
+static char *evo_field(const char *id, const char *field) {
+        _cleanup_free_ char *json = NULL;
+        assert_int_equal(evo_get_json(g_db, id, true, 0, &json), 0);
+        json_t *j = json_loads(json, 0, NULL);
+        const char *v = json_string_value(json_object_get(j, field));
+        char *r = v ? strdup(v) : NULL;
+        json_decref(j);
+        return r;
+}
+
+static void dump_events(const char *id) {
+        _cleanup_free_ char *json = NULL;
+        if (evo_get_json(g_db, id, true, 0, &json) >= 0)
+                print_error("%s\n", json);
+}
+
+static enum evo_state run_evolution(const char *intent, char **ret_id) {
+        char *id = NULL;
+        assert_int_equal(orch_submit(g_orch, intent, &id), 0);
+        enum evo_state s = wait_final(id, 240000);
+        *ret_id = id;
+        return s;
+}
+
+/* Waits for the first pending approval; returns its id. */
+static char *wait_approval(const char *want_tool) {
+        int64_t deadline = now_ms() + 60000;
+        for (;;) {
+                _cleanup_free_ char *json = NULL;
+                assert_int_equal(evo_approvals_pending_json(g_db, &json), 0);
+                json_t *j = json_loads(json, 0, NULL);
+                json_t *a = json_is_array(j) ? json_array_get(j, 0) : json_array_get(json_object_get(j, "approvals"), 0);
+                if (a) {
+                        char *s = json_dumps(a, JSON_COMPACT);
+                        assert_non_null(strstr(s, want_tool));
+                        free(s);
+                        char *id = strdup(json_string_value(json_object_get(a, "id")));
+                        json_decref(j);
+                        return id;
+                }
+                json_decref(j);
+                if (now_ms() > deadline)
+                        fail_msg("no approval appeared");
+                sleep_ms(50);
+        }
+}
+
+static int current_gen(void) {
+        int g = 0;
+        assert_int_equal(repo_current_generation(seed_dir, &g), 0);
+        return g;
+}
+
+static bool seed_file_contains(const char *rel, const char *needle) {
+        _cleanup_free_ char *p = path_join(seed_dir, rel), *text = NULL;
+        if (read_file(p, 1 << 20, &text, NULL) < 0)
+                return false;
+        return strstr(text, needle) != NULL;
+}
+
+static bool worktree_exists(const char *id) {
+        char p[300];
+        snprintf(p, sizeof p, "%s/.seed/worktrees/%s", seed_dir, id);
+        return path_exists(p);
+}
+
+/* ---- setup ---- */
+
+static int setup(void **state) {
+        if (priv_drop_if_root(NULL) < 0)
+                return -1;
+        if (!mkdtemp(tmp))
+                return -1;
+        snprintf(seed_dir, sizeof seed_dir, "%s/seed", tmp);
+        assert_int_equal(mkdir_p(seed_dir, 0755), 0);
+        char *cp[] = {"/bin/cp", "-r", SEED_SOURCE_ROOT "/organism", SEED_SOURCE_ROOT "/knowledge",
+                      SEED_SOURCE_ROOT "/skills", seed_dir, NULL};
+        run_cmd(cp, NULL);
+        _cleanup_free_ char *k = path_join(seed_dir, "kernel"), *kf = path_join(seed_dir, "kernel/README.md"),
+                            *gi = path_join(seed_dir, ".gitignore"), *sy = path_join(seed_dir, "seed.yaml");
+        assert_int_equal(mkdir_p(k, 0755), 0);
+        assert_int_equal(write_file_atomic(kf, "kernel stub\n", 12, 0644), 0);
+        assert_int_equal(write_file_atomic(gi, "/.seed/\nnode_modules/\n", 22, 0644), 0);
+        assert_int_equal(write_file_atomic(sy, "name: seed\n", 11, 0644), 0);
+        _cleanup_free_ char *err = NULL;
+        if (repo_init_commit(seed_dir, "Initial seed", "seed/gen-1", &err) < 0)
+                fail_msg("repo_init_commit: %s", err ? err : "");
+
+        /* The model server. */
+        _cleanup_free_ char *python = find_python(), *port_file = path_join(tmp, "port"),
+                            *log_path = path_join(tmp, "server.log");
+        _cleanup_close_ int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+        assert_true(log_fd >= 0);
+        char *const argv[] = {python, SERVER, "--port-file", port_file, NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", "PYTHONDONTWRITEBYTECODE=1", NULL};
+        assert_int_equal(proc_spawn(&(struct proc_opts){.argv = argv, .envp = envp, .stdin_fd = -1, .out_fd = log_fd},
+                                    &server_pid),
+                         0);
+        int64_t deadline = now_ms() + 15000;
+        for (;;) {
+                _cleanup_free_ char *text = NULL;
+                if (read_file(port_file, 64, &text, NULL) >= 0 && atoi(text) > 0) {
+                        snprintf(base, sizeof base, "http://127.0.0.1:%d", atoi(text));
+                        break;
+                }
+                if (now_ms() > deadline)
+                        fail_msg("the model server did not start");
+                sleep_ms(20);
+        }
+        char url[160];
+        snprintf(url, sizeof url, "%s/v1", base);
+        free(err);
+        err = NULL;
+        assert_int_equal(model_new(&(struct model_config){.provider = "openai-compatible", .name = "scripted-1",
+                                                          .base_url = url, .max_tokens = 512, .backoff_base_ms = 10},
+                                   &g_model, &err),
+                         0);
+
+        assert_int_equal(pg_start(seed_dir, &g_pg), 0);
+        _cleanup_free_ char *ci = NULL;
+        assert_int_equal(pg_conninfo(g_pg, "postgres", PG_KERNEL_DB, &ci), 0);
+        assert_int_equal(db_connect(ci, &g_db), 0);
+        assert_int_equal(cfg_new_default(&g_cfg), 0);
+        g_cfg->evolution.command_timeout_seconds = 120;
+        g_cfg->evolution.max_repair_attempts = 2;
+        start_orch();
+        return 0;
+}
+
+static int teardown(void **state) {
+        orch_stop(g_orch);
+        model_free(g_model);
+        db_close(g_db);
+        pg_stop(g_pg);
+        cfg_free(g_cfg);
+        if (server_pid > 0) {
+                proc_kill_group(server_pid, SIGTERM);
+                if (proc_wait(server_pid, 5000) < 0) {
+                        proc_kill_group(server_pid, SIGKILL);
+                        proc_wait(server_pid, 5000);
+                }
+        }
+        rm_rf(tmp);
+        return 0;
+}
+
+/* ---- scripts ---- */
+
+#define PLAN(title, scope)                                                                                          \
+        "{\"tool_calls\": [{\"name\": \"submit_plan\", \"arguments\": {\"title\": \"" title "\", \"scope\": \"" scope \
+        "\", \"summary\": \"" title " for the owner.\", \"steps\": [\"change it\"]}}]}"
+#define CALL(name, args) "{\"tool_calls\": [{\"name\": \"" name "\", \"arguments\": " args "}]}"
+#define FINISH CALL("finish", "{\"summary\": \"done\"}")
+#define REFLECT CALL("submit_reflection", "{\"notes\": \"learned\"}")
+#define GOOD_MAKEFILE "NODE ?= node\\n.PHONY: build test\\nbuild:\\n\\t$(NODE) --check bin/server\\ntest: build\\n\\t$(NODE) --test test/\\n"
+#define BAD_MAKEFILE ".PHONY: build test\\nbuild:\\n\\t@echo 'makefile says: syntax error 42' >&2; exit 2\\ntest:\\n\\ttrue\\n"
+
+/* (a) */
+static void test_evolution_completes(void **state) {
+        load_script("[" PLAN("Greet warmly", "greeting") ","
+                    CALL("edit_file", "{\"path\": \"organism/bin/server\", \"old_text\": \"This is a new Seed.\", "
+                                      "\"new_text\": \"Hello from generation two.\"}") ","
+                    FINISH "," REFLECT "]");
+        _cleanup_free_ char *id = NULL;
+        enum evo_state s = run_evolution("Greet the owner warmly", &id);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_int_equal(current_gen(), 2);
+        assert_true(seed_file_contains("organism/bin/server", "Hello from generation two."));
+        /* The commit message and its trailers. */
+        struct repo_generation *g = NULL;
+        size_t n = 0;
+        assert_int_equal(repo_generations(seed_dir, &g, &n), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(g[1].summary, "evolve(greeting): Greet warmly");
+        char *git[] = {"/usr/bin/git", "-C", seed_dir, "log", "-1", "--format=%B", g[1].commit, NULL};
+        struct proc_result res = {0};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        assert_int_equal(proc_run(&(struct proc_opts){.argv = git, .envp = envp, .stdin_fd = -1, .out_fd = -1}, &res), 0);
+        char want[128];
+        snprintf(want, sizeof want, "Evolution: %s\nGeneration: 1 -> 2", id);
+        if (!strstr(res.output, want))
+                fail_msg("commit message: %s", res.output);
+        proc_result_done(&res);
+        repo_generations_free(g, n);
+        assert_false(worktree_exists(id));
+        assert_int_equal(atomic_load(&restarts), 0);
+        assert_true(atomic_load(&events) > 10);
+}
+
+/* (b) */
+static void test_build_failure_is_repaired(void **state) {
+        int before = current_gen();
+        load_script("[" PLAN("Break then fix", "repair") ","
+                    CALL("write_file", "{\"path\": \"organism/Makefile\", \"content\": \"" BAD_MAKEFILE "\"}") ","
+                    FINISH ","
+                    "{\"match\": \"makefile says: syntax error 42\", \"tool_calls\": [{\"name\": \"write_file\", "
+                    "\"arguments\": {\"path\": \"organism/Makefile\", \"content\": \"" GOOD_MAKEFILE "# fixed\\n\"}}]},"
+                    FINISH "," REFLECT "]");
+        _cleanup_free_ char *id = NULL;
+        enum evo_state s = run_evolution("Exercise a repair", &id);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_true(requests_contain("The kernel's check 'build' failed"));
+        assert_true(requests_contain("makefile says: syntax error 42"));
+        assert_int_equal(current_gen(), before + 1);
+        assert_true(seed_file_contains("organism/Makefile", "# fixed"));
+}
+
+/* (c) */
+static void test_repairs_exhausted(void **state) {
+        int before = current_gen();
+        load_script("[" PLAN("Always broken", "broken") ","
+                    CALL("write_file", "{\"path\": \"organism/Makefile\", \"content\": \"" BAD_MAKEFILE "\"}") ","
+                    FINISH "," FINISH "," FINISH "," FINISH "]");
+        _cleanup_free_ char *id = NULL;
+        enum evo_state s = run_evolution("Never works", &id);
+        if (s != EVO_FAILED)
+                dump_events(id);
+        assert_int_equal(s, EVO_FAILED);
+        _cleanup_free_ char *err = evo_field(id, "error");
+        assert_non_null(err);
+        assert_non_null(strstr(err, "'build' still fails"));
+        assert_int_equal(current_gen(), before);
+        assert_false(seed_file_contains("organism/Makefile", "syntax error 42"));
+        assert_false(worktree_exists(id));
+}
+
+/* (d) deny */
+static void test_kernel_write_denied(void **state) {
+        int before = current_gen();
+        load_script("[" PLAN("Touch the kernel", "kernel") ","
+                    CALL("write_file", "{\"path\": \"kernel/x.txt\", \"content\": \"from the model\\n\"}") ","
+                    "{\"match\": \"denied by the owner\", \"tool_calls\": [{\"name\": \"write_file\", \"arguments\": "
+                    "{\"path\": \"knowledge/denied.md\", \"content\": \"the owner said no\\n\"}}]},"
+                    FINISH "," REFLECT "]");
+        char *id = NULL;
+        assert_int_equal(orch_submit(g_orch, "Write to the kernel", &id), 0);
+        _cleanup_free_ char *aid = wait_approval("kernel/x.txt");
+        enum evo_state st;
+        assert_int_equal(evo_get_state(g_db, id, &st), 0);
+        assert_int_equal(st, EVO_NEEDS_INPUT);
+        assert_int_equal(orch_decide(g_orch, aid, false, NULL), 0);
+        assert_int_equal(orch_decide(g_orch, aid, true, NULL), -EALREADY);
+        enum evo_state s = wait_final(id, 240000);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_int_equal(current_gen(), before + 1);
+        assert_false(seed_file_contains("kernel/x.txt", "from the model"));
+        assert_true(seed_file_contains("knowledge/denied.md", "the owner said no"));
+        assert_int_equal(atomic_load(&restarts), 0);
+        free(id);
+}
+
+/* (d) approve */
+static void test_kernel_write_approved(void **state) {
+        int before = current_gen();
+        load_script("[" PLAN("Touch the kernel", "kernel") ","
+                    CALL("write_file", "{\"path\": \"kernel/x.txt\", \"content\": \"from the model\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        char *id = NULL;
+        assert_int_equal(orch_submit(g_orch, "Write to the kernel", &id), 0);
+        _cleanup_free_ char *aid = wait_approval("kernel/x.txt");
+        assert_int_equal(orch_decide(g_orch, aid, true, NULL), 0);
+        enum evo_state s = wait_final(id, 240000);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_int_equal(current_gen(), before + 1);
+        assert_true(seed_file_contains("kernel/x.txt", "from the model"));
+        assert_int_equal(atomic_load(&restarts), 1);
+        free(id);
+}
+
+/* (e) */
+static void test_shell_outside_evolvable(void **state) {
+        int before = current_gen();
+        load_script("[" PLAN("Sneak", "sneak") ","
+                    CALL("run", "{\"command\": \"echo evil > kernel/evil.txt\"}") ","
+                    CALL("run", "{\"command\": \"ln -s ../kernel organism/k && echo linked\"}") ","
+                    FINISH "," REFLECT "]");
+        _cleanup_free_ char *id = NULL;
+        enum evo_state s = run_evolution("Write outside", &id);
+        if (s != EVO_FAILED)
+                dump_events(id);
+        assert_int_equal(s, EVO_FAILED);
+        _cleanup_free_ char *err = evo_field(id, "error");
+        assert_non_null(err);
+        if (!strstr(err, "kernel boundary violated: ") || !strstr(err, "organism/k"))
+                fail_msg("error: %s", err);
+        assert_true(requests_contain("Read-only file system"));
+        assert_false(seed_file_contains("kernel/evil.txt", "evil"));
+        assert_int_equal(current_gen(), before);
+        assert_false(worktree_exists(id));
+}
+
+/* (i) */
+static void test_cancel_while_waiting(void **state) {
+        int before = current_gen();
+        load_script("[" PLAN("Touch the kernel", "kernel") ","
+                    CALL("write_file", "{\"path\": \"kernel/y.txt\", \"content\": \"y\\n\"}") "]");
+        char *id = NULL;
+        assert_int_equal(orch_submit(g_orch, "Wait forever", &id), 0);
+        _cleanup_free_ char *aid = wait_approval("kernel/y.txt");
+        assert_true(worktree_exists(id));
+        assert_int_equal(orch_cancel(g_orch, id), 0);
+        assert_int_equal(wait_final(id, 60000), EVO_CANCELLED);
+        assert_int_equal(orch_cancel(g_orch, id), -EALREADY);
+        assert_int_equal(orch_cancel(g_orch, "evo_0000000000000000"), -ENOENT);
+        /* The worktree goes right after the state is stored. */
+        int64_t deadline = now_ms() + 10000;
+        while (worktree_exists(id) && now_ms() < deadline)
+                sleep_ms(20);
+        assert_false(worktree_exists(id));
+        assert_int_equal(current_gen(), before);
+        free(id);
+}
+
+/* No model: fails at planning, saying how to give a key. */
+static void test_no_model(void **state) {
+        orch_stop(g_orch);
+        struct model *m = g_model;
+        g_model = NULL;
+        start_orch();
+        _cleanup_free_ char *id = NULL;
+        assert_int_equal(run_evolution("Anything", &id), EVO_FAILED);
+        _cleanup_free_ char *err = evo_field(id, "error");
+        assert_non_null(err);
+        assert_string_equal(err, "no model key: start the Seed with -e <NAME>");
+        orch_stop(g_orch);
+        g_model = m;
+        start_orch();
+}
+
+/* Rollback to 1: a new generation with generation 1's tree. */
+static void test_rollback(void **state) {
+        int before = current_gen();
+        char *id = NULL;
+        assert_int_equal(orch_rollback(g_orch, 1, &id), 0);
+        enum evo_state s = wait_final(id, 120000);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_int_equal(current_gen(), before + 1);
+        assert_true(seed_file_contains("organism/bin/server", "This is a new Seed."));
+        assert_false(seed_file_contains("kernel/x.txt", "from the model"));
+        free(id);
+}
+
+/* A question to the owner, then plan and apply approvals. */
+static void test_question_and_approvals(void **state) {
+        int before = current_gen();
+        g_cfg->permissions.require_plan_approval = true;
+        g_cfg->permissions.require_apply_approval = true;
+        load_script("[" CALL("ask_owner", "{\"question\": \"Which colour?\"}") ","
+                    "{\"match\": \"The owner answered: green\", \"tool_calls\": [{\"name\": \"submit_plan\", "
+                    "\"arguments\": {\"title\": \"Green notes\", \"scope\": \"colour\", \"summary\": \"s\", "
+                    "\"steps\": [\"x\"]}}]},"
+                    CALL("write_file", "{\"path\": \"knowledge/colour.md\", \"content\": \"green\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        char *id = NULL;
+        assert_int_equal(orch_submit(g_orch, "Pick a colour", &id), 0);
+        _cleanup_free_ char *q = wait_approval("Which colour?");
+        assert_int_equal(orch_decide(g_orch, q, true, "green"), 0);
+        _cleanup_free_ char *plan = wait_approval("Green notes");
+        assert_int_equal(orch_decide(g_orch, plan, true, NULL), 0);
+        _cleanup_free_ char *apply = wait_approval("from_generation");
+        assert_int_equal(current_gen(), before); /* not applied before the approval */
+        assert_int_equal(orch_decide(g_orch, apply, true, NULL), 0);
+        enum evo_state s = wait_final(id, 240000);
+        g_cfg->permissions.require_plan_approval = false;
+        g_cfg->permissions.require_apply_approval = false;
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_int_equal(current_gen(), before + 1);
+        assert_true(seed_file_contains("knowledge/colour.md", "green"));
+        free(id);
+}
+
+/* Boot recovery: an evolution under way when the kernel died is failed and
+ * its worktree removed; the live generation is untouched. */
+static void test_boot_recovery(void **state) {
+        int before = current_gen();
+        orch_stop(g_orch);
+        g_orch = NULL;
+        _cleanup_free_ char *id = NULL, *wt = NULL, *err = NULL;
+        assert_int_equal(evo_create(g_db, "Interrupted", "evolve", &id), 0);
+        assert_int_equal(evo_set_state(g_db, id, EVO_PLANNING, NULL, &err), 0);
+        assert_int_equal(repo_worktree_add(seed_dir, id + 4, &wt), 0);
+        assert_true(worktree_exists(id));
+        start_orch();
+        enum evo_state s;
+        assert_int_equal(evo_get_state(g_db, id, &s), 0);
+        assert_int_equal(s, EVO_FAILED);
+        _cleanup_free_ char *e = evo_field(id, "error");
+        assert_non_null(e);
+        assert_non_null(strstr(e, "interrupted by a kernel restart"));
+        assert_false(worktree_exists(id));
+        assert_int_equal(current_gen(), before);
+}
+
+/* A migration that cannot apply to the live data: the new generation is
+ * not kept; the previous generation's tree is live again (as a new
+ * generation) and the evolution ends rolled_back. */
+static void test_live_migration_failure_rolls_back(void **state) {
+        int before = current_gen();
+        _cleanup_free_ char *ci = NULL;
+        struct db *live = NULL;
+        assert_int_equal(pg_conninfo(g_pg, "organism", PG_LIVE_DB, &ci), 0);
+        assert_int_equal(db_connect(ci, &live), 0);
+        assert_int_equal(db_exec(live, "CREATE TABLE clash (id int)", NULL), 0);
+        db_close(live);
+        load_script("[" PLAN("Add a table", "clash") ","
+                    CALL("write_file", "{\"path\": \"organism/migrations/0001_clash.sql\", "
+                                       "\"content\": \"CREATE TABLE clash (id serial PRIMARY KEY);\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        _cleanup_free_ char *id = NULL;
+        enum evo_state s = run_evolution("Add the clash table", &id);
+        if (s != EVO_ROLLED_BACK)
+                dump_events(id);
+        assert_int_equal(s, EVO_ROLLED_BACK);
+        assert_int_equal(current_gen(), before + 2);
+        _cleanup_free_ char *p = path_join(seed_dir, "organism/migrations/0001_clash.sql");
+        assert_false(path_exists(p));
+}
+
+/* GET path from the live organism over its bridge socket. */
+static char *live_get(const char *path) {
+        int fd = -1;
+        assert_int_equal(organism_connect(organism_socket(g_org), 2000, &fd), 0);
+        char req[256];
+        int n = snprintf(req, sizeof req, "GET %s HTTP/1.0\r\nHost: localhost\r\n\r\n", path);
+        assert_int_equal(write(fd, req, n), n);
+        struct buf_s {
+                char d[65536];
+                size_t len;
+        } *b = calloc(1, sizeof *b);
+        ssize_t k;
+        while (b->len < sizeof b->d - 1 && (k = read(fd, b->d + b->len, sizeof b->d - 1 - b->len)) > 0)
+                b->len += (size_t)k;
+        close(fd);
+        char *r = strdup(b->d);
+        free(b);
+        return r;
+}
+
+/* With a live organism: apply restarts it and the new generation serves. */
+static void test_live_organism_serves_new_generation(void **state) {
+        _cleanup_free_ char *live_url = NULL, *run_dir = path_join(seed_dir, ".seed/organism"),
+                            *log_path = path_join(seed_dir, ".seed/logs/organism.log"),
+                            *logs = path_join(seed_dir, ".seed/logs");
+        assert_int_equal(mkdir_p(run_dir, 0700), 0);
+        assert_int_equal(mkdir_p(logs, 0700), 0);
+        assert_int_equal(pg_sandbox_url(g_pg, "organism", PG_LIVE_DB, &live_url), 0);
+        struct organism_config oc = {
+                .seed_dir = seed_dir,
+                .build_cmd = g_cfg->organism.build,
+                .run_cmd = g_cfg->organism.run,
+                .health_path = g_cfg->organism.health,
+                .port = g_cfg->organism.port,
+                .database_url = live_url,
+                .pg_socket_dir = pg_socket_dir(g_pg),
+                .bridge_path = BRIDGE,
+                .run_dir = run_dir,
+                .log_path = log_path,
+        };
+        assert_int_equal(organism_new(&oc, &g_org), 0);
+        assert_int_equal(organism_start(g_org), 0);
+        assert_int_equal(organism_wait_ready(g_org, 60000), 0);
+        orch_stop(g_orch);
+        start_orch();
+        load_script("[" PLAN("Live greeting", "live") ","
+                    CALL("edit_file", "{\"path\": \"organism/bin/server\", \"old_text\": \"This is a new Seed.\", "
+                                      "\"new_text\": \"Served live by the new generation.\"}") ","
+                    FINISH "," REFLECT "]");
+        _cleanup_free_ char *id = NULL;
+        enum evo_state s = run_evolution("Change the live greeting", &id);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_int_equal(organism_state(g_org), ORGANISM_RUNNING);
+        _cleanup_free_ char *page = live_get("/");
+        if (!strstr(page, "Served live by the new generation."))
+                fail_msg("live page: %.400s", page);
+        orch_stop(g_orch);
+        organism_stop(g_org);
+        organism_free(g_org);
+        g_org = NULL;
+        start_orch();
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_evolution_completes),
+                cmocka_unit_test(test_build_failure_is_repaired),
+                cmocka_unit_test(test_repairs_exhausted),
+                cmocka_unit_test(test_kernel_write_denied),
+                cmocka_unit_test(test_kernel_write_approved),
+                cmocka_unit_test(test_shell_outside_evolvable),
+                cmocka_unit_test(test_cancel_while_waiting),
+                cmocka_unit_test(test_no_model),
+                cmocka_unit_test(test_rollback),
+                cmocka_unit_test(test_question_and_approvals),
+                cmocka_unit_test(test_boot_recovery),
+                cmocka_unit_test(test_live_migration_failure_rolls_back),
+                cmocka_unit_test(test_live_organism_serves_new_generation),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,396 @@
+#!/usr/bin/env python3
+"""End to end: the evolution API, its event stream and the CLI commands
+`seed evolve`, `seed generations` and `seed rollback`, against a real Seed
+(real PostgreSQL, bwrap and git) whose model is the scripted model server
+(tests/fakes/model_server.py) through provider openai-compatible. Prints TAP.
+
+Environment: SEED_BIN (the seed CLI).
+"""
+import http.client
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+import taplib
+from seedlib import free_port, request, seed, wait_until
+from taplib import Skip, test
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MODEL_SERVER = os.path.join(HERE, '..', 'fakes', 'model_server.py')
+EVO_ID = re.compile(r'^evo_[0-9a-f]{16}$')
+
+
+class Ctx:
+    pass
+
+
+def start_model_server(c):
+    port_file = os.path.join(c.tmp, 'model-port')
+    c.model_log = open(os.path.join(c.tmp, 'model-server.log'), 'w')
+    c.model = subprocess.Popen([sys.executable, MODEL_SERVER, '--port', '0', '--port-file', port_file],
+                               stdout=c.model_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    c.model_port = int(wait_until(lambda: open(port_file).read().strip() if os.path.exists(port_file) else None,
+                                  timeout=30, what='the model server port'))
+    c.model_base = f'http://127.0.0.1:{c.model_port}'
+    wait_until(lambda: request(c.model_base + '/_health').status == 200, timeout=30, what='the model server')
+
+
+def script(c, steps):
+    r = request(c.model_base + '/_script', method='POST', body=json.dumps(steps),
+                headers={'Content-Type': 'application/json'})
+    assert r.status == 200, r.text
+
+
+def point_at_model_server(c):
+    path = os.path.join(c.dir, 'seed.yaml')
+    text = open(path).read()
+    model = (f'model:\n  provider: openai-compatible\n  name: scripted\n'
+             f'  base_url: http://127.0.0.1:{c.model_port}/v1\n  api_key_env: ""\n  max_tokens: 16000\n')
+    new, n = re.subn(r'(?m)^model:\n(?:[ \t]+.*\n)+', model, text)
+    assert n == 1, text
+    with open(path, 'w') as f:
+        f.write(new)
+
+
+def setup():
+    c = Ctx()
+    c.tmp = tempfile.mkdtemp(prefix='seed-evo-')
+    os.chmod(c.tmp, 0o755)  # the unprivileged account must reach it when we are root
+    start_model_server(c)
+    c.port = free_port()
+    c.dir = os.path.join(c.tmp, 'evoapi')
+    seed('new', 'evoapi', '--no-run', '--addr', f'127.0.0.1:{c.port}', cwd=c.tmp, timeout=900)
+    point_at_model_server(c)
+    seed('run', '--detach', '--addr', f'127.0.0.1:{c.port}', cwd=c.dir, timeout=900)
+    c.base = f'http://127.0.0.1:{c.port}'
+    wait_until(lambda: request(c.base + '/_seed/healthz').status == 200, timeout=120, what='the kernel')
+    return c
+
+
+def teardown(c):
+    if c is None:
+        return
+    if getattr(c, 'dir', None):
+        seed('stop', '--dir', c.dir, check=False, timeout=120)
+    if getattr(c, 'model', None):
+        c.model.terminate()
+        try:
+            c.model.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            c.model.kill()
+        c.model_log.close()
+    shutil.rmtree(c.tmp, ignore_errors=True)
+
+
+def token(c):
+    return open(os.path.join(c.dir, '.seed', 'control-token')).read().strip()
+
+
+def api(c, path, method='GET', body=None, headers=None):
+    h = {'Authorization': 'Bearer ' + token(c)}
+    if body is not None:
+        h['Content-Type'] = 'application/json'
+        body = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    h.update(headers or {})
+    return request(c.base + path, method=method, headers=h, body=body, timeout=60)
+
+
+def evolution(c, evo_id):
+    r = api(c, f'/_seed/api/evolutions/{evo_id}')
+    assert r.status == 200, r.text
+    return r.json()
+
+
+def submit(c, intent):
+    r = api(c, '/_seed/api/evolutions', 'POST', {'intent': intent})
+    if r.status in (501, 503):
+        raise Skip(f'the orchestrator is not available (HTTP {r.status}: {r.text.strip()})')
+    assert r.status == 202, (r.status, r.text)
+    evo_id = r.json()['id']
+    assert EVO_ID.match(evo_id), evo_id
+    return evo_id
+
+
+def ended(c, evo_id):
+    e = evolution(c, evo_id)
+    return e if e['state'] in ('complete', 'failed', 'cancelled', 'rolled_back') else None
+
+
+# A whole evolution: plan, one file written, finish, reflection.
+def happy_script(marker):
+    return [
+        {'tool_calls': [{'name': 'submit_plan', 'arguments': {
+            'title': 'Leave a note', 'scope': 'note', 'summary': 'Write a note into the organism.',
+            'steps': ['write organism/NOTE.txt']}}]},
+        {'tool_calls': [{'name': 'write_file', 'arguments': {'path': 'organism/NOTE.txt',
+                                                               'content': marker + '\n'}}]},
+        {'tool_calls': [{'name': 'finish', 'arguments': {'summary': 'Wrote organism/NOTE.txt.'}}]},
+        {'tool_calls': [{'name': 'submit_reflection', 'arguments': {'notes': 'Nothing new learned.'}}]},
+        {'text': 'Done.'},
+    ]
+
+
+# ---- the API's rules ----------------------------------------------------
+
+@test
+def api_needs_auth(c):
+    r = request(c.base + '/_seed/api/evolutions')
+    assert r.status == 401, r.status
+    r = request(c.base + '/_seed/api/events')
+    assert r.status == 401, r.status
+    r = request(c.base + '/_seed/api/evolutions', headers={'Authorization': 'Bearer ' + '0' * 64})
+    assert r.status == 401, r.status
+
+
+@test
+def list_and_pending_approvals_are_json(c):
+    r = api(c, '/_seed/api/evolutions')
+    assert r.status == 200, r.text
+    assert isinstance(r.json()['evolutions'], list)
+    r = api(c, '/_seed/api/approvals')
+    assert r.status == 200, r.text
+    assert r.json()['approvals'] == []
+
+
+@test
+def ids_and_bodies_are_validated(c):
+    assert api(c, '/_seed/api/evolutions/evo_123').status == 400
+    assert api(c, '/_seed/api/evolutions/evo_0123456789ABCDEF').status == 400
+    assert api(c, '/_seed/api/evolutions/evo_0123456789abcdef').status == 404
+    assert api(c, '/_seed/api/evolutions/evo_0123456789abcdef?after=x').status == 400
+    assert api(c, '/_seed/api/evolutions/evo_0123456789abcdef/diff').status == 404
+    assert api(c, '/_seed/api/evolutions/x/diff').status == 400
+    assert api(c, '/_seed/api/approvals/apr_zz', 'POST', {'approved': True}).status == 400
+    r = api(c, '/_seed/api/evolutions', 'POST', 'intent=hi',
+            headers={'Content-Type': 'application/x-www-form-urlencoded'})
+    assert r.status == 415, r.status
+    for bad in ({}, {'intent': ''}, {'intent': 7}, {'intent': 'x' * (16 * 1024 + 1)}, [1]):
+        r = api(c, '/_seed/api/evolutions', 'POST', bad)
+        assert r.status in (400, 503), (bad if len(str(bad)) < 50 else 'long', r.status, r.text)
+        assert 'error' in r.json()
+    r = api(c, '/_seed/api/evolutions', 'POST', '{"intent": "a", "intent": "b"}')
+    assert r.status in (400, 503), r.status
+    r = api(c, '/_seed/api/evolutions/evo_0123456789abcdef/answer', 'POST', {'approval': 'nope', 'answer': 'x'})
+    assert r.status in (400, 503), r.status
+
+
+@test
+def generations_lists_the_live_one(c):
+    r = api(c, '/_seed/api/generations')
+    assert r.status == 200, r.text
+    g = r.json()
+    assert g['current'] == 1, g
+    assert [x['number'] for x in g['generations']] == [1]
+    assert g['generations'][0]['current'] is True
+    assert re.match(r'^[0-9a-f]{40}$', g['generations'][0]['commit'])
+    assert api(c, '/_seed/api/generations/99/rollback', 'POST', {}).status in (404, 503)
+    assert api(c, '/_seed/api/generations/abc/rollback', 'POST', {}).status == 400
+    assert api(c, '/_seed/api/generations/1/rollback', 'POST', {}).status in (409, 503)
+    p = seed('generations', '--dir', c.dir)
+    assert re.search(r'^\* 1 ', p.stdout, re.M), p.stdout
+
+
+# ---- the event stream and seed evolve ------------------------------------
+
+class Stream:
+    """GET /_seed/api/events, read as Server-Sent Events."""
+
+    def __init__(self, c):
+        self.conn = http.client.HTTPConnection('127.0.0.1', c.port, timeout=60)
+        self.conn.request('GET', '/_seed/api/events', headers={'Authorization': 'Bearer ' + token(c)})
+        self.resp = self.conn.getresponse()
+
+    def next_event(self, deadline):
+        kind, data = None, None
+        while time.monotonic() < deadline:
+            line = self.resp.readline().decode()
+            if not line:
+                raise AssertionError('the event stream ended')
+            line = line.rstrip('\n')
+            if line.startswith('event: '):
+                kind = line[7:]
+            elif line.startswith('data: '):
+                data = json.loads(line[6:])
+            elif line == '' and kind:
+                return kind, data
+        raise AssertionError('no event before the deadline')
+
+    def close(self):
+        self.conn.close()
+
+
+@test
+def evolve_completes_and_streams_events(c):
+    marker = 'note-' + os.urandom(6).hex()
+    script(c, happy_script(marker))
+    stream = Stream(c)
+    try:
+        assert stream.resp.status == 200, stream.resp.status
+        assert stream.resp.getheader('Content-Type').startswith('text/event-stream')
+        assert stream.resp.readline() == b': connected\n'
+        p = subprocess.Popen([os.environ.get('SEED_BIN', 'seed'), 'evolve', 'Leave a note', '--dir', c.dir],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = []
+        deadline = time.monotonic() + 600
+        evo_id = None
+        while True:
+            kind, data = stream.next_event(deadline)
+            seen.append(kind)
+            evo_id = evo_id or data.get('evolution')
+            assert data.get('evolution') == evo_id, data
+            if kind == 'phase' and data.get('to') in ('complete', 'failed', 'cancelled', 'rolled_back'):
+                break
+        out, err = p.communicate(timeout=600)
+    finally:
+        stream.close()
+    c.evo_id = evo_id
+    assert 'tool_call' in seen and 'check' in seen, seen
+    assert p.returncode == 0, f'exit {p.returncode}\nstdout:\n{out}\nstderr:\n{err}'
+    for want in ('queued', '[planning]', '[mutating]', 'plan: Leave a note', 'tool write_file',
+                 'check ', ' ok', 'Result: complete'):
+        assert want in out, f'{want!r} missing from:\n{out}'
+    assert 'FAIL' not in out, out
+    e = evolution(c, evo_id)
+    assert e['state'] == 'complete', e
+    ids = [ev['id'] for ev in e['events']]
+    assert ids == sorted(ids) and len(ids) > 5
+    newer = api(c, f'/_seed/api/evolutions/{evo_id}?after={ids[-3]}').json()['events']
+    assert [ev['id'] for ev in newer] == ids[-2:]
+    d = api(c, f'/_seed/api/evolutions/{evo_id}/diff')
+    assert d.status == 200, d.text
+    assert marker in d.json()['diff'], d.json()
+    assert 'organism/NOTE.txt' in d.json()['diff']
+
+
+@test
+def generations_shows_the_new_one(c):
+    if not getattr(c, 'evo_id', None):
+        raise Skip('no evolution completed')
+    g = api(c, '/_seed/api/generations').json()
+    assert g['current'] == 2, g
+    assert [x['number'] for x in g['generations']][:2] == [2, 1]
+    p = seed('generations', '--dir', c.dir)
+    assert re.search(r'^\* 2 ', p.stdout, re.M), p.stdout
+    assert re.search(r'^  1 ', p.stdout, re.M), p.stdout
+
+
+@test
+def cancel_makes_evolve_exit_1(c):
+    script(c, [{'text': 'thinking', 'delay_ms': 60000}])
+    p = subprocess.Popen([os.environ.get('SEED_BIN', 'seed'), 'evolve', '--dir', c.dir, 'Never mind'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def queued():
+            evs = api(c, '/_seed/api/evolutions').json()['evolutions']
+            return next((e['id'] for e in evs if e['intent'] == 'Never mind' and e['state'] == 'planning'), None)
+        evo_id = wait_until(queued, timeout=120, what='the evolution to plan')
+    except AssertionError:
+        p.kill()
+        out, err = p.communicate()
+        if 'HTTP 503' in err or 'HTTP 501' in err:
+            raise Skip('the orchestrator is not available')
+        raise AssertionError(f'stdout:\n{out}\nstderr:\n{err}')
+    r = api(c, f'/_seed/api/evolutions/{evo_id}/cancel', 'POST', {})
+    assert r.status == 200, r.text
+    out, err = p.communicate(timeout=120)
+    assert p.returncode == 1, f'exit {p.returncode}\n{out}\n{err}'
+    assert 'Result: cancelled' in out, out
+    r = api(c, f'/_seed/api/evolutions/{evo_id}/cancel', 'POST', {})
+    assert r.status == 409, r.text
+
+
+@test
+def rollback_makes_a_new_generation_with_the_old_tree(c):
+    if not getattr(c, 'evo_id', None):
+        raise Skip('no evolution completed')
+    script(c, [{'text': 'unused'}])
+    p = seed('rollback', '1', '--dir', c.dir, check=False, timeout=900)
+    assert p.returncode == 0, f'exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}'
+    assert 'Result: complete' in p.stdout, p.stdout
+    g = api(c, '/_seed/api/generations').json()
+    assert g['current'] == 3, g
+    assert not os.path.exists(os.path.join(c.dir, 'organism', 'NOTE.txt'))
+
+
+@test
+def questions_and_approvals_are_decided_through_the_api(c):
+    answer = 'teal-' + os.urandom(4).hex()
+    script(c, [
+        {'tool_calls': [{'name': 'ask_owner', 'arguments': {'question': 'Which colour?'}}]},
+        {'tool_calls': [{'name': 'submit_plan', 'arguments': {
+            'title': 'Two notes', 'scope': 'notes', 'summary': 'One in the kernel, one in the organism.',
+            'steps': ['write both']}}], 'match': answer},
+        {'tool_calls': [{'name': 'write_file', 'arguments': {'path': 'kernel/NOTE.txt', 'content': 'no\n'}}]},
+        {'tool_calls': [{'name': 'write_file', 'arguments': {'path': 'organism/NOTE2.txt', 'content': answer}}]},
+        {'tool_calls': [{'name': 'finish', 'arguments': {'summary': 'Wrote organism/NOTE2.txt.'}}]},
+        {'tool_calls': [{'name': 'submit_reflection', 'arguments': {'notes': 'The owner likes teal.'}}]},
+        {'text': 'Done.'},
+    ])
+    before = api(c, '/_seed/api/generations').json()['current']
+    p = subprocess.Popen([os.environ.get('SEED_BIN', 'seed'), 'evolve', '--dir', c.dir, 'Two notes'],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def pending(kind):
+            def f():
+                aprs = api(c, '/_seed/api/approvals').json()['approvals']
+                return next((a for a in aprs if a['kind'] == kind), None)
+            return f
+        q = wait_until(pending('question'), timeout=300, what='the question')
+        assert q['request'] == {'question': 'Which colour?'}, q
+        evo_id = q['evolution_id']
+        assert evolution(c, evo_id)['state'] == 'needs_input'
+        r = api(c, '/_seed/api/evolutions/evo_0000000000000000/answer', 'POST',
+                {'approval': q['id'], 'answer': answer})
+        assert r.status == 404, r.text
+        r = api(c, f'/_seed/api/evolutions/{evo_id}/answer', 'POST', {'approval': q['id'], 'answer': answer})
+        assert r.status == 200, r.text
+        a = wait_until(pending('tool'), timeout=300, what='the approval of the kernel write')
+        assert a['evolution_id'] == evo_id and a['tool'] == 'write_file' and a['level'] == 'dangerous', a
+        assert a['request']['arguments'] == {'path': 'kernel/NOTE.txt', 'content': 'no\n'}, a
+        r = api(c, f'/_seed/api/approvals/{a["id"]}', 'POST', {'approved': False})
+        assert r.status == 200, r.text
+        r = api(c, f'/_seed/api/approvals/{a["id"]}', 'POST', {'approved': True})
+        assert r.status == 409, r.text
+        out, err = p.communicate(timeout=900)
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, f'exit {p.returncode}\nstdout:\n{out}\nstderr:\n{err}'
+    for want in ('? question', 'Which colour?', '! approval', 'write_file', 'approve in the control plane',
+                 'Result: complete'):
+        assert want in out, f'{want!r} missing from:\n{out}'
+    assert not os.path.exists(os.path.join(c.dir, 'kernel', 'NOTE.txt'))
+    assert open(os.path.join(c.dir, 'organism', 'NOTE2.txt')).read() == answer
+    assert api(c, '/_seed/api/generations').json()['current'] == before + 1
+
+
+@test
+def event_stream_pings(c):
+    stream = Stream(c)
+    try:
+        assert stream.resp.readline() == b': connected\n'
+        assert stream.resp.readline() == b'\n'
+        start = time.monotonic()
+        line = stream.resp.readline()
+        assert line == b': ping\n', line
+        assert 10 < time.monotonic() - start < 25
+    finally:
+        stream.close()
+
+
+@test
+def cli_usage(c):
+    for cmd in ('evolve', 'generations', 'rollback'):
+        p = seed(cmd, '--help')
+        assert p.stdout.startswith(f'Usage: seed {cmd}'), p.stdout
+    assert seed('rollback', 'x', '--dir', c.dir, check=False).returncode == 2
+    assert seed('evolve', '--dir', c.dir, check=False).returncode == 2
+
+
+if __name__ == '__main__':
+    taplib.run(setup, teardown)

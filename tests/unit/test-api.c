@@ -1,0 +1,273 @@
+/* test-api.c — the evolution API's pure parts: id validation, the answers
+ * given before any database or orchestrator call, and the event hub behind
+ * GET /_seed/api/events (fan-out, pings, lagging subscribers dropped, the
+ * subscriber cap, shutdown). No database: routes that reach it are covered
+ * by tests/integration/test_evolve_api.py. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "evolution/api.h"
+
+#include <jansson.h>
+#include <pthread.h>
+
+static struct evo_api *new_api(void) {
+        struct evo_api *api = NULL;
+        /* Never dereferenced by the paths tested here. */
+        assert_int_equal(evo_api_new(&(struct evo_api_config){.seed_dir = "/nonexistent", .kdb = (struct db *)1},
+                                     &api),
+                         0);
+        return api;
+}
+
+static const struct ctl_api_route *route(const char *method, const char *pattern) {
+        for (const struct ctl_api_route *r = evo_api_routes; r->pattern; r++)
+                if (streq(r->method, method) && streq(r->pattern, pattern))
+                        return r;
+        fail_msg("no route %s %s", method, pattern);
+        return NULL;
+}
+
+/* Calls a route's handler; returns the status and leaves the body in *json. */
+static int call(struct evo_api *api, const char *method, const char *pattern, const char *param, const char *query,
+                const char *body, char **json) {
+        const struct ctl_api_call c = {
+                .method = method,
+                .path = pattern,
+                .param = param,
+                .query = query,
+                .body = body ? body : "",
+                .body_len = body ? strlen(body) : 0,
+                .via_cli = true,
+        };
+        int status = 0;
+        *json = NULL;
+        assert_int_equal(route(method, pattern)->handler(api, &c, &status, json), 0);
+        assert_non_null(*json);
+        json_t *o = json_loads(*json, 0, NULL);
+        assert_non_null(o);
+        json_decref(o);
+        return status;
+}
+
+static void test_ids(void **state) {
+        assert_true(evo_api_id_valid("evo_0123456789abcdef", "evo_"));
+        assert_true(evo_api_id_valid("apr_ffffffffffffffff", "apr_"));
+        assert_false(evo_api_id_valid("evo_0123456789ABCDEF", "evo_"));
+        assert_false(evo_api_id_valid("evo_0123456789abcde", "evo_"));
+        assert_false(evo_api_id_valid("evo_0123456789abcdef0", "evo_"));
+        assert_false(evo_api_id_valid("apr_0123456789abcdef", "evo_"));
+        assert_false(evo_api_id_valid("evo_0123456789abcde/", "evo_"));
+        assert_false(evo_api_id_valid("", "evo_"));
+        assert_false(evo_api_id_valid(NULL, "evo_"));
+}
+
+static void test_refusals_before_any_call(void **state) {
+        struct evo_api *api = new_api();
+        char *json;
+        assert_int_equal(call(api, "GET", "/_seed/api/evolutions/*", "evo_12", NULL, NULL, &json), 400);
+        free(json);
+        assert_int_equal(call(api, "GET", "/_seed/api/evolutions/*/diff", "../../etc", NULL, NULL, &json), 400);
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/approvals/*", "apr_x", NULL, "{\"approved\":true}", &json),
+                         400);
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/generations/*/rollback", "0", NULL, "{}", &json), 400);
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/generations/*/rollback", "-1", NULL, "{}", &json), 400);
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/generations/*/rollback", "99999999999", NULL, "{}", &json),
+                         400);
+        free(json);
+        /* Without an orchestrator, what would change state answers 503. */
+        assert_int_equal(call(api, "POST", "/_seed/api/evolutions", NULL, NULL, "{\"intent\":\"x\"}", &json), 503);
+        assert_non_null(strstr(json, "not available"));
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/evolutions/*/cancel", "evo_0123456789abcdef", NULL, "{}", &json),
+                         503);
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/approvals/*", "apr_0123456789abcdef", NULL,
+                              "{\"approved\":true}", &json),
+                         503);
+        free(json);
+        evo_api_free(api);
+}
+
+static void test_bodies_validated(void **state) {
+        struct evo_api *api = new_api();
+        /* A non-NULL orchestrator that is never called: validation comes first. */
+        evo_api_set_orchestrator(api, (struct orchestrator *)1);
+        static const char *const bad[] = {
+                "", "[]", "\"x\"", "{}", "{\"intent\":\"\"}", "{\"intent\":3}", "{\"intent\":\"a\",\"intent\":\"b\"}",
+                "{\"intent\":\"a\\u0000b\"}",
+        };
+        char *json;
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                assert_int_equal(call(api, "POST", "/_seed/api/evolutions", NULL, NULL, bad[i], &json), 400);
+                assert_non_null(strstr(json, "\"error\""));
+                free(json);
+        }
+        size_t n = EVO_API_INTENT_MAX + 1;
+        char *big = malloc(n + 20);
+        assert_non_null(big);
+        strcpy(big, "{\"intent\":\"");
+        memset(big + 11, 'a', n);
+        strcpy(big + 11 + n, "\"}");
+        assert_int_equal(call(api, "POST", "/_seed/api/evolutions", NULL, NULL, big, &json), 400);
+        free(json);
+        free(big);
+        assert_int_equal(call(api, "POST", "/_seed/api/approvals/*", "apr_0123456789abcdef", NULL,
+                              "{\"approved\":\"yes\"}", &json),
+                         400);
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/evolutions/*/answer", "evo_0123456789abcdef", NULL,
+                              "{\"approval\":\"apr_1\",\"answer\":\"x\"}", &json),
+                         400);
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/evolutions/*/answer", "evo_0123456789abcdef", NULL,
+                              "{\"approval\":\"apr_0123456789abcdef\"}", &json),
+                         400);
+        free(json);
+        evo_api_free(api);
+}
+
+/* ---- the event hub ---- */
+
+static int open_stream(struct evo_api *api, struct ctl_stream *st, int *status, char **json) {
+        const struct ctl_api_call c = {.method = "GET", .path = "/_seed/api/events", .body = "", .via_cli = true};
+        *st = (struct ctl_stream){0};
+        *json = NULL;
+        *status = 0;
+        return route("GET", "/_seed/api/events")->stream(api, &c, status, json, st);
+}
+
+/* Reads until the buffer holds want (or the stream ends). */
+static bool read_until(struct ctl_stream *st, const char *want, char *out, size_t size) {
+        size_t len = 0;
+        out[0] = 0;
+        while (!strstr(out, want)) {
+                ssize_t n = st->read(st->ctx, out + len, size - 1 - len);
+                if (n <= 0)
+                        return false;
+                len += (size_t)n;
+                out[len] = 0;
+        }
+        return true;
+}
+
+static void test_stream_fan_out(void **state) {
+        struct evo_api *api = new_api();
+        struct ctl_stream a, b;
+        int status;
+        char *json, buf[8192];
+        assert_int_equal(open_stream(api, &a, &status, &json), 0);
+        assert_non_null(a.read);
+        assert_string_equal(a.content_type, "text/event-stream; charset=utf-8");
+        assert_int_equal(open_stream(api, &b, &status, &json), 0);
+        assert_true(read_until(&a, ": connected\n\n", buf, sizeof buf));
+        evo_api_publish(api, "evo_0123456789abcdef", "phase", "{\"from\":\"requested\",\"to\":\"planning\"}");
+        evo_api_publish(api, "evo_0123456789abcdef", "bad kind!", "{}");          /* ignored */
+        evo_api_publish(api, "evo_0123456789abcdef", "note", "not json");         /* data: just the id */
+        assert_true(read_until(&a, "event: note\n", buf, sizeof buf));
+        assert_non_null(strstr(buf, "event: phase\ndata: {\"from\":\"requested\",\"to\":\"planning\","
+                                    "\"evolution\":\"evo_0123456789abcdef\"}\n\n"));
+        assert_null(strstr(buf, "bad kind"));
+        assert_true(read_until(&b, "event: note\ndata: {\"evolution\":\"evo_0123456789abcdef\"}\n\n", buf, sizeof buf));
+        a.close(a.ctx);
+        b.close(b.ctx);
+        evo_api_free(api);
+}
+
+static void test_stream_lagging_subscriber_dropped(void **state) {
+        struct evo_api *api = new_api();
+        struct ctl_stream a;
+        int status;
+        char *json, buf[4096];
+        assert_int_equal(open_stream(api, &a, &status, &json), 0);
+        assert_true(read_until(&a, ": connected\n\n", buf, sizeof buf));
+        /* Never read: past EVO_API_SSE_QUEUE_MAX bytes the subscriber is dropped. */
+        char *big = malloc(64 * 1024 + 32);
+        assert_non_null(big);
+        strcpy(big, "{\"text\":\"");
+        memset(big + 9, 'x', 64 * 1024);
+        strcpy(big + 9 + 64 * 1024, "\"}");
+        for (int i = 0; i < EVO_API_SSE_QUEUE_MAX / (64 * 1024) + 2; i++)
+                evo_api_publish(api, "evo_0123456789abcdef", "note", big);
+        free(big);
+        assert_true(a.read(a.ctx, buf, sizeof buf) < 0);
+        a.close(a.ctx);
+        evo_api_free(api);
+}
+
+static void test_stream_cap_and_shutdown(void **state) {
+        struct evo_api *api = new_api();
+        struct ctl_stream st[EVO_API_SSE_SUBSCRIBERS], extra;
+        int status;
+        char *json, buf[256];
+        for (size_t i = 0; i < ARRAY_SIZE(st); i++) {
+                assert_int_equal(open_stream(api, &st[i], &status, &json), 0);
+                assert_non_null(st[i].read);
+        }
+        assert_int_equal(open_stream(api, &extra, &status, &json), 0);
+        assert_null(extra.read);
+        assert_int_equal(status, 503);
+        assert_non_null(strstr(json, "too many event streams"));
+        free(json);
+        /* A closed slot is free again. */
+        st[0].close(st[0].ctx);
+        assert_int_equal(open_stream(api, &st[0], &status, &json), 0);
+        assert_non_null(st[0].read);
+        /* Shutdown ends every stream at once, instead of at the next ping. */
+        assert_true(st[1].read(st[1].ctx, buf, sizeof buf) > 0); /* the greeting */
+        evo_api_shutdown(api);
+        assert_true(st[1].read(st[1].ctx, buf, sizeof buf) < 0);
+        for (size_t i = 0; i < ARRAY_SIZE(st); i++)
+                st[i].close(st[i].ctx);
+        assert_int_equal(open_stream(api, &extra, &status, &json), 0);
+        assert_int_equal(status, 503);
+        free(json);
+        evo_api_free(api);
+}
+
+struct reader {
+        struct ctl_stream st;
+        char buf[4096];
+        bool got;
+};
+
+static void *reader_thread(void *p) {
+        struct reader *r = p;
+        r->got = read_until(&r->st, "event: check", r->buf, sizeof r->buf);
+        return NULL;
+}
+
+static void test_stream_wakes_blocked_reader(void **state) {
+        struct evo_api *api = new_api();
+        struct reader r = {0};
+        int status;
+        char *json;
+        assert_int_equal(open_stream(api, &r.st, &status, &json), 0);
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, reader_thread, &r), 0);
+        evo_api_publish(api, "evo_0123456789abcdef", "check", "{\"name\":\"build\",\"ok\":true}");
+        assert_int_equal(pthread_join(t, NULL), 0);
+        assert_true(r.got);
+        assert_non_null(strstr(r.buf, "\"name\":\"build\""));
+        r.st.close(r.st.ctx);
+        evo_api_free(api);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_ids),
+                cmocka_unit_test(test_refusals_before_any_call),
+                cmocka_unit_test(test_bodies_validated),
+                cmocka_unit_test(test_stream_fan_out),
+                cmocka_unit_test(test_stream_lagging_subscriber_dropped),
+                cmocka_unit_test(test_stream_cap_and_shutdown),
+                cmocka_unit_test(test_stream_wakes_blocked_reader),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
