@@ -248,11 +248,9 @@ static int app_create_model(struct app *a) {
                 key_name = "OPENAI_API_KEY";
         else if (streq(provider, "anthropic"))
                 key_name = "ANTHROPIC_API_KEY";
+        /* Named providers always need their key; a local openai-compatible
+         * server may need none (no api_key_env). */
         const char *key = key_name ? secrets_get(a->secrets, key_name) : NULL;
-        if (!key && !streq(provider, "openai-compatible")) {
-                log_warn("no model key: evolutions will fail until the Seed is started with -e %s", key_name);
-                return 0;
-        }
         if (key_name && !key) {
                 log_warn("no model key: evolutions will fail until the Seed is started with -e %s", key_name);
                 return 0;
@@ -309,7 +307,8 @@ static int app_start_orchestrator(struct app *a) {
 
 static int app_start_ctl(struct app *a) {
         struct evo_api *api = NULL;
-        int r = evo_api_new(&(struct evo_api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch},
+        int r = evo_api_new(&(struct evo_api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
+                                                     .model = a->model, .cfg = a->cfg},
                             &api);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the evolution API: %m");

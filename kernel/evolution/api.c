@@ -1,6 +1,7 @@
 /* api.c — the evolution routes under /_seed/api and the event hub behind
  * GET /_seed/api/events. See api.h. */
 #include "evolution/api.h"
+#include "evolution/chat.h"
 #include "base/buf.h"
 #include "base/log.h"
 #include "evolution/orchestrator.h"
@@ -28,6 +29,7 @@ struct evo_api {
         char *seed_dir;
         struct db *kdb;
         struct orchestrator *orch; /* atomic */
+        struct evo_chat *chat;
         pthread_mutex_t lock;
         pthread_cond_t cond;       /* CLOCK_MONOTONIC; broadcast on publish and shutdown */
         struct sse_sub *subs[EVO_API_SSE_SUBSCRIBERS];
@@ -543,14 +545,15 @@ static void sub_push(struct sse_sub *s, const char *msg, size_t len) {
 }
 
 void evo_api_publish(struct evo_api *api, const char *evo_id, const char *kind, const char *json) {
-        if (!api || !kind_valid(kind) || !evo_id)
+        if (!api || !kind_valid(kind))
                 return;
         json_t *o = json ? json_loads(json, 0, NULL) : NULL;
         if (!json_is_object(o)) {
                 json_decref(o);
                 o = json_object();
         }
-        json_object_set_new(o, "evolution", json_string(evo_id));
+        if (evo_id)
+                json_object_set_new(o, "evolution", json_string(evo_id));
         _cleanup_free_ char *data = json_dumps(o, JSON_COMPACT);
         json_decref(o);
         _cleanup_free_ char *msg = NULL;
@@ -652,6 +655,56 @@ static int h_events(void *ud, const struct ctl_api_call *call, int *ret_status, 
         return 0;
 }
 
+/* ---- the chat (chat.c) ---- */
+
+static int h_messages(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        int64_t limit = EVO_CHAT_LIST_DEFAULT;
+        char v[32];
+        int r = query_value(call->query, "limit", v, sizeof v);
+        if (r != -ENOENT && (r < 0 || parse_int64(v, 1, EVO_CHAT_LIST_MAX, &limit) < 0))
+                return reply_error(400, "limit must be a number from 1 to 200", ret_status, ret_json);
+        char *rows = NULL;
+        r = evo_chat_messages_json(api->kdb, (int)limit, &rows);
+        if (r < 0)
+                return log_error_errno(r, "could not list chat messages: %m");
+        return reply_wrapped("messages", rows, ret_status, ret_json);
+}
+
+static int h_message(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct evo_api *api = ud;
+        if (!evo_chat_available(api->chat))
+                return reply_error(503,
+                                   "the chat is not available: no model is configured (start the Seed with the "
+                                   "model's key, e.g. seed run -e OPENROUTER_API_KEY)",
+                                   ret_status, ret_json);
+        json_t *body = NULL;
+        const char *text = NULL;
+        int r = parse_body(call, &body, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        r = body_string(body, "text", EVO_CHAT_TEXT_MAX, true, &text, ret_status, ret_json);
+        if (r != 0) {
+                json_decref(body);
+                return r < 0 ? r : 0;
+        }
+        _cleanup_free_ char *error = NULL;
+        char *json = NULL;
+        r = evo_chat_send(api->chat, api_orch(api), text, &json, &error);
+        json_decref(body);
+        if (r == -EBUSY)
+                return reply_error(409, "busy: the Seed is answering another message", ret_status, ret_json);
+        if (r == -ENODEV)
+                return reply_error(503, "the chat is not available: no model is configured", ret_status, ret_json);
+        if (r == -ECANCELED)
+                return reply_error(503, "the kernel is stopping", ret_status, ret_json);
+        if (r == -EREMOTEIO)
+                return reply_error(502, error ? error : "the model did not answer", ret_status, ret_json);
+        if (r < 0)
+                return log_error_errno(r, "the chat failed: %m");
+        return reply_text(200, json, ret_status, ret_json);
+}
+
 const struct ctl_api_route evo_api_routes[] = {
         {"GET", "/_seed/api/evolutions", h_list, NULL},
         {"POST", "/_seed/api/evolutions", h_submit, NULL},
@@ -664,10 +717,16 @@ const struct ctl_api_route evo_api_routes[] = {
         {"GET", "/_seed/api/generations", h_generations, NULL},
         {"POST", "/_seed/api/generations/*/rollback", h_rollback, NULL},
         {"GET", "/_seed/api/events", NULL, h_events},
+        {"GET", "/_seed/api/messages", h_messages, NULL},
+        {"POST", "/_seed/api/messages", h_message, NULL},
         {0},
 };
 
 /* ---- lifetime ---- */
+
+static void chat_publish(void *userdata, const char *kind, const char *json) {
+        evo_api_publish(userdata, NULL, kind, json);
+}
 
 int evo_api_new(const struct evo_api_config *cfg, struct evo_api **ret) {
         if (!cfg || strempty(cfg->seed_dir) || !cfg->kdb)
@@ -679,6 +738,14 @@ int evo_api_new(const struct evo_api_config *cfg, struct evo_api **ret) {
         }
         api->kdb = cfg->kdb;
         api->orch = cfg->orch;
+        int r = evo_chat_new(&(struct evo_chat_config){.seed_dir = cfg->seed_dir, .cfg = cfg->cfg, .kdb = cfg->kdb,
+                                                       .model = cfg->model, .publish = chat_publish, .userdata = api},
+                             &api->chat);
+        if (r < 0) {
+                free(api->seed_dir);
+                free(api);
+                return r;
+        }
         pthread_mutex_init(&api->lock, NULL);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -697,6 +764,7 @@ void evo_api_set_orchestrator(struct evo_api *api, struct orchestrator *o) {
 void evo_api_shutdown(struct evo_api *api) {
         if (!api)
                 return;
+        evo_chat_cancel(api->chat);
         pthread_mutex_lock(&api->lock);
         api->stopping = true;
         pthread_cond_broadcast(&api->cond);
@@ -708,6 +776,7 @@ void evo_api_free(struct evo_api *api) {
                 return;
         pthread_mutex_destroy(&api->lock);
         pthread_cond_destroy(&api->cond);
+        evo_chat_free(api->chat);
         free(api->seed_dir);
         free(api);
 }

@@ -13,6 +13,8 @@
  *   GET  generations                 newest first, the live one marked
  *   POST generations/{n}/rollback    → 202 {"id"}
  *   GET  events                      text/event-stream of every event
+ *   GET  messages[?limit=N]          the chat, oldest first (chat.h)
+ *   POST messages                    {"text"} → the Seed's reply (chat.h)
  *
  * ctl does the auth, same-origin, JSON and size rules; handlers validate
  * every id and body themselves. */
@@ -21,7 +23,9 @@
 #include "base/base.h"
 #include "ctl/ctl.h"
 
+struct cfg;
 struct db;
+struct model;
 struct orchestrator;
 
 #define EVO_API_INTENT_MAX (16 * 1024)
@@ -34,6 +38,8 @@ struct evo_api_config {
         const char *seed_dir;           /* the live Seed's folder (copied) */
         struct db *kdb;                 /* kernel-memory DB (borrowed, outlives the api) */
         struct orchestrator *orch;      /* borrowed; NULL until evo_api_set_orchestrator() */
+        struct model *model;            /* the chat's (borrowed); NULL: POST messages answers 503 */
+        const struct cfg *cfg;          /* seed.yaml (borrowed); NULL: POST messages answers 503 */
 };
 
 struct evo_api;
@@ -48,6 +54,7 @@ void evo_api_shutdown(struct evo_api *api);
 void evo_api_free(struct evo_api *api);
 
 /* orch_config.on_event: queues "event: <kind>\ndata: {"evolution": id, …}"
+ * (evo_id NULL: no "evolution" member, e.g. the chat's "message" events)
  * for every subscriber; one that has EVO_API_SSE_QUEUE_MAX bytes waiting is
  * dropped (its stream ends). Thread-safe; never blocks on a client. */
 void evo_api_publish(struct evo_api *api, const char *evo_id, const char *kind, const char *json);

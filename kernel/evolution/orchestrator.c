@@ -67,6 +67,7 @@ struct run {
         char **approved;         /* protected paths approved during this evolution */
         struct sandbox_spec sandbox;
         struct tool_callbacks cb;
+        struct orch_app *app;    /* start_app … db_schema (apptools.c) */
         struct tool_ctx tc;
         struct agent_state st;
         char *system;
@@ -333,6 +334,21 @@ static int prepare(struct run *r) {
         };
         r->sandbox.cache_dir = strdup(cache);
         r->cb = (struct tool_callbacks){.ask = cb_ask, .ask_owner = cb_ask_owner};
+        struct orch_app_config ac = {
+                .seed_dir = o->c.seed_dir,
+                .worktree = r->worktree,
+                .root_fd = r->root_fd,
+                .evo_id = r->id,
+                .scratch_db = r->scratch_db,
+                .scratch_url = r->scratch_url,
+                .cfg = cfg,
+                .pg = o->c.pg,
+                .bridge_path = o->c.bridge_path,
+                .cancel = &o->cancel,
+        };
+        if ((k = orch_app_new(&ac, &r->app)) < 0)
+                return k;
+        orch_app_set_callbacks(&r->cb);
         r->tc = (struct tool_ctx){
                 .root_fd = r->root_fd,
                 .root_path = r->worktree,
@@ -351,8 +367,15 @@ static int prepare(struct run *r) {
         return r->system ? 0 : -ENOMEM;
 }
 
+struct orch_app *orch_app_of(struct tool_ctx *ctx) {
+        struct run *r = ctx ? ctx->userdata : NULL;
+        return r ? r->app : NULL;
+}
+
 static void cleanup_run(struct run *r) {
         struct orchestrator *o = r->o;
+        orch_app_free(r->app); /* stops the preview app before its worktree and database go */
+        r->app = NULL;
         if (r->root_fd >= 0)
                 close(r->root_fd);
         if (r->worktree && repo_worktree_remove(o->c.seed_dir, r->hex) < 0)

@@ -63,7 +63,11 @@ Control endpoints:
                     "sha256"}}: sha256 hex of the key, i.e. of the value after
                     "Bearer " for authorization), "body" (parsed JSON or null),
                     "raw" (the body text when it was not JSON), "step" (the
-                    script step index used, or null), "status"}
+                    script step index used, or null), "status",
+                    "started_at" (Unix time in seconds, float, when the
+                    request was read), "duration_ms" (float: from then until
+                    the answer was sent, delay_ms included; null while the
+                    request is still being answered)}
   GET  /_state      {"index", "steps", "remaining", "failure"}
   POST /_script     body: a script (list) or {"steps": [...], "keep_requests": bool};
                     replaces the script, rewinds it, clears a match failure and
@@ -445,6 +449,8 @@ class Handler(BaseHTTPRequestHandler):
             self.send_json(404, {"error": {"message": f"no such path {path}", "code": 404}})
 
     def model_request(self, fmt, raw):
+        t0 = time.monotonic()
+        started_at = time.time()
         text = raw.decode("utf-8", errors="replace")
         try:
             body = json.loads(text)
@@ -453,7 +459,8 @@ class Handler(BaseHTTPRequestHandler):
         headers = {k.lower(): ("<redacted>" if k.lower() in ("authorization", "x-api-key") else v)
                    for k, v in self.headers.items()}
         rec = {"method": "POST", "path": urlsplit(self.path).path, "headers": headers,
-               "auth": auth_record(self.headers), "body": body, "step": None, "status": None}
+               "auth": auth_record(self.headers), "body": body, "step": None, "status": None,
+               "started_at": started_at, "duration_ms": None}
         if body is None:
             rec["raw"] = text
         st = self.state
@@ -489,10 +496,14 @@ class Handler(BaseHTTPRequestHandler):
             rec["status"] = status_override[0] if status_override else self.status_of(step)
         if step is not None and step.get("delay_ms"):
             time.sleep(step["delay_ms"] / 1000.0)
-        if status_override:
-            self.send_json(*status_override)
-            return
-        self.answer(fmt, step, idx, body.get("model", ""))
+        try:
+            if status_override:
+                self.send_json(*status_override)
+            else:
+                self.answer(fmt, step, idx, body.get("model", ""))
+        finally:
+            with st.lock:
+                rec["duration_ms"] = (time.monotonic() - t0) * 1000.0
 
     @staticmethod
     def status_of(step):

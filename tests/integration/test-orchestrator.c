@@ -197,6 +197,15 @@ static bool worktree_exists(const char *id) {
         return path_exists(p);
 }
 
+/* The final state is stored before the evolution is cleaned up: waits (up
+ * to 10 s) for its worktree to go. */
+static bool worktree_gone(const char *id) {
+        int64_t deadline = now_ms() + 10000;
+        while (worktree_exists(id) && now_ms() < deadline)
+                sleep_ms(20);
+        return !worktree_exists(id);
+}
+
 /* ---- setup ---- */
 
 static int setup(void **state) {
@@ -317,7 +326,7 @@ static void test_evolution_completes(void **state) {
                 fail_msg("commit message: %s", res.output);
         proc_result_done(&res);
         repo_generations_free(g, n);
-        assert_false(worktree_exists(id));
+        assert_true(worktree_gone(id));
         assert_int_equal(atomic_load(&restarts), 0);
         assert_true(atomic_load(&events) > 10);
 }
@@ -358,7 +367,7 @@ static void test_repairs_exhausted(void **state) {
         assert_non_null(strstr(err, "'build' still fails"));
         assert_int_equal(current_gen(), before);
         assert_false(seed_file_contains("organism/Makefile", "syntax error 42"));
-        assert_false(worktree_exists(id));
+        assert_true(worktree_gone(id));
 }
 
 /* (d) deny */
@@ -427,7 +436,7 @@ static void test_shell_outside_evolvable(void **state) {
         assert_true(requests_contain("Read-only file system"));
         assert_false(seed_file_contains("kernel/evil.txt", "evil"));
         assert_int_equal(current_gen(), before);
-        assert_false(worktree_exists(id));
+        assert_true(worktree_gone(id));
 }
 
 /* (i) */
@@ -447,7 +456,7 @@ static void test_cancel_while_waiting(void **state) {
         int64_t deadline = now_ms() + 10000;
         while (worktree_exists(id) && now_ms() < deadline)
                 sleep_ms(20);
-        assert_false(worktree_exists(id));
+        assert_true(worktree_gone(id));
         assert_int_equal(current_gen(), before);
         free(id);
 }
@@ -532,7 +541,7 @@ static void test_boot_recovery(void **state) {
         _cleanup_free_ char *e = evo_field(id, "error");
         assert_non_null(e);
         assert_non_null(strstr(e, "interrupted by a kernel restart"));
-        assert_false(worktree_exists(id));
+        assert_true(worktree_gone(id));
         assert_int_equal(current_gen(), before);
 }
 
@@ -559,6 +568,82 @@ static void test_live_migration_failure_rolls_back(void **state) {
         assert_int_equal(current_gen(), before + 2);
         _cleanup_free_ char *p = path_join(seed_dir, "organism/migrations/0001_clash.sql");
         assert_false(path_exists(p));
+}
+
+/* Step whose request must contain `m` (the previous tool's result). */
+#define MCALL(m, name, args)                                                                                        \
+        "{\"match\": \"" m "\", \"tool_calls\": [{\"name\": \"" name "\", \"arguments\": " args "}]}"
+
+/* The app and scratch-database tools of the mutate phase: a migration the
+ * model wrote, applied to the scratch database and queried; the schema; the
+ * preview app started (and restarted), asked over HTTP, its log read,
+ * stopped; started again and left running, so the end of the evolution must
+ * stop it. The database tools reach only evo_<id> as evolver. */
+static void test_app_and_db_tools(void **state) {
+        int before = current_gen();
+        /* A table only the live database has. */
+        _cleanup_free_ char *ci = NULL;
+        struct db *live = NULL;
+        assert_int_equal(pg_conninfo(g_pg, "organism", PG_LIVE_DB, &ci), 0);
+        assert_int_equal(db_connect(ci, &live), 0);
+        assert_int_equal(db_exec(live, "CREATE TABLE live_only_secret (v text); "
+                                       "INSERT INTO live_only_secret VALUES ('live-data-xyz')", NULL), 0);
+        db_close(live);
+        load_script("[" PLAN("Notes table", "notes") ","
+                    CALL("write_file", "{\"path\": \"organism/migrations/0001_notes.sql\", \"content\": "
+                                       "\"CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL);\\n"
+                                       "INSERT INTO notes (body) VALUES ('hello-row');\\n\"}") ","
+                    CALL("migrate", "{}") ","
+                    MCALL("Applied 1 new migration", "db_query", "{\"sql\": \"SELECT id, body FROM notes;\"}") ","
+                    MCALL("hello-row", "db_query",
+                          "{\"sql\": \"SELECT current_database() AS db, current_user AS who\"}") ","
+                    MCALL("evolver", "db_query", "{\"sql\": \"INSERT INTO notes (body) VALUES ('second-row')\"}") ","
+                    MCALL("OK: 1 row affected", "db_query", "{\"sql\": \"SELECT v FROM live_only_secret\"}") ","
+                    MCALL("does not exist", "db_schema", "{}") ","
+                    MCALL("table notes", "start_app", "{}") ","
+                    MCALL("is running and healthy", "start_app", "{}") ","
+                    MCALL("is restarted and healthy", "http_request", "{\"method\": \"GET\", \"path\": \"/healthz\"}") ","
+                    MCALL("HTTP/1.1 200 OK", "http_request", "{\"method\": \"GET\", \"path\": \"/\"}") ","
+                    MCALL("This is a new Seed.", "http_request",
+                          "{\"method\": \"POST\", \"path\": \"/nope\", \"body\": \"{}\"}") ","
+                    MCALL("HTTP/1.1 404", "app_logs", "{\"lines\": 5}") ","
+                    MCALL("organism listening on", "stop_app", "{}") ","
+                    MCALL("The app is stopped.", "http_request", "{\"method\": \"GET\", \"path\": \"/\"}") ","
+                    MCALL("no app is running", "start_app", "{}") ","
+                    "{\"match\": \"is running and healthy\", \"tool_calls\": [{\"name\": \"finish\", "
+                    "\"arguments\": {\"summary\": \"done\"}}]}," REFLECT "]");
+        _cleanup_free_ char *id = NULL;
+        enum evo_state s = run_evolution("Keep notes", &id);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_int_equal(current_gen(), before + 1);
+        /* What the model saw. */
+        assert_true(requests_contain("Applied 1 new migration to the scratch database"));
+        assert_true(requests_contain("0001_notes.sql"));
+        assert_true(requests_contain("[{\\\"id\\\":1,\\\"body\\\":\\\"hello-row\\\"}]"));
+        char want[160];
+        snprintf(want, sizeof want, "[{\\\"db\\\":\\\"%s\\\",\\\"who\\\":\\\"evolver\\\"}]", id);
+        if (!requests_contain(want))
+                fail_msg("db_query did not run on %s as evolver", id);
+        assert_true(requests_contain("relation \\\"live_only_secret\\\" does not exist"));
+        assert_false(requests_contain("live-data-xyz"));
+        assert_true(requests_contain("  body text not null"));
+        assert_true(requests_contain("HTTP/1.1 200 OK"));
+        assert_true(requests_contain("{\\\"ok\\\":true}"));
+        assert_true(requests_contain("content-type: text/html"));
+        /* The live database got the migration at apply, never db_query's row. */
+        assert_int_equal(db_connect(ci, &live), 0);
+        _cleanup_free_ char *live_rows = NULL;
+        assert_int_equal(db_query_value(live, "SELECT string_agg(body, ',' ORDER BY id) FROM notes", 0, NULL,
+                                        &live_rows), 0);
+        db_close(live);
+        assert_string_equal(live_rows, "hello-row");
+        /* The evolution's end stopped the app left running (before its
+         * worktree went). */
+        assert_true(worktree_gone(id));
+        snprintf(want, sizeof want, "%s/.seed/preview/%s-app", seed_dir, id);
+        assert_false(path_exists(want));
 }
 
 /* GET path from the live organism over its bridge socket. */
@@ -640,6 +725,7 @@ int main(void) {
                 cmocka_unit_test(test_question_and_approvals),
                 cmocka_unit_test(test_boot_recovery),
                 cmocka_unit_test(test_live_migration_failure_rolls_back),
+                cmocka_unit_test(test_app_and_db_tools),
                 cmocka_unit_test(test_live_organism_serves_new_generation),
         };
         return cmocka_run_group_tests(tests, setup, teardown);

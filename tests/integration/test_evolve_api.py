@@ -383,6 +383,100 @@ def event_stream_pings(c):
         stream.close()
 
 
+# ---- the chat -------------------------------------------------------------
+
+def chat(c, text, timeout=120):
+    h = {'Authorization': 'Bearer ' + token(c), 'Content-Type': 'application/json'}
+    r = request(c.base + '/_seed/api/messages', method='POST', headers=h, body=json.dumps({'text': text}),
+                timeout=timeout)
+    if r.status == 503:
+        raise Skip(f'the chat is not available: {r.text.strip()}')
+    return r
+
+
+@test
+def chat_needs_auth_and_validates(c):
+    assert request(c.base + '/_seed/api/messages').status == 401
+    r = request(c.base + '/_seed/api/messages', method='POST', body='{"text": "hi"}',
+                headers={'Content-Type': 'application/json'})
+    assert r.status == 401, r.status
+    for q in ('0', '201', 'x', '-1'):
+        assert api(c, f'/_seed/api/messages?limit={q}').status == 400, q
+    for bad in ({}, {'text': ''}, {'text': 3}, {'text': 'x' * (16 * 1024 + 1)}, [1]):
+        r = api(c, '/_seed/api/messages', 'POST', bad)
+        assert r.status in (400, 503), (r.status, r.text)
+        assert 'error' in r.json()
+
+
+@test
+def chat_starts_an_evolution(c):
+    intent = 'Add a page saying ' + os.urandom(4).hex()
+    script(c, [
+        {'tool_calls': [{'name': 'start_evolution', 'arguments': {'intent': intent}}]},
+        # the queued evolution may ask the model before the chat's second turn: either gets a text
+        {'text': 'I started it.'},
+        {'text': 'I started it.'},
+    ])
+    stream = Stream(c)
+    try:
+        assert stream.resp.readline() == b': connected\n'
+        r = chat(c, 'Please ' + intent.lower())
+        assert r.status == 200, (r.status, r.text)
+        body = r.json()
+        assert body['reply'] == 'I started it.', body
+        assert len(body['evolutions']) == 1 and EVO_ID.match(body['evolutions'][0]), body
+        evo_id = body['evolutions'][0]
+        kinds = []
+        deadline = time.monotonic() + 60
+        while kinds.count('message') < 2:
+            kind, data = stream.next_event(deadline)
+            kinds.append(kind)
+    finally:
+        stream.close()
+    assert evolution(c, evo_id)['intent'] == intent
+    reqs = request(c.model_base + '/_requests').json()
+    first = reqs[0]['body']
+    tools = [t['function']['name'] for t in first.get('tools', [])]
+    assert 'start_evolution' in tools and 'list_evolutions' in tools and 'write_file' not in tools, tools
+    assert 'start_evolution' in json.dumps(first['messages'][0]), first['messages'][0]
+    msgs = api(c, '/_seed/api/messages?limit=2').json()['messages']
+    assert [m['role'] for m in msgs] == ['owner', 'seed'], msgs
+    assert msgs[0]['text'] == 'Please ' + intent.lower() and msgs[0]['evolution_id'] == evo_id, msgs
+    assert msgs[1]['text'] == 'I started it.' and int(msgs[1]['id']) > int(msgs[0]['id']), msgs
+    r = api(c, f'/_seed/api/evolutions/{evo_id}/cancel', 'POST', {})
+    assert r.status in (200, 409), r.text
+    wait_until(lambda: ended(c, evo_id), timeout=300, what='the chat-made evolution to end')
+
+
+@test
+def chat_replies_and_remembers(c):
+    script(c, [{'text': 'Hello, owner.', 'match': 'I started it.'}])
+    r = chat(c, 'Just saying hi')
+    assert r.status == 200, (r.status, r.text)
+    assert r.json()['reply'] == 'Hello, owner.' and r.json()['evolutions'] == [], r.json()
+    msgs = api(c, '/_seed/api/messages').json()['messages']
+    assert [m['text'] for m in msgs[-2:]] == ['Just saying hi', 'Hello, owner.'], msgs
+    assert msgs[-1]['evolution_id'] is None
+
+
+@test
+def chat_is_one_at_a_time(c):
+    import threading
+    script(c, [{'text': 'Slowly.', 'delay_ms': 4000}])
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault('r', chat(c, 'first')))
+    t.start()
+    try:
+        wait_until(lambda: request(c.model_base + '/_state').json()['index'] >= 1, timeout=60,
+                   what='the first chat to reach the model')
+        r = api(c, '/_seed/api/messages', 'POST', {'text': 'second'})
+        assert r.status == 409, (r.status, r.text)
+        assert 'busy' in r.json()['error']
+    finally:
+        t.join(timeout=120)
+    assert out['r'].status == 200 and out['r'].json()['reply'] == 'Slowly.', out['r'].text
+
+
 @test
 def cli_usage(c):
     for cmd in ('evolve', 'generations', 'rollback'):

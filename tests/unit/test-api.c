@@ -95,6 +95,22 @@ static void test_refusals_before_any_call(void **state) {
         evo_api_free(api);
 }
 
+/* The chat: no model answers 503 saying so (before the body or the DB is
+ * touched); a bad limit is 400 before the DB. */
+static void test_chat_refusals(void **state) {
+        struct evo_api *api = new_api();
+        char *json;
+        assert_int_equal(call(api, "POST", "/_seed/api/messages", NULL, NULL, "{\"text\":\"hi\"}", &json), 503);
+        assert_non_null(strstr(json, "no model"));
+        free(json);
+        static const char *const bad[] = {"limit=0", "limit=201", "limit=x", "limit=-1", "limit="};
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                assert_int_equal(call(api, "GET", "/_seed/api/messages", NULL, bad[i], NULL, &json), 400);
+                free(json);
+        }
+        evo_api_free(api);
+}
+
 static void test_bodies_validated(void **state) {
         struct evo_api *api = new_api();
         /* A non-NULL orchestrator that is never called: validation comes first. */
@@ -264,6 +280,7 @@ int main(void) {
                 cmocka_unit_test(test_ids),
                 cmocka_unit_test(test_refusals_before_any_call),
                 cmocka_unit_test(test_bodies_validated),
+                cmocka_unit_test(test_chat_refusals),
                 cmocka_unit_test(test_stream_fan_out),
                 cmocka_unit_test(test_stream_lagging_subscriber_dropped),
                 cmocka_unit_test(test_stream_cap_and_shutdown),

@@ -1,0 +1,348 @@
+/* chat.c — the owner's chat with the Seed. See chat.h. */
+#include "evolution/chat.h"
+#include "agent/agent.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "config/config.h"
+#include "db/db.h"
+#include "evolution/orchestrator.h"
+#include "evolution/store.h"
+#include "fsx/fsx.h"
+#include "model/model.h"
+#include "tools/tools.h"
+
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define SELF_MAX (16 * 1024)
+#define PROMPT_MAX (128 * 1024)
+#define EVOLUTIONS_SHOWN 10
+#define EVOLUTIONS_LISTED 20
+
+struct evo_chat {
+        char *seed_dir;
+        const struct cfg *cfg;
+        struct db *kdb;
+        struct model *model;
+        void (*publish)(void *userdata, const char *kind, const char *json);
+        void *userdata;
+        pthread_mutex_t busy;
+        atomic_bool cancel;
+};
+
+/* One owner message being answered. */
+struct chat_run {
+        struct evo_chat *c;
+        struct orchestrator *o;
+        const char *owner_id;      /* the owner's message row */
+        char **started;            /* evolution ids queued by start_evolution */
+};
+
+int evo_chat_new(const struct evo_chat_config *cfg, struct evo_chat **ret) {
+        if (!cfg || strempty(cfg->seed_dir) || !cfg->kdb)
+                return -EINVAL;
+        struct evo_chat *c = calloc(1, sizeof *c);
+        if (!c || !(c->seed_dir = strdup(cfg->seed_dir))) {
+                free(c);
+                return -ENOMEM;
+        }
+        c->cfg = cfg->cfg;
+        c->kdb = cfg->kdb;
+        c->model = cfg->model;
+        c->publish = cfg->publish;
+        c->userdata = cfg->userdata;
+        pthread_mutex_init(&c->busy, NULL);
+        atomic_init(&c->cancel, false);
+        *ret = c;
+        return 0;
+}
+
+void evo_chat_cancel(struct evo_chat *c) {
+        if (c)
+                atomic_store(&c->cancel, true);
+}
+
+void evo_chat_free(struct evo_chat *c) {
+        if (!c)
+                return;
+        pthread_mutex_destroy(&c->busy);
+        free(c->seed_dir);
+        free(c);
+}
+
+bool evo_chat_available(const struct evo_chat *c) { return c && c->model && c->cfg; }
+
+/* ---- the messages table ---- */
+
+#define MESSAGE_COLUMNS "id::text AS id, role, text, evolution_id, at"
+
+int evo_chat_messages_json(struct db *db, int limit, char **ret_json) {
+        if (!db || limit < 1 || limit > EVO_CHAT_LIST_MAX)
+                return -EINVAL;
+        char n[16];
+        snprintf(n, sizeof n, "%d", limit);
+        const char *p[] = {n};
+        return db_query_json(db,
+                             "SELECT " MESSAGE_COLUMNS " FROM (SELECT * FROM messages ORDER BY id DESC LIMIT $1::int) m "
+                             "ORDER BY m.id",
+                             1, p, ret_json);
+}
+
+/* Stores a message and publishes it. *ret_id: caller frees. */
+static int store_message(struct evo_chat *c, const char *role, const char *text, const char *evo_id, char **ret_id) {
+        char at[32];
+        snprintf(at, sizeof at, "%lld", (long long)wall_ms());
+        const char *p[] = {role, text, evo_id, at};
+        _cleanup_free_ char *id = NULL;
+        int r = db_query_value(c->kdb,
+                               "INSERT INTO messages (role, text, evolution_id, at) VALUES ($1, $2, $3, $4::bigint) "
+                               "RETURNING id::text",
+                               4, p, &id);
+        if (r < 0)
+                return log_error_errno(r, "could not store a chat message: %m");
+        if (c->publish) {
+                json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:I}", "id", id, "role", role, "text", text,
+                                      "evolution_id", evo_id, "at", (json_int_t)strtoll(at, NULL, 10));
+                _cleanup_free_ char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+                json_decref(o);
+                if (s)
+                        c->publish(c->userdata, "message", s);
+        }
+        *ret_id = TAKE_PTR(id);
+        return 0;
+}
+
+/* ---- the tools' callbacks ---- */
+
+static int cb_start_evolution(struct tool_ctx *ctx, const char *intent, char **ret_output) {
+        struct chat_run *run = ctx->userdata;
+        if (!run->o)
+                return xasprintf(ret_output, "Evolutions are not available right now: the orchestrator is not "
+                                             "running. Tell the owner.") < 0
+                               ? -ENOMEM
+                               : 0;
+        if (strempty(intent) || strlen(intent) > EVO_CHAT_TEXT_MAX)
+                return xasprintf(ret_output, "The intent must be 1 to %d bytes.", EVO_CHAT_TEXT_MAX) < 0 ? -ENOMEM
+                                                                                                        : 0;
+        _cleanup_free_ char *id = NULL;
+        int r = orch_submit(run->o, intent, &id);
+        if (r == -EINVAL)
+                return xasprintf(ret_output, "The intent was refused.") < 0 ? -ENOMEM : 0;
+        if (r < 0)
+                return log_error_errno(r, "the chat could not queue an evolution: %m");
+        log_info("the chat queued evolution %s", id);
+        if (strv_push(&run->started, id) < 0)
+                return -ENOMEM;
+        const char *p[] = {run->owner_id, id};
+        _cleanup_free_ char *err = NULL;
+        if (db_execp(run->c->kdb, "UPDATE messages SET evolution_id = $2 WHERE id = $1::bigint AND evolution_id IS NULL",
+                     2, p, &err) < 0)
+                log_warn("could not link the owner's message to %s: %s", id, err ? err : "?");
+        return xasprintf(ret_output,
+                         "Queued evolution %s. It runs in the background (plan, change, verify, apply); the owner "
+                         "follows it in the control plane.",
+                         id) < 0
+                       ? -ENOMEM
+                       : 0;
+}
+
+static int cb_list_evolutions(struct tool_ctx *ctx, char **ret_output) {
+        struct chat_run *run = ctx->userdata;
+        return evo_list_json(run->c->kdb, EVOLUTIONS_LISTED, ret_output);
+}
+
+static const struct tool_callbacks chat_callbacks = {
+        .start_evolution = cb_start_evolution,
+        .list_evolutions = cb_list_evolutions,
+};
+
+/* ---- the prompt and the conversation ---- */
+
+static void add_evolutions(struct buf *b, struct db *db) {
+        _cleanup_free_ char *rows = NULL;
+        if (evo_list_json(db, EVOLUTIONS_SHOWN, &rows) < 0) {
+                (void)buf_puts(b, "(unavailable)\n");
+                return;
+        }
+        json_t *arr = json_loads(rows, 0, NULL), *e;
+        size_t i;
+        if (json_array_size(arr) == 0)
+                (void)buf_puts(b, "(none yet)\n");
+        json_array_foreach(arr, i, e) {
+                const char *title = json_string_value(json_object_get(e, "title"));
+                const char *intent = json_string_value(json_object_get(e, "intent"));
+                (void)buf_printf(b, "- %s [%s]: %.200s\n", json_string_value(json_object_get(e, "id")) ?: "?",
+                                 json_string_value(json_object_get(e, "state")) ?: "?",
+                                 title ? title : intent ? intent : "");
+        }
+        json_decref(arr);
+}
+
+static char *system_prompt(struct evo_chat *c, int root) {
+        struct buf b = BUF_INIT(PROMPT_MAX);
+        _cleanup_free_ char *self = NULL, *err = NULL;
+        (void)buf_printf(&b,
+                         "You are the Seed named '%s': a self-evolving application talking with its owner. Answer "
+                         "briefly and plainly. You can read your own files with the read-only tools.\n"
+                         "You can start evolutions with start_evolution when the owner asks for a change: give it the "
+                         "owner's intent, complete and self-contained. It only queues the change; tell the owner its "
+                         "id and that it runs in the background. Never claim a change is made before its evolution "
+                         "completes. list_evolutions shows how they are going.\n\n"
+                         "## Who you are (knowledge/self.yaml)\n",
+                         c->cfg->name ? c->cfg->name : "seed");
+        if (fsx_read(root, "knowledge/self.yaml", SELF_MAX, &self, NULL, &err) < 0)
+                (void)buf_puts(&b, "(knowledge/self.yaml is missing or unreadable)\n");
+        else
+                (void)buf_printf(&b, "```yaml\n%s\n```\n", self);
+        (void)buf_puts(&b, "\n## Recent evolutions (newest first)\n");
+        add_evolutions(&b, c->kdb);
+        return buf_steal(&b);
+}
+
+/* The last stored messages as user/assistant turns: leading Seed messages
+ * dropped, consecutive ones of a role joined. */
+static int load_history(struct evo_chat *c, struct agent_state *st) {
+        _cleanup_free_ char *rows = NULL;
+        int r = evo_chat_messages_json(c->kdb, EVO_CHAT_HISTORY, &rows);
+        if (r < 0)
+                return r;
+        json_t *arr = json_loads(rows, 0, NULL), *m;
+        size_t i;
+        struct buf turn = BUF_INIT(EVO_CHAT_HISTORY * (EVO_CHAT_TEXT_MAX + 2) + 16);
+        int role = -1;
+        r = 0;
+        json_array_foreach(arr, i, m) {
+                const char *who = json_string_value(json_object_get(m, "role"));
+                const char *text = json_string_value(json_object_get(m, "text"));
+                int rl = who && streq(who, "seed") ? MODEL_ROLE_ASSISTANT : MODEL_ROLE_USER;
+                if (!text || (role < 0 && rl == MODEL_ROLE_ASSISTANT))
+                        continue;
+                if (role >= 0 && rl != role) {
+                        struct model_message msg = {.role = role, .text = buf_steal(&turn)};
+                        turn = BUF_INIT(EVO_CHAT_HISTORY * (EVO_CHAT_TEXT_MAX + 2) + 16);
+                        if (!msg.text || (r = agent_state_take(st, &msg)) < 0) {
+                                model_message_done(&msg);
+                                r = r < 0 ? r : -ENOMEM;
+                                break;
+                        }
+                }
+                if ((turn.len && buf_puts(&turn, "\n\n") < 0) || buf_puts(&turn, text) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                role = rl;
+        }
+        if (r == 0 && role >= 0) {
+                struct model_message msg = {.role = role, .text = buf_steal(&turn)};
+                if (!msg.text || (r = agent_state_take(st, &msg)) < 0) {
+                        model_message_done(&msg);
+                        r = r < 0 ? r : -ENOMEM;
+                }
+        }
+        buf_free(&turn);
+        json_decref(arr);
+        if (r == 0 && (st->n_messages == 0 || st->messages[st->n_messages - 1].role != MODEL_ROLE_USER))
+                r = -EBADMSG; /* the owner's message was just stored: it must be last */
+        return r;
+}
+
+static int chat_complete(void *userdata, const struct model_request *req, struct model_response *ret,
+                         char **ret_error) {
+        struct evo_chat *c = userdata;
+        return model_complete(c->model, req, ret, ret_error);
+}
+
+/* ---- one owner message ---- */
+
+int evo_chat_send(struct evo_chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error) {
+        if (!c || !text)
+                return -EINVAL;
+        if (!evo_chat_available(c))
+                return -ENODEV;
+        if (pthread_mutex_trylock(&c->busy) != 0)
+                return -EBUSY;
+        struct chat_run run = {.c = c, .o = o};
+        struct agent_state st;
+        struct agent_result res = {0};
+        _cleanup_free_ char *owner_id = NULL, *reply_id = NULL, *system = NULL, *error = NULL;
+        int root = -1, r;
+        agent_state_init(&st);
+
+        if (atomic_load(&c->cancel)) {
+                r = -ECANCELED;
+                goto out;
+        }
+        if ((r = store_message(c, "owner", text, NULL, &owner_id)) < 0)
+                goto out;
+        run.owner_id = owner_id;
+        if ((r = load_history(c, &st)) < 0) {
+                log_error_errno(r, "could not load the chat history: %m");
+                goto out;
+        }
+        if ((r = fsx_open_root(c->seed_dir, &root)) < 0) {
+                log_error_errno(r, "cannot open the Seed folder for the chat: %m");
+                goto out;
+        }
+        if (!(system = system_prompt(c, root))) {
+                r = -ENOMEM;
+                goto out;
+        }
+        struct tool_ctx tc = {
+                .phase = TOOL_PHASE_CHAT,
+                .root_fd = root,
+                .root_path = c->seed_dir,
+                .evolvable = c->cfg->kernel.evolvable,
+                .cb = &chat_callbacks,
+                .userdata = &run,
+        };
+        tools_ctx_set_permissions(&tc, c->cfg);
+        struct agent_config ac = {
+                .complete = chat_complete,
+                .complete_userdata = c,
+                .system = system,
+                .purpose = "chat",
+                .tools = &tc,
+                .max_turns = EVO_CHAT_MAX_TURNS,
+                .cancel = &c->cancel,
+                .end_on_reply = true,
+        };
+        if ((r = agent_run(&ac, &st, &res)) < 0)
+                goto out;
+        if (res.outcome == AGENT_CANCELLED) {
+                r = -ECANCELED;
+                goto out;
+        }
+        if (res.outcome != AGENT_REPLIED || strempty(res.text)) {
+                if (xasprintf(&error, "the chat agent did not answer (%s): %s", agent_outcome_name(res.outcome),
+                              res.error ? res.error : "no text") < 0)
+                        error = NULL;
+                log_warn("%s", error ? error : "the chat agent did not answer");
+                r = -EREMOTEIO;
+                goto out;
+        }
+        if ((r = store_message(c, "seed", res.text, run.started ? run.started[0] : NULL, &reply_id)) < 0)
+                goto out;
+        json_t *evs = json_array();
+        for (size_t i = 0; evs && run.started && run.started[i]; i++)
+                json_array_append_new(evs, json_string(run.started[i]));
+        json_t *resp = evs ? json_pack("{s:s, s:s, s:o}", "id", reply_id, "reply", res.text, "evolutions", evs) : NULL;
+        char *s = resp ? json_dumps(resp, JSON_COMPACT) : NULL;
+        json_decref(resp);
+        if (!s) {
+                r = -ENOMEM;
+                goto out;
+        }
+        *ret_json = s;
+        r = 0;
+out:
+        if (r == -EREMOTEIO && ret_error)
+                *ret_error = TAKE_PTR(error);
+        agent_result_done(&res);
+        agent_state_done(&st);
+        strv_free(run.started);
+        if (root >= 0)
+                close(root);
+        pthread_mutex_unlock(&c->busy);
+        return r;
+}

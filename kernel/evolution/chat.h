@@ -1,0 +1,53 @@
+/* chat.h — the owner's chat with the Seed (SPEC "Chat and API"): one
+ * conversation, kept in the kernel DB's messages table, answered by the chat
+ * agent (phase chat: read-only tools, start_evolution, list_evolutions).
+ *
+ * api.c serves it as
+ *   GET  /_seed/api/messages[?limit=N]  the last N (1..200, default 50), oldest first
+ *   POST /_seed/api/messages            {"text"} (≤ 16 KiB) → {"reply", "evolutions", "id"}
+ * One chat runs at a time; every stored message is published as an event of
+ * kind "message". */
+#pragma once
+
+#include "base/base.h"
+
+struct cfg;
+struct db;
+struct model;
+struct orchestrator;
+
+#define EVO_CHAT_TEXT_MAX (16 * 1024)
+#define EVO_CHAT_HISTORY 20          /* stored messages the agent sees */
+#define EVO_CHAT_LIST_MAX 200
+#define EVO_CHAT_LIST_DEFAULT 50
+#define EVO_CHAT_MAX_TURNS 20        /* model calls per owner message */
+
+struct evo_chat_config {
+        const char *seed_dir;        /* the live Seed's folder (copied) */
+        const struct cfg *cfg;       /* seed.yaml (borrowed); NULL: the chat is unavailable */
+        struct db *kdb;              /* borrowed */
+        struct model *model;         /* borrowed; NULL: the chat is unavailable (no key) */
+        /* Every stored message: kind "message", {"id","role","text","evolution_id","at"}. */
+        void (*publish)(void *userdata, const char *kind, const char *json);
+        void *userdata;
+};
+
+struct evo_chat;
+
+int evo_chat_new(const struct evo_chat_config *cfg, struct evo_chat **ret);
+/* Stops a running chat at its next model or tool call (kernel stopping). */
+void evo_chat_cancel(struct evo_chat *c);
+/* Accepts NULL; no chat may be running. */
+void evo_chat_free(struct evo_chat *c);
+/* Whether a model is there to answer. */
+bool evo_chat_available(const struct evo_chat *c);
+
+/* The last limit messages (1..EVO_CHAT_LIST_MAX), oldest first, as a JSON array. */
+int evo_chat_messages_json(struct db *db, int limit, char **ret_json);
+
+/* Stores the owner's text, runs the chat agent (o: where start_evolution
+ * queues; NULL: it says evolutions are unavailable), stores its reply.
+ * *ret_json: {"id": reply id, "reply", "evolutions": [ids started]}.
+ * -ENODEV no model, -EBUSY another chat is running, -EREMOTEIO the agent
+ * failed (*ret_error says why; caller frees), -ECANCELED stopping. */
+int evo_chat_send(struct evo_chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error);
