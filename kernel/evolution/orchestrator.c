@@ -363,7 +363,7 @@ static int prepare(struct run *r) {
         _cleanup_close_ int seed_root = -1;
         if ((k = fsx_open_root(o->c.seed_dir, &seed_root)) < 0)
                 return fail(r, "cannot open the Seed folder: %s", strerror(-k));
-        r->system = orch_system_prompt(o->c.seed_dir, seed_root, cfg->kernel.evolvable);
+        r->system = orch_system_prompt(o->c.seed_dir, seed_root, cfg->kernel.evolvable, o->c.pg);
         return r->system ? 0 : -ENOMEM;
 }
 

@@ -5,8 +5,12 @@
 #include "evolution/orchestrator-internal.h"
 #include "base/buf.h"
 #include <fcntl.h>
+#include "db/db.h"
 #include "fsx/fsx.h"
+#include "pg/pg.h"
 #include "repo/repo.h"
+
+#include <jansson.h>
 
 #define SELF_MAX (16 * 1024)
 #define SKILL_HEAD_MAX 600
@@ -73,7 +77,35 @@ static void add_generations(struct buf *b, const char *seed_dir) {
         repo_generations_free(g, n);
 }
 
-char *orch_system_prompt(const char *seed_dir, int seed_root, char *const *evolvable) {
+/* The live database's tables and columns, read as role reader (it can read
+ * everything and write nothing). Bounded; "(not available)" on any error. */
+static void add_live_schema(struct buf *b, const struct pg *pg) {
+        _cleanup_free_ char *ci = NULL, *rows = NULL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        if (!pg || pg_conninfo(pg, "reader", PG_LIVE_DB, &ci) < 0 || db_connect_err(ci, &db, NULL) < 0 ||
+            db_query_json(db,
+                          "SELECT c.table_name AS t, string_agg(c.column_name || ' ' || c.data_type, ', ' "
+                          "ORDER BY c.ordinal_position) AS cols FROM information_schema.columns c "
+                          "WHERE c.table_schema = 'public' GROUP BY c.table_name ORDER BY c.table_name LIMIT 200",
+                          0, NULL, &rows) < 0) {
+                (void)buf_puts(b, "(not available)\n");
+                goto out;
+        }
+        json_t *arr = json_loads(rows, 0, NULL);
+        size_t i;
+        json_t *row;
+        json_array_foreach(arr, i, row)
+                (void)buf_printf(b, "- %.100s(%.2000s)\n", json_string_value(json_object_get(row, "t")),
+                                 json_string_value(json_object_get(row, "cols")));
+        if (json_array_size(arr) == 0)
+                (void)buf_puts(b, "(no tables yet)\n");
+        json_decref(arr);
+out:
+        if (ci)
+                secure_zero(ci, strlen(ci));
+}
+
+char *orch_system_prompt(const char *seed_dir, int seed_root, char *const *evolvable, const struct pg *pg) {
         struct buf b = BUF_INIT(256 * 1024);
         (void)buf_puts(&b,
                        "You are the evolution agent of a Seed: a self-evolving application. The owner states an "
@@ -96,5 +128,7 @@ char *orch_system_prompt(const char *seed_dir, int seed_root, char *const *evolv
         add_skills(&b, seed_root);
         (void)buf_puts(&b, "\n## Recent generations\n");
         add_generations(&b, seed_dir);
+        (void)buf_puts(&b, "\n## Live database schema (read-only view; change it with migrations)\n");
+        add_live_schema(&b, pg);
         return buf_steal(&b);
 }

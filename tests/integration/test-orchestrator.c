@@ -299,6 +299,14 @@ static int teardown(void **state) {
 
 /* (a) */
 static void test_evolution_completes(void **state) {
+        /* The live schema is part of what the model is shown. */
+        {
+                _cleanup_free_ char *ci = NULL;
+                _cleanup_(db_closep) struct db *live = NULL;
+                assert_int_equal(pg_conninfo(g_pg, "organism", PG_LIVE_DB, &ci), 0);
+                assert_int_equal(db_connect(ci, &live), 0);
+                assert_int_equal(db_exec(live, "CREATE TABLE IF NOT EXISTS guestbook (id integer, note text)", NULL), 0);
+        }
         load_script("[" PLAN("Greet warmly", "greeting") ","
                     CALL("edit_file", "{\"path\": \"organism/bin/server\", \"old_text\": \"This is a new Seed.\", "
                                       "\"new_text\": \"Hello from generation two.\"}") ","
@@ -329,6 +337,8 @@ static void test_evolution_completes(void **state) {
         assert_true(worktree_gone(id));
         assert_int_equal(atomic_load(&restarts), 0);
         assert_true(atomic_load(&events) > 10);
+        assert_true(requests_contain("## Live database schema"));
+        assert_true(requests_contain("guestbook(id integer, note text)"));
 }
 
 /* (b) */
