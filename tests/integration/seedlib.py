@@ -128,3 +128,96 @@ class Browser:
         if self.cookies:
             h['Cookie'] = self.cookie_header()
         return request(self.base + path, method=method, headers=h, body=body)
+
+
+# ---- a Seed whose model is the scripted model server ----
+
+MODEL_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'fakes', 'model_server.py')
+EVO_ID = re.compile(r'^evo_[0-9a-f]{16}$')
+
+
+class ScriptedSeed:
+    """A planted, running Seed (real CLI, kernel, PostgreSQL, bwrap, git) whose
+    model is tests/fakes/model_server.py through provider openai-compatible."""
+
+    def __init__(self, prefix, name):
+        import sys
+        import tempfile
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        os.chmod(self.tmp, 0o755)  # the unprivileged account must reach it when we are root
+        self.model = None
+        self.dir = None
+        port_file = os.path.join(self.tmp, 'model-port')
+        self.model_log = open(os.path.join(self.tmp, 'model-server.log'), 'w')
+        self.model = subprocess.Popen([sys.executable, MODEL_SERVER, '--port', '0', '--port-file', port_file],
+                                      stdout=self.model_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.model_port = int(wait_until(
+            lambda: open(port_file).read().strip() if os.path.exists(port_file) else None,
+            timeout=30, what='the model server port'))
+        self.model_base = f'http://127.0.0.1:{self.model_port}'
+        wait_until(lambda: request(self.model_base + '/_health').status == 200, timeout=30, what='the model server')
+        self.port = free_port()
+        self.dir = os.path.join(self.tmp, name)
+        seed('new', name, '--no-run', '--addr', f'127.0.0.1:{self.port}', cwd=self.tmp, timeout=900)
+        self._point_at_model_server()
+        seed('run', '--detach', '--addr', f'127.0.0.1:{self.port}', cwd=self.dir, timeout=900)
+        self.base = f'http://127.0.0.1:{self.port}'
+        wait_until(lambda: request(self.base + '/_seed/healthz').status == 200, timeout=120, what='the kernel')
+
+    def _point_at_model_server(self):
+        path = os.path.join(self.dir, 'seed.yaml')
+        text = open(path).read()
+        model = (f'model:\n  provider: openai-compatible\n  name: scripted\n'
+                 f'  base_url: http://127.0.0.1:{self.model_port}/v1\n  api_key_env: ""\n  max_tokens: 16000\n')
+        new, n = re.subn(r'(?m)^model:\n(?:[ \t]+.*\n)+', model, text)
+        assert n == 1, text
+        with open(path, 'w') as f:
+            f.write(new)
+
+    def close(self):
+        import shutil
+        if self.dir:
+            seed('stop', '--dir', self.dir, check=False, timeout=120)
+        if self.model:
+            self.model.terminate()
+            try:
+                self.model.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.model.kill()
+            self.model_log.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+def script(c, steps):
+    """Loads a script of steps into the model server (see its top comment)."""
+    r = request(c.model_base + '/_script', method='POST', body=json.dumps(steps),
+                headers={'Content-Type': 'application/json'})
+    assert r.status == 200, r.text
+
+
+def token(c):
+    return open(os.path.join(c.dir, '.seed', 'control-token')).read().strip()
+
+
+def api(c, path, method='GET', body=None, headers=None):
+    """Calls the kernel's API with the CLI token."""
+    h = {'Authorization': 'Bearer ' + token(c)}
+    if body is not None:
+        h['Content-Type'] = 'application/json'
+        body = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    h.update(headers or {})
+    return request(c.base + path, method=method, headers=h, body=body, timeout=60)
+
+
+def evolution(c, evo_id):
+    r = api(c, f'/_seed/api/evolutions/{evo_id}')
+    assert r.status == 200, r.text
+    return r.json()
+
+
+def submit(c, intent):
+    r = api(c, '/_seed/api/evolutions', 'POST', {'intent': intent})
+    assert r.status == 202, (r.status, r.text)
+    evo_id = r.json()['id']
+    assert EVO_ID.match(evo_id), evo_id
+    return evo_id

@@ -9,109 +9,29 @@ Environment: SEED_BIN (the seed CLI).
 import json
 import os
 import re
-import shutil
 import signal
 import subprocess
-import sys
-import tempfile
 
 import taplib
-from seedlib import free_port, request, seed, wait_until
-from taplib import Skip, test
+from seedlib import ScriptedSeed, api, evolution, request, script, seed, submit, wait_until
+from taplib import test
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL_SERVER = os.path.join(HERE, '..', 'fakes', 'model_server.py')
 GREETING = "I don't have a purpose yet"
 ENDED = ('complete', 'failed', 'cancelled', 'rolled_back')
 GOOD_AFTER_S = 60  # seed run's supervisor gives up on a kernel that dies sooner than this
 
 
-class Ctx:
-    pass
+def setup():
+    return ScriptedSeed('seed-crash-', 'crash')
 
 
-def start_model_server(c):
-    port_file = os.path.join(c.tmp, 'model-port')
-    c.model_log = open(os.path.join(c.tmp, 'model-server.log'), 'w')
-    c.model = subprocess.Popen([sys.executable, MODEL_SERVER, '--port', '0', '--port-file', port_file],
-                               stdout=c.model_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    c.model_port = int(wait_until(lambda: open(port_file).read().strip() if os.path.exists(port_file) else None,
-                                  timeout=30, what='the model server port'))
-    c.model_base = f'http://127.0.0.1:{c.model_port}'
-    wait_until(lambda: request(c.model_base + '/_health').status == 200, timeout=30, what='the model server')
-
-
-def script(c, steps):
-    r = request(c.model_base + '/_script', method='POST', body=json.dumps(steps),
-                headers={'Content-Type': 'application/json'})
-    assert r.status == 200, r.text
+def teardown(c):
+    if c is not None:
+        c.close()
 
 
 def model_state(c):
     return request(c.model_base + '/_state').json()
-
-
-def setup():
-    c = Ctx()
-    c.tmp = tempfile.mkdtemp(prefix='seed-crash-')
-    os.chmod(c.tmp, 0o755)  # the unprivileged account must reach it when we are root
-    start_model_server(c)
-    c.port = free_port()
-    c.dir = os.path.join(c.tmp, 'crash')
-    seed('new', 'crash', '--no-run', '--addr', f'127.0.0.1:{c.port}', cwd=c.tmp, timeout=900)
-    path = os.path.join(c.dir, 'seed.yaml')
-    text = open(path).read()
-    model = (f'model:\n  provider: openai-compatible\n  name: scripted\n'
-             f'  base_url: http://127.0.0.1:{c.model_port}/v1\n  api_key_env: ""\n  max_tokens: 16000\n')
-    text, n = re.subn(r'(?m)^model:\n(?:[ \t]+.*\n)+', model, text)
-    assert n == 1, text
-    with open(path, 'w') as f:
-        f.write(text)
-    seed('run', '--detach', '--addr', f'127.0.0.1:{c.port}', cwd=c.dir, timeout=900)
-    c.base = f'http://127.0.0.1:{c.port}'
-    wait_until(lambda: request(c.base + '/_seed/healthz').status == 200, timeout=120, what='the kernel')
-    return c
-
-
-def teardown(c):
-    if c is None:
-        return
-    if getattr(c, 'dir', None):
-        seed('stop', '--dir', c.dir, check=False, timeout=120)
-    if getattr(c, 'model', None):
-        c.model.terminate()
-        try:
-            c.model.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            c.model.kill()
-        c.model_log.close()
-    shutil.rmtree(c.tmp, ignore_errors=True)
-
-
-def token(c):
-    return open(os.path.join(c.dir, '.seed', 'control-token')).read().strip()
-
-
-def api(c, path, method='GET', body=None):
-    h = {'Authorization': 'Bearer ' + token(c)}
-    if body is not None:
-        h['Content-Type'] = 'application/json'
-        body = json.dumps(body)
-    return request(c.base + path, method=method, headers=h, body=body, timeout=60)
-
-
-def evolution(c, evo_id):
-    r = api(c, f'/_seed/api/evolutions/{evo_id}')
-    assert r.status == 200, r.text
-    return r.json()
-
-
-def submit(c, intent):
-    r = api(c, '/_seed/api/evolutions', 'POST', {'intent': intent})
-    if r.status in (501, 503):
-        raise Skip(f'the orchestrator is not available (HTTP {r.status}: {r.text.strip()})')
-    assert r.status == 202, (r.status, r.text)
-    return r.json()['id']
 
 
 def kernel_pid(c):

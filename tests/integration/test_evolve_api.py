@@ -10,110 +10,21 @@ import http.client
 import json
 import os
 import re
-import shutil
 import subprocess
-import sys
-import tempfile
 import time
 
 import taplib
-from seedlib import free_port, request, seed, wait_until
+from seedlib import EVO_ID, ScriptedSeed, api, evolution, request, script, seed, token, wait_until
 from taplib import Skip, test
-
-HERE = os.path.dirname(os.path.abspath(__file__))
-MODEL_SERVER = os.path.join(HERE, '..', 'fakes', 'model_server.py')
-EVO_ID = re.compile(r'^evo_[0-9a-f]{16}$')
-
-
-class Ctx:
-    pass
-
-
-def start_model_server(c):
-    port_file = os.path.join(c.tmp, 'model-port')
-    c.model_log = open(os.path.join(c.tmp, 'model-server.log'), 'w')
-    c.model = subprocess.Popen([sys.executable, MODEL_SERVER, '--port', '0', '--port-file', port_file],
-                               stdout=c.model_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    c.model_port = int(wait_until(lambda: open(port_file).read().strip() if os.path.exists(port_file) else None,
-                                  timeout=30, what='the model server port'))
-    c.model_base = f'http://127.0.0.1:{c.model_port}'
-    wait_until(lambda: request(c.model_base + '/_health').status == 200, timeout=30, what='the model server')
-
-
-def script(c, steps):
-    r = request(c.model_base + '/_script', method='POST', body=json.dumps(steps),
-                headers={'Content-Type': 'application/json'})
-    assert r.status == 200, r.text
-
-
-def point_at_model_server(c):
-    path = os.path.join(c.dir, 'seed.yaml')
-    text = open(path).read()
-    model = (f'model:\n  provider: openai-compatible\n  name: scripted\n'
-             f'  base_url: http://127.0.0.1:{c.model_port}/v1\n  api_key_env: ""\n  max_tokens: 16000\n')
-    new, n = re.subn(r'(?m)^model:\n(?:[ \t]+.*\n)+', model, text)
-    assert n == 1, text
-    with open(path, 'w') as f:
-        f.write(new)
 
 
 def setup():
-    c = Ctx()
-    c.tmp = tempfile.mkdtemp(prefix='seed-evo-')
-    os.chmod(c.tmp, 0o755)  # the unprivileged account must reach it when we are root
-    start_model_server(c)
-    c.port = free_port()
-    c.dir = os.path.join(c.tmp, 'evoapi')
-    seed('new', 'evoapi', '--no-run', '--addr', f'127.0.0.1:{c.port}', cwd=c.tmp, timeout=900)
-    point_at_model_server(c)
-    seed('run', '--detach', '--addr', f'127.0.0.1:{c.port}', cwd=c.dir, timeout=900)
-    c.base = f'http://127.0.0.1:{c.port}'
-    wait_until(lambda: request(c.base + '/_seed/healthz').status == 200, timeout=120, what='the kernel')
-    return c
+    return ScriptedSeed('seed-evo-', 'evoapi')
 
 
 def teardown(c):
-    if c is None:
-        return
-    if getattr(c, 'dir', None):
-        seed('stop', '--dir', c.dir, check=False, timeout=120)
-    if getattr(c, 'model', None):
-        c.model.terminate()
-        try:
-            c.model.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            c.model.kill()
-        c.model_log.close()
-    shutil.rmtree(c.tmp, ignore_errors=True)
-
-
-def token(c):
-    return open(os.path.join(c.dir, '.seed', 'control-token')).read().strip()
-
-
-def api(c, path, method='GET', body=None, headers=None):
-    h = {'Authorization': 'Bearer ' + token(c)}
-    if body is not None:
-        h['Content-Type'] = 'application/json'
-        body = body if isinstance(body, (str, bytes)) else json.dumps(body)
-    h.update(headers or {})
-    return request(c.base + path, method=method, headers=h, body=body, timeout=60)
-
-
-def evolution(c, evo_id):
-    r = api(c, f'/_seed/api/evolutions/{evo_id}')
-    assert r.status == 200, r.text
-    return r.json()
-
-
-def submit(c, intent):
-    r = api(c, '/_seed/api/evolutions', 'POST', {'intent': intent})
-    if r.status in (501, 503):
-        raise Skip(f'the orchestrator is not available (HTTP {r.status}: {r.text.strip()})')
-    assert r.status == 202, (r.status, r.text)
-    evo_id = r.json()['id']
-    assert EVO_ID.match(evo_id), evo_id
-    return evo_id
+    if c is not None:
+        c.close()
 
 
 def ended(c, evo_id):
