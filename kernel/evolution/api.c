@@ -374,6 +374,9 @@ static int decided(int r, const char *apr_id, const char *what, int *ret_status,
         if (r == -EALREADY)
                 return reply_error(409, "this approval was already decided or has expired", ret_status,
                                    ret_json);
+        if (r == -EINVAL)
+                return reply_error(400, "a question takes an answer; any other approval takes approved: true or false",
+                                   ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not decide approval %s: %m", apr_id);
         log_info("approval %s %s by the owner", apr_id, what);

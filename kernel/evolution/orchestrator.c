@@ -223,7 +223,10 @@ static int cb_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_j
         if (!req)
                 return -ENOMEM;
         int k = ask_owner_decision(r, "tool", t->name, tools_level_name(level), req, "approval", NULL);
-        if (k == 1) {
+        /* Only an approved dangerous call (a write outside the evolvable dirs)
+         * clears its path at the commit-time boundary check; approving a
+         * review-level call clears nothing there. */
+        if (k == 1 && level == TOOL_DANGEROUS) {
                 const char *path = json_string_value(json_object_get(json_object_get(req, "arguments"), "path"));
                 if (path && strv_push(&r->approved, path) < 0)
                         k = -ENOMEM;

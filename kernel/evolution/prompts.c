@@ -11,6 +11,7 @@
 #include "repo/repo.h"
 
 #include <jansson.h>
+#include <sys/stat.h>
 
 #define SELF_MAX (16 * 1024)
 #define SKILL_HEAD_MAX 600
@@ -32,8 +33,14 @@ static void add_skill(struct buf *b, int root, const char *name) {
         if (xasprintf(&rel, "skills/%s/SKILL.md", name) < 0)
                 return;
         int fd = -1;
-        if (fsx_open(root, rel, O_RDONLY, 0, &fd, &err) < 0)
+        struct stat st;
+        /* Non-blocking and regular files only: a FIFO must not hang us. */
+        if (fsx_open(root, rel, O_RDONLY | O_NONBLOCK, 0, &fd, &err) < 0)
                 return;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                close(fd);
+                return;
+        }
         char head[SKILL_HEAD_MAX + 1];
         ssize_t n = read(fd, head, SKILL_HEAD_MAX);
         close(fd);

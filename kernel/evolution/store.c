@@ -120,6 +120,16 @@ int evo_set_state(struct db *db, const char *id, enum evo_state to, const char *
                 return r;
         if (r == 0)
                 return -EAGAIN;
+        if (evo_state_is_final(to)) {
+                /* An ended evolution waits for nothing: its pending approvals
+                 * expire, so none can be decided (or mislead) later. */
+                const char *pa[] = {id, now};
+                if ((r = db_execp(db,
+                                  "UPDATE approvals SET state = 'expired', decided_at = $2 "
+                                  "WHERE evolution_id = $1 AND state = 'pending'",
+                                  2, pa, NULL)) < 0)
+                        return r;
+        }
         json_t *ev = json_pack("{s:s, s:s}", "from", evo_state_name(from), "to", evo_state_name(to));
         if (ev && note)
                 json_object_set_new(ev, "note", json_string(note));
@@ -264,17 +274,21 @@ int evo_approval_decide(struct db *db, const char *id, bool approved, const char
         char now[32];
         now_str(now);
         const char *state = answer ? "answered" : approved ? "approved" : "denied";
-        const char *p[] = {id, state, answer, now};
+        /* A question takes an answer and nothing else; every other kind takes
+         * a yes or no: an answer can never approve a call. */
+        const char *p[] = {id, state, answer, now, answer ? "true" : "false"};
         int r = db_execp(db,
                          "UPDATE approvals SET state = $2, answer = $3, decided_at = $4 "
-                         "WHERE id = $1 AND state = 'pending'",
-                         4, p, NULL);
+                         "WHERE id = $1 AND state = 'pending' AND (kind = 'question') = $5::boolean",
+                         5, p, NULL);
         if (r < 0)
                 return r;
         if (r == 1)
                 return 0;
         _cleanup_free_ char *cur = NULL;
-        return evo_approval_state(db, id, &cur, NULL) == 0 ? -EALREADY : -ENOENT;
+        if (evo_approval_state(db, id, &cur, NULL) < 0)
+                return -ENOENT;
+        return streq(cur, "pending") ? -EINVAL : -EALREADY;
 }
 
 int evo_approval_state(struct db *db, const char *id, char **ret_state, char **ret_answer) {

@@ -44,8 +44,10 @@ int evo_recover(struct db *db);
 /* kind: tool | plan | apply | question. request_json: shown in full. */
 int evo_approval_create(struct db *db, const char *evo_id, const char *kind, const char *tool, const char *level,
                         const char *request_json, char **ret_id);
-/* Decides a pending approval (answer: the owner's text for questions, may be
- * NULL). -ENOENT if unknown, -EALREADY if already decided or expired. */
+/* Decides a pending approval: a question only with an answer (non-NULL), any
+ * other kind only with approved/denied (answer NULL); the wrong form is
+ * -EINVAL and changes nothing. -ENOENT if unknown, -EALREADY if already
+ * decided or expired. */
 int evo_approval_decide(struct db *db, const char *id, bool approved, const char *answer);
 /* "pending", "approved", "denied", "answered" or "expired"; answer may be NULL. */
 int evo_approval_state(struct db *db, const char *id, char **ret_state, char **ret_answer);

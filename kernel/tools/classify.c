@@ -75,7 +75,11 @@ int tools_classify_write(const struct tool_ctx *ctx, const struct tool *t, json_
         int r = tools_normalize_path(tool_arg_str(args, "path"), &norm, NULL);
         if (r < 0)
                 return r;
-        *ret = tools_path_in(norm, ctx->evolvable) ? TOOL_REVIEW : TOOL_DANGEROUS;
+        /* Files that change how git reads the tree are kernel wherever they
+         * are (the commit-time boundary check protects them too). */
+        const char *base = strrchr(norm, '/') ? strrchr(norm, '/') + 1 : norm;
+        bool git_control = streq(base, ".gitattributes") || streq(base, ".gitmodules");
+        *ret = tools_path_in(norm, ctx->evolvable) && !git_control ? TOOL_REVIEW : TOOL_DANGEROUS;
         return 0;
 }
 

@@ -156,6 +156,12 @@ static void test_approvals_are_decided_once(void **state) {
         assert_int_equal(evo_approvals_pending_json(g_db, &pending), 0);
         assert_non_null(strstr(pending, apr));
         assert_non_null(strstr(pending, "Which colour?"));
+        /* An answer never approves a call, and a question needs an answer. */
+        assert_int_equal(evo_approval_decide(g_db, apr, true, ""), -EINVAL);
+        assert_int_equal(evo_approval_decide(g_db, q, true, NULL), -EINVAL);
+        assert_int_equal(evo_approval_state(g_db, apr, &st, NULL), 0);
+        assert_string_equal(st, "pending");
+        free(TAKE_PTR(st));
         assert_int_equal(evo_approval_decide(g_db, apr, false, NULL), 0);
         assert_int_equal(evo_approval_decide(g_db, apr, true, NULL), -EALREADY);
         assert_int_equal(evo_approval_state(g_db, apr, &st, NULL), 0);
@@ -166,6 +172,13 @@ static void test_approvals_are_decided_once(void **state) {
         assert_string_equal(st, "answered");
         assert_string_equal(ans, "green");
         assert_int_equal(evo_approval_decide(g_db, "apr_nope", true, NULL), -ENOENT);
+        /* When the evolution ends, what it still waited for expires. */
+        _cleanup_free_ char *late = NULL, *late_state = NULL;
+        assert_int_equal(evo_approval_create(g_db, id, "tool", "run", "review", "{}", &late), 0);
+        assert_int_equal(evo_set_state(g_db, id, EVO_CANCELLED, NULL, NULL), 0);
+        assert_int_equal(evo_approval_state(g_db, late, &late_state, NULL), 0);
+        assert_string_equal(late_state, "expired");
+        assert_int_equal(evo_approval_decide(g_db, late, true, NULL), -EALREADY);
 }
 
 static void test_list(void **state) {

@@ -381,6 +381,13 @@ static void test_classify(void **state) {
         assert_int_equal(classify("write_file", "{\"path\":\"kernel/x.c\",\"content\":\"\"}"), TOOL_DANGEROUS);
         assert_int_equal(classify("write_file", "{\"path\":\"newroot.txt\",\"content\":\"\"}"), TOOL_DANGEROUS);
         assert_int_equal(classify("write_file", "{\"path\":\"organismx/a\",\"content\":\"\"}"), TOOL_DANGEROUS);
+        /* git control files are the kernel's even inside an evolvable dir */
+        assert_int_equal(classify("write_file", "{\"path\":\"organism/.gitattributes\",\"content\":\"\"}"),
+                         TOOL_DANGEROUS);
+        assert_int_equal(classify("edit_file", "{\"path\":\"skills/a/.gitmodules\",\"old_text\":\"a\",\"new_text\":\"b\"}"),
+                         TOOL_DANGEROUS);
+        assert_int_equal(classify("write_file", "{\"path\":\"organism/gitattributes.txt\",\"content\":\"\"}"),
+                         TOOL_REVIEW);
         assert_int_equal(classify("edit_file", "{\"path\":\"seed.yaml\",\"old_text\":\"a\",\"new_text\":\"b\"}"),
                          TOOL_DANGEROUS);
         assert_int_equal(classify("edit_file", "{\"path\":\"skills/a/SKILL.md\",\"old_text\":\"a\",\"new_text\":\"b\"}"),
