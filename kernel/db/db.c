@@ -261,6 +261,27 @@ int db_query_json(struct db *db, const char *sql, int nparams, const char *const
         return db_query_value(db, wrapped, nparams, params, ret_json);
 }
 
+int db_query_json_max(struct db *db, const char *sql, int nparams, const char *const *params, size_t max_bytes,
+                      char **ret_json) {
+        if (nparams < 0 || nparams > 64)
+                return -EINVAL;
+        _cleanup_free_ char *wrapped = NULL;
+        /* The server measures the result; more than max_bytes never reaches us. */
+        if (xasprintf(&wrapped,
+                      "SELECT CASE WHEN octet_length(j) > $%d::bigint THEN NULL ELSE j END FROM "
+                      "(SELECT coalesce(json_agg(row_to_json(q)), '[]')::text AS j FROM (%s) q) x",
+                      nparams + 1, sql) < 0)
+                return -ENOMEM;
+        const char *p[65];
+        char max[32];
+        snprintf(max, sizeof max, "%zu", max_bytes);
+        for (int i = 0; i < nparams; i++)
+                p[i] = params[i];
+        p[nparams] = max;
+        int r = db_query_value(db, wrapped, nparams + 1, p, ret_json);
+        return r == -ENOENT ? -E2BIG : r;
+}
+
 static int quote(struct db *db, const char *s, bool ident, char **ret) {
         if (!s)
                 return -EINVAL;

@@ -32,6 +32,10 @@ int db_query_value(struct db *db, const char *sql, int nparams, const char *cons
 /* Every row of a query (one SELECT, no trailing ';') as a JSON array of
  * objects, column names as keys. Caller frees. */
 int db_query_json(struct db *db, const char *sql, int nparams, const char *const *params, char **ret_json);
+/* Like db_query_json, refusing (-E2BIG) a result over max_bytes of JSON
+ * text, measured by the server so that it never reaches our memory. */
+int db_query_json_max(struct db *db, const char *sql, int nparams, const char *const *params, size_t max_bytes,
+                      char **ret_json);
 /* Quotes an identifier / literal for SQL text built by the kernel. Caller frees. */
 int db_quote_ident(struct db *db, const char *s, char **ret);
 int db_quote_literal(struct db *db, const char *s, char **ret);

@@ -32,6 +32,7 @@
 #define HTTP_HEADERS_MAX (64 * 1024)
 #define LOG_READ_MAX (512 * 1024)            /* bytes read from the end of the log */
 #define LOG_LINES_DEFAULT 200
+#define DB_RESULT_MAX (2 * 1024 * 1024)
 #define DB_ROWS_MAX 500
 #define DB_STATEMENT_TIMEOUT "30s"
 #define ORGANISM_MIGRATIONS_TABLE "organism_migrations"
@@ -559,9 +560,12 @@ static int cb_db_query(struct tool_ctx *ctx, const char *tool, const char *args_
                 _cleanup_free_ char *wrapped = NULL, *json = NULL;
                 if (xasprintf(&wrapped, "SELECT * FROM (%s\n) AS seed_q LIMIT %d", sql, DB_ROWS_MAX + 1) < 0)
                         return -ENOMEM;
-                k = db_query_json(db, wrapped, 0, NULL, &json);
+                k = db_query_json_max(db, wrapped, 0, NULL, DB_RESULT_MAX, &json);
                 if (k == -ENOMEM)
                         return k;
+                if (k == -E2BIG)
+                        return result(ret, true, "db_query: the result is larger than %d bytes; select fewer rows "
+                                      "or columns", DB_RESULT_MAX);
                 if (k >= 0) {
                         json_t *rows = json_loads(json, 0, NULL);
                         size_t n = json_array_size(rows);

@@ -414,6 +414,14 @@ static void test_query_json(void **state) {
         assert_int_equal(db_query_json(db, "SELECT id FROM evolutions WHERE id = 'none'", 0, NULL, &json), 0);
         assert_string_equal(json, "[]");
         assert_int_equal(db_execp(db, "DELETE FROM evolutions WHERE id = $1", 1, params, NULL), 1);
+        /* Bounded by the server: a big result never reaches us. */
+        free(json);
+        json = NULL;
+        const char *thousand[] = {"1000"};
+        assert_int_equal(db_query_json_max(db, "SELECT repeat('x', $1::int) AS v", 1, thousand, 100, &json), -E2BIG);
+        assert_null(json);
+        assert_int_equal(db_query_json_max(db, "SELECT repeat('x', $1::int) AS v", 1, thousand, 4096, &json), 0);
+        assert_int_equal(strlen(json), 1000 + strlen("[{\"v\":\"\"}]"));
 }
 
 static void test_migration_changed_is_error(void **state) {
