@@ -791,7 +791,9 @@ static int rollback(struct run *r, int gen) {
         if (gen < 1 || gen > r->base_gen)
                 return fail(r, "there is no generation %d", gen);
         int new_gen = r->base_gen + 1;
-        _cleanup_free_ char *msg = NULL, *oid = NULL;
+        _cleanup_free_ char *msg = NULL, *oid = NULL, *old_head = NULL;
+        if (repo_head(r->o->c.seed_dir, &old_head) < 0)
+                return fail(r, "cannot read the live commit: %s", repo_last_error());
         if (xasprintf(&msg, "rollback: restore generation %d\n\nEvolution: %s\nGeneration: %d -> %d\n", gen, r->id,
                       r->base_gen, new_gen) < 0)
                 return -ENOMEM;
@@ -800,10 +802,21 @@ static int rollback(struct run *r, int gen) {
         if ((k = repo_tag_generation(r->o->c.seed_dir, oid, new_gen)) < 0)
                 return fail(r, "cannot tag generation %d: %s", new_gen, repo_last_error());
         note(r, "generation %d restores generation %d's tree", new_gen, gen);
+        /* Rolling back across a kernel change changes the kernel too: the
+         * kernel then restarts into the restored source (exit 75). */
+        struct repo_change *c = NULL;
+        size_t n = 0;
+        bool kernel = false;
+        if ((k = repo_boundary_changes_between(r->o->c.seed_dir, old_head, oid, r->o->c.cfg->kernel.evolvable, &c,
+                                               &n)) < 0)
+                return fail(r, "cannot compare generation %d with the live one: %s", gen, repo_last_error());
+        for (size_t i = 0; i < n; i++)
+                kernel = kernel || c[i].protected;
+        repo_changes_free(c, n);
         if ((k = advance_to(r, EVO_OBSERVING)) < 0 || (k = set_state(r, EVO_REFLECTING, NULL)) < 0 ||
             (k = set_state(r, EVO_READY, NULL)) < 0)
                 return k;
-        return apply(r, oid, new_gen, true, false);
+        return apply(r, oid, new_gen, true, kernel);
 }
 
 static void run_one(struct orchestrator *o, const char *id) {

@@ -490,6 +490,7 @@ static void test_no_model(void **state) {
 /* Rollback to 1: a new generation with generation 1's tree. */
 static void test_rollback(void **state) {
         int before = current_gen();
+        int restarts_before = atomic_load(&restarts);
         char *id = NULL;
         assert_int_equal(orch_rollback(g_orch, 1, &id), 0);
         enum evo_state s = wait_final(id, 120000);
@@ -499,6 +500,9 @@ static void test_rollback(void **state) {
         assert_int_equal(current_gen(), before + 1);
         assert_true(seed_file_contains("organism/bin/server", "This is a new Seed."));
         assert_false(seed_file_contains("kernel/x.txt", "from the model"));
+        /* Generation 1 has no kernel/x.txt: the rollback changed the kernel,
+         * so the kernel restarts into the restored source. */
+        assert_int_equal(atomic_load(&restarts), restarts_before + 1);
         free(id);
 }
 
