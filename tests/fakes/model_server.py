@@ -495,6 +495,8 @@ class Handler(BaseHTTPRequestHandler):
                         status_override = (500, error_body(fmt, 500, st.failure))
             rec["status"] = status_override[0] if status_override else self.status_of(step)
         if step is not None and step.get("delay_ms"):
+            # A scripted slow provider (timeouts, a kernel killed mid-call):
+            # the delay is what the test asks for, not a wait for something.
             time.sleep(step["delay_ms"] / 1000.0)
         try:
             if status_override:

@@ -256,7 +256,7 @@ static void org_reply(int fd, const char *path) {
                                                      "body\r\n", "0\r\n", "\r\n"};
                 for (size_t i = 0; i < ARRAY_SIZE(pieces); i++) {
                         send_all(fd, pieces[i], strlen(pieces[i]));
-                        usleep(2000);
+                        usleep(2000); /* not a wait: keeps the pieces in separate reads */
                 }
         } else if (streq(path, "/echo")) {
                 char head[256];
