@@ -64,7 +64,8 @@ struct run {
         int root_fd;
         char *scratch_db;        /* name, when created */
         char *scratch_url;
-        char **approved;         /* protected paths approved during this evolution */
+        struct repo_pin *pins;   /* what approved protected writes left, in order */
+        size_t n_pins;
         struct sandbox_spec sandbox;
         struct tool_callbacks cb;
         struct orch_app *app;    /* start_app … db_schema (apptools.c) */
@@ -223,16 +224,35 @@ static int cb_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_j
         if (!req)
                 return -ENOMEM;
         int k = ask_owner_decision(r, "tool", t->name, tools_level_name(level), req, "approval", NULL);
-        /* Only an approved dangerous call (a write outside the evolvable dirs)
-         * clears its path at the commit-time boundary check; approving a
-         * review-level call clears nothing there. */
-        if (k == 1 && level == TOOL_DANGEROUS) {
-                const char *path = json_string_value(json_object_get(json_object_get(req, "arguments"), "path"));
-                if (path && strv_push(&r->approved, path) < 0)
-                        k = -ENOMEM;
-        }
         json_decref(req);
         return k;
+}
+
+/* tools: an approved call ran. Only an approved dangerous call (a write
+ * outside the evolvable dirs) pins its path for the commit-time boundary
+ * check, and it pins exactly what the call left there; approving a
+ * review-level call clears nothing there. */
+static int cb_approved_done(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level) {
+        struct run *r = ctx->userdata;
+        if (level != TOOL_DANGEROUS)
+                return 0;
+        json_t *args = json_loads(args_json ? args_json : "{}", 0, NULL);
+        const char *path = json_string_value(json_object_get(args, "path"));
+        struct repo_pin pin;
+        int k = path ? repo_pin_take(r->worktree, path, &pin) : -ENODATA;
+        json_decref(args);
+        if (k == -ENODATA)
+                return 0;
+        if (k < 0)
+                return log_error_errno(k, "evolution %s: cannot pin an approved path: %s", r->id, repo_last_error());
+        struct repo_pin *nv = realloc(r->pins, (r->n_pins + 1) * sizeof *nv);
+        if (!nv) {
+                free(pin.path);
+                return -ENOMEM;
+        }
+        r->pins = nv;
+        r->pins[r->n_pins++] = pin;
+        return 0;
 }
 
 static int cb_ask_owner(struct tool_ctx *ctx, const char *question, char **ret_answer) {
@@ -336,7 +356,7 @@ static int prepare(struct run *r) {
                 .port = cfg->organism.port,
         };
         r->sandbox.cache_dir = strdup(cache);
-        r->cb = (struct tool_callbacks){.ask = cb_ask, .ask_owner = cb_ask_owner};
+        r->cb = (struct tool_callbacks){.ask = cb_ask, .approved_done = cb_approved_done, .ask_owner = cb_ask_owner};
         struct orch_app_config ac = {
                 .seed_dir = o->c.seed_dir,
                 .worktree = r->worktree,
@@ -393,7 +413,7 @@ static void cleanup_run(struct run *r) {
         free(r->worktree);
         free(r->base);
         free(r->gitdir_snap);
-        strv_free(r->approved);
+        repo_pins_free(r->pins, r->n_pins);
         agent_state_done(&r->st);
         free(r->system);
         free(r->title);
@@ -599,7 +619,7 @@ static int reflect(struct run *r) {
 static int boundary(struct run *r, struct repo_change *c, size_t n, bool *ret_protected) {
         _cleanup_free_ char *text = NULL;
         _cleanup_strv_free_ char **gitdir = NULL;
-        int v = repo_boundary_violations(c, n, r->approved, &text);
+        int v = repo_boundary_violations(c, n, r->pins, r->n_pins, &text);
         if (v < 0)
                 return fail(r, "boundary check failed: %s", strerror(-v));
         int g = repo_gitdir_changed(r->o->c.seed_dir, r->gitdir_snap, &gitdir);

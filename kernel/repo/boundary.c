@@ -248,6 +248,12 @@ static enum type_class type_class(uint32_t mode) {
         return mode == REPO_MODE_SYMLINK ? T_LINK : mode == REPO_MODE_GITLINK ? T_GITLINK : T_FILE;
 }
 
+/* The new side's blob id, when already known (tree entries, hashed files). */
+static void copy_oid(struct repo_change *c, const struct repo_ent *e) {
+        if (e->has_oid && type_class(e->mode) != T_GITLINK)
+                git_oid_tostr(c->new_oid, sizeof c->new_oid, &e->oid);
+}
+
 struct cmp_ctx {
         git_repository *repo;
         int rootfd;
@@ -318,6 +324,7 @@ static int pair_renames(struct cmp_ctx *x, struct repo_ents *base, struct repo_e
                         if ((r = chlist_add(out, REPO_CHANGE_RENAMED, a->path, d->path, d->mode, a->mode, link, &c)) < 0)
                                 return r;
                         c->ignored = a->ignored;
+                        copy_oid(c, a);
                         added[j] = SIZE_MAX;
                         deleted[i] = SIZE_MAX;
                         break;
@@ -366,6 +373,7 @@ int repo_compare(git_repository *repo, int rootfd, struct repo_ents *base, struc
                     (r = chlist_add(&out, kind, h->path, NULL, b->mode, h->mode, link, &c)) < 0)
                         break;
                 c->ignored = h->ignored;
+                copy_oid(c, h);
         }
         for (size_t i = 0; i < base->n && r >= 0; i++)
                 if (!base->v[i].seen &&
@@ -383,6 +391,7 @@ int repo_compare(git_repository *repo, int rootfd, struct repo_ents *base, struc
                     (r = chlist_add(&out, REPO_CHANGE_ADDED, a->path, NULL, 0, a->mode, link, &c)) < 0)
                         break;
                 c->ignored = a->ignored;
+                copy_oid(c, a);
         }
         for (size_t i = 0; i < ndeleted && r >= 0; i++)
                 if (deleted[i] != SIZE_MAX)
@@ -561,11 +570,30 @@ static int add_index_changes(git_repository *repo, git_tree *base, struct chlist
                 if ((r = chlist_add(out, kind, path, NULL, old_mode, new_mode, link, &c)) < 0)
                         return r;
                 c->from_index = true;
+                if (new_mode == REPO_MODE_FILE || new_mode == REPO_MODE_EXECUTABLE || new_mode == REPO_MODE_SYMLINK)
+                        git_oid_tostr(c->new_oid, sizeof c->new_oid, &d->new_file.id);
         }
         return 0;
 }
 
 /* ---- public entry points --------------------------------------------------------- */
+
+/* A protected file or symlink on disk whose blob id is not known yet gets
+ * hashed: pins are compared by content. */
+static int hash_protected(git_repository *repo, int rootfd, struct repo_change *c) {
+        if (!c->protected || c->new_oid[0] || c->kind == REPO_CHANGE_DELETED || c->never_approvable)
+                return 0;
+        if (c->new_mode != REPO_MODE_FILE && c->new_mode != REPO_MODE_EXECUTABLE && c->new_mode != REPO_MODE_SYMLINK)
+                return 0;
+        struct repo_ent e = {.path = c->path, .mode = c->new_mode, .link = c->link_target, .size = -1};
+        git_oid oid;
+        int r = repo_ent_oid(repo, rootfd, &e, &oid);
+        if (r < 0) /* unreadable or too large: no pin can match it */
+                return r == -ENOMEM ? r : 0;
+        git_oid_tostr(c->new_oid, sizeof c->new_oid, &oid);
+        return 0;
+}
+
 
 int repo_boundary_changes(const char *worktree_dir, const char *base_oid_hex, char *const *evolvable,
                           struct repo_change **ret_changes, size_t *ret_n) {
@@ -593,12 +621,14 @@ int repo_boundary_changes(const char *worktree_dir, const char *base_oid_hex, ch
                 r = check_worktree_admin(repo, wt, rootfd, root, &out);
         if (r >= 0)
                 r = add_index_changes(repo, base_tree, &out);
+        for (size_t i = 0; i < out.n; i++)
+                classify(&out.v[i], evolvable);
+        for (size_t i = 0; r >= 0 && i < out.n; i++)
+                r = hash_protected(repo, rootfd, &out.v[i]);
         if (r < 0) {
                 chlist_free(&out);
                 return r;
         }
-        for (size_t i = 0; i < out.n; i++)
-                classify(&out.v[i], evolvable);
         if (out.n > 1)
                 qsort(out.v, out.n, sizeof *out.v, cmp_change);
         *ret_changes = out.v;
@@ -629,18 +659,122 @@ int repo_boundary_changes_between(const char *dir, const char *base_oid_hex, con
         return 0;
 }
 
-static bool approved(const char *path, char *const *approved_paths) {
-        for (size_t i = 0; approved_paths && approved_paths[i]; i++) {
-                const char *a = approved_paths[i];
-                while (startswith(a, "./"))
-                        a += 2;
-                size_t n = strlen(a);
-                if (n == 0)
-                        continue;
-                if (streq(a, path) || (a[n - 1] == '/' && strncmp(path, a, n) == 0))
-                        return true;
+void repo_pins_free(struct repo_pin *p, size_t n) {
+        for (size_t i = 0; p && i < n; i++)
+                free(p[i].path);
+        free(p);
+}
+
+int repo_pin_take(const char *worktree_dir, const char *path, struct repo_pin *ret) {
+        repo_err_clear();
+        if (!worktree_dir || !path || !*path)
+                return repo_err(-EINVAL, "no path to pin");
+        _cleanup_close_ int rootfd = open(worktree_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        if (rootfd < 0)
+                return repo_err(-errno, "cannot open '%s': %m", worktree_dir);
+        _cleanup_free_ char *dir = strdup(path);
+        if (!dir)
+                return repo_err(-ENOMEM, "out of memory");
+        char *slash = strrchr(dir, '/');
+        const char *name = slash ? slash + 1 : dir;
+        _cleanup_close_ int dfd = -1;
+        if (slash) {
+                *slash = 0;
+                dfd = repo_open_beneath(rootfd, dir, O_RDONLY | O_DIRECTORY);
+        } else
+                dfd = fcntl(rootfd, F_DUPFD_CLOEXEC, 3);
+        struct repo_pin p = {0};
+        struct stat st;
+        if (dfd < 0 && dfd != -ENOENT)
+                return repo_err(dfd, "cannot open the directory of '%s': %s", path, strerror(-dfd));
+        bool gone = dfd < 0;
+        if (!gone && fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0) {
+                if (errno != ENOENT)
+                        return repo_err(-errno, "cannot stat '%s': %m", path);
+                gone = true;
         }
-        return false;
+        if (!gone) {
+                if (S_ISDIR(st.st_mode))
+                        return repo_err(-EISDIR, "'%s' is a directory", path);
+                struct repo_ent e = {.path = (char *)path, .size = -1};
+                char target[REPO_MAX_LINK + 1];
+                if (S_ISLNK(st.st_mode)) {
+                        ssize_t k = readlinkat(dfd, name, target, sizeof target);
+                        if (k < 0 || (size_t)k > REPO_MAX_LINK)
+                                return repo_err(k < 0 ? -errno : -ENAMETOOLONG, "cannot read the symlink '%s'", path);
+                        target[k] = 0;
+                        e.mode = REPO_MODE_SYMLINK;
+                        e.link = target;
+                } else if (S_ISREG(st.st_mode))
+                        e.mode = (st.st_mode & S_IXUSR) ? REPO_MODE_EXECUTABLE : REPO_MODE_FILE;
+                else
+                        return repo_err(-EINVAL, "'%s' is neither a file nor a symlink", path);
+                git_oid oid;
+                int r = repo_ent_oid(NULL, rootfd, &e, &oid);
+                if (r < 0)
+                        return r;
+                git_oid_tostr(p.oid, sizeof p.oid, &oid);
+                p.mode = e.mode;
+        }
+        if (!(p.path = strdup(path)))
+                return repo_err(-ENOMEM, "out of memory");
+        *ret = p;
+        return 0;
+}
+
+/* The latest pin for path: its own, or a "gone" pin of a directory above. */
+static const struct repo_pin *pin_for(const char *path, const struct repo_pin *pins, size_t npins) {
+        for (size_t i = npins; i-- > 0;) {
+                const char *a = pins[i].path;
+                size_t n = strlen(a);
+                if (streq(a, path) || (pins[i].mode == 0 && strncmp(path, a, n) == 0 && path[n] == '/'))
+                        return &pins[i];
+        }
+        return NULL;
+}
+
+/* Whether the side of x at path is exactly what its pin says. */
+static bool pinned(const struct repo_change *x, const char *path, bool old_side, const struct repo_pin *pins,
+                   size_t npins) {
+        const struct repo_pin *p = pin_for(path, pins, npins);
+        if (!p)
+                return false;
+        bool gone = old_side || x->kind == REPO_CHANGE_DELETED;
+        if (p->mode == 0)
+                return gone;
+        return !gone && x->new_mode == p->mode && x->new_oid[0] && streq(x->new_oid, p->oid);
+}
+
+int repo_boundary_violations(const struct repo_change *c, size_t n, const struct repo_pin *pins, size_t npins,
+                             char **ret_text) {
+        _cleanup_strv_free_ char **bad = NULL;
+        int r;
+
+        for (size_t i = 0; i < n; i++) {
+                const struct repo_change *x = &c[i];
+                if (!x->protected)
+                        continue;
+                if (x->never_approvable) {
+                        r = strv_push(&bad, x->path);
+                } else if (x->kind == REPO_CHANGE_RENAMED) {
+                        r = 0;
+                        if (x->old_protected && !pinned(x, x->old_path, true, pins, npins))
+                                r = strv_push(&bad, x->old_path);
+                        if (r >= 0 && x->new_protected && !pinned(x, x->path, false, pins, npins))
+                                r = strv_push(&bad, x->path);
+                } else
+                        r = pinned(x, x->path, false, pins, npins) ? 0 : strv_push(&bad, x->path);
+                if (r < 0)
+                        return repo_err(r, "out of memory");
+        }
+        size_t nb = strv_length(bad);
+        if (nb == 0) {
+                *ret_text = NULL;
+                return 0;
+        }
+        if ((r = repo_boundary_message(bad, ret_text)) < 0)
+                return r;
+        return nb > INT32_MAX ? INT32_MAX : (int)nb;
 }
 
 int repo_boundary_message(char *const *paths, char **ret_text) {
@@ -657,35 +791,4 @@ int repo_boundary_message(char *const *paths, char **ret_text) {
         }
         *ret_text = buf_steal(&b);
         return 0;
-}
-
-int repo_boundary_violations(const struct repo_change *c, size_t n, char *const *approved_paths, char **ret_text) {
-        _cleanup_strv_free_ char **bad = NULL;
-        int r;
-
-        for (size_t i = 0; i < n; i++) {
-                const struct repo_change *x = &c[i];
-                if (!x->protected)
-                        continue;
-                if (x->never_approvable) {
-                        r = strv_push(&bad, x->path);
-                } else if (x->kind == REPO_CHANGE_RENAMED) {
-                        r = 0;
-                        if (x->old_protected && !approved(x->old_path, approved_paths))
-                                r = strv_push(&bad, x->old_path);
-                        if (r >= 0 && x->new_protected && !approved(x->path, approved_paths))
-                                r = strv_push(&bad, x->path);
-                } else
-                        r = approved(x->path, approved_paths) ? 0 : strv_push(&bad, x->path);
-                if (r < 0)
-                        return repo_err(r, "out of memory");
-        }
-        size_t nb = strv_length(bad);
-        if (nb == 0) {
-                *ret_text = NULL;
-                return 0;
-        }
-        if ((r = repo_boundary_message(bad, ret_text)) < 0)
-                return r;
-        return nb > INT32_MAX ? INT32_MAX : (int)nb;
 }

@@ -162,6 +162,9 @@ struct repo_change {
         bool new_protected;        /* the path (new side) is protected */
         bool never_approvable;     /* git administrative files: always a violation */
         const char *reason;        /* static text: why protected, NULL if not */
+        char new_oid[REPO_OID_HEX_LEN + 1]; /* the new side's blob id (hex) when it is a
+                                         * file or symlink: always for protected
+                                         * changes, else "" */
 };
 void repo_changes_free(struct repo_change *c, size_t n);
 
@@ -198,13 +201,27 @@ int repo_boundary_changes_between(const char *dir, const char *base_oid_hex, con
                                   char *const *evolvable, struct repo_change **ret_changes,
                                   size_t *ret_n);
 
-/* The protected changes whose paths were not approved, as
+/* What the owner approved at a protected path: its state right after the
+ * approved call ran. A protected change passes the commit-time check only
+ * if its new side is exactly that (same blob and mode, or gone), so a later
+ * command cannot swap in other content under an approved path. */
+struct repo_pin {
+        char *path;
+        char oid[REPO_OID_HEX_LEN + 1]; /* "" when the path was gone: then every
+                                     * deletion below it is covered too */
+        uint32_t mode;              /* REPO_MODE_*, 0 when gone */
+};
+void repo_pins_free(struct repo_pin *p, size_t n);
+/* Reads the state of path (relative, no symlinks followed on the way) in a
+ * worktree. A directory pins nothing (-EISDIR). */
+int repo_pin_take(const char *worktree_dir, const char *path, struct repo_pin *ret);
+
+/* The protected changes not covered by a pin, as
  * "kernel boundary violated: <path>, <path>" (the first 50 paths, then
- * "and N more"). Approvals are per path: an approved "kernel/app.c" covers
- * that path only, an approved path ending in '/' covers what is below it.
- * A rename needs each of its protected sides approved. Returns the number
- * of violating paths; *ret_text is set (caller frees) when > 0, else NULL. */
-int repo_boundary_violations(const struct repo_change *c, size_t n, char *const *approved_paths,
+ * "and N more"). The latest pin of a path counts. A rename needs each of its
+ * protected sides pinned (the old one as gone). Returns the number of
+ * violating paths; *ret_text is set (caller frees) when > 0, else NULL. */
+int repo_boundary_violations(const struct repo_change *c, size_t n, const struct repo_pin *pins, size_t npins,
                              char **ret_text);
 
 /* "kernel boundary violated: a, b" for a list of paths (NULL-terminated). */

@@ -304,6 +304,14 @@ int tools_call(struct tool_ctx *ctx, const char *name, const char *args_json, st
         r = run_handler(ctx, t, args, &res);
         if (r < 0)
                 goto out;
+        if (res.decision == CFG_ASK && ctx->cb && ctx->cb->approved_done) {
+                r = ctx->cb->approved_done(ctx, t, res.args, res.level);
+                if (r == -ENOMEM)
+                        goto out;
+                if (r < 0 && (r = tool_error(&res, "%s: the kernel could not record what was approved: %s",
+                                             t->name, strerror(-r))) < 0)
+                        goto out;
+        }
         res.terminal = t->terminal && !res.is_error;
 done:
         if (r < 0)

@@ -85,6 +85,10 @@ struct tool_callbacks {
          * negative on failure (e.g. the evolution was cancelled: the call is
          * not run). */
         int (*ask)(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level);
+        /* After an approved call ran (successfully or not): e.g. to pin what
+         * the approved write left at its path. A failure fails the call. */
+        int (*approved_done)(struct tool_ctx *ctx, const struct tool *t, const char *args_json,
+                             enum tool_level level);
         /* ask_owner: blocks until the owner answers; *ret_answer caller-freed. */
         int (*ask_owner)(struct tool_ctx *ctx, const char *question, char **ret_answer);
         /* Chat: queue an evolution; *ret_output is text for the model (e.g. its id). */

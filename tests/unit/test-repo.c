@@ -345,6 +345,25 @@ static void bcase_end(struct bcase *b, const char *id) {
         free(b->wt);
 }
 
+/* Pins what the worktree holds at each path now (as an approved call would). */
+struct pins {
+        struct repo_pin *v;
+        size_t n;
+};
+
+static void pin(struct bcase *b, struct pins *p, const char *path) {
+        p->v = realloc(p->v, (p->n + 1) * sizeof *p->v);
+        assert_non_null(p->v);
+        int r = repo_pin_take(b->wt, path, &p->v[p->n]);
+        if (r < 0)
+                fail_msg("repo_pin_take %s: %d %s", path, r, repo_last_error());
+        p->n++;
+}
+
+static int violations(struct bcase *b, struct pins *p, char **ret_text) {
+        return repo_boundary_violations(b->c, b->n, p->v, p->n, ret_text);
+}
+
 /* One protected change at path of the given kind, and a violation naming it. */
 static struct repo_change *expect_protected(struct bcase *b, const char *path, enum repo_change_kind kind) {
         struct repo_change *c = find(b->c, b->n, path);
@@ -354,7 +373,7 @@ static struct repo_change *expect_protected(struct bcase *b, const char *path, e
         assert_true(c->protected);
         assert_non_null(c->reason);
         _cleanup_free_ char *text = NULL;
-        assert_true(repo_boundary_violations(b->c, b->n, NULL, &text) >= 1);
+        assert_true(repo_boundary_violations(b->c, b->n, NULL, 0, &text) >= 1);
         assert_non_null(strstr(text, path));
         assert_true(startswith(text, "kernel boundary violated: "));
         return c;
@@ -407,10 +426,12 @@ static void test_boundary_rename_into_kernel(void **state) {
         assert_true(c->new_protected);
         assert_false(c->old_protected);
         /* approving the protected side is enough */
-        char *ok[] = {"kernel/a.txt", NULL};
+        struct pins ok = {0};
+        pin(&b, &ok, "kernel/a.txt");
         _cleanup_free_ char *text = NULL;
-        assert_int_equal(repo_boundary_violations(b.c, b.n, ok, &text), 0);
+        assert_int_equal(violations(&b, &ok, &text), 0);
         assert_null(text);
+        repo_pins_free(ok.v, ok.n);
         bcase_end(&b, "b4");
 }
 
@@ -542,9 +563,11 @@ static void test_boundary_worktree_gitfile(void **state) {
         bcase_check(&b);
         struct repo_change *c = expect_protected(&b, ".git", REPO_CHANGE_MODIFIED);
         assert_true(c->never_approvable);
-        char *all[] = {".git", NULL};
+        struct pins all = {0};
+        pin(&b, &all, ".git");
         _cleanup_free_ char *text = NULL;
-        assert_int_equal(repo_boundary_violations(b.c, b.n, all, &text), 1);
+        assert_int_equal(violations(&b, &all, &text), 1);
+        repo_pins_free(all.v, all.n);
         bcase_end(&b, "b10");
 }
 
@@ -607,7 +630,7 @@ static void test_boundary_evolvable_only(void **state) {
         assert_int_equal(find(b.c, b.n, "organism/run.sh")->kind, REPO_CHANGE_DELETED);
         assert_int_equal(find(b.c, b.n, "organism/app/main.js")->new_mode, REPO_MODE_EXECUTABLE);
         _cleanup_free_ char *text = NULL;
-        assert_int_equal(repo_boundary_violations(b.c, b.n, NULL, &text), 0);
+        assert_int_equal(repo_boundary_violations(b.c, b.n, NULL, 0, &text), 0);
         assert_null(text);
         /* Sorted by path. */
         for (size_t i = 1; i < b.n; i++)
@@ -624,20 +647,69 @@ static void test_boundary_approvals_per_path(void **state) {
         bcase_check(&b);
         assert_int_equal(b.n, 3);
         _cleanup_free_ char *t1 = NULL, *t2 = NULL, *t3 = NULL, *t4 = NULL;
-        char *one[] = {"kernel/app.c", NULL};
-        assert_int_equal(repo_boundary_violations(b.c, b.n, one, &t1), 2);
+        struct pins one = {0}, none = {0}, all = {0};
+        pin(&b, &one, "kernel/app.c");
+        assert_int_equal(violations(&b, &one, &t1), 2);
         assert_string_equal(t1, "kernel boundary violated: cmd/main.c, cmd/other.c");
-        char *none[] = {NULL};
-        assert_int_equal(repo_boundary_violations(b.c, b.n, none, &t2), 3);
+        assert_int_equal(violations(&b, &none, &t2), 3);
         assert_string_equal(t2, "kernel boundary violated: cmd/main.c, cmd/other.c, kernel/app.c");
-        /* "kernel/" approves what is below it; "cmd" (no slash) approves nothing. */
-        char *dirs[] = {"kernel/", "cmd", "./cmd/main.c", NULL};
-        assert_int_equal(repo_boundary_violations(b.c, b.n, dirs, &t3), 1);
-        assert_string_equal(t3, "kernel boundary violated: cmd/other.c");
-        char *all[] = {"kernel/app.c", "cmd/main.c", "cmd/other.c", NULL};
-        assert_int_equal(repo_boundary_violations(b.c, b.n, all, &t4), 0);
-        assert_null(t4);
+        pin(&b, &all, "kernel/app.c");
+        pin(&b, &all, "cmd/main.c");
+        pin(&b, &all, "cmd/other.c");
+        assert_int_equal(violations(&b, &all, &t3), 0);
+        assert_null(t3);
+        /* A pin is the content, not the path: what a later command writes
+         * there, or a chmod, is a violation again. */
+        put(b.wt, "cmd/main.c", "changed again\n");
+        _cleanup_free_ char *p = path_join(b.wt, "kernel/app.c");
+        assert_int_equal(chmod(p, 0755), 0);
+        bcase_check(&b);
+        assert_int_equal(violations(&b, &all, &t4), 2);
+        assert_string_equal(t4, "kernel boundary violated: cmd/main.c, kernel/app.c");
+        /* The latest pin of a path counts. */
+        pin(&b, &all, "cmd/main.c");
+        pin(&b, &all, "kernel/app.c");
+        _cleanup_free_ char *t5 = NULL;
+        assert_int_equal(violations(&b, &all, &t5), 0);
+        repo_pins_free(one.v, one.n);
+        repo_pins_free(all.v, all.n);
         bcase_end(&b, "b12");
+}
+
+static void test_boundary_pins_of_deletions(void **state) {
+        struct bcase b;
+        bcase_start(&b, "b14");
+        struct pins early = {0}, gone = {0};
+        /* Pinned while present, then deleted: not what was approved. */
+        pin(&b, &early, "cmd/main.c");
+        unlink_at(b.wt, "cmd/main.c");
+        _cleanup_free_ char *kdir = path_join(b.wt, "kernel");
+        unlink_at(b.wt, "kernel/app.c");
+        assert_int_equal(rmdir(kdir), 0);
+        bcase_check(&b);
+        _cleanup_free_ char *t1 = NULL, *t2 = NULL, *t3 = NULL;
+        assert_int_equal(violations(&b, &early, &t1), 2);
+        /* A path pinned as gone covers its deletion; a directory pinned as
+         * gone covers every deletion below it. */
+        pin(&b, &gone, "cmd/main.c");
+        pin(&b, &gone, "kernel");
+        assert_int_equal(gone.v[1].mode, 0);
+        assert_string_equal(gone.v[1].oid, "");
+        assert_int_equal(violations(&b, &gone, &t2), 0);
+        /* ...but not a new file that appears there. */
+        put(b.wt, "kernel/new.c", "x\n");
+        bcase_check(&b);
+        assert_int_equal(violations(&b, &gone, &t3), 1);
+        assert_string_equal(t3, "kernel boundary violated: kernel/new.c");
+        /* A directory pins nothing; a symlink on the way is refused. */
+        struct repo_pin p;
+        assert_int_equal(repo_pin_take(b.wt, "organism", &p), -EISDIR);
+        _cleanup_free_ char *ln = path_join(b.wt, "organism/ln");
+        assert_int_equal(symlink("../kernel", ln), 0);
+        assert_true(repo_pin_take(b.wt, "organism/ln/new.c", &p) < 0);
+        repo_pins_free(early.v, early.n);
+        repo_pins_free(gone.v, gone.n);
+        bcase_end(&b, "b14");
 }
 
 static void test_boundary_between_commits(void **state) {
@@ -831,6 +903,7 @@ int main(void) {
                 cmocka_unit_test(test_boundary_gitdir_snapshot),
                 cmocka_unit_test(test_boundary_evolvable_only),
                 cmocka_unit_test(test_boundary_approvals_per_path),
+                cmocka_unit_test(test_boundary_pins_of_deletions),
                 cmocka_unit_test(test_boundary_between_commits),
                 cmocka_unit_test(test_boundary_bad_input),
                 cmocka_unit_test(test_open_beneath_refuses_symlinks),
