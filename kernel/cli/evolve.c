@@ -16,11 +16,13 @@
 
 /* Parses [--dir D] [-h] and the positional arguments (at least min, at most
  * max). Returns -1 to go on, else the exit code. */
+/* with_data: where --with-data is allowed (rollback), else NULL. */
 static int parse_args(int argc, char **argv, const char *usage, int min, int max, const char **ret_dir,
-                      int *ret_first) {
+                      int *ret_first, bool *with_data) {
         static const struct option longopts[] = {
                 {"dir", required_argument, NULL, 'd'},
                 {"help", no_argument, NULL, 'h'},
+                {"with-data", no_argument, NULL, 'w'},
                 {0},
         };
         int c;
@@ -29,6 +31,13 @@ static int parse_args(int argc, char **argv, const char *usage, int min, int max
                 switch (c) {
                 case 'd': *ret_dir = optarg; break;
                 case 'h': fputs(usage, stdout); return CLI_EXIT_OK;
+                case 'w':
+                        if (!with_data) {
+                                fputs(usage, stderr);
+                                return CLI_EXIT_USAGE;
+                        }
+                        *with_data = true;
+                        break;
                 default: fputs(usage, stderr); return CLI_EXIT_USAGE;
                 }
         }
@@ -268,7 +277,7 @@ int cli_cmd_evolve(int argc, char **argv) {
                 "3 the Seed is not running.\n";
         const char *dir = NULL;
         int first = 0;
-        int code = parse_args(argc, argv, usage, 1, INT_MAX, &dir, &first);
+        int code = parse_args(argc, argv, usage, 1, INT_MAX, &dir, &first, NULL);
         if (code >= 0)
                 return code;
         _cleanup_free_ char *intent = NULL;
@@ -302,20 +311,25 @@ int cli_cmd_evolve(int argc, char **argv) {
 
 int cli_cmd_rollback(int argc, char **argv) {
         static const char usage[] =
-                "Usage: seed rollback [--dir DIR] <generation>\n"
+                "Usage: seed rollback [--dir DIR] [--with-data] <generation>\n"
                 "\n"
                 "Makes a new generation whose files are those of <generation> (see\n"
                 "'seed generations'), through an evolution that is built, tested and\n"
                 "applied like any other. Follows it and prints the result.\n"
-                "Database migrations are not reversed.\n"
+                "The live data stays as it is (migrations are not reversed) unless\n"
+                "--with-data is given.\n"
                 "\n"
-                "  --dir DIR   the Seed's folder (default: this folder or the nearest above)\n"
+                "  --dir DIR     the Seed's folder (default: this folder or the nearest above)\n"
+                "  --with-data   also bring back the live data as it was backed up while\n"
+                "                <generation> was live (the data written since is lost;\n"
+                "                today's data is backed up first, in .seed/backups/)\n"
                 "\n"
                 "Exit codes: 0 complete, 1 failed, cancelled or rolled back, 2 usage,\n"
                 "3 the Seed is not running.\n";
         const char *dir = NULL;
         int first = 0;
-        int code = parse_args(argc, argv, usage, 1, 1, &dir, &first);
+        bool with_data = false;
+        int code = parse_args(argc, argv, usage, 1, 1, &dir, &first, &with_data);
         if (code >= 0)
                 return code;
         const char *arg = argv[first];
@@ -331,7 +345,8 @@ int cli_cmd_rollback(int argc, char **argv) {
                 return code;
         if (xasprintf(&path, "/_seed/api/generations/%ld/rollback", n) < 0)
                 return CLI_EXIT_FAILURE;
-        if (queue_call(seed_dir, path, "{}", "the Seed refused the rollback", &id) < 0)
+        if (queue_call(seed_dir, path, with_data ? "{\"with_data\": true}" : "{}", "the Seed refused the rollback",
+                       &id) < 0)
                 return CLI_EXIT_FAILURE;
         printf("Rollback to generation %ld queued as %s.\n", n, id);
         fflush(stdout);

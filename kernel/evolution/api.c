@@ -342,6 +342,9 @@ static int h_cancel(void *ud, const struct ctl_api_call *call, int *ret_status, 
                 return reply_error(404, "no such evolution", ret_status, ret_json);
         if (r == -EALREADY)
                 return reply_error(409, "this evolution has already ended", ret_status, ret_json);
+        if (r == -EBUSY)
+                return reply_error(409, "this evolution is applying its generation and can no longer be cancelled; "
+                                        "roll back to the previous generation once it ends", ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not cancel %s: %m", call->param);
         log_info("cancelled evolution %s", call->param);
@@ -503,8 +506,21 @@ static int h_rollback(void *ud, const struct ctl_api_call *call, int *ret_status
                 return reply_error(404, "no such generation", ret_status, ret_json);
         if (repo_current_generation(api->seed_dir, &cur) == 0 && cur == n)
                 return reply_error(409, "that generation is the live one", ret_status, ret_json);
+        bool with_data = false;
+        if (call->body_len > 0) {
+                json_t *body = NULL;
+                if ((r = parse_body(call, &body, ret_status, ret_json)) != 0)
+                        return r < 0 ? r : 0;
+                json_t *w = json_object_get(body, "with_data");
+                bool bad = (w && !json_is_boolean(w)) || json_object_size(body) > (w ? 1u : 0u);
+                with_data = json_is_true(w);
+                json_decref(body);
+                if (bad)
+                        return reply_error(400, "the body may only hold \"with_data\": true or false", ret_status,
+                                           ret_json);
+        }
         _cleanup_free_ char *id = NULL;
-        r = orch_rollback(o, (int)n, &id);
+        r = orch_rollback(o, (int)n, with_data, &id);
         if (r == -EINVAL || r == -ENOENT)
                 return reply_error(400, "that generation cannot be restored", ret_status, ret_json);
         if (r < 0)

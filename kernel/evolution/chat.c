@@ -9,6 +9,7 @@
 #include "evolution/store.h"
 #include "fsx/fsx.h"
 #include "model/model.h"
+#include "repo/repo.h"
 #include "tools/tools.h"
 
 #include <jansson.h>
@@ -266,6 +267,7 @@ int evo_chat_send(struct evo_chat *c, struct orchestrator *o, const char *text, 
         struct agent_state st;
         struct agent_result res = {0};
         _cleanup_free_ char *owner_id = NULL, *reply_id = NULL, *system = NULL, *error = NULL;
+        _cleanup_strv_free_ char **tracked = NULL;
         int root = -1, r;
         agent_state_init(&st);
 
@@ -288,10 +290,15 @@ int evo_chat_send(struct evo_chat *c, struct orchestrator *o, const char *text, 
                 r = -ENOMEM;
                 goto out;
         }
+        if ((r = repo_tracked_paths(c->seed_dir, &tracked)) < 0) {
+                log_error("cannot list the Seed's committed files for the chat: %s", repo_last_error());
+                goto out;
+        }
         struct tool_ctx tc = {
                 .phase = TOOL_PHASE_CHAT,
                 .root_fd = root,
                 .root_path = c->seed_dir,
+                .tracked = tracked,
                 .evolvable = c->cfg->kernel.evolvable,
                 .cb = &chat_callbacks,
                 .userdata = &run,

@@ -31,6 +31,8 @@
 #include "tools/tools.h"
 
 #include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -48,6 +50,7 @@ struct orchestrator {
         bool stopping;       /* under lock */
         bool kick;           /* under lock: something was queued */
         char *current;       /* under lock: the running evolution's id */
+        bool applying;       /* under lock: it is moving main; too late to cancel */
         atomic_bool cancel;  /* the running evolution is cancelled (or we stop) */
 };
 
@@ -739,9 +742,91 @@ static int roll_back_live(struct run *r, int good_gen, int new_gen, const char *
         return 0;
 }
 
+/* ---- live-data backups (.seed/backups/gen-<N>-<evolution>.dump) ---- */
+
+#define BACKUPS_KEPT 20
+#define ROLLBACK_WITH_DATA " with its data"
+
+static int backups_dir(const struct orchestrator *o, char **ret) {
+        _cleanup_free_ char *dir = path_join(o->c.seed_dir, ".seed/backups");
+        if (!dir)
+                return -ENOMEM;
+        int k = mkdir_p(dir, 0700);
+        if (k < 0)
+                return k;
+        *ret = TAKE_PTR(dir);
+        return 0;
+}
+
+/* Number of the generation a backup was taken under, or 0 if name is not one. */
+static int backup_generation(const char *name) {
+        int gen = 0, end = 0;
+        if (sscanf(name, "gen-%d-%*[0-9a-f].dump%n", &gen, &end) < 1 || end == 0 || name[end] || gen < 1)
+                return 0;
+        return gen;
+}
+
+/* The newest backup taken while generation gen was live (ret_path
+ * caller-freed), or -ENOENT. want_gen 0: any. Also drops the oldest
+ * backups beyond BACKUPS_KEPT when prune. */
+static int backups_scan(const struct orchestrator *o, int want_gen, bool prune, char **ret_path) {
+        _cleanup_free_ char *dir = NULL;
+        int k = backups_dir(o, &dir);
+        if (k < 0)
+                return k;
+        DIR *d = opendir(dir);
+        if (!d)
+                return -errno;
+        struct { char name[96]; int64_t mtime; } v[256];
+        size_t n = 0;
+        for (struct dirent *e; (e = readdir(d)) && n < ARRAY_SIZE(v);) {
+                struct stat st;
+                if (!backup_generation(e->d_name) || strlen(e->d_name) >= sizeof v[0].name ||
+                    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
+                        continue;
+                snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
+                v[n++].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+        }
+        /* newest first */
+        for (size_t i = 1; i < n; i++)
+                for (size_t j = i; j > 0 && v[j].mtime > v[j - 1].mtime; j--) {
+                        __typeof__(v[0]) t = v[j];
+                        v[j] = v[j - 1];
+                        v[j - 1] = t;
+                }
+        for (size_t i = BACKUPS_KEPT; prune && i < n; i++)
+                (void)unlinkat(dirfd(d), v[i].name, 0);
+        closedir(d);
+        for (size_t i = 0; ret_path && i < n && (!prune || i < BACKUPS_KEPT); i++)
+                if (!want_gen || backup_generation(v[i].name) == want_gen) {
+                        *ret_path = path_join(dir, v[i].name);
+                        return *ret_path ? 0 : -ENOMEM;
+                }
+        return -ENOENT;
+}
+
+/* Backs up the live data before main moves; *ret_path caller-freed. */
+static int backup_live(struct run *r, char **ret_path) {
+        _cleanup_free_ char *dir = NULL, *path = NULL;
+        int k = backups_dir(r->o, &dir);
+        if (k < 0)
+                return k;
+        if (xasprintf(&path, "%s/gen-%d-%s.dump", dir, r->base_gen, r->hex) < 0)
+                return -ENOMEM;
+        if ((k = pg_live_backup(r->o->c.pg, path)) < 0)
+                return k;
+        (void)backups_scan(r->o, 0, true, NULL);
+        note(r, "the live data of generation %d is backed up in .seed/backups/%s", r->base_gen, strrchr(path, '/') + 1);
+        *ret_path = TAKE_PTR(path);
+        return 0;
+}
+
 /* ready → applying → complete | rolled_back. oid: the new commit already
- * tagged new_gen; restored: main is already there (rollback). */
-static int apply(struct run *r, const char *oid, int new_gen, bool restored, bool kernel) {
+ * tagged new_gen; restored: main is already there (rollback); data: a
+ * backup to bring the live data back to (rollback --with-data), or NULL.
+ * The live data is backed up first; if the new generation is unhealthy
+ * after its data changed, that backup is restored with the old generation. */
+static int apply(struct run *r, const char *oid, int new_gen, bool restored, bool kernel, const char *data) {
         struct orchestrator *o = r->o;
         int k;
         if (o->c.cfg->permissions.require_apply_approval) {
@@ -754,18 +839,46 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
                 if (k == 0)
                         return fail(r, "the owner did not approve applying generation %d", new_gen);
         }
+        /* From here main moves: a cancel is refused (orch_cancel) and an
+         * unhealthy generation goes through the rollback below. */
+        pthread_mutex_lock(&o->lock);
+        o->applying = !is_cancelled(r);
+        pthread_mutex_unlock(&o->lock);
+        if (!o->applying)
+                return -ECANCELED;
         if ((k = set_state(r, EVO_APPLYING, NULL)) < 0)
                 return k;
+        _cleanup_free_ char *backup = NULL;
+        if (o->c.pg && (k = backup_live(r, &backup)) < 0)
+                return fail(r, "cannot back up the live data, so generation %d is not applied: %s", new_gen,
+                            strerror(-k));
         if (!restored && (k = repo_fast_forward_main(o->c.seed_dir, oid)) < 0)
                 return fail(r, "cannot move main to generation %d: %s", new_gen, repo_last_error());
         _cleanup_free_ char *merr = NULL;
         const char *why = NULL;
-        if ((k = migrate_live(r, &merr)) < 0)
-                why = merr ? merr : "the live database's migration failed";
-        else if ((k = restart_organism(r)) < 0)
+        bool data_changed = false;
+        if (data && o->c.pg) {
+                data_changed = true;
+                if ((k = pg_live_restore(o->c.pg, data)) < 0)
+                        why = "the backed-up data could not be restored";
+                else
+                        note(r, "the live data is back as it was in %s", strrchr(data, '/') + 1);
+        }
+        if (!why && (k = migrate_live(r, &merr)) != 0) {
+                data_changed = true;
+                if (k < 0)
+                        why = merr ? merr : "the live database's migration failed";
+        }
+        if (!why && (k = restart_organism(r)) < 0)
                 why = k == -ETIMEDOUT ? "not healthy within 60 s" : "the organism did not start";
         if (why) {
                 log_error("evolution %s: generation %d is unhealthy: %s", r->id, new_gen, why);
+                if (data_changed && backup) {
+                        if ((k = pg_live_restore(o->c.pg, backup)) < 0)
+                                log_error("evolution %s: the live data could not be put back from %s", r->id, backup);
+                        else
+                                note(r, "the live data is back as it was before generation %d", new_gen);
+                }
                 (void)roll_back_live(r, r->base_gen, new_gen, why);
                 free(r->error);
                 r->error = strdup(why);
@@ -793,10 +906,10 @@ static int evolve(struct run *r, const char *intent) {
                 return k;
         if ((k = set_state(r, EVO_READY, NULL)) < 0)
                 return k;
-        return apply(r, oid, r->base_gen + 1, false, kernel);
+        return apply(r, oid, r->base_gen + 1, false, kernel, NULL);
 }
 
-static int rollback(struct run *r, int gen) {
+static int rollback(struct run *r, int gen, bool with_data) {
         int k;
         if ((k = set_state(r, EVO_BUILDING, NULL)) < 0)
                 return k;
@@ -810,6 +923,12 @@ static int rollback(struct run *r, int gen) {
         }
         if (gen < 1 || gen > r->base_gen)
                 return fail(r, "there is no generation %d", gen);
+        _cleanup_free_ char *data = NULL;
+        if (with_data && r->o->c.pg && (k = backups_scan(r->o, gen, false, &data)) < 0)
+                return fail(r, k == -ENOENT ? "there is no backup of generation %d's data (backups are taken when "
+                                              "a generation is replaced)"
+                                            : "cannot look for generation %d's backups",
+                            gen);
         int new_gen = r->base_gen + 1;
         _cleanup_free_ char *msg = NULL, *oid = NULL, *old_head = NULL;
         if (repo_head(r->o->c.seed_dir, &old_head) < 0)
@@ -836,7 +955,7 @@ static int rollback(struct run *r, int gen) {
         if ((k = advance_to(r, EVO_OBSERVING)) < 0 || (k = set_state(r, EVO_REFLECTING, NULL)) < 0 ||
             (k = set_state(r, EVO_READY, NULL)) < 0)
                 return k;
-        return apply(r, oid, new_gen, true, kernel);
+        return apply(r, oid, new_gen, true, kernel, data);
 }
 
 static void run_one(struct orchestrator *o, const char *id) {
@@ -855,11 +974,11 @@ static void run_one(struct orchestrator *o, const char *id) {
                 k = fail(&r, "cannot read the evolution");
         else if (streq(kind, "rollback")) {
                 const char *g = strstr(intent, "generation ");
-                k = rollback(&r, g ? atoi(g + strlen("generation ")) : 0);
+                k = rollback(&r, g ? atoi(g + strlen("generation ")) : 0, strstr(intent, ROLLBACK_WITH_DATA) != NULL);
         } else
                 k = evolve(&r, intent);
         json_decref(e);
-        if (k == -ECANCELED || (k < 0 && is_cancelled(&r))) {
+        if (k == -ECANCELED || (k < 0 && is_cancelled(&r) && r.state != EVO_APPLYING)) {
                 (void)set_state(&r, EVO_CANCELLED, "cancelled by the owner");
                 log_info("evolution %s: cancelled", id);
         } else if (k < 0) {
@@ -902,6 +1021,7 @@ static void *worker(void *userdata) {
                         run_one(o, id);
                         pthread_mutex_lock(&o->lock);
                         o->current = NULL;
+                        o->applying = false;
                         pthread_mutex_unlock(&o->lock);
                         free(id);
                 }
@@ -999,11 +1119,11 @@ int orch_submit(struct orchestrator *o, const char *intent, char **ret_id) {
         return 0;
 }
 
-int orch_rollback(struct orchestrator *o, int generation, char **ret_id) {
+int orch_rollback(struct orchestrator *o, int generation, bool with_data, char **ret_id) {
         if (!o || generation < 1 || !ret_id)
                 return -EINVAL;
-        char intent[64];
-        snprintf(intent, sizeof intent, "Roll back to generation %d", generation);
+        char intent[96];
+        snprintf(intent, sizeof intent, "Roll back to generation %d%s", generation, with_data ? ROLLBACK_WITH_DATA : "");
         int k = evo_create(o->c.kdb, intent, "rollback", ret_id);
         if (k < 0)
                 return k;
@@ -1021,12 +1141,14 @@ int orch_cancel(struct orchestrator *o, const char *evo_id) {
         if (evo_state_is_final(s))
                 return -EALREADY;
         pthread_mutex_lock(&o->lock);
-        bool running = o->current && streq(o->current, evo_id);
-        if (running) {
+        bool running = o->current && streq(o->current, evo_id), applying = running && o->applying;
+        if (running && !applying) {
                 atomic_store(&o->cancel, true);
                 pthread_cond_broadcast(&o->cond);
         }
         pthread_mutex_unlock(&o->lock);
+        if (applying)
+                return -EBUSY;
         if (running)
                 return 0;
         /* Queued: it never started. (A race with the worker picking it up

@@ -40,9 +40,11 @@ void orch_stop(struct orchestrator *o);
 
 /* Queues an evolution for the owner's intent. *ret_id: caller frees. */
 int orch_submit(struct orchestrator *o, const char *intent, char **ret_id);
-/* Queues a rollback: a new generation restoring generation n's tree. */
-int orch_rollback(struct orchestrator *o, int generation, char **ret_id);
-/* Cancels a queued or running evolution: -ENOENT unknown, -EALREADY ended. */
+/* Queues a rollback: a new generation restoring generation n's tree and,
+ * with_data, the live data as backed up last while n was live. */
+int orch_rollback(struct orchestrator *o, int generation, bool with_data, char **ret_id);
+/* Cancels a queued or running evolution: -ENOENT unknown, -EALREADY ended,
+ * -EBUSY applying (main is moving: it ends complete or rolled back). */
 int orch_cancel(struct orchestrator *o, const char *evo_id);
 /* Decides a pending approval or answers a question (answer != NULL) and
  * wakes the evolution waiting for it. -ENOENT unknown, -EALREADY decided. */

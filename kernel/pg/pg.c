@@ -775,6 +775,87 @@ int pg_scratch_create(const struct pg *pg, const char *name) {
         return 0;
 }
 
+/* ---- live-data backups ---- */
+
+#define PG_BACKUP_TIMEOUT_MS (10 * 60 * 1000)
+
+/* Runs a client tool (pg_dump, pg_restore) as role organism. Its password
+ * goes through a passfile in the socket dir (0700; the file 0600, removed
+ * after), never through argv or the environment. */
+static int run_client(const struct pg *pg, char **argv, const char *what) {
+        _cleanup_free_ char *passfile = NULL, *line = NULL, *envpass = NULL;
+        if (xasprintf(&passfile, "%s/.pgpass-%d", pg->rundir, (int)getpid()) < 0 ||
+            xasprintf(&line, "*:*:*:organism:%s\n", pg->passwords[ROLE_ORGANISM]) < 0 ||
+            xasprintf(&envpass, "PGPASSFILE=%s", passfile) < 0)
+                return -ENOMEM;
+        int r = write_file_atomic(passfile, line, strlen(line), 0600);
+        secure_zero(line, strlen(line));
+        if (r < 0)
+                return log_error_errno(r, "cannot write a passfile for %s: %m", what);
+        char lang[32];
+        char *base[4];
+        child_env(lang, sizeof lang, base);
+        char *envp[] = {base[0], base[1], base[2], envpass, NULL};
+        struct proc_result res = {0};
+        r = proc_run(&(struct proc_opts){.argv = argv, .envp = envp, .cwd = "/", .stdin_fd = -1, .out_fd = -1,
+                                         .timeout_ms = PG_BACKUP_TIMEOUT_MS, .out_head = 4096, .out_tail = 4096},
+                     &res);
+        (void)unlink(passfile);
+        if (r < 0)
+                return log_error_errno(r, "cannot run %s: %m", argv[0]);
+        if (res.exit_code != 0) {
+                log_error("%s failed (exit %d%s): %s", what, res.exit_code, res.timed_out ? ", timed out" : "",
+                          res.output ? res.output : "");
+                r = -EIO;
+        }
+        proc_result_done(&res);
+        return r;
+}
+
+int pg_live_backup(const struct pg *pg, const char *path) {
+        if (!pg || !path || !pg->passwords[ROLE_ORGANISM])
+                return -EINVAL;
+        _cleanup_free_ char *dump = path_join(pg->bindir, "pg_dump"), *tmp = NULL;
+        if (!dump || xasprintf(&tmp, "%s.tmp", path) < 0)
+                return -ENOMEM;
+        (void)unlink(tmp);
+        char *argv[] = {dump, "--host", pg->rundir, "--port", PG_PORT, "--username", "organism", "--no-password",
+                        "--dbname", PG_LIVE_DB, "--format", "custom", "--file", tmp, NULL};
+        int r = run_client(pg, argv, "backing up the live database");
+        if (r >= 0 && chmod(tmp, 0600) < 0)
+                r = -errno;
+        if (r >= 0 && rename(tmp, path) < 0)
+                r = log_error_errno(-errno, "cannot move the backup into place: %m");
+        if (r < 0)
+                (void)unlink(tmp);
+        return r;
+}
+
+int pg_live_restore(const struct pg *pg, const char *path) {
+        if (!pg || !path || !pg->passwords[ROLE_ORGANISM])
+                return -EINVAL;
+        if (access(path, R_OK) < 0)
+                return log_error_errno(-errno, "no backup at %s: %m", path);
+        _cleanup_(db_closep) struct db *db = NULL;
+        int r = superuser_db(pg, &db);
+        if (r < 0)
+                return r;
+        if ((r = sql(db, "dropping the live database", "DROP DATABASE IF EXISTS " PG_LIVE_DB " WITH (FORCE)")) < 0 ||
+            (r = sql(db, "recreating the live database",
+                     "CREATE DATABASE " PG_LIVE_DB " OWNER organism TEMPLATE template0 ENCODING 'UTF8'")) < 0 ||
+            (r = sql(db, "restricting the live database",
+                     "REVOKE ALL ON DATABASE " PG_LIVE_DB " FROM PUBLIC")) < 0 ||
+            (r = sql(db, "letting reader see the live database", "GRANT CONNECT ON DATABASE " PG_LIVE_DB " TO reader")) < 0)
+                return r;
+        _cleanup_free_ char *restore = path_join(pg->bindir, "pg_restore");
+        if (!restore)
+                return -ENOMEM;
+        char *argv[] = {restore, "--host", pg->rundir, "--port", PG_PORT, "--username", "organism", "--no-password",
+                        "--dbname", PG_LIVE_DB, "--no-owner", "--no-privileges", "--single-transaction",
+                        "--exit-on-error", (char *)path, NULL};
+        return run_client(pg, argv, "restoring the live database");
+}
+
 /* ---- start / stop ---- */
 
 int pg_start(const char *seed_dir, struct pg **ret) {

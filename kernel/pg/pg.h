@@ -36,5 +36,14 @@ pid_t pg_pid(const struct pg *pg);
  * otherwise. Drop terminates the scratch database's sessions. */
 int pg_scratch_create(const struct pg *pg, const char *name);
 int pg_scratch_drop(const struct pg *pg, const char *name);
+/* Live-data backups (.seed/backups/): a dump of the live database in
+ * pg_dump's custom format, taken as its owner, written to path + ".tmp"
+ * (0600) and renamed into place. */
+int pg_live_backup(const struct pg *pg, const char *path);
+/* Replaces the live database with the dump at path: its sessions are ended,
+ * it is recreated empty (owned by organism, CONNECT revoked from PUBLIC and
+ * granted to reader) and the dump is restored into it as organism, in one
+ * transaction. */
+int pg_live_restore(const struct pg *pg, const char *path);
 /* Finds the PostgreSQL server binaries (initdb, postgres). Caller frees. */
 int pg_find_bindir(char **ret);

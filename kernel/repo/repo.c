@@ -367,6 +367,26 @@ int repo_head(const char *dir, char **ret_oid_hex) {
         return oid_hex_dup(&head, ret_oid_hex);
 }
 
+int repo_tracked_paths(const char *dir, char ***ret) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        _cleanup_ents_ struct repo_ents ents = {0};
+        _cleanup_free_ char *head = NULL;
+        int r;
+
+        repo_err_clear();
+        if ((r = repo_head(dir, &head)) < 0 || (r = repo_open(dir, &repo, NULL, NULL)) < 0 ||
+            (r = repo_lookup_tree(repo, head, NULL, &tree)) < 0 || (r = repo_tree_ents(repo, tree, &ents)) < 0)
+                return r;
+        char **v = calloc(ents.n + 1, sizeof *v);
+        if (!v)
+                return repo_err(-ENOMEM, "out of memory");
+        for (size_t i = 0; i < ents.n; i++)
+                v[i] = TAKE_PTR(ents.v[i].path);
+        *ret = v;
+        return 0;
+}
+
 void repo_log_free(struct repo_log_entry *e, size_t n) {
         for (size_t i = 0; e && i < n; i++)
                 free(e[i].summary);

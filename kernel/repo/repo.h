@@ -48,6 +48,9 @@ int repo_current_generation(const char *dir, int *ret);
 /* The commit HEAD points at, of the Seed folder or of a worktree (its
  * branch). Caller frees *ret_oid_hex. */
 int repo_head(const char *dir, char **ret_oid_hex);
+/* Every path in HEAD's tree (files, symlinks, gitlinks; no directories),
+ * sorted by strcmp. Caller frees with strv_free(). */
+int repo_tracked_paths(const char *dir, char ***ret);
 
 struct repo_log_entry {
         char oid[REPO_OID_HEX_LEN + 1];

@@ -53,6 +53,38 @@ static bool binary(const char *data, size_t len) {
         return memchr(data, '\0', len < BINARY_PROBE ? len : BINARY_PROBE) != NULL;
 }
 
+/* Whether the read tools show path (a file, or a directory when dir). */
+static bool visible(const struct tool_ctx *ctx, const char *path, bool dir) {
+        if (!ctx->tracked)
+                return true;
+        if (dir && streq(path, "."))
+                return true;
+        size_t lo = 0, hi = strv_length(ctx->tracked), plen = strlen(path);
+        while (lo < hi) { /* the first tracked path >= path */
+                size_t mid = lo + (hi - lo) / 2;
+                if (strcmp(ctx->tracked[mid], path) < 0)
+                        lo = mid + 1;
+                else
+                        hi = mid;
+        }
+        if (!dir)
+                return ctx->tracked[lo] && streq(ctx->tracked[lo], path);
+        /* "dir/..." sorts after "dir" and "dir.x", "dir-x" (bytes below '/') */
+        for (size_t i = lo; ctx->tracked[i] && strncmp(ctx->tracked[i], path, plen) == 0; i++) {
+                char c = ctx->tracked[i][plen];
+                if (c == '/')
+                        return true;
+                if (c > '/')
+                        break;
+        }
+        return false;
+}
+
+static int not_committed(struct tool_result *ret, const struct tool *t, const char *path) {
+        return tool_error(ret, "%s: '%s' is not part of the Seed's committed tree (only committed files can be read here)",
+                          t->name, path);
+}
+
 static size_t count_lines(const char *data, size_t len) {
         size_t n = 0;
         for (size_t i = 0; i < len; i++)
@@ -65,6 +97,8 @@ int tools_read_file(struct tool_ctx *ctx, const struct tool *t, json_t *args, st
         int r = arg_path(args, "path", NULL, t, &norm, ret);
         if (r <= 0)
                 return r;
+        if (!visible(ctx, norm, false))
+                return not_committed(ret, t, norm);
         size_t len = 0;
         char *why = NULL;
         r = fsx_read(ctx->root_fd, norm, READ_MAX, &data, &len, &why);
@@ -105,6 +139,8 @@ int tools_read_skill(struct tool_ctx *ctx, const struct tool *t, json_t *args, s
         _cleanup_free_ char *path = NULL, *data = NULL;
         if (xasprintf(&path, "skills/%s/SKILL.md", tool_arg_str(args, "name")) < 0)
                 return -ENOMEM;
+        if (!visible(ctx, path, false))
+                return not_committed(ret, t, path);
         size_t len = 0;
         char *why = NULL;
         int r = fsx_read(ctx->root_fd, path, READ_MAX, &data, &len, &why);
@@ -146,6 +182,11 @@ static int list_into(struct tool_ctx *ctx, const char *dir, const char *shown_pr
                 const struct fsx_entry *e = &l->entries[i];
                 if (streq(dir, ".") && streq(e->name, ".seed"))
                         continue;
+                _cleanup_free_ char *sub = NULL;
+                if ((streq(dir, ".") ? xasprintf(&sub, "%s", e->name) : xasprintf(&sub, "%s/%s", dir, e->name)) < 0)
+                        return -ENOMEM;
+                if (!visible(ctx, sub, e->type == FSX_DIR))
+                        continue;
                 if (*count >= LIST_OUT_MAX) {
                         *truncated = true;
                         return 0;
@@ -159,9 +200,8 @@ static int list_into(struct tool_ctx *ctx, const char *dir, const char *shown_pr
                         return r;
                 if (e->type != FSX_DIR || depth <= 1)
                         continue;
-                _cleanup_free_ char *sub = NULL, *prefix = NULL;
-                if ((streq(dir, ".") ? xasprintf(&sub, "%s", e->name) : xasprintf(&sub, "%s/%s", dir, e->name)) < 0 ||
-                    xasprintf(&prefix, "%s%s/", shown_prefix, e->name) < 0)
+                _cleanup_free_ char *prefix = NULL;
+                if (xasprintf(&prefix, "%s%s/", shown_prefix, e->name) < 0)
                         return -ENOMEM;
                 char *why = NULL;
                 r = list_into(ctx, sub, prefix, depth - 1, out, count, truncated, &why);
@@ -181,6 +221,8 @@ int tools_list_dir(struct tool_ctx *ctx, const struct tool *t, json_t *args, str
         size_t count = 0;
         bool truncated = false;
         char *why = NULL;
+        if (!visible(ctx, norm, true))
+                return not_committed(ret, t, norm);
         r = list_into(ctx, norm, "", (int)tool_arg_int(args, "depth", 1), &out, &count, &truncated, &why);
         if (r == -ENOMEM) {
                 free(why);
@@ -269,6 +311,8 @@ static int search_dir(struct search *s, const char *dir, int depth) {
                 _cleanup_free_ char *sub = NULL;
                 if ((streq(dir, ".") ? xasprintf(&sub, "%s", e->name) : xasprintf(&sub, "%s/%s", dir, e->name)) < 0)
                         return -ENOMEM;
+                if (!visible(s->ctx, sub, e->type == FSX_DIR))
+                        continue;
                 r = e->type == FSX_DIR ? search_dir(s, sub, depth + 1) : search_file(s, sub);
                 if (r < 0)
                         return r;
@@ -302,6 +346,10 @@ int tools_search(struct tool_ctx *ctx, const struct tool *t, json_t *args, struc
         r = fsx_stat(ctx->root_fd, norm, &st, &why);
         if (r < 0) {
                 r = fsx_failed(ret, t, r, why);
+                goto out;
+        }
+        if (!visible(ctx, norm, st.type == FSX_DIR)) {
+                r = not_committed(ret, t, norm);
                 goto out;
         }
         if (st.type == FSX_DIR)

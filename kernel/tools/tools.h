@@ -105,6 +105,11 @@ struct tool_ctx {
         enum tool_phase phase;           /* which tools are offered */
         int root_fd;                     /* the worktree (chat: the Seed), O_PATH or O_DIRECTORY */
         const char *root_path;           /* the same directory as a path (git tools) */
+        char *const *tracked;            /* chat: the committed tree's paths, sorted by
+                                          * strcmp. The read tools then see only these
+                                          * and the directories above them, never an
+                                          * untracked or ignored file such as a .env
+                                          * kept in the Seed folder. NULL: everything */
         const char *base_oid;            /* the evolution's base commit (git_status,
                                           * git_diff); NULL = HEAD */
         char *const *evolvable;          /* "organism/", "knowledge/", "skills/" (NULL-terminated) */

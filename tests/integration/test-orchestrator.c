@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <dirent.h>
+
 #include <fcntl.h>
 #include <jansson.h>
 #include <signal.h>
@@ -204,6 +206,36 @@ static bool worktree_gone(const char *id) {
         while (worktree_exists(id) && now_ms() < deadline)
                 sleep_ms(20);
         return !worktree_exists(id);
+}
+
+static void live_exec(const char *sql) {
+        _cleanup_free_ char *ci = NULL, *err = NULL;
+        _cleanup_(db_closep) struct db *live = NULL;
+        assert_int_equal(pg_conninfo(g_pg, "organism", PG_LIVE_DB, &ci), 0);
+        assert_int_equal(db_connect(ci, &live), 0);
+        if (db_exec(live, sql, &err) < 0)
+                fail_msg("live: %s: %s", sql, err ? err : "?");
+}
+
+static char *live_value(const char *sql) {
+        _cleanup_free_ char *ci = NULL;
+        _cleanup_(db_closep) struct db *live = NULL;
+        assert_int_equal(pg_conninfo(g_pg, "organism", PG_LIVE_DB, &ci), 0);
+        assert_int_equal(db_connect(ci, &live), 0);
+        char *v = NULL;
+        assert_int_equal(db_query_value(live, sql, 0, NULL, &v), 0);
+        return v;
+}
+
+static size_t count_backups(void) {
+        _cleanup_free_ char *dir = path_join(seed_dir, ".seed/backups");
+        DIR *d = opendir(dir);
+        size_t n = 0;
+        for (struct dirent *e; d && (e = readdir(d));)
+                n += endswith(e->d_name, ".dump");
+        if (d)
+                closedir(d);
+        return n;
 }
 
 /* ---- setup ---- */
@@ -492,7 +524,7 @@ static void test_rollback(void **state) {
         int before = current_gen();
         int restarts_before = atomic_load(&restarts);
         char *id = NULL;
-        assert_int_equal(orch_rollback(g_orch, 1, &id), 0);
+        assert_int_equal(orch_rollback(g_orch, 1, false, &id), 0);
         enum evo_state s = wait_final(id, 120000);
         if (s != EVO_COMPLETE)
                 dump_events(id);
@@ -562,16 +594,15 @@ static void test_boot_recovery(void **state) {
 /* A migration that cannot apply to the live data: the new generation is
  * not kept; the previous generation's tree is live again (as a new
  * generation) and the evolution ends rolled_back. */
+/* The first migration applies, the second fails: the live data is put
+ * back as it was before the new generation, with the old generation. */
 static void test_live_migration_failure_rolls_back(void **state) {
         int before = current_gen();
-        _cleanup_free_ char *ci = NULL;
-        struct db *live = NULL;
-        assert_int_equal(pg_conninfo(g_pg, "organism", PG_LIVE_DB, &ci), 0);
-        assert_int_equal(db_connect(ci, &live), 0);
-        assert_int_equal(db_exec(live, "CREATE TABLE clash (id int)", NULL), 0);
-        db_close(live);
+        live_exec("CREATE TABLE clash (id int); INSERT INTO clash VALUES (7)");
         load_script("[" PLAN("Add a table", "clash") ","
-                    CALL("write_file", "{\"path\": \"organism/migrations/0001_clash.sql\", "
+                    CALL("write_file", "{\"path\": \"organism/migrations/0001_fine.sql\", "
+                                       "\"content\": \"CREATE TABLE fine (id int);\\n\"}") ","
+                    CALL("write_file", "{\"path\": \"organism/migrations/0002_clash.sql\", "
                                        "\"content\": \"CREATE TABLE clash (id serial PRIMARY KEY);\\n\"}") ","
                     FINISH "," REFLECT "]");
         _cleanup_free_ char *id = NULL;
@@ -580,8 +611,44 @@ static void test_live_migration_failure_rolls_back(void **state) {
                 dump_events(id);
         assert_int_equal(s, EVO_ROLLED_BACK);
         assert_int_equal(current_gen(), before + 2);
-        _cleanup_free_ char *p = path_join(seed_dir, "organism/migrations/0001_clash.sql");
+        _cleanup_free_ char *p = path_join(seed_dir, "organism/migrations/0002_clash.sql");
         assert_false(path_exists(p));
+        _cleanup_free_ char *fine = live_value("SELECT count(*) FROM pg_tables WHERE tablename = 'fine'"),
+                            *kept = live_value("SELECT id FROM clash");
+        assert_string_equal(fine, "0");
+        assert_string_equal(kept, "7");
+        live_exec("DROP TABLE clash");
+}
+
+/* rollback --with-data: the data comes back as it was backed up while that
+ * generation was live; without a backup of it, the rollback fails. */
+static void test_rollback_with_data(void **state) {
+        live_exec("CREATE TABLE diary (entry text); INSERT INTO diary VALUES ('then')");
+        int then = current_gen();
+        size_t backups = count_backups();
+        load_script("[" PLAN("A note", "note") ","
+                    CALL("write_file", "{\"path\": \"organism/NOTE.txt\", \"content\": \"later\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        _cleanup_free_ char *id = NULL, *rb = NULL, *none = NULL;
+        assert_int_equal(run_evolution("Leave a note", &id), EVO_COMPLETE);
+        assert_int_equal(count_backups(), backups + 1);
+        live_exec("UPDATE diary SET entry = 'now'");
+        assert_int_equal(orch_rollback(g_orch, then, true, &rb), 0);
+        enum evo_state s = wait_final(rb, 120000);
+        if (s != EVO_COMPLETE)
+                dump_events(rb);
+        assert_int_equal(s, EVO_COMPLETE);
+        _cleanup_free_ char *entry = live_value("SELECT entry FROM diary");
+        assert_string_equal(entry, "then");
+        assert_int_equal(count_backups(), backups + 2); /* today's data was kept first */
+        int cur = current_gen();
+        assert_int_equal(orch_rollback(g_orch, cur, true, &none), 0);
+        assert_int_equal(wait_final(none, 120000), EVO_FAILED);
+        _cleanup_free_ char *err = evo_field(none, "error");
+        if (!err || !strstr(err, "no backup of generation"))
+                fail_msg("error: %s", err ? err : "(none)");
+        assert_int_equal(current_gen(), cur);
+        live_exec("DROP TABLE diary");
 }
 
 /* Step whose request must contain `m` (the previous tool's result). */
@@ -705,12 +772,28 @@ static void test_live_organism_serves_new_generation(void **state) {
         assert_int_equal(organism_wait_ready(g_org, 60000), 0);
         orch_stop(g_orch);
         start_orch();
+        /* The new generation takes 2 s to start listening, so applying it
+         * lasts long enough to try cancelling it. */
         load_script("[" PLAN("Live greeting", "live") ","
                     CALL("edit_file", "{\"path\": \"organism/bin/server\", \"old_text\": \"This is a new Seed.\", "
                                       "\"new_text\": \"Served live by the new generation.\"}") ","
+                    CALL("edit_file", "{\"path\": \"organism/bin/server\", \"old_text\": \"'use strict';\", "
+                                      "\"new_text\": \"'use strict';\\nAtomics.wait(new Int32Array(new "
+                                      "SharedArrayBuffer(4)), 0, 0, 2000);\"}") ","
                     FINISH "," REFLECT "]");
         _cleanup_free_ char *id = NULL;
-        enum evo_state s = run_evolution("Change the live greeting", &id);
+        assert_int_equal(orch_submit(g_orch, "Change the live greeting", &id), 0);
+        /* Once main moves a cancel is refused: the generation ends live or
+         * rolled back, never half-applied and labelled cancelled. */
+        enum evo_state s = EVO_REQUESTED;
+        int64_t deadline = now_ms() + 240000;
+        while (s != EVO_APPLYING && !evo_state_is_final(s) && now_ms() < deadline) {
+                sleep_ms(20);
+                assert_int_equal(evo_get_state(g_db, id, &s), 0);
+        }
+        assert_int_equal(s, EVO_APPLYING);
+        assert_int_equal(orch_cancel(g_orch, id), -EBUSY);
+        s = wait_final(id, 120000);
         if (s != EVO_COMPLETE)
                 dump_events(id);
         assert_int_equal(s, EVO_COMPLETE);
@@ -739,6 +822,7 @@ int main(void) {
                 cmocka_unit_test(test_question_and_approvals),
                 cmocka_unit_test(test_boot_recovery),
                 cmocka_unit_test(test_live_migration_failure_rolls_back),
+                cmocka_unit_test(test_rollback_with_data),
                 cmocka_unit_test(test_app_and_db_tools),
                 cmocka_unit_test(test_live_organism_serves_new_generation),
         };

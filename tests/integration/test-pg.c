@@ -370,6 +370,57 @@ static void test_scratch_databases(void **state) {
         db_close(db);
 }
 
+/* ---- live-data backups ---- */
+
+static void test_live_backup_and_restore(void **state) {
+        need_pg();
+        _cleanup_free_ char *dir = path_in(".seed/backups"), *path = path_in(".seed/backups/gen-1-test.dump"),
+                            *missing = path_in(".seed/backups/none.dump"), *tmp = NULL;
+        assert_int_equal(mkdir_p(dir, 0700), 0);
+        {
+                _cleanup_(db_closep) struct db *db = must_connect("organism", PG_LIVE_DB);
+                _cleanup_free_ char *e = NULL;
+                assert_int_equal(db_exec(db, "CREATE TABLE notes (body text); INSERT INTO notes VALUES ('kept')", &e), 0);
+        }
+        assert_int_equal(pg_live_backup(g_pg, path), 0);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        assert_int_equal(st.st_mode & 0777, 0600);
+        assert_true(st.st_size > 0);
+        assert_true(asprintf(&tmp, "%s.tmp", path) > 0);
+        assert_int_equal(access(tmp, F_OK), -1);
+        _cleanup_(db_closep) struct db *held = must_connect("organism", PG_LIVE_DB);
+        {
+                _cleanup_free_ char *e = NULL;
+                assert_int_equal(db_exec(held, "DROP TABLE notes; CREATE TABLE later (x int)", &e), 0);
+        }
+        /* Restoring ends the live sessions (held) and brings the data back. */
+        assert_int_equal(pg_live_restore(g_pg, path), 0);
+        {
+                _cleanup_(db_closep) struct db *db = must_connect("organism", PG_LIVE_DB);
+                _cleanup_free_ char *v = value(db, "SELECT body FROM notes");
+                assert_string_equal(v, "kept");
+                _cleanup_free_ char *n = value(db, "SELECT count(*) FROM pg_tables WHERE tablename = 'later'");
+                assert_string_equal(n, "0");
+                _cleanup_free_ char *e = NULL;
+                assert_int_equal(db_exec(db, "DROP TABLE notes", &e), 0);
+        }
+        /* Access rules survive the re-creation. */
+        assert_denied("evolver", PG_LIVE_DB);
+        struct db *rd = must_connect("reader", PG_LIVE_DB);
+        db_close(rd);
+        /* No passfile is left behind; a missing backup is an error that keeps the live database. */
+        _cleanup_free_ char *run = path_in(".seed/run");
+        DIR *d = opendir(run);
+        assert_non_null(d);
+        for (struct dirent *e; (e = readdir(d));)
+                assert_false(startswith(e->d_name, ".pgpass"));
+        closedir(d);
+        assert_true(pg_live_restore(g_pg, missing) < 0);
+        struct db *db = must_connect("organism", PG_LIVE_DB);
+        db_close(db);
+}
+
 /* ---- migrations ---- */
 
 static void test_kernel_migration_recorded(void **state) {
@@ -820,6 +871,7 @@ int main(void) {
                 cmocka_unit_test(test_access_control),
                 cmocka_unit_test(test_urls),
                 cmocka_unit_test(test_scratch_databases),
+                cmocka_unit_test(test_live_backup_and_restore),
                 cmocka_unit_test(test_kernel_migration_recorded),
                 cmocka_unit_test(test_query_json),
                 cmocka_unit_test(test_migration_changed_is_error),

@@ -14,7 +14,7 @@ import subprocess
 import time
 
 import taplib
-from seedlib import EVO_ID, ScriptedSeed, api, evolution, request, script, seed, token, wait_until
+from seedlib import EVO_ID, ScriptedSeed, api, evolution, request, script, seed, submit, token, wait_until
 from taplib import Skip, test
 
 
@@ -281,6 +281,67 @@ def questions_and_approvals_are_decided_through_the_api(c):
 
 
 @test
+def provider_errors_and_malformed_calls_are_survived(c):
+    # (f) end to end through the kernel: the provider answers 429 twice,
+    # then a tool call with broken arguments; the evolution still completes.
+    marker = 'survived-' + os.urandom(4).hex()
+    steps = happy_script(marker)
+    steps[1:1] = [{'tool_calls': [{'name': 'write_file', 'arguments': '{"path": "organism/NOTE.txt", "content": '}]}]
+    script(c, [{'http_error': 429}, {'http_error': 429}] + steps)
+    before = api(c, '/_seed/api/generations').json()['current']
+    evo_id = submit(c, 'Leave a note despite a flaky provider')
+    e = wait_until(lambda: ended(c, evo_id), timeout=600, what='the evolution to end')
+    assert e['state'] == 'complete', e
+    reqs = request(c.model_base + '/_requests').json()
+    assert [r['status'] for r in reqs[:3]] == [429, 429, 200], [r['status'] for r in reqs]
+    assert reqs[0]['body'] == reqs[2]['body']  # the same request, retried
+    fed_back = json.dumps(reqs[4]['body'])
+    assert 'arguments of write_file are not valid JSON' in fed_back, fed_back[-1500:]
+    assert open(os.path.join(c.dir, 'organism', 'NOTE.txt')).read() == marker + '\n'
+    assert api(c, '/_seed/api/generations').json()['current'] == before + 1
+
+
+@test
+def an_approved_kernel_change_goes_live_in_a_restarted_kernel(c):
+    # (d) as one chain: a kernel write asks; approved, it is committed, the
+    # kernel exits 75, the supervisor rebuilds it from the new source and the
+    # new kernel answers with the change.
+    mark = '0.1.0+' + os.urandom(4).hex()
+    script(c, [
+        {'tool_calls': [{'name': 'submit_plan', 'arguments': {
+            'title': 'New version string', 'scope': 'kernel', 'summary': 'Report a new kernel version.',
+            'steps': ['edit kernel/app/app.c']}}]},
+        {'tool_calls': [{'name': 'edit_file', 'arguments': {
+            'path': 'kernel/app/app.c', 'old_text': '"version", "0.1.0");', 'new_text': f'"version", "{mark}");'}}]},
+        {'tool_calls': [{'name': 'finish', 'arguments': {'summary': 'Changed the version string.'}}]},
+        {'tool_calls': [{'name': 'submit_reflection', 'arguments': {'notes': 'Kernel changes need approval.'}}]},
+        {'text': 'Done.'},
+    ])
+    status = api(c, '/_seed/api/status').json()
+    before_pid, before_gen = status['kernel']['pid'], status['generation']
+    evo_id = submit(c, 'Report a new version')
+
+    def pending():
+        aprs = api(c, '/_seed/api/approvals').json()['approvals']
+        return next((a for a in aprs if a['kind'] == 'tool' and a['evolution_id'] == evo_id), None)
+    a = wait_until(pending, timeout=300, what='the approval of the kernel edit')
+    assert a['tool'] == 'edit_file' and a['level'] == 'dangerous', a
+    assert a['request']['arguments']['new_text'] == f'"version", "{mark}");', a
+    assert api(c, f'/_seed/api/approvals/{a["id"]}', 'POST', {'approved': True}).status == 200
+
+    def restarted():
+        st = api(c, '/_seed/api/status').json()
+        return st if st['kernel']['version'] == mark else None
+    st = wait_until(restarted, timeout=900, interval=1, what='the kernel to restart into its new source')
+    assert st['kernel']['pid'] != before_pid, st
+    assert st['generation'] == before_gen + 1, st
+    assert evolution(c, evo_id)['state'] == 'complete'
+    log = open(os.path.join(c.dir, '.seed/logs/supervisor.log')).read()
+    assert 'asked to be rebuilt and restarted' in log, log[-2000:]
+    assert mark in open(os.path.join(c.dir, 'kernel/app/app.c')).read()
+
+
+@test
 def event_stream_pings(c):
     stream = Stream(c)
     try:
@@ -368,6 +429,33 @@ def chat_replies_and_remembers(c):
     msgs = api(c, '/_seed/api/messages').json()['messages']
     assert [m['text'] for m in msgs[-2:]] == ['Just saying hi', 'Hello, owner.'], msgs
     assert msgs[-1]['evolution_id'] is None
+
+
+@test
+def chat_reads_only_committed_files(c):
+    # A .env kept in the Seed folder (untracked; the owner's, say) never
+    # reaches a prompt through the chat's read tools.
+    canary = 'sk-canary-' + os.urandom(8).hex()
+    env = os.path.join(c.dir, '.env')
+    with open(env, 'w') as f:
+        f.write(f'OPENAI_API_KEY={canary}\n')
+    st = os.stat(c.dir)
+    os.chown(env, st.st_uid, st.st_gid)
+    try:
+        script(c, [
+            {'tool_calls': [{'name': 'read_file', 'arguments': {'path': '.env'}},
+                            {'name': 'list_dir', 'arguments': {'path': '.'}},
+                            {'name': 'search', 'arguments': {'pattern': 'canary'}}]},
+            {'text': 'Nothing there.'},
+        ])
+        r = chat(c, 'What is in .env?')
+        assert r.status == 200, (r.status, r.text)
+        sent = json.dumps(request(c.model_base + '/_requests').json())
+        assert canary not in sent
+        assert "not part of the Seed's committed tree" in sent, sent[-2000:]
+        assert 'seed.yaml  (' in sent  # the listing itself worked
+    finally:
+        os.unlink(env)
 
 
 @test

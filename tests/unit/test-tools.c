@@ -790,6 +790,53 @@ static void test_search(void **state) {
         tool_result_done(&r);
 }
 
+/* The chat reads only the committed tree: an untracked .env in the Seed
+ * folder, or an untracked file next to tracked ones, is never shown. */
+static void test_tracked_only(void **state) {
+        write_in(".env", "OPENAI_API_KEY=sk-canary\n");
+        write_in("organism/notes.txt", "port secrets\n");
+        char *tracked[] = {"README.md", "organism/lib/util.js", "organism/server.js", "skills/deploy/SKILL.md", NULL};
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_CHAT);
+        ctx.tracked = tracked;
+        struct tool_result r = call(&ctx, "read_file", "{\"path\":\".env\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "not part of the Seed's committed tree");
+        assert_null(strstr(r.output, "canary"));
+        tool_result_done(&r);
+        r = call(&ctx, "read_file", "{\"path\":\"organism/notes.txt\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+        r = call(&ctx, "read_file", "{\"path\":\"organism/server.js\"}");
+        assert_false(r.is_error);
+        tool_result_done(&r);
+        r = call(&ctx, "read_skill", "{\"name\":\"deploy\"}");
+        assert_false(r.is_error);
+        tool_result_done(&r);
+
+        r = call(&ctx, "list_dir", "{\"depth\":3}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "README.md  (");
+        assert_contains(r.output, "organism/lib/util.js  (");
+        assert_null(strstr(r.output, ".env"));
+        assert_null(strstr(r.output, "notes.txt"));
+        assert_null(strstr(r.output, "kernel/")); /* nothing committed below it here */
+        assert_null(strstr(r.output, "passwd"));
+        tool_result_done(&r);
+        r = call(&ctx, "list_dir", "{\"path\":\"kernel\"}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+
+        r = call(&ctx, "search", "{\"pattern\":\"port\"}");
+        assert_false(r.is_error);
+        assert_contains(r.output, "organism/server.js:1:");
+        assert_null(strstr(r.output, "notes.txt"));
+        tool_result_done(&r);
+        r = call(&ctx, "search", "{\"pattern\":\"canary\",\"path\":\".env\"}");
+        assert_true(r.is_error);
+        assert_null(strstr(r.output, "sk-canary"));
+        tool_result_done(&r);
+}
+
 static void test_write_edit_delete(void **state) {
         struct tool_ctx ctx = make_ctx(TOOL_PHASE_MUTATE);
         struct tool_result r = call(&ctx, "write_file", "{\"path\":\"organism/deep/new/file.txt\",\"content\":\"a\\nb\\n\"}");
@@ -1153,6 +1200,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_read_file, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_list_dir, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_search, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_tracked_only, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_write_edit_delete, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reflect_limits, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_terminal_tools, setup, teardown),
