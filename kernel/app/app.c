@@ -321,6 +321,9 @@ static int app_start_ctl(struct app *a) {
                 .kdb = a->kdb,
                 .cli_token = a->control_token,
                 .session_key = a->session_key,
+                .owner_user = secrets_get(a->secrets, "SEED_OWNER_USER"),
+                .owner_password = secrets_get(a->secrets, "SEED_OWNER_PASSWORD"),
+                .trusted_proxies = secrets_get(a->secrets, "SEED_TRUSTED_PROXIES"),
                 .organism = a->organism,
                 .status = app_status_json,
                 .userdata = a,
@@ -328,6 +331,9 @@ static int app_start_ctl(struct app *a) {
                 .api_userdata = api,
         };
         r = ctl_start(&cc, &a->ctl);
+        /* The control plane keeps only a keyed hash: wipe the plain password. */
+        if (secrets_get(a->secrets, "SEED_OWNER_PASSWORD"))
+                (void)secrets_set(a->secrets, "SEED_OWNER_PASSWORD", "");
         if (r < 0)
                 return log_error_errno(r, "the control plane did not start on %s: %m", cc.addr);
         return 0;

@@ -7,11 +7,13 @@
 #include "db/db.h"
 
 #include <ctype.h>
+#include <sys/socket.h>
 
 #define LINK_TOKEN_BYTES 32      /* 256 bits */
 #define SESSION_ID_BYTES 16
 #define MAX_COOKIE_CANDIDATES 4  /* an organism may toss extra cookies of our name */
 #define MAX_USER_AGENT 200
+#define MAX_XFF_HEADERS 16       /* the last ones: the right-most entries are what counts */
 
 static pthread_mutex_t link_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -135,4 +137,24 @@ int ctl_session_find(struct db *kdb, const struct ctl_hdrs *hdrs, const char *co
                         secure_zero(*v, strlen(*v));
         }
         return -ENOENT;
+}
+
+void ctl_req_client(const struct ctl_req *q, struct ctl_client *ret) {
+        char *xff[MAX_XFF_HEADERS];
+        size_t n = 0;
+        for (size_t i = 0; i < q->hdrs.n; i++) {
+                if (!ctl_strcaseeq(q->hdrs.v[i].name, "X-Forwarded-For"))
+                        continue;
+                if (n == MAX_XFF_HEADERS) {
+                        memmove(xff, xff + 1, (n - 1) * sizeof xff[0]);
+                        n--;
+                }
+                xff[n++] = q->hdrs.v[i].value;
+        }
+        if (ctl_client_of(&q->ctl->proxies, q->client_ip, xff, n, ret) < 0) {
+                /* Not an IP peer (never for TCP): one shared client, so the
+                 * limits still hold. */
+                struct ctl_ip none = {.family = AF_INET};
+                ctl_client_from_ip(&none, ret);
+        }
 }

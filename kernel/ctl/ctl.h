@@ -64,6 +64,18 @@ struct ctl_config {
         struct db *kdb;                /* kernel-memory DB (borrowed) */
         const char *cli_token;         /* the CLI token (borrowed; never sent to a browser) */
         const char *session_key;       /* secret for the API token derivation (borrowed) */
+        /* Password sign-in (SEED_OWNER_USER, SEED_OWNER_PASSWORD). Borrowed;
+         * ctl_start keeps only a keyed hash of them, so the caller should wipe
+         * its copy of the password once ctl_start returned. No password (or
+         * one shorter than 12 characters, which is logged as an error): only
+         * sign-in links work. An empty user is "owner". */
+        const char *owner_user;
+        const char *owner_password;
+        /* SEED_TRUSTED_PROXIES: how many proxies are in front ("1"), or their
+         * addresses/CIDRs ("127.0.0.1, 10.0.0.0/8"). NULL or empty:
+         * X-Forwarded-For is ignored. Malformed: logged, and ignored too.
+         * Borrowed. */
+        const char *trusted_proxies;
         struct organism *organism;     /* borrowed; may be NULL in tests */
         /* When set, the proxy connects to this Unix socket instead of
          * organism_socket(organism): a seam for tests (a fake organism).

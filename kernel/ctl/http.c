@@ -105,6 +105,12 @@ int ctl_add_security_headers(struct ctl_hdrs *h) {
                 {"X-Frame-Options", "DENY"},
         };
         for (size_t i = 0; i < ARRAY_SIZE(hs); i++) {
+                /* A handler may choose its own Referrer-Policy (the sign-in
+                 * form's page: same-origin, so its POST carries a real Origin)
+                 * and Cache-Control; the rest is always ours. */
+                if ((streq(hs[i][0], "Referrer-Policy") || streq(hs[i][0], "Cache-Control")) &&
+                    ctl_hdrs_get(h, hs[i][0]))
+                        continue;
                 int r = ctl_hdrs_add(h, hs[i][0], hs[i][1]);
                 if (r < 0)
                         return r;

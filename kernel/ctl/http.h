@@ -42,7 +42,8 @@ void ctl_resp_take(struct ctl_resp *r, int status, const char *ctype, char *s);
 /* {"error": msg} with the given status. */
 int ctl_resp_error(struct ctl_resp *r, int status, const char *msg);
 
-/* The headers every /_seed response carries (CSP, COOP, nosniff, …). */
+/* The headers every /_seed response carries (CSP, COOP, nosniff, …). A
+ * Referrer-Policy or Cache-Control already in h is kept instead of ours. */
 int ctl_add_security_headers(struct ctl_hdrs *h);
 extern const char CTL_CSP[];
 

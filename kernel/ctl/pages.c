@@ -2,8 +2,10 @@
 #include "ctl/http.h"
 #include "base/buf.h"
 
-int ctl_page(const char *title, const char *heading, const char *text, int refresh_s,
-             char **ret) {
+/* A notice page; extra is trusted HTML (a constant of this file) put after
+ * the text, message (escaped) an alert before it. */
+static int page_build(const char *title, const char *heading, const char *text, const char *message,
+                      const char *extra, int refresh_s, char **ret) {
         _cleanup_buf_ struct buf b = BUF_INIT(256 * 1024);
         int r = buf_puts(&b, "<!doctype html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                              "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n");
@@ -19,25 +21,94 @@ int ctl_page(const char *title, const char *heading, const char *text, int refre
         if (r >= 0)
                 r = ctl_html_escape(&b, heading);
         if (r >= 0)
-                r = buf_puts(&b, "</h1>\n<p>");
+                r = buf_puts(&b, "</h1>\n");
+        if (r >= 0 && message) {
+                r = buf_puts(&b, "<p class=\"alert\" role=\"alert\">");
+                if (r >= 0)
+                        r = ctl_html_escape(&b, message);
+                if (r >= 0)
+                        r = buf_puts(&b, "</p>\n");
+        }
+        if (r >= 0)
+                r = buf_puts(&b, "<p>");
         if (r >= 0)
                 r = ctl_html_escape(&b, text);
         if (r >= 0)
-                r = buf_puts(&b, "</p>\n</main>\n</body>\n</html>\n");
+                r = buf_puts(&b, "</p>\n");
+        if (r >= 0 && extra)
+                r = buf_puts(&b, extra);
+        if (r >= 0)
+                r = buf_puts(&b, "</main>\n</body>\n</html>\n");
         if (r < 0)
                 return r;
         *ret = buf_steal(&b);
         return 0;
 }
 
+int ctl_page(const char *title, const char *heading, const char *text, int refresh_s,
+             char **ret) {
+        return page_build(title, heading, text, NULL, NULL, refresh_s, ret);
+}
+
+/* The password form: a same-origin POST navigation to /_seed/login, no
+ * script. autocomplete is off: the organism shares this origin, and a
+ * password manager would fill a saved password into its forms too. */
+static const char sign_in_form[] =
+        "<form class=\"sign-in\" method=\"post\" action=\"/_seed/login\" autocomplete=\"off\">\n"
+        "<label for=\"user\">Username</label>\n"
+        "<input id=\"user\" name=\"user\" type=\"text\" autocomplete=\"off\" autocapitalize=\"none\" "
+        "spellcheck=\"false\" maxlength=\"128\" required>\n"
+        "<label for=\"password\">Password</label>\n"
+        "<input id=\"password\" name=\"password\" type=\"password\" autocomplete=\"off\" "
+        "minlength=\"12\" maxlength=\"1024\" required>\n"
+        "<button type=\"submit\">Sign in</button>\n"
+        "</form>\n"
+        "<p class=\"hint\">Don't let the browser save this password: the app this Seed grows shares "
+        "this address, and a saved password could be filled into the app's own forms.</p>\n";
+
 int ctl_page_private(const char *seed_name, char **ret) {
+        return ctl_page_sign_in(seed_name, false, NULL, ret);
+}
+
+int ctl_page_sign_in(const char *seed_name, bool with_form, const char *message, char **ret) {
         _cleanup_free_ char *title = NULL;
         if (xasprintf(&title, "%s · private", strempty(seed_name) ? "seed" : seed_name) < 0)
                 return -ENOMEM;
-        return ctl_page(title, "This Seed is private",
-                        "Only its owner can see the control plane. If this is your Seed, "
-                        "run `seed login` and open the link it prints.",
+        return page_build(title, "This Seed is private",
+                          with_form ? "Only its owner can see the control plane. If this is your Seed, "
+                                      "sign in, or run `seed login` and open the link it prints."
+                                    : "Only its owner can see the control plane. If this is your Seed, "
+                                      "run `seed login` and open the link it prints.",
+                          message, with_form ? sign_in_form : NULL, 0, ret);
+}
+
+int ctl_page_limited(bool overall, char **ret) {
+        return ctl_page("Too many attempts", "Too many failed sign-ins",
+                        overall ? "This Seed had too many failed sign-ins in the last 15 minutes, so no "
+                                  "password is checked for now. Run `seed login` and open the link it "
+                                  "prints; browsers that are signed in keep working."
+                                : "There were too many failed sign-ins from your address in the last 15 "
+                                  "minutes, so no password from it is checked for now. Try again later, "
+                                  "or run `seed login` and open the link it prints.",
                         0, ret);
+}
+
+int ctl_page_password_off(char **ret) {
+        return ctl_page("Sign-in", "Password sign-in is off",
+                        "This Seed was started without an owner password (SEED_OWNER_PASSWORD, at "
+                        "least 12 characters). Run `seed login` and open the link it prints.",
+                        0, ret);
+}
+
+int ctl_page_cross_origin(char **ret) {
+        return ctl_page("Sign-in", "Sign in from this Seed's own page",
+                        "The sign-in form only accepts what is sent from /_seed/ at this same address.",
+                        0, ret);
+}
+
+int ctl_page_bad_form(char **ret) {
+        return ctl_page("Sign-in", "That sign-in form was incomplete",
+                        "Send the username and the password from the form at /_seed/.", 0, ret);
 }
 
 int ctl_page_link_invalid(char **ret) {

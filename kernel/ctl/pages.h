@@ -1,5 +1,6 @@
 /* pages.h — the small HTML pages the kernel writes itself (private, sign-in
- * link no longer valid, browser too old, "My body is …"). Every interpolated
+ * link no longer valid, browser too old, too many attempts, "My body is
+ * …") and the password sign-in form. Every interpolated
  * string is HTML-escaped; no inline script or style. */
 #pragma once
 
@@ -10,7 +11,16 @@
 int ctl_page(const char *title, const char *heading, const char *text, int refresh_s,
              char **ret);
 
+/* "This Seed is private" (= ctl_page_sign_in without the form). */
 int ctl_page_private(const char *seed_name, char **ret);
+/* The private page; with_form adds the password form, message (escaped; may
+ * be NULL) an alert above the text. Caller frees. */
+int ctl_page_sign_in(const char *seed_name, bool with_form, const char *message, char **ret);
+/* Answers to a sign-in while limited: per client, or overall. */
+int ctl_page_limited(bool overall, char **ret);
+int ctl_page_password_off(char **ret);
+int ctl_page_bad_form(char **ret);
+int ctl_page_cross_origin(char **ret);
 int ctl_page_link_invalid(char **ret);
 int ctl_page_too_old(char **ret);
 int ctl_page_not_navigation(char **ret);

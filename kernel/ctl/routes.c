@@ -16,6 +16,7 @@
 enum ctl_auth {
         AUTH_NONE,    /* anyone: health check, the notice pages' stylesheet */
         AUTH_LINK,    /* a sign-in link: top-level navigations only */
+        AUTH_FORM,    /* the password form's POST: a same-origin top-level navigation */
         AUTH_PAGE,    /* the page carrying the API token: session + top-level navigation */
         AUTH_SESSION, /* static assets: session */
         AUTH_API,     /* session cookie + X-Seed-Token, or the CLI bearer token */
@@ -30,6 +31,8 @@ struct ctl_route {
         enum ctl_auth auth;
         ctl_handler handler;
 };
+
+#define CTL_FORM_MAX 4096 /* the sign-in form's body */
 
 #define API_UNAUTHORIZED                                                                   \
         "not signed in: /_seed/api needs the session cookie and its X-Seed-Token header, " \
@@ -50,13 +53,24 @@ static int page_resp(struct ctl_resp *resp, int status, int (*page)(char **ret))
         return 0;
 }
 
-static int private_resp(struct ctl_req *q, struct ctl_resp *resp) {
+/* The private page, with the password form when password sign-in is on and
+ * with_form (top-level navigations to the page only) and an alert message
+ * (may be NULL). A page with the form sends Referrer-Policy: same-origin:
+ * under no-referrer, browsers send "Origin: null" with the form's POST, and
+ * /_seed/login wants to see its own origin there. */
+static int sign_in_resp(struct ctl_req *q, struct ctl_resp *resp, int status, bool with_form,
+                        const char *message) {
         char *html = NULL;
-        int r = ctl_page_private(q->ctl->seed_name, &html);
+        bool form = with_form && q->ctl->owner.enabled;
+        int r = ctl_page_sign_in(q->ctl->seed_name, form, message, &html);
         if (r < 0)
                 return r;
-        ctl_resp_take(resp, 401, "text/html; charset=utf-8", html);
-        return 0;
+        ctl_resp_take(resp, status, "text/html; charset=utf-8", html);
+        return form ? ctl_hdrs_add(&resp->hdrs, "Referrer-Policy", "same-origin") : 0;
+}
+
+static int private_resp(struct ctl_req *q, struct ctl_resp *resp, bool with_form) {
+        return sign_in_resp(q, resp, 401, with_form, NULL);
 }
 
 static int json_take(struct ctl_resp *resp, int status, struct buf *b) {
@@ -97,24 +111,25 @@ static int h_asset(struct ctl_req *q, struct ctl_resp *resp) {
         return r;
 }
 
-static int h_login(struct ctl_req *q, struct ctl_resp *resp) {
-        _cleanup_free_ char *token = NULL, *cookie = NULL, *id = NULL;
-        int r = ctl_query_get(q->query, "t", &token);
-        if (r == -ENOMEM)
-                return r;
-        r = r < 0 ? -ENOENT : ctl_link_consume(q->ctl->kdb, token);
-        if (r == -ENOENT) {
-                log_info("refused a sign-in link that is used, expired or unknown (client %s)",
-                         q->client_ip);
-                return page_resp(resp, 403, ctl_page_link_invalid);
-        }
+/* Logs once when a failure just put a client, or everyone, over the limit. */
+static void log_limit(enum ctl_limit lim, const char *who) {
+        if (lim == CTL_LIMIT_CLIENT)
+                log_warn("client %s made %d failed sign-ins within 15 minutes: no password from it is "
+                         "checked until that many are older than 15 minutes",
+                         who, CTL_FAIL_PER_CLIENT);
+        else if (lim == CTL_LIMIT_OVERALL)
+                log_warn("%d failed sign-ins within 15 minutes: no password is checked for now "
+                         "(sign-in links and signed-in browsers still work)",
+                         CTL_FAIL_OVERALL);
+}
+
+/* A new session for this browser: the cookie, and 303 to /_seed/. */
+static int signed_in_resp(struct ctl_req *q, struct ctl_resp *resp, const char *how, const char *who) {
+        _cleanup_free_ char *cookie = NULL, *id = NULL;
+        int r = ctl_session_new(q->ctl->kdb, ctl_req_header(q, "User-Agent"), &cookie, &id);
         if (r < 0)
                 return r;
-        r = ctl_session_new(q->ctl->kdb, ctl_req_header(q, "User-Agent"), &cookie, &id);
-        if (r < 0)
-                return r;
-        log_info("signed in a browser with a one-time link (session %s, client %s)", id,
-                 q->client_ip);
+        log_info("signed in a browser with %s (session %s, client %s)", how, id, who);
         r = ctl_resp_set(resp, 303, "text/plain; charset=utf-8", "Signed in. See /_seed/\n");
         if (r >= 0)
                 r = ctl_hdrs_add(&resp->hdrs, "Location", "/_seed/");
@@ -122,6 +137,105 @@ static int h_login(struct ctl_req *q, struct ctl_resp *resp) {
                 r = set_session_cookie(q, resp, cookie, CTL_SESSION_MAX_AGE_S);
         secure_zero(cookie, strlen(cookie));
         return r;
+}
+
+/* Links are checked even while the client or everyone is limited: a link
+ * is 256 random bits, so checking one gives an attacker nothing, and it is
+ * how the owner gets back in. A bad one counts as a failed sign-in. */
+static int h_login(struct ctl_req *q, struct ctl_resp *resp) {
+        _cleanup_free_ char *token = NULL;
+        struct ctl_client client;
+        char who[CTL_CLIENT_STRLEN];
+        ctl_req_client(q, &client);
+        ctl_client_str(&client, who);
+        int r = ctl_query_get(q->query, "t", &token);
+        if (r == -ENOMEM)
+                return r;
+        bool given = r >= 0;
+        r = given ? ctl_link_consume(q->ctl->kdb, token) : -ENOENT;
+        if (token)
+                secure_zero(token, strlen(token));
+        if (r == -ENOENT) {
+                log_info("refused a sign-in link that is used, expired or unknown (client %s)", who);
+                if (given) /* nothing was tried without one */
+                        log_limit(ctl_limiter_fail(q->ctl->limiter, &client, now_ms()), who);
+                return page_resp(resp, 403, ctl_page_link_invalid);
+        }
+        if (r < 0)
+                return r;
+        return signed_in_resp(q, resp, "a one-time link", who);
+}
+
+/* The form's two fields from the body; -EINVAL if either is missing. */
+static int form_fields(struct ctl_req *q, char **ret_user, char **ret_password) {
+        _cleanup_free_ char *user = NULL;
+        char *password = NULL;
+        const char *body = q->body.data ? q->body.data : "";
+        if (q->body.len > CTL_FORM_MAX || strlen(body) != q->body.len)
+                return -EINVAL;
+        int r = ctl_query_get(body, "user", &user);
+        if (r >= 0)
+                r = ctl_query_get(body, "password", &password);
+        if (r < 0)
+                return r == -ENOMEM ? r : -EINVAL;
+        *ret_user = TAKE_PTR(user);
+        *ret_password = password;
+        return 0;
+}
+
+static void free_secret(char *s) {
+        if (s)
+                secure_zero(s, strlen(s));
+        free(s);
+}
+
+static int limited_resp(struct ctl_resp *resp, bool overall) {
+        char *html = NULL;
+        int r = ctl_page_limited(overall, &html);
+        if (r < 0)
+                return r;
+        ctl_resp_take(resp, 429, "text/html; charset=utf-8", html);
+        return 0;
+}
+
+/* POST /_seed/login: the password form. A limited client (or everyone,
+ * past the overall limit) gets the same answer whatever it sent: nothing is
+ * checked. */
+static int h_login_password(struct ctl_req *q, struct ctl_resp *resp) {
+        struct ctl *c = q->ctl;
+        struct ctl_client client;
+        char who[CTL_CLIENT_STRLEN];
+        char *user = NULL, *password = NULL;
+
+        if (!c->owner.enabled)
+                return page_resp(resp, 403, ctl_page_password_off);
+        ctl_req_client(q, &client);
+        ctl_client_str(&client, who);
+        enum ctl_limit lim = ctl_limiter_begin(c->limiter, &client, now_ms());
+        if (lim != CTL_LIMIT_NONE) {
+                if (q->body.data)
+                        secure_zero(q->body.data, q->body.len);
+                log_debug("refused a password sign-in unchecked: %s is limited (client %s)",
+                          lim == CTL_LIMIT_OVERALL ? "everyone" : "this client", who);
+                return limited_resp(resp, lim == CTL_LIMIT_OVERALL);
+        }
+        int r = form_fields(q, &user, &password);
+        if (q->body.data)
+                secure_zero(q->body.data, q->body.len);
+        if (r < 0) {
+                (void)ctl_limiter_end(c->limiter, &client, false, now_ms());
+                return r == -EINVAL ? page_resp(resp, 400, ctl_page_bad_form) : r;
+        }
+        bool ok = ctl_owner_check(&c->owner, user, password);
+        free_secret(user);
+        free_secret(password);
+        lim = ctl_limiter_end(c->limiter, &client, !ok, now_ms());
+        if (!ok) {
+                log_info("refused a password sign-in: wrong username or password (client %s)", who);
+                log_limit(lim, who);
+                return sign_in_resp(q, resp, 401, true, "Wrong username or password.");
+        }
+        return signed_in_resp(q, resp, "the owner password", who);
 }
 
 static int h_page(struct ctl_req *q, struct ctl_resp *resp) {
@@ -325,6 +439,7 @@ static const struct ctl_route routes[] = {
         {"GET", "/_seed", AUTH_NONE, h_redirect_slash},
         {"GET", "/_seed/public.css", AUTH_NONE, h_asset},
         {"GET", "/_seed/login", AUTH_LINK, h_login},
+        {"POST", "/_seed/login", AUTH_FORM, h_login_password},
         {"GET", "/_seed/", AUTH_PAGE, h_page},
         {"GET", "/_seed/app.js", AUTH_SESSION, h_asset},
         {"GET", "/_seed/style.css", AUTH_SESSION, h_asset},
@@ -410,16 +525,15 @@ static int auth_guard(struct ctl_req *q, enum ctl_auth auth, struct ctl_resp *re
         case AUTH_NONE:
                 return 0;
         case AUTH_LINK:
+        case AUTH_FORM:
                 return nav_guard(q, resp);
         case AUTH_PAGE:
-                r = nav_guard(q, resp);
-                if (r != 0)
-                        return r;
-                __attribute__((fallthrough));
         case AUTH_SESSION:
+                if (auth == AUTH_PAGE && (r = nav_guard(q, resp)) != 0)
+                        return r;
                 r = load_session(q);
                 if (r == -ENOENT)
-                        return private_resp(q, resp) < 0 ? -ENOMEM : 1;
+                        return private_resp(q, resp, auth == AUTH_PAGE) < 0 ? -ENOMEM : 1;
                 return r < 0 ? r : 0;
         case AUTH_API:
         case AUTH_CLI:
@@ -444,6 +558,25 @@ static int write_guard(struct ctl_req *q, struct ctl_resp *resp) {
         const char *cl = ctl_req_header(q, "Content-Length");
         if (cl && (strlen(cl) > 12 || strtoull(cl, NULL, 10) > CTL_MAX_BODY))
                 return ctl_resp_error(resp, 413, "request body too large (at most 1 MiB)") < 0 ? -ENOMEM : 1;
+        return 0;
+}
+
+/* The sign-in form's POST, the one form-encoded state change: a same-origin
+ * navigation (checked by auth_guard and here), small. */
+static int form_guard(struct ctl_req *q, struct ctl_resp *resp) {
+        if (ctl_check_same_origin(ctl_req_header(q, "Sec-Fetch-Site"), ctl_req_header(q, "Origin"),
+                                  ctl_req_header(q, "Host"), false) < 0) {
+                log_info("refused a cross-origin sign-in form (client %s)", q->client_ip);
+                return page_resp(resp, 403, ctl_page_cross_origin) < 0 ? -ENOMEM : 1;
+        }
+        const char *ct = ctl_req_header(q, "Content-Type");
+        static const char form[] = "application/x-www-form-urlencoded";
+        if (!ct || strncasecmp(ct, form, strlen(form)) != 0 ||
+            (ct[strlen(form)] && ct[strlen(form)] != ';' && ct[strlen(form)] != ' '))
+                return page_resp(resp, 415, ctl_page_bad_form) < 0 ? -ENOMEM : 1;
+        const char *cl = ctl_req_header(q, "Content-Length");
+        if (cl && (strlen(cl) > 12 || strtoull(cl, NULL, 10) > CTL_FORM_MAX))
+                return page_resp(resp, 413, ctl_page_bad_form) < 0 ? -ENOMEM : 1;
         return 0;
 }
 
@@ -548,7 +681,7 @@ int ctl_seed_begin(struct ctl_req *q, struct ctl_resp *resp) {
                 return r < 0 ? r : 1;
         }
         if (ctl_method_changes_state(q->method)) {
-                r = write_guard(q, resp);
+                r = q->route && q->route->auth == AUTH_FORM ? form_guard(q, resp) : write_guard(q, resp);
                 if (r != 0)
                         return r < 0 ? r : 1;
                 return 0; /* read the body, then ctl_seed_finish */

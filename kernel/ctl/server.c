@@ -394,6 +394,8 @@ static void ctl_free(struct ctl *c) {
         free(c->seed_dir);
         free(c->organism_socket_override);
         strv_free(c->allowed_hosts);
+        ctl_owner_clear(&c->owner);
+        ctl_limiter_free(c->limiter);
         pthread_mutex_destroy(&c->lock);
         free(c);
 }
@@ -403,6 +405,41 @@ static char *strdup_or_null(const char *s, bool *oom) {
         if (s && !d)
                 *oom = true;
         return d;
+}
+
+/* Password sign-in and trusted proxies. A bad setting is logged and turned
+ * off (links keep working), rather than keeping the control plane down. */
+static void sign_in_setup(struct ctl *c, const struct ctl_config *cfg) {
+        int r = ctl_owner_init(&c->owner, cfg->owner_user, cfg->owner_password);
+        if (r == -ENOENT)
+                log_info("no SEED_OWNER_PASSWORD: the owner signs in with one-time links only");
+        else if (r == -EINVAL)
+                log_error("SEED_OWNER_PASSWORD is shorter than %d characters: password sign-in is off "
+                          "(one-time links from 'seed login' still work)",
+                          CTL_PASSWORD_MIN_CHARS);
+        else if (r == -E2BIG)
+                log_error("SEED_OWNER_PASSWORD is longer than %d bytes: password sign-in is off "
+                          "(one-time links from 'seed login' still work)",
+                          CTL_PASSWORD_MAX_BYTES);
+        else if (r == -EBADMSG)
+                log_error("SEED_OWNER_USER is longer than %d bytes or has control characters: password "
+                          "sign-in is off (one-time links from 'seed login' still work)",
+                          CTL_USER_MAX_BYTES);
+        else if (r < 0)
+                log_error_errno(r, "password sign-in is off: %m");
+        else
+                log_info("password sign-in is on (SEED_OWNER_USER%s)",
+                         strempty(cfg->owner_user) ? " not set: user 'owner'" : "");
+        if (ctl_proxies_parse(cfg->trusted_proxies, &c->proxies) < 0)
+                log_error("SEED_TRUSTED_PROXIES is neither a number of proxies (1 to %d) nor a list of "
+                          "their addresses or CIDR ranges (at most %d): X-Forwarded-For stays ignored",
+                          CTL_MAX_PROXY_HOPS, CTL_MAX_PROXIES);
+        else if (c->proxies.hops > 0)
+                log_info("X-Forwarded-For is read behind %u trusted prox%s", c->proxies.hops,
+                         c->proxies.hops == 1 ? "y" : "ies");
+        else if (c->proxies.n > 0)
+                log_info("X-Forwarded-For is read from %zu trusted proxy address%s", c->proxies.n,
+                         c->proxies.n == 1 ? "" : "es");
 }
 
 int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
@@ -439,10 +476,16 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         c->connection_limit = limit;
         c->proxy_limit = limit - CTL_SEED_RESERVE;
         ctl_cookie_name(c->session_key, c->cookie_name);
+        int r = ctl_limiter_new(&ctl_limits_default, &c->limiter);
+        if (r < 0) {
+                ctl_free(c);
+                return r;
+        }
+        sign_in_setup(c, cfg);
 
         int fd = -1;
         bool v6 = false;
-        int r = bind_listen(cfg->addr, &fd, &c->port, &v6);
+        r = bind_listen(cfg->addr, &fd, &c->port, &v6);
         if (r < 0) {
                 ctl_free(c);
                 return r;

@@ -6,6 +6,8 @@
 #include "base/buf.h"
 #include "ctl/ctl.h"
 #include "ctl/http.h"
+#include "ctl/limit.h"
+#include "ctl/owner.h"
 #include "ctl/proxy-policy.h"
 
 #include <netinet/in.h>
@@ -29,6 +31,11 @@ struct ctl {
         void *api_userdata;
 
         char cookie_name[32];
+        /* Password sign-in (a keyed hash only) and the failed sign-in limits. */
+        struct ctl_owner owner;
+        struct ctl_proxies proxies;
+        struct ctl_limiter *limiter;
+
         struct MHD_Daemon *daemon;
         uint16_t port;
 
@@ -85,6 +92,9 @@ int ctl_seed_finish(struct ctl_req *q, struct ctl_resp *resp);
 
 /* auth.c */
 int ctl_link_consume(struct db *kdb, const char *token);
+/* The client a request comes from (its address, or X-Forwarded-For behind
+ * a trusted proxy; see limit.h). */
+void ctl_req_client(const struct ctl_req *q, struct ctl_client *ret);
 /* A new session: cookie value (secret) and public id. Caller frees both. */
 int ctl_session_new(struct db *kdb, const char *user_agent, char **ret_cookie, char **ret_id);
 /* The live session whose cookie is in the Cookie header(s); renews it.

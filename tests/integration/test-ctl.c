@@ -25,6 +25,7 @@
 #include "pg/pg.h"
 
 #define SESSION_KEY "integration-session-key-0123456789"
+#define OWNER_PASSWORD "integration pässword"
 #define CLI_TOKEN "cli-token-abcdef0123456789abcdef0123456789"
 #define NAV "Sec-Fetch-Dest: document\r\nSec-Fetch-Mode: navigate\r\nSec-Fetch-Site: none\r\n"
 #define FETCH "Sec-Fetch-Dest: empty\r\nSec-Fetch-Mode: cors\r\nSec-Fetch-Site: same-origin\r\n"
@@ -470,6 +471,8 @@ static struct ctl_config ctl_cfg(const char *addr) {
                 .kdb = g_kdb,
                 .cli_token = CLI_TOKEN,
                 .session_key = SESSION_KEY,
+                .owner_password = OWNER_PASSWORD,
+                .trusted_proxies = "127.0.0.1",
                 .organism_socket_override = sock_path,
                 .status = status_cb,
                 .api_routes = ext_routes,
@@ -717,7 +720,12 @@ static void test_page(void **state) {
         http("GET", "/_seed/", NAV, NULL, &r);
         assert_int_equal(r.status, 401);
         assert_non_null(strstr(r.body, "This Seed is private"));
-        assert_seed_headers(&r);
+        /* With the password form: Referrer-Policy same-origin (see
+         * test_password_form_on_private_page), the rest as everywhere. */
+        assert_string_equal(resp_header(&r, "Referrer-Policy"), "same-origin");
+        assert_string_equal(resp_header(&r, "Cross-Origin-Opener-Policy"), "same-origin");
+        assert_string_equal(resp_header(&r, "X-Frame-Options"), "DENY");
+        assert_non_null(strstr(resp_header(&r, "Content-Security-Policy"), "frame-ancestors 'none'"));
         resp_done(&r);
         /* A forged cookie: private. */
         _cleanup_free_ char *b4 = browser("00000000000000000000000000000000000000000000000000000000deadbeef", NULL, NAV);
@@ -1389,6 +1397,339 @@ static void test_proxy_connect_timeout(void **state) {
         unlink(path);
 }
 
+/* ---- password sign-in and the failure limits ---- */
+
+/* One request from the given loopback source address (127.0.0.0/8 all
+ * reaches the server), to the given port. */
+static void http_from(uint16_t port, const char *src, const char *method, const char *target,
+                      const char *extra, const char *body, struct resp *ret) {
+        struct buf req = BUF_INIT(1 << 20);
+        assert_int_equal(buf_printf(&req, "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n%s", method,
+                                    target, port, extra ? extra : ""),
+                         0);
+        if (body)
+                assert_int_equal(buf_printf(&req, "Content-Length: %zu\r\n", strlen(body)), 0);
+        assert_int_equal(buf_puts(&req, "\r\n"), 0);
+        if (body)
+                assert_int_equal(buf_puts(&req, body), 0);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        struct timeval tv = {.tv_sec = 20};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons(port)};
+        assert_int_equal(inet_pton(AF_INET, src, &from.sin_addr), 1);
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof from), 0);
+        assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof to), 0);
+        send_all(fd, req.data, req.len);
+        read_response(fd, ret);
+        close(fd);
+        buf_free(&req);
+}
+
+/* The headers of a browser posting the sign-in form from /_seed/ (plus
+ * more, e.g. X-Forwarded-For). Caller frees. */
+static char *form_headers(uint16_t port, const char *more) {
+        char *s = NULL;
+        assert_int_equal(xasprintf(&s,
+                                   "Sec-Fetch-Dest: document\r\nSec-Fetch-Mode: navigate\r\n"
+                                   "Sec-Fetch-Site: same-origin\r\nSec-Fetch-User: ?1\r\n"
+                                   "Origin: http://127.0.0.1:%u\r\n"
+                                   "Content-Type: application/x-www-form-urlencoded\r\n%s",
+                                   port, more ? more : ""),
+                         0);
+        return s;
+}
+
+#define GOOD_FORM "user=owner&password=integration+p%C3%A4ssword"
+#define BAD_FORM "user=owner&password=integration+password"
+
+/* POSTs form from src (with more headers); returns the status. */
+static int post_form(uint16_t port, const char *src, const char *more, const char *form) {
+        _cleanup_free_ char *h = form_headers(port, more);
+        struct resp r;
+        http_from(port, src, "POST", "/_seed/login", h, form, &r);
+        int status = r.status;
+        if (status == 303)
+                assert_non_null(resp_header(&r, "Set-Cookie"));
+        else
+                assert_null(resp_header(&r, "Set-Cookie"));
+        resp_done(&r);
+        return status;
+}
+
+static int live_sessions(void) {
+        struct db_session *s = NULL;
+        size_t n = 0;
+        assert_int_equal(db_session_list(g_kdb, wall_ms(), &s, &n), 0);
+        for (size_t i = 0; i < n; i++)
+                db_session_done(&s[i]);
+        free(s);
+        return (int)n;
+}
+
+static void test_password_form_on_private_page(void **state) {
+        struct resp r;
+        http("GET", "/_seed/", NAV, NULL, &r);
+        assert_int_equal(r.status, 401);
+        assert_non_null(strstr(r.body, "<form class=\"sign-in\" method=\"post\" action=\"/_seed/login\""));
+        assert_null(strstr(r.body, "<script"));
+        /* Its POST must carry a real Origin (not "null"). */
+        assert_string_equal(resp_header(&r, "Referrer-Policy"), "same-origin");
+        assert_int_equal(resp_header_count(&r, "Referrer-Policy"), 1);
+        assert_non_null(strstr(resp_header(&r, "Content-Security-Policy"), "form-action 'self'"));
+        assert_string_equal(resp_header(&r, "Cross-Origin-Opener-Policy"), "same-origin");
+        resp_done(&r);
+        /* Not to scripts, and not on the asset routes. */
+        http("GET", "/_seed/", FETCH, NULL, &r);
+        assert_int_equal(r.status, 403);
+        assert_null(strstr(r.body, "<form"));
+        resp_done(&r);
+        http("GET", "/_seed/", NULL, NULL, &r);
+        assert_int_equal(r.status, 400);
+        assert_null(strstr(r.body, "<form"));
+        resp_done(&r);
+        http("GET", "/_seed/app.js", NAV, NULL, &r);
+        assert_int_equal(r.status, 401);
+        assert_null(strstr(r.body, "<form"));
+        assert_string_equal(resp_header(&r, "Referrer-Policy"), "no-referrer");
+        resp_done(&r);
+}
+
+static void test_password_sign_in(void **state) {
+        int before = live_sessions();
+        _cleanup_free_ char *h = form_headers(g_port, "User-Agent: password-browser\r\n");
+        struct resp r;
+        http_from(g_port, "127.0.0.20", "POST", "/_seed/login", h, GOOD_FORM, &r);
+        assert_int_equal(r.status, 303);
+        assert_string_equal(resp_header(&r, "Location"), "/_seed/");
+        assert_seed_headers(&r);
+        const char *sc = resp_header(&r, "Set-Cookie");
+        assert_non_null(sc);
+        char cookie[65], token[65];
+        assert_true(startswith(sc, g_cookie_name));
+        memcpy(cookie, sc + strlen(g_cookie_name) + 1, 64);
+        cookie[64] = 0;
+        assert_non_null(strstr(sc, "; Path=/_seed; HttpOnly; SameSite=Lax; Max-Age=2592000"));
+        resp_done(&r);
+        assert_int_equal(live_sessions(), before + 1);
+        /* The same session as a link gives: page, token, API. */
+        ctl_api_token(SESSION_KEY, cookie, token);
+        _cleanup_free_ char *b = browser(cookie, NULL, NAV);
+        http("GET", "/_seed/", b, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.body, token));
+        resp_done(&r);
+        _cleanup_free_ char *api = browser(cookie, token, FETCH);
+        http("GET", "/_seed/api/status", api, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        /* A user other than "owner" is wrong. */
+        assert_int_equal(post_form(g_port, "127.0.0.20", NULL, "user=admin&password=integration+p%C3%A4ssword"), 401);
+        assert_int_equal(live_sessions(), before + 1);
+}
+
+static void test_password_failures_limited(void **state) {
+        int before = live_sessions();
+        struct resp r;
+        _cleanup_free_ char *h = form_headers(g_port, NULL);
+        http_from(g_port, "127.0.0.21", "POST", "/_seed/login", h, BAD_FORM, &r);
+        assert_int_equal(r.status, 401);
+        assert_non_null(strstr(r.body, "Wrong username or password."));
+        assert_non_null(strstr(r.body, "<form"));
+        assert_null(strstr(r.body, "integration"));
+        resp_done(&r);
+        for (int i = 1; i < 5; i++)
+                assert_int_equal(post_form(g_port, "127.0.0.21", NULL, BAD_FORM), 401);
+        /* The 6th: not checked, right or wrong. */
+        http_from(g_port, "127.0.0.21", "POST", "/_seed/login", h, BAD_FORM, &r);
+        assert_int_equal(r.status, 429);
+        assert_non_null(strstr(r.body, "Too many failed sign-ins"));
+        assert_null(strstr(r.body, "<form"));
+        char *wrong_body = strdup(r.body);
+        resp_done(&r);
+        http_from(g_port, "127.0.0.21", "POST", "/_seed/login", h, GOOD_FORM, &r);
+        assert_int_equal(r.status, 429);
+        assert_string_equal(r.body, wrong_body); /* the same answer */
+        assert_null(resp_header(&r, "Set-Cookie"));
+        resp_done(&r);
+        free(wrong_body);
+        assert_int_equal(live_sessions(), before);
+        /* Another address is its own client. */
+        assert_int_equal(post_form(g_port, "127.0.0.22", NULL, GOOD_FORM), 303);
+        /* A sign-in link still works for the limited client. */
+        _cleanup_free_ char *t = NULL, *target = NULL;
+        assert_int_equal(ctl_login_link_new(g_kdb, &t), 0);
+        assert_int_equal(xasprintf(&target, "/_seed/login?t=%s", t), 0);
+        http_from(g_port, "127.0.0.21", "GET", target, NAV, NULL, &r);
+        assert_int_equal(r.status, 303);
+        resp_done(&r);
+}
+
+static void test_bad_links_count(void **state) {
+        struct resp r;
+        for (int i = 0; i < 5; i++) {
+                http_from(g_port, "127.0.0.24", "GET",
+                          "/_seed/login?t=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", NAV,
+                          NULL, &r);
+                assert_int_equal(r.status, 403);
+                resp_done(&r);
+        }
+        assert_int_equal(post_form(g_port, "127.0.0.24", NULL, GOOD_FORM), 429);
+        /* A link without a token tried nothing: not counted. */
+        for (int i = 0; i < 6; i++) {
+                http_from(g_port, "127.0.0.25", "GET", "/_seed/login", NAV, NULL, &r);
+                assert_int_equal(r.status, 403);
+                resp_done(&r);
+        }
+        assert_int_equal(post_form(g_port, "127.0.0.25", NULL, GOOD_FORM), 303);
+}
+
+static void test_forwarded_for(void **state) {
+        /* From the trusted proxy (127.0.0.1): the client is X-Forwarded-For,
+         * IPv6 grouped by /48. */
+        for (int i = 0; i < 5; i++)
+                assert_int_equal(post_form(g_port, "127.0.0.1", "X-Forwarded-For: 6.6.6.6, 2001:db8:5:1::1\r\n",
+                                           BAD_FORM),
+                                 401);
+        assert_int_equal(post_form(g_port, "127.0.0.1", "X-Forwarded-For: 2001:db8:5:ffff::2\r\n", GOOD_FORM), 429);
+        assert_int_equal(post_form(g_port, "127.0.0.1", "X-Forwarded-For: 2001:db8:6::1\r\n", GOOD_FORM), 303);
+        /* From anyone else the header is ignored: rotating it does not help. */
+        char xff[128];
+        for (int i = 0; i < 5; i++) {
+                snprintf(xff, sizeof xff, "X-Forwarded-For: 203.0.113.%d\r\n", i);
+                assert_int_equal(post_form(g_port, "127.0.0.23", xff, BAD_FORM), 401);
+        }
+        assert_int_equal(post_form(g_port, "127.0.0.23", "X-Forwarded-For: 198.51.100.1\r\n", GOOD_FORM), 429);
+}
+
+static void test_form_guards(void **state) {
+        int before = live_sessions();
+        const uint16_t p = g_port;
+        char origin[64];
+        snprintf(origin, sizeof origin, "Origin: http://127.0.0.1:%u\r\n", p);
+        static const char nav[] = "Sec-Fetch-Dest: document\r\nSec-Fetch-Mode: navigate\r\n";
+        static const char form[] = "Content-Type: application/x-www-form-urlencoded\r\n";
+        char h[512];
+        struct resp r;
+        struct {
+                const char *what;
+                int status;
+        } cases[] = {
+                {"no Fetch Metadata", 400},
+                {"cross-site", 403},
+                {"other origin", 403},
+                {"null origin", 403},
+                {"iframe", 403},
+                {"fetch", 403},
+                {"json", 415},
+                {"no type", 415},
+                {"too big", 413},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                const char *body = GOOD_FORM;
+                _cleanup_free_ char *big = NULL;
+                switch (i) {
+                case 0: snprintf(h, sizeof h, "%s%s", origin, form); break;
+                case 1: snprintf(h, sizeof h, "%sSec-Fetch-Site: cross-site\r\n%s%s", nav, origin, form); break;
+                case 2: snprintf(h, sizeof h, "%sSec-Fetch-Site: same-origin\r\nOrigin: http://evil.com\r\n%s", nav, form); break;
+                case 3: snprintf(h, sizeof h, "%sSec-Fetch-Site: same-origin\r\nOrigin: null\r\n%s", nav, form); break;
+                case 4: snprintf(h, sizeof h, "Sec-Fetch-Dest: iframe\r\nSec-Fetch-Mode: navigate\r\n"
+                                              "Sec-Fetch-Site: same-origin\r\n%s%s", origin, form); break;
+                case 5: snprintf(h, sizeof h, FETCH "%s%s", origin, form); break;
+                case 6: snprintf(h, sizeof h, "%sSec-Fetch-Site: same-origin\r\n%sContent-Type: application/json\r\n",
+                                 nav, origin); break;
+                case 7: snprintf(h, sizeof h, "%sSec-Fetch-Site: same-origin\r\n%s", nav, origin); break;
+                case 8:
+                        snprintf(h, sizeof h, "%sSec-Fetch-Site: same-origin\r\n%s%s", nav, origin, form);
+                        big = calloc(1, 5000);
+                        memset(big, 'a', 4999);
+                        memcpy(big, "user=owner&password=", 20);
+                        body = big;
+                        break;
+                }
+                http_from(p, "127.0.0.30", "POST", "/_seed/login", h, body, &r);
+                if (r.status != cases[i].status)
+                        fail_msg("%s: %d, not %d", cases[i].what, r.status, cases[i].status);
+                assert_null(resp_header(&r, "Set-Cookie"));
+                resp_done(&r);
+        }
+        /* Missing fields: 400, and nothing was counted. */
+        for (int i = 0; i < 6; i++)
+                assert_int_equal(post_form(p, "127.0.0.30", NULL, "user=owner"), 400);
+        assert_int_equal(live_sessions(), before);
+        /* None of that counted as a failure: the right password works. */
+        assert_int_equal(post_form(p, "127.0.0.30", NULL, GOOD_FORM), 303);
+}
+
+/* A second server: fn gets its port. */
+static void with_server(const char *password, void (*fn)(uint16_t port)) {
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        cfg.owner_password = password;
+        cfg.trusted_proxies = "127.0.0.1";
+        struct ctl *c = NULL;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        fn(ctl_port(c));
+        ctl_stop(c);
+}
+
+static void overall_limit(uint16_t port) {
+        char xff[128];
+        struct resp r;
+        int before = live_sessions();
+        /* 1000 failures from 250 clients (4 each: none is limited itself). */
+        for (int i = 0; i < 1000; i++) {
+                snprintf(xff, sizeof xff, "X-Forwarded-For: 10.%d.%d.1\r\n", i / 4 / 100, i / 4 % 100);
+                int st = post_form(port, "127.0.0.1", xff, BAD_FORM);
+                if (st != 401)
+                        fail_msg("failure %d answered %d", i, st);
+        }
+        /* Now no password is checked, from anyone. */
+        assert_int_equal(post_form(port, "127.0.0.1", "X-Forwarded-For: 192.0.2.99\r\n", GOOD_FORM), 429);
+        assert_int_equal(post_form(port, "127.0.0.40", NULL, GOOD_FORM), 429);
+        _cleanup_free_ char *h = form_headers(port, NULL);
+        http_from(port, "127.0.0.41", "POST", "/_seed/login", h, GOOD_FORM, &r);
+        assert_int_equal(r.status, 429);
+        assert_non_null(strstr(r.body, "seed login"));
+        resp_done(&r);
+        assert_int_equal(live_sessions(), before);
+        /* Links and signed-in browsers still work. */
+        _cleanup_free_ char *t = NULL, *target = NULL;
+        assert_int_equal(ctl_login_link_new(g_kdb, &t), 0);
+        assert_int_equal(xasprintf(&target, "/_seed/login?t=%s", t), 0);
+        http_from(port, "127.0.0.42", "GET", target, NAV, NULL, &r);
+        assert_int_equal(r.status, 303);
+        resp_done(&r);
+        _cleanup_free_ char *api = browser(g_cookie, g_token, FETCH);
+        http_from(port, "127.0.0.42", "GET", "/_seed/api/status", api, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        _cleanup_free_ char *page = browser(g_cookie, NULL, NAV);
+        http_from(port, "127.0.0.43", "GET", "/_seed/", page, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+}
+
+static void test_overall_limit(void **state) {
+        with_server(OWNER_PASSWORD, overall_limit);
+}
+
+static void password_off(uint16_t port) {
+        struct resp r;
+        http_from(port, "127.0.0.50", "GET", "/_seed/", NAV, NULL, &r);
+        assert_int_equal(r.status, 401);
+        assert_null(strstr(r.body, "<form"));
+        assert_string_equal(resp_header(&r, "Referrer-Policy"), "no-referrer");
+        resp_done(&r);
+        assert_int_equal(post_form(port, "127.0.0.50", NULL, "user=owner&password=short"), 403);
+        assert_int_equal(post_form(port, "127.0.0.50", NULL, "user=owner&password="), 403);
+}
+
+static void test_short_password_turns_password_sign_in_off(void **state) {
+        with_server("short", password_off);
+        with_server(NULL, password_off);
+}
+
 int main(void) {
         if (priv_drop_if_root(NULL) < 0) {
                 fprintf(stderr, "cannot drop root\n");
@@ -1411,6 +1752,14 @@ int main(void) {
                 cmocka_unit_test(test_api_routes_from_other_modules),
                 cmocka_unit_test(test_logout),
                 cmocka_unit_test(test_link_limit),
+                cmocka_unit_test(test_password_form_on_private_page),
+                cmocka_unit_test(test_password_sign_in),
+                cmocka_unit_test(test_password_failures_limited),
+                cmocka_unit_test(test_bad_links_count),
+                cmocka_unit_test(test_forwarded_for),
+                cmocka_unit_test(test_form_guards),
+                cmocka_unit_test(test_overall_limit),
+                cmocka_unit_test(test_short_password_turns_password_sign_in_off),
                 cmocka_unit_test(test_session_survives_restart),
                 cmocka_unit_test(test_proxy),
                 cmocka_unit_test(test_proxy_upstream_down),

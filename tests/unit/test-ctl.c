@@ -10,8 +10,12 @@
 #include "ctl/ctl.h"
 #include "ctl/guard.h"
 #include "ctl/http.h"
+#include "ctl/limit.h"
+#include "ctl/owner.h"
 #include "ctl/pages.h"
 #include "ctl/proxy-policy.h"
+
+#include <sys/socket.h>
 
 static const char COOKIE64[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -761,6 +765,393 @@ static void test_security_headers(void **state) {
         assert_string_equal(ctl_hdrs_get(&h, "Cache-Control"), "no-store");
         assert_string_equal(ctl_hdrs_get(&h, "X-Frame-Options"), "DENY");
         ctl_hdrs_free(&h);
+        /* A handler's own Referrer-Policy stays (the sign-in page's), the
+         * CSP is always added. */
+        assert_int_equal(ctl_hdrs_add(&h, "Referrer-Policy", "same-origin"), 0);
+        assert_int_equal(ctl_add_security_headers(&h), 0);
+        assert_int_equal(ctl_hdrs_count(&h, "Referrer-Policy"), 1);
+        assert_string_equal(ctl_hdrs_get(&h, "Referrer-Policy"), "same-origin");
+        assert_int_equal(ctl_hdrs_count(&h, "Content-Security-Policy"), 1);
+        assert_int_equal(ctl_hdrs_count(&h, "Cache-Control"), 1);
+        ctl_hdrs_free(&h);
+}
+
+/* ---- clients, trusted proxies and the failure limiter ---- */
+
+static struct ctl_client client_of(const char *ip) {
+        struct ctl_ip a;
+        struct ctl_client c;
+        if (ctl_ip_parse(ip, strlen(ip), &a) < 0)
+                fail_msg("cannot parse %s", ip);
+        ctl_client_from_ip(&a, &c);
+        return c;
+}
+
+static const char *client_str(const struct ctl_client *c) {
+        static char out[CTL_CLIENT_STRLEN];
+        ctl_client_str(c, out);
+        return out;
+}
+
+static void test_ip_parse(void **state) {
+        static const struct {
+                const char *in;
+                int family;
+                const char *client;
+        } ok[] = {
+                {"1.2.3.4", AF_INET, "1.2.3.4"},
+                {" 10.0.0.1 ", AF_INET, "10.0.0.1"},
+                {"1.2.3.4:8080", AF_INET, "1.2.3.4"},
+                {"::1", AF_INET6, "::/48"},
+                {"[2001:db8:1:2::3]", AF_INET6, "2001:db8:1::/48"},
+                {"[2001:db8:1:2::3]:443", AF_INET6, "2001:db8:1::/48"},
+                {"2001:db8:abcd:ffff:1:2:3:4", AF_INET6, "2001:db8:abcd::/48"},
+                {"::ffff:192.0.2.7", AF_INET, "192.0.2.7"},
+                {"[::ffff:192.0.2.7]:1", AF_INET, "192.0.2.7"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
+                struct ctl_ip a;
+                if (ctl_ip_parse(ok[i].in, strlen(ok[i].in), &a) < 0)
+                        fail_msg("refused %s", ok[i].in);
+                assert_int_equal(a.family, ok[i].family);
+                struct ctl_client c;
+                ctl_client_from_ip(&a, &c);
+                assert_string_equal(client_str(&c), ok[i].client);
+        }
+        static const char *const bad[] = {
+                "", " ", "1.2.3", "1.2.3.4.5", "256.1.1.1", "1.2.3.4:", "1.2.3.4:x", "1.2.3.4:123456",
+                "[1.2.3.4]", "[::1", "[::1]x", "[::1]:", "::1::2", "example.com", "unknown",
+                "1.2.3.4/8", "2001:db8::/48", "01.2.3.4x",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                struct ctl_ip a;
+                if (ctl_ip_parse(bad[i], strlen(bad[i]), &a) == 0)
+                        fail_msg("accepted '%s'", bad[i]);
+        }
+        /* Only len bytes are read. */
+        struct ctl_ip a;
+        assert_int_equal(ctl_ip_parse("1.2.3.4, 5.6.7.8", 7, &a), 0);
+        assert_int_equal(a.a[3], 4);
+}
+
+static void test_client_grouping(void **state) {
+        struct ctl_client a = client_of("2001:db8:1:1::1"), b = client_of("2001:db8:1:ffff::2"),
+                          c = client_of("2001:db8:2::1"), d = client_of("2001:db8:0:1::1");
+        assert_true(ctl_client_eq(&a, &b));   /* the same /48 */
+        assert_false(ctl_client_eq(&a, &c));
+        assert_false(ctl_client_eq(&a, &d));
+        struct ctl_client e = client_of("192.0.2.1"), f = client_of("192.0.2.2"),
+                          g = client_of("::ffff:192.0.2.1");
+        assert_false(ctl_client_eq(&e, &f));  /* IPv4: each address */
+        assert_true(ctl_client_eq(&e, &g));
+        struct ctl_client v6zero = client_of("::"), v4zero = client_of("0.0.0.0");
+        assert_false(ctl_client_eq(&v6zero, &v4zero));
+}
+
+static void test_proxies_parse(void **state) {
+        struct ctl_proxies p;
+        assert_int_equal(ctl_proxies_parse(NULL, &p), 0);
+        assert_false(ctl_proxies_any(&p));
+        assert_int_equal(ctl_proxies_parse("  ", &p), 0);
+        assert_false(ctl_proxies_any(&p));
+        assert_int_equal(ctl_proxies_parse("1", &p), 0);
+        assert_int_equal(p.hops, 1);
+        assert_int_equal(ctl_proxies_parse(" 2 ", &p), 0);
+        assert_int_equal(p.hops, 2);
+        assert_int_equal(ctl_proxies_parse("127.0.0.1, 10.0.0.0/8,2001:db8::/32 , ::1", &p), 0);
+        assert_int_equal(p.hops, 0);
+        assert_int_equal(p.n, 4);
+        assert_int_equal(p.v[1].prefix, 8);
+        assert_int_equal(p.v[0].prefix, 32);
+        assert_int_equal(p.v[3].prefix, 128);
+        /* Host bits of a range are masked. */
+        assert_int_equal(ctl_proxies_parse("10.1.2.3/8", &p), 0);
+        assert_int_equal(p.v[0].ip.a[1], 0);
+        static const char *const bad[] = {"0", "17", "100", "-1", "1.2.3.4/33", "::1/129", "10.0.0.0/",
+                                          "10.0.0.0/x", "1.2.3.4,", ",1.2.3.4", "1.2.3.4,,5.6.7.8",
+                                          "proxy.example.com", "1 2", "1.2.3.4 5.6.7.8"};
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                struct ctl_proxies q = {.hops = 99};
+                if (ctl_proxies_parse(bad[i], &q) == 0)
+                        fail_msg("accepted '%s'", bad[i]);
+                assert_int_equal(q.hops, 99); /* left alone */
+        }
+        char many[1024] = "";
+        for (int i = 0; i <= CTL_MAX_PROXIES; i++)
+                snprintf(many + strlen(many), sizeof many - strlen(many), "%s10.0.0.%d", i ? "," : "", i);
+        assert_int_equal(ctl_proxies_parse(many, &p), -EINVAL);
+}
+
+/* The client of peer with one X-Forwarded-For header xff (may be NULL). */
+static const char *who(const char *proxies, const char *peer, const char *xff) {
+        struct ctl_proxies p;
+        struct ctl_client c;
+        char *v[1] = {(char *)xff};
+        assert_int_equal(ctl_proxies_parse(proxies, &p), 0);
+        assert_int_equal(ctl_client_of(&p, peer, v, xff ? 1 : 0, &c), 0);
+        return client_str(&c);
+}
+
+static void test_client_of(void **state) {
+        /* No trusted proxy: X-Forwarded-For is ignored. */
+        assert_string_equal(who(NULL, "127.0.0.1", "203.0.113.9"), "127.0.0.1");
+        assert_string_equal(who("", "192.0.2.1", "203.0.113.9, 198.51.100.2"), "192.0.2.1");
+        /* A peer that is not a listed proxy: ignored too. */
+        assert_string_equal(who("127.0.0.1", "127.0.0.2", "203.0.113.9"), "127.0.0.2");
+        assert_string_equal(who("10.0.0.0/8", "11.0.0.1", "203.0.113.9"), "11.0.0.1");
+        /* A listed peer: the right-most entry that is not a proxy. */
+        assert_string_equal(who("127.0.0.1", "127.0.0.1", "203.0.113.9"), "203.0.113.9");
+        assert_string_equal(who("127.0.0.1", "127.0.0.1", "6.6.6.6, 203.0.113.9"), "203.0.113.9");
+        assert_string_equal(who("127.0.0.1, 10.0.0.0/8", "127.0.0.1", "6.6.6.6, 203.0.113.9, 10.1.1.1"),
+                            "203.0.113.9");
+        assert_string_equal(who("127.0.0.1", "127.0.0.1", "[2001:db8:7:1::5]:4711"), "2001:db8:7::/48");
+        assert_string_equal(who("127.0.0.1", "::ffff:127.0.0.1", "198.51.100.7"), "198.51.100.7");
+        /* Every entry a proxy: the left-most. No header: the peer. */
+        assert_string_equal(who("10.0.0.0/8", "10.0.0.1", "10.0.0.2, 10.0.0.3"), "10.0.0.2");
+        assert_string_equal(who("127.0.0.1", "127.0.0.1", NULL), "127.0.0.1");
+        assert_string_equal(who("127.0.0.1", "127.0.0.1", ""), "127.0.0.1");
+        /* A malformed entry stops the walk at the last good hop: a client
+         * cannot hide behind garbage. */
+        assert_string_equal(who("127.0.0.1", "127.0.0.1", "203.0.113.9, garbage"), "127.0.0.1");
+        assert_string_equal(who("127.0.0.1, 10.0.0.0/8", "127.0.0.1", "garbage, 10.0.0.7"), "10.0.0.7");
+        /* Empty entries are skipped. */
+        assert_string_equal(who("127.0.0.1", "127.0.0.1", "203.0.113.9, , "), "203.0.113.9");
+        /* The count form: the n-th entry from the right, whoever the peer. */
+        assert_string_equal(who("1", "192.0.2.1", "6.6.6.6, 203.0.113.9"), "203.0.113.9");
+        assert_string_equal(who("2", "192.0.2.1", "6.6.6.6, 203.0.113.9, 10.0.0.1"), "203.0.113.9");
+        assert_string_equal(who("3", "192.0.2.1", "203.0.113.9"), "203.0.113.9");
+        assert_string_equal(who("1", "192.0.2.1", NULL), "192.0.2.1");
+        assert_string_equal(who("2", "192.0.2.1", "bad, 203.0.113.9"), "203.0.113.9");
+
+        /* Several headers are one list, in order: the last header's last
+         * entry is the right-most. */
+        struct ctl_proxies p;
+        struct ctl_client c;
+        char *v[] = {"6.6.6.6, 7.7.7.7", "203.0.113.9", "10.0.0.1"};
+        assert_int_equal(ctl_proxies_parse("127.0.0.1, 10.0.0.0/8", &p), 0);
+        assert_int_equal(ctl_client_of(&p, "127.0.0.1", v, 3, &c), 0);
+        assert_string_equal(client_str(&c), "203.0.113.9");
+        assert_int_equal(ctl_proxies_parse("3", &p), 0);
+        assert_int_equal(ctl_client_of(&p, "127.0.0.1", v, 3, &c), 0);
+        assert_string_equal(client_str(&c), "7.7.7.7");
+        assert_int_equal(ctl_client_of(&p, "unknown", v, 3, &c), -EINVAL);
+}
+
+#define MIN (60 * 1000LL)
+
+static void test_limiter_per_client(void **state) {
+        struct ctl_limiter *l = NULL;
+        assert_int_equal(ctl_limiter_new(&ctl_limits_default, &l), 0);
+        struct ctl_client a = client_of("192.0.2.1"), b = client_of("192.0.2.2");
+        int64_t t = 1000000;
+        for (int i = 0; i < 5; i++) {
+                assert_int_equal(ctl_limiter_begin(l, &a, t + i), CTL_LIMIT_NONE);
+                assert_int_equal(ctl_limiter_end(l, &a, true, t + i), i < 4 ? CTL_LIMIT_NONE : CTL_LIMIT_CLIENT);
+        }
+        /* The 6th attempt is not let through; another client is. */
+        assert_int_equal(ctl_limiter_begin(l, &a, t + 10), CTL_LIMIT_CLIENT);
+        assert_int_equal(ctl_limiter_state(l, &a, t + 10), CTL_LIMIT_CLIENT);
+        assert_int_equal(ctl_limiter_begin(l, &b, t + 10), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_end(l, &b, false, t + 10), CTL_LIMIT_NONE);
+        /* Sliding: limited until the oldest of the 5 is 15 minutes old. */
+        assert_int_equal(ctl_limiter_state(l, &a, t + 15 * MIN - 1), CTL_LIMIT_CLIENT);
+        assert_int_equal(ctl_limiter_state(l, &a, t + 15 * MIN), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_begin(l, &a, t + 15 * MIN), CTL_LIMIT_NONE);
+        /* That attempt fails: 5 in the window again (t+1 .. t+4 and now). */
+        assert_int_equal(ctl_limiter_end(l, &a, true, t + 15 * MIN), CTL_LIMIT_CLIENT);
+        assert_int_equal(ctl_limiter_state(l, &a, t + 15 * MIN + 1), CTL_LIMIT_NONE);
+        ctl_limiter_free(l);
+}
+
+static void test_limiter_success_and_links(void **state) {
+        struct ctl_limiter *l = NULL;
+        assert_int_equal(ctl_limiter_new(&ctl_limits_default, &l), 0);
+        struct ctl_client a = client_of("2001:db8:1:1::1"), same48 = client_of("2001:db8:1:9::9");
+        int64_t t = 5000;
+        for (int i = 0; i < 4; i++) {
+                assert_int_equal(ctl_limiter_begin(l, &a, t), CTL_LIMIT_NONE);
+                ctl_limiter_end(l, &a, true, t);
+        }
+        /* A success forgets the client's failures. */
+        assert_int_equal(ctl_limiter_begin(l, &same48, t), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_end(l, &same48, false, t), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_tracked(l, t), 0);
+        /* Bad links count like wrong passwords, for the whole /48. */
+        for (int i = 0; i < 4; i++)
+                assert_int_equal(ctl_limiter_fail(l, &a, t + i), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_fail(l, &same48, t + 5), CTL_LIMIT_CLIENT);
+        assert_int_equal(ctl_limiter_begin(l, &a, t + 6), CTL_LIMIT_CLIENT);
+        assert_int_equal(ctl_limiter_tracked(l, t + 6), 1);
+        ctl_limiter_free(l);
+}
+
+static void test_limiter_parallel_attempts(void **state) {
+        struct ctl_limiter *l = NULL;
+        assert_int_equal(ctl_limiter_new(&ctl_limits_default, &l), 0);
+        struct ctl_client a = client_of("192.0.2.1");
+        /* Attempts in flight count: no more than 5 at once. */
+        for (int i = 0; i < 5; i++)
+                assert_int_equal(ctl_limiter_begin(l, &a, 1), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_begin(l, &a, 1), CTL_LIMIT_CLIENT);
+        assert_int_equal(ctl_limiter_end(l, &a, false, 2), CTL_LIMIT_NONE); /* a success clears */
+        assert_int_equal(ctl_limiter_begin(l, &a, 2), CTL_LIMIT_NONE);     /* 4 in flight, no failure */
+        assert_int_equal(ctl_limiter_begin(l, &a, 2), CTL_LIMIT_CLIENT);
+        for (int i = 0; i < 4; i++)
+                assert_int_equal(ctl_limiter_end(l, &a, true, 3), CTL_LIMIT_CLIENT); /* failures + in flight */
+        assert_int_equal(ctl_limiter_state(l, &a, 3), CTL_LIMIT_CLIENT);    /* 4 failures + 1 in flight */
+        assert_int_equal(ctl_limiter_end(l, &a, false, 3), CTL_LIMIT_NONE); /* that one succeeds */
+        assert_int_equal(ctl_limiter_state(l, &a, 3), CTL_LIMIT_NONE);
+        ctl_limiter_free(l);
+}
+
+static void test_limiter_overall(void **state) {
+        const struct ctl_limits lim = {.per_client = 5, .overall = 20, .window_ms = 15 * MIN, .max_clients = 64};
+        struct ctl_limiter *l = NULL;
+        assert_int_equal(ctl_limiter_new(&lim, &l), 0);
+        char ip[32];
+        for (int i = 0; i < 20; i++) {
+                snprintf(ip, sizeof ip, "198.51.100.%d", i / 4); /* 4 each: no client is limited */
+                struct ctl_client c = client_of(ip);
+                assert_int_equal(ctl_limiter_begin(l, &c, 1000 + i), CTL_LIMIT_NONE);
+                assert_int_equal(ctl_limiter_end(l, &c, true, 1000 + i), i < 19 ? CTL_LIMIT_NONE : CTL_LIMIT_OVERALL);
+        }
+        struct ctl_client fresh = client_of("203.0.113.1");
+        assert_int_equal(ctl_limiter_begin(l, &fresh, 2000), CTL_LIMIT_OVERALL);
+        assert_int_equal(ctl_limiter_tracked(l, 2000), 5); /* the refusal tracked nobody new */
+        /* More failures (bad links) keep it: the newest 20 are kept. */
+        assert_int_equal(ctl_limiter_fail(l, &fresh, 3000), CTL_LIMIT_OVERALL);
+        /* Sliding: the first failure leaves the window, one place opens. */
+        assert_int_equal(ctl_limiter_state(l, &fresh, 1001 + 15 * MIN), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_begin(l, &fresh, 1001 + 15 * MIN), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_begin(l, &fresh, 1001 + 15 * MIN), CTL_LIMIT_OVERALL); /* in flight counts */
+        ctl_limiter_end(l, &fresh, false, 1001 + 15 * MIN);
+        assert_int_equal(ctl_limiter_state(l, &fresh, 3000 + 15 * MIN), CTL_LIMIT_NONE);
+        ctl_limiter_free(l);
+}
+
+static void test_limiter_eviction(void **state) {
+        const struct ctl_limits lim = {.per_client = 2, .overall = 1000, .window_ms = 15 * MIN, .max_clients = 4};
+        struct ctl_limiter *l = NULL;
+        assert_int_equal(ctl_limiter_new(&lim, &l), 0);
+        struct ctl_client c[6];
+        char ip[32];
+        for (int i = 0; i < 6; i++) {
+                snprintf(ip, sizeof ip, "192.0.2.%d", i + 1);
+                c[i] = client_of(ip);
+        }
+        for (int i = 0; i < 4; i++) {
+                ctl_limiter_fail(l, &c[i], 100 + i);
+                ctl_limiter_fail(l, &c[i], 100 + i);
+                assert_int_equal(ctl_limiter_state(l, &c[i], 200), CTL_LIMIT_CLIENT);
+        }
+        assert_int_equal(ctl_limiter_tracked(l, 200), 4);
+        /* A new client when full forgets the one whose last failure is oldest (c[0]). */
+        ctl_limiter_fail(l, &c[1], 300);
+        ctl_limiter_fail(l, &c[4], 400);
+        assert_int_equal(ctl_limiter_tracked(l, 401), 4);
+        assert_int_equal(ctl_limiter_state(l, &c[0], 401), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_state(l, &c[1], 401), CTL_LIMIT_CLIENT);
+        assert_int_equal(ctl_limiter_state(l, &c[2], 401), CTL_LIMIT_CLIENT);
+        /* A client with an attempt in flight is never forgotten. */
+        assert_int_equal(ctl_limiter_begin(l, &c[4], 500), CTL_LIMIT_NONE);
+        ctl_limiter_fail(l, &c[5], 600); /* forgets c[2] (103), not c[4] */
+        assert_int_equal(ctl_limiter_state(l, &c[2], 601), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_end(l, &c[4], true, 700), CTL_LIMIT_CLIENT);
+        /* Clients whose failures left the window are dropped, not evicted. */
+        assert_int_equal(ctl_limiter_state(l, &c[5], 600 + 15 * MIN), CTL_LIMIT_NONE);
+        ctl_limiter_fail(l, &c[0], 800 + 15 * MIN);
+        assert_int_equal(ctl_limiter_tracked(l, 800 + 15 * MIN), 1);
+        ctl_limiter_free(l);
+
+        const struct ctl_limits bad = {.per_client = 0, .overall = 1, .window_ms = 1, .max_clients = 1};
+        assert_int_equal(ctl_limiter_new(&bad, &l), -EINVAL);
+}
+
+static void test_limiter_all_slots_busy(void **state) {
+        const struct ctl_limits lim = {.per_client = 5, .overall = 1000, .window_ms = 15 * MIN, .max_clients = 2};
+        struct ctl_limiter *l = NULL;
+        assert_int_equal(ctl_limiter_new(&lim, &l), 0);
+        struct ctl_client a = client_of("192.0.2.1"), b = client_of("192.0.2.2"), c = client_of("192.0.2.3");
+        assert_int_equal(ctl_limiter_begin(l, &a, 1), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_begin(l, &b, 1), CTL_LIMIT_NONE);
+        /* Nowhere to count a third: refused rather than unlimited. */
+        assert_int_equal(ctl_limiter_begin(l, &c, 1), CTL_LIMIT_OVERALL);
+        ctl_limiter_end(l, &a, true, 2);
+        assert_int_equal(ctl_limiter_begin(l, &c, 3), CTL_LIMIT_NONE);
+        ctl_limiter_end(l, &b, false, 4);
+        ctl_limiter_end(l, &c, false, 4);
+        ctl_limiter_free(l);
+}
+
+/* ---- the owner's password ---- */
+
+static void test_owner(void **state) {
+        struct ctl_owner o;
+        assert_int_equal(ctl_owner_init(&o, NULL, NULL), -ENOENT);
+        assert_false(o.enabled);
+        assert_int_equal(ctl_owner_init(&o, NULL, ""), -ENOENT);
+        assert_int_equal(ctl_owner_init(&o, NULL, "elevenchars"), -EINVAL);
+        assert_false(ctl_owner_check(&o, "owner", "elevenchars"));
+        /* Characters, not bytes: 11 × "é" is 22 bytes but 11 characters. */
+        assert_int_equal(ctl_owner_init(&o, NULL, "ééééééééééé"), -EINVAL);
+        assert_int_equal(ctl_utf8_chars("ééééééééééé"), 11);
+        assert_int_equal(ctl_owner_init(&o, "bad\nuser", "twelve chars"), -EBADMSG);
+        char huge[CTL_PASSWORD_MAX_BYTES + 2];
+        memset(huge, 'x', sizeof huge - 1);
+        huge[sizeof huge - 1] = 0;
+        assert_int_equal(ctl_owner_init(&o, NULL, huge), -E2BIG);
+
+        char password[] = "correct horse battery";
+        assert_int_equal(ctl_owner_init(&o, NULL, password), 0);
+        assert_true(o.enabled);
+        /* Only keyed hashes are kept. */
+        assert_null(memmem(&o, sizeof o, "correct horse", 13));
+        assert_null(memmem(&o, sizeof o, "owner", 5));
+        assert_true(ctl_owner_check(&o, "owner", password));
+        assert_false(ctl_owner_check(&o, "owner", "correct horse batterY"));
+        assert_false(ctl_owner_check(&o, "owner", "correct horse battery "));
+        assert_false(ctl_owner_check(&o, "Owner", password));
+        assert_false(ctl_owner_check(&o, "", password));
+        assert_false(ctl_owner_check(&o, password, "owner"));
+        assert_false(ctl_owner_check(&o, NULL, password));
+        assert_false(ctl_owner_check(&o, "owner", NULL));
+        assert_false(ctl_owner_check(&o, "owner", huge));
+        /* Each start draws a new key: the same password hashes differently. */
+        struct ctl_owner o2;
+        assert_int_equal(ctl_owner_init(&o2, "owner", password), 0);
+        assert_string_not_equal(o.password_mac, o2.password_mac);
+        assert_true(ctl_owner_check(&o2, "owner", password));
+        assert_int_equal(ctl_owner_init(&o2, "alice", "twelve chars"), 0);
+        assert_true(ctl_owner_check(&o2, "alice", "twelve chars"));
+        assert_false(ctl_owner_check(&o2, "owner", "twelve chars"));
+        ctl_owner_clear(&o);
+        assert_false(o.enabled);
+        assert_false(ctl_owner_check(&o, "owner", password));
+        ctl_owner_clear(&o2);
+}
+
+static void test_sign_in_pages(void **state) {
+        char *p = NULL;
+        assert_int_equal(ctl_page_sign_in("tasks", true, "Wrong <b>", &p), 0);
+        assert_non_null(strstr(p, "<form class=\"sign-in\" method=\"post\" action=\"/_seed/login\""));
+        assert_non_null(strstr(p, "name=\"user\""));
+        assert_non_null(strstr(p, "name=\"password\" type=\"password\""));
+        assert_non_null(strstr(p, "Wrong &lt;b&gt;"));
+        assert_null(strstr(p, "<script"));
+        assert_null(strstr(p, "style="));
+        assert_null(strstr(p, " on")); /* no inline handlers */
+        free(p);
+        assert_int_equal(ctl_page_sign_in("tasks", false, NULL, &p), 0);
+        assert_null(strstr(p, "<form"));
+        assert_null(strstr(p, "role=\"alert\""));
+        free(p);
+        assert_int_equal(ctl_page_limited(false, &p), 0);
+        assert_non_null(strstr(p, "Too many failed sign-ins"));
+        assert_null(strstr(p, "<form"));
+        free(p);
+        assert_int_equal(ctl_page_limited(true, &p), 0);
+        assert_non_null(strstr(p, "seed login"));
+        free(p);
 }
 
 int main(void) {
@@ -792,6 +1183,18 @@ int main(void) {
                 cmocka_unit_test(test_pages),
                 cmocka_unit_test(test_escaping),
                 cmocka_unit_test(test_security_headers),
+                cmocka_unit_test(test_ip_parse),
+                cmocka_unit_test(test_client_grouping),
+                cmocka_unit_test(test_proxies_parse),
+                cmocka_unit_test(test_client_of),
+                cmocka_unit_test(test_limiter_per_client),
+                cmocka_unit_test(test_limiter_success_and_links),
+                cmocka_unit_test(test_limiter_parallel_attempts),
+                cmocka_unit_test(test_limiter_overall),
+                cmocka_unit_test(test_limiter_eviction),
+                cmocka_unit_test(test_limiter_all_slots_busy),
+                cmocka_unit_test(test_owner),
+                cmocka_unit_test(test_sign_in_pages),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
