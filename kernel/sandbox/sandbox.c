@@ -2,8 +2,11 @@
  * operations + a complete environment), the policy becomes a bwrap argv, and
  * the argv runs through kernel/base/proc. */
 #include "sandbox/sandbox.h"
+#include "base/buf.h"
 #include "base/fileio.h"
 #include "base/log.h"
+#include "sandbox/reap.h"
+#include "sandbox/seccomp.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -11,6 +14,8 @@
 #include <limits.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <sys/mman.h>
@@ -21,6 +26,23 @@
 #define SANDBOX_WORKSPACE "/workspace"
 #define SANDBOX_PATH_MAX 4096
 #define SANDBOX_ENV_MAX 64
+#define SANDBOX_START_TIMEOUT_MS 30000
+#define SANDBOX_NET_TIMEOUT_MS 10000
+#define RESOLV_CONF "/etc/resolv.conf"
+
+/* Resource limits set on every sandbox's pid 1 before the command runs
+ * (inherited by everything inside; a limit is only ever lowered). */
+static const struct {
+        int resource;
+        rlim_t value;
+        const char *what;
+} sandbox_limits[] = {
+        /* Counted per user namespace: the sandbox's own processes and
+         * threads, not the kernel's (which keeps its own, higher limit). */
+        {RLIMIT_NPROC, SANDBOX_LIMIT_NPROC, "processes"},
+        {RLIMIT_CORE, 0, "core dumps"},
+        {RLIMIT_FSIZE, SANDBOX_LIMIT_FSIZE, "file size"},
+};
 
 /* Host system directories shown read-only. The lib and bin entries are
  * recreated as they are on the host: a symlink stays a symlink (Debian 12:
@@ -154,6 +176,39 @@ static int add_system_dirs(struct sandbox_policy *p) {
                         return r;
         }
         return 0;
+}
+
+/* Whether dest lies strictly below dir. */
+static bool path_below(const char *dest, const char *dir) {
+        size_t n = strlen(dir);
+        return strncmp(dest, dir, n) == 0 && dest[n] == '/';
+}
+
+/* A networked sandbox resolves names with the host's resolv.conf, loopback
+ * resolvers replaced by slirp's forwarder, bound where /etc/resolv.conf
+ * leads: a symlink into /run (systemd-resolved) would dangle inside. */
+static int add_resolv_conf(struct sandbox_policy *p) {
+        _cleanup_free_ char *content = NULL, *dest = NULL;
+        int r = sandbox_resolv_conf(RESOLV_CONF, &content, &dest);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 || !path_is_clean_abs(dest))
+                return 0; /* nothing to bind: names will not resolve */
+        if (path_below(dest, "/etc") || path_below(dest, "/usr")) {
+                /* Bound read-only from the host: only an existing file can be covered. */
+                struct stat st;
+                if (stat(dest, &st) < 0 || !S_ISREG(st.st_mode))
+                        return 0;
+        } else if (path_below(dest, "/run") && !path_below(dest, "/run/postgresql") &&
+                   !path_below(dest, "/run/seed")) {
+                _cleanup_free_ char *parent = strndup(dest, (size_t)(strrchr(dest, '/') - dest));
+                if (!parent)
+                        return -ENOMEM;
+                if (!streq(parent, "/run") && (r = policy_add(p, SB_DIR, NULL, parent)) < 0)
+                        return r;
+        } else
+                return 0;
+        return policy_add(p, SB_RO_BIND_DATA, content, dest);
 }
 
 /* Covers dest inside the sandbox: a directory with an empty tmpfs, a file
@@ -401,10 +456,14 @@ int sandbox_policy_build(const struct sandbox_spec *spec, struct sandbox_policy 
         if (!p)
                 return -ENOMEM;
         p->profile = spec->profile;
-        p->share_net = !profile_private(spec->profile);
+        p->net = profile_private(spec->profile) ? SANDBOX_NET_NONE : SANDBOX_NET_SLIRP;
         bool with_cache = spec->cache_dir && !profile_private(spec->profile);
 
-        if ((r = add_system_dirs(p)) < 0 || (r = policy_add(p, SB_DEV, NULL, "/dev")) < 0 ||
+        if ((r = add_system_dirs(p)) < 0)
+                return r;
+        if (p->net == SANDBOX_NET_SLIRP && (r = add_resolv_conf(p)) < 0)
+                return r;
+        if ((r = policy_add(p, SB_DEV, NULL, "/dev")) < 0 ||
             (r = policy_add(p, SB_PROC, NULL, "/proc")) < 0 || (r = policy_add(p, SB_TMPFS, NULL, "/tmp")) < 0 ||
             (r = policy_add(p, SB_TMPFS, NULL, SANDBOX_HOME)) < 0)
                 return r;
@@ -461,6 +520,8 @@ static const char *op_flag(enum sandbox_op_kind k) {
                 return "--chdir";
         case SB_REMOUNT_RO:
                 return "--remount-ro";
+        case SB_RO_BIND_DATA:
+                return "--ro-bind-data";
         }
         return NULL;
 }
@@ -469,18 +530,27 @@ static bool op_has_src(enum sandbox_op_kind k) {
         return k == SB_RO_BIND || k == SB_RO_BIND_TRY || k == SB_BIND || k == SB_BIND_TRY || k == SB_SYMLINK;
 }
 
+static int push_fd_option(char ***v, const char *flag, int fd) {
+        if (fd < 0)
+                return 0;
+        if (strv_push(v, flag) < 0 || strv_pushf(v, "%d", fd) < 0)
+                return -ENOMEM;
+        return 0;
+}
+
 /* The bwrap options of the policy, without argv[0] and the command. */
-static int policy_options(const struct sandbox_policy *p, int seccomp_fd, char ***ret) {
+static int policy_options(const struct sandbox_policy *p, const struct sandbox_fds *fds, char ***ret) {
         static const char *const base_flags[] = {
                 "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--unshare-user", "--disable-userns", "--unshare-cgroup-try",
+                "--unshare-user", "--disable-userns", "--unshare-cgroup-try", "--unshare-net",
         };
+        const struct sandbox_fds none = SANDBOX_FDS_NONE;
+        if (!fds)
+                fds = &none;
         _cleanup_strv_free_ char **v = NULL;
         for (size_t i = 0; i < ARRAY_SIZE(base_flags); i++)
                 if (strv_push(&v, base_flags[i]) < 0)
                         return -ENOMEM;
-        if (!p->share_net && strv_push(&v, "--unshare-net") < 0)
-                return -ENOMEM;
         if (strv_push(&v, "--clearenv") < 0)
                 return -ENOMEM;
         for (char **e = p->env; e && *e; e++) {
@@ -491,16 +561,26 @@ static int policy_options(const struct sandbox_policy *p, int seccomp_fd, char *
                     strv_push(&v, eq + 1) < 0)
                         return -ENOMEM;
         }
+        size_t n_data = 0;
         for (size_t i = 0; i < p->n_ops; i++) {
                 const struct sandbox_op *op = &p->ops[i];
                 const char *flag = op_flag(op->kind);
                 if (!flag || !op->dest || (op_has_src(op->kind) && !op->src))
                         return -EINVAL;
+                if (op->kind == SB_RO_BIND_DATA) {
+                        if (n_data >= SANDBOX_DATA_MAX || fds->data[n_data] < 0)
+                                return -EINVAL;
+                        if (push_fd_option(&v, flag, fds->data[n_data++]) < 0 || strv_push(&v, op->dest) < 0)
+                                return -ENOMEM;
+                        continue;
+                }
                 if (strv_push(&v, flag) < 0 || (op_has_src(op->kind) && strv_push(&v, op->src) < 0) ||
                     strv_push(&v, op->dest) < 0)
                         return -ENOMEM;
         }
-        if (seccomp_fd >= 0 && (strv_push(&v, "--seccomp") < 0 || strv_pushf(&v, "%d", seccomp_fd) < 0))
+        if (push_fd_option(&v, "--seccomp", fds->seccomp) < 0 || push_fd_option(&v, "--info-fd", fds->info) < 0 ||
+            push_fd_option(&v, "--block-fd", fds->block) < 0 ||
+            (p->net == SANDBOX_NET_SLIRP && push_fd_option(&v, "--sync-fd", fds->sync) < 0))
                 return -ENOMEM;
         *ret = TAKE_PTR(v);
         return 0;
@@ -515,12 +595,12 @@ static int argv_append_cmd(char ***v, char *const *cmd) {
         return 0;
 }
 
-int sandbox_policy_argv(const struct sandbox_policy *p, const char *bwrap, int seccomp_fd, char *const *cmd,
-                        char ***ret) {
+int sandbox_policy_argv(const struct sandbox_policy *p, const char *bwrap, const struct sandbox_fds *fds,
+                        char *const *cmd, char ***ret) {
         if (!p || !bwrap || !cmd || !cmd[0])
                 return -EINVAL;
         _cleanup_strv_free_ char **opts = NULL, **v = NULL;
-        int r = policy_options(p, seccomp_fd, &opts);
+        int r = policy_options(p, fds, &opts);
         if (r < 0)
                 return r;
         if (strv_push(&v, bwrap) < 0)
@@ -534,25 +614,20 @@ int sandbox_policy_argv(const struct sandbox_policy *p, const char *bwrap, int s
         return 0;
 }
 
-/* The options go to bwrap through a sealed memfd (--args FD) rather than the
- * command line, which any local user can read in /proc: they carry
- * DATABASE_URL. bwrap closes the fd after reading it. */
-static int options_memfd(char *const *opts, int *ret_fd) {
-        _cleanup_close_ int fd = memfd_create("bwrap-args", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+/* A sealed memfd holding len bytes (bwrap reads it and closes its copy). */
+static int sealed_memfd(const char *name, const void *data, size_t len, int *ret_fd) {
+        _cleanup_close_ int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
         if (fd < 0)
                 return -errno;
-        for (char *const *o = opts; *o; o++) {
-                size_t left = strlen(*o) + 1; /* with the NUL separator */
-                const char *s = *o;
-                while (left > 0) {
-                        ssize_t k = write(fd, s, left);
-                        if (k < 0 && errno == EINTR)
-                                continue;
-                        if (k <= 0)
-                                return k < 0 ? -errno : -EIO;
-                        s += k;
-                        left -= (size_t)k;
-                }
+        const char *s = data;
+        while (len > 0) {
+                ssize_t k = write(fd, s, len);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        return k < 0 ? -errno : -EIO;
+                s += k;
+                len -= (size_t)k;
         }
         if (lseek(fd, 0, SEEK_SET) < 0)
                 return -errno;
@@ -561,9 +636,42 @@ static int options_memfd(char *const *opts, int *ret_fd) {
         return 0;
 }
 
-/* argv [bwrap, --args, N, (--info-fd I,) --, cmd...] with the options in
- * *ret_fd. info_fd < 0: none. */
-static int exec_argv(const struct sandbox_policy *p, char *const *cmd, int info_fd, char ***ret_argv, int *ret_fd) {
+/* The options go to bwrap through a sealed memfd (--args FD) rather than the
+ * command line, which any local user can read in /proc: they carry
+ * DATABASE_URL. */
+static int options_memfd(char *const *opts, int *ret_fd) {
+        _cleanup_buf_ struct buf b = BUF_INIT(16 * 1024 * 1024);
+        for (char *const *o = opts; *o; o++)
+                if (buf_append(&b, *o, strlen(*o) + 1) < 0) /* with the NUL separator */
+                        return -E2BIG;
+        return sealed_memfd("bwrap-args", b.data ? b.data : "", b.len, ret_fd);
+}
+
+/* One sandbox being started: bwrap's ends of its fds, and ours. */
+struct launch {
+        struct sandbox_fds fds; /* handed to bwrap; closed here once it runs */
+        int args_fd;
+        int info_r;  /* bwrap's JSON with the sandbox's pid 1 */
+        int block_w; /* one byte lets the command run */
+        int sync_r;  /* EOF once the sandbox is gone: slirp4netns's exit fd */
+};
+
+static void launch_close_bwrap_ends(struct launch *l) {
+        int *fds[] = {&l->fds.seccomp, &l->fds.info, &l->fds.block, &l->fds.sync, &l->fds.data[0],
+                      &l->fds.data[1], &l->args_fd};
+        for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
+                closep(fds[i]), *fds[i] = -1;
+}
+
+static void launch_done(struct launch *l) {
+        launch_close_bwrap_ends(l);
+        closep(&l->info_r);
+        closep(&l->block_w);
+        closep(&l->sync_r);
+}
+
+/* Creates the fds, and bwrap's argv [bwrap, --args, N, --, cmd...]. */
+static int launch_prepare(const struct sandbox_policy *p, char *const *cmd, struct launch *l, char ***ret_argv) {
         if (geteuid() == 0)
                 return log_error_errno(-EPERM, "refusing to start a sandbox as host uid 0");
         if (!p || !cmd || !cmd[0])
@@ -571,72 +679,63 @@ static int exec_argv(const struct sandbox_policy *p, char *const *cmd, int info_
         const char *bwrap = sandbox_bwrap_path();
         if (!bwrap)
                 return log_error_errno(-ENOENT, "sandbox: %s is missing (install bubblewrap)", BWRAP_PATH);
-        _cleanup_strv_free_ char **opts = NULL, **v = NULL;
-        _cleanup_close_ int fd = -1;
-        int r = policy_options(p, -1, &opts);
+        int r = sandbox_seccomp_memfd(&l->fds.seccomp);
         if (r < 0)
+                return log_error_errno(r, "sandbox: no seccomp filter, so no sandbox: %m");
+        int info[2], block[2];
+        if (pipe2(info, O_CLOEXEC) < 0)
+                return -errno;
+        l->info_r = info[0];
+        l->fds.info = info[1];
+        /* A socket, so that releasing a bwrap that died cannot raise SIGPIPE. */
+        if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, block) < 0)
+                return -errno;
+        l->block_w = block[0];
+        l->fds.block = block[1];
+        if (p->net == SANDBOX_NET_SLIRP && sandbox_slirp_path()) {
+                int sync[2];
+                if (pipe2(sync, O_CLOEXEC) < 0)
+                        return -errno;
+                l->sync_r = sync[0];
+                l->fds.sync = sync[1];
+        }
+        size_t n_data = 0;
+        for (size_t i = 0; i < p->n_ops; i++) {
+                if (p->ops[i].kind != SB_RO_BIND_DATA)
+                        continue;
+                if (n_data >= SANDBOX_DATA_MAX || !p->ops[i].src)
+                        return -EINVAL;
+                if ((r = sealed_memfd("bwrap-data", p->ops[i].src, strlen(p->ops[i].src), &l->fds.data[n_data++])) <
+                    0)
+                        return r;
+        }
+        _cleanup_strv_free_ char **opts = NULL, **v = NULL;
+        if ((r = policy_options(p, &l->fds, &opts)) < 0)
                 return r;
-        if ((r = options_memfd(opts, &fd)) < 0)
+        if ((r = options_memfd(opts, &l->args_fd)) < 0)
                 return log_error_errno(r, "sandbox: cannot pass options to bwrap: %m");
-        if (strv_push(&v, bwrap) < 0 || strv_push(&v, "--args") < 0 || strv_pushf(&v, "%d", fd) < 0)
-                return -ENOMEM;
-        if (info_fd >= 0 && (strv_push(&v, "--info-fd") < 0 || strv_pushf(&v, "%d", info_fd) < 0))
+        if (strv_push(&v, bwrap) < 0 || strv_push(&v, "--args") < 0 || strv_pushf(&v, "%d", l->args_fd) < 0)
                 return -ENOMEM;
         if ((r = argv_append_cmd(&v, cmd)) < 0)
                 return r;
         *ret_argv = TAKE_PTR(v);
-        *ret_fd = TAKE_FD(fd);
         return 0;
 }
 
-/* What bwrap inherits: its options fd, the info fd (or -1) and the policy's
- * fds, which bwrap passes on to the command. keep has room for
- * SANDBOX_KEEP_FDS_MAX + 2. Returns how many. */
-static size_t keep_list(const struct sandbox_policy *p, int args_fd, int info_fd, int *keep) {
+#define LAUNCH_KEEP_MAX (SANDBOX_KEEP_FDS_MAX + 5 + SANDBOX_DATA_MAX)
+
+/* What bwrap inherits: its own fds, and the policy's, which it passes on to
+ * the command. Returns how many. */
+static size_t keep_list(const struct sandbox_policy *p, const struct launch *l, int keep[LAUNCH_KEEP_MAX]) {
         size_t n = 0;
-        keep[n++] = args_fd;
-        if (info_fd >= 0)
-                keep[n++] = info_fd;
+        const int own[] = {l->args_fd, l->fds.seccomp, l->fds.info, l->fds.block, l->fds.sync,
+                           l->fds.data[0], l->fds.data[1]};
+        for (size_t i = 0; i < ARRAY_SIZE(own); i++)
+                if (own[i] >= 0)
+                        keep[n++] = own[i];
         for (size_t i = 0; i < p->n_keep_fds && i < SANDBOX_KEEP_FDS_MAX; i++)
                 keep[n++] = p->keep_fds[i];
         return n;
-}
-
-int sandbox_run(const struct sandbox_policy *p, char *const *cmd, int timeout_ms, struct proc_result *ret) {
-        _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_close_ int fd = -1;
-        int r = exec_argv(p, cmd, -1, &argv, &fd);
-        if (r < 0)
-                return r;
-        int keep[SANDBOX_KEEP_FDS_MAX + 2];
-        struct proc_opts o = {
-                .argv = argv,
-                .stdin_fd = -1,
-                .out_fd = -1,
-                .keep_fds = keep,
-                .n_keep_fds = keep_list(p, fd, -1, keep),
-                .timeout_ms = timeout_ms > 0 ? timeout_ms : 0,
-                .out_head = 1024 * 1024,
-                .out_tail = 1024 * 1024,
-        };
-        return proc_run(&o, ret);
-}
-
-int sandbox_spawn(const struct sandbox_policy *p, char *const *cmd, int out_fd, pid_t *ret_pid) {
-        _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_close_ int fd = -1;
-        int r = exec_argv(p, cmd, -1, &argv, &fd);
-        if (r < 0)
-                return r;
-        int keep[SANDBOX_KEEP_FDS_MAX + 2];
-        struct proc_opts o = {
-                .argv = argv,
-                .stdin_fd = -1,
-                .out_fd = out_fd,
-                .keep_fds = keep,
-                .n_keep_fds = keep_list(p, fd, -1, keep),
-        };
-        return proc_spawn(&o, ret_pid);
 }
 
 /* bwrap's --info-fd JSON carries "child-pid": the sandbox's pid 1 as seen
@@ -676,42 +775,6 @@ static int read_init_pid(int fd, int timeout_ms, pid_t *ret) {
         return 0;
 }
 
-int sandbox_start(const struct sandbox_policy *p, char *const *cmd, int out_fd, struct sandbox_child *ret) {
-        int info[2];
-        if (pipe2(info, O_CLOEXEC) < 0)
-                return -errno;
-        _cleanup_close_ int info_r = info[0], info_w = info[1];
-        _cleanup_strv_free_ char **argv = NULL;
-        _cleanup_close_ int fd = -1;
-        int r = exec_argv(p, cmd, info_w, &argv, &fd);
-        if (r < 0)
-                return r;
-        int keep[SANDBOX_KEEP_FDS_MAX + 2];
-        struct proc_opts o = {
-                .argv = argv,
-                .stdin_fd = -1,
-                .out_fd = out_fd,
-                .keep_fds = keep,
-                .n_keep_fds = keep_list(p, fd, info_w, keep),
-        };
-        pid_t pid;
-        if ((r = proc_spawn(&o, &pid)) < 0)
-                return r;
-        close(TAKE_FD(info_w));
-        pid_t init = 0;
-        r = read_init_pid(info_r, 30000, &init);
-        if (r == -ETIMEDOUT) {
-                proc_kill_group(pid, SIGKILL);
-                (void)proc_wait(pid, -1);
-                return log_error_errno(r, "sandbox: bwrap did not start within 30 s");
-        }
-        /* Otherwise, without an init bwrap failed early and exits by itself
-         * (its complaint is in out_fd); the caller sees the exit code. */
-        int pidfd = init > 0 ? (int)syscall(SYS_pidfd_open, init, 0) : -1;
-        *ret = (struct sandbox_child){.pid = pid, .init_pid = init, .init_pidfd = pidfd};
-        return 0;
-}
-
 static bool init_alive(const struct sandbox_child *c) {
         if (c->init_pid <= 0)
                 return false;
@@ -719,6 +782,147 @@ static bool init_alive(const struct sandbox_child *c) {
                 return kill(c->init_pid, 0) == 0;
         struct pollfd pf = {.fd = c->init_pidfd, .events = POLLIN};
         return poll(&pf, 1, 0) == 0; /* readable once it has exited */
+}
+
+/* Limits on the sandbox's pid 1, held by --block-fd: everything inside
+ * inherits them. Only lowered, never raised. The pidfd is checked after, so
+ * a pid 1 that died meanwhile (its number reused) fails the start. */
+static int apply_limits(const struct sandbox_child *c) {
+        for (size_t i = 0; i < ARRAY_SIZE(sandbox_limits); i++) {
+                struct rlimit old, rl;
+                if (prlimit(c->init_pid, sandbox_limits[i].resource, NULL, &old) < 0)
+                        return log_error_errno(-errno, "sandbox: cannot read the %s limit of the sandbox: %m",
+                                               sandbox_limits[i].what);
+                rl.rlim_max = old.rlim_max < sandbox_limits[i].value ? old.rlim_max : sandbox_limits[i].value;
+                rl.rlim_cur = old.rlim_cur < rl.rlim_max ? old.rlim_cur : rl.rlim_max;
+                if (prlimit(c->init_pid, sandbox_limits[i].resource, &rl, NULL) < 0)
+                        return log_error_errno(-errno, "sandbox: cannot limit the sandbox's %s: %m",
+                                               sandbox_limits[i].what);
+        }
+        /* Raising one's OOM score needs no privilege; best effort (code
+         * inside may lower it back to 0, no further). */
+        char path[64];
+        snprintf(path, sizeof path, "/proc/%d/oom_score_adj", (int)c->init_pid);
+        _cleanup_close_ int fd = open(path, O_WRONLY | O_CLOEXEC);
+        if (fd < 0 || dprintf(fd, "%d\n", SANDBOX_OOM_SCORE_ADJ) < 0)
+                log_debug("sandbox: cannot raise the OOM score of %d: %m", (int)c->init_pid);
+        return init_alive(c) ? 0 : -ESRCH;
+}
+
+/* Starts bwrap, waits for the sandbox's pid 1, limits it, connects its
+ * network, then lets the command run. */
+static int launch(const struct sandbox_policy *p, char *const *cmd, int out_fd, struct sandbox_child *ret) {
+        struct launch l = {.fds = SANDBOX_FDS_NONE, .args_fd = -1, .info_r = -1, .block_w = -1, .sync_r = -1};
+        _cleanup_strv_free_ char **argv = NULL;
+        int r = launch_prepare(p, cmd, &l, &argv);
+        if (r < 0)
+                goto out;
+        int keep[LAUNCH_KEEP_MAX];
+        pid_t pid;
+        r = proc_spawn(&(struct proc_opts){.argv = argv, .stdin_fd = -1, .out_fd = out_fd, .keep_fds = keep,
+                                           .n_keep_fds = keep_list(p, &l, keep)},
+                       &pid);
+        if (r < 0)
+                goto out;
+        launch_close_bwrap_ends(&l);
+        struct sandbox_child c = {.pid = pid, .init_pidfd = -1};
+        r = read_init_pid(l.info_r, SANDBOX_START_TIMEOUT_MS, &c.init_pid);
+        if (r == -ETIMEDOUT) {
+                proc_kill_group(pid, SIGKILL);
+                (void)proc_wait(pid, -1);
+                r = log_error_errno(r, "sandbox: bwrap did not start within %d s", SANDBOX_START_TIMEOUT_MS / 1000);
+                goto out;
+        }
+        /* Without a pid 1, bwrap failed early and exits by itself (its
+         * complaint is in out_fd); the caller sees the exit code. */
+        if (c.init_pid > 0) {
+                c.init_pidfd = (int)syscall(SYS_pidfd_open, c.init_pid, 0);
+                if ((r = apply_limits(&c)) < 0) {
+                        (void)sandbox_signal(&c, SIGKILL);
+                        (void)proc_wait(pid, -1);
+                        sandbox_child_done(&c);
+                        goto out;
+                }
+                if (l.sync_r >= 0 && sandbox_net_start(c.init_pid, l.sync_r, SANDBOX_NET_TIMEOUT_MS, &c.net_pid) < 0)
+                        log_warn("sandbox: %s sandbox runs without network", sandbox_profile_name(p->profile));
+                (void)send(l.block_w, "1", 1, MSG_NOSIGNAL); /* fails only if bwrap is gone */
+        }
+        *ret = c;
+        r = 0;
+out:
+        launch_done(&l);
+        return r;
+}
+
+/* After bwrap was reaped: whatever is left, by means that cannot hit a
+ * reused pid (the pidfd, bwrap's process group); then slirp4netns. */
+static void sandbox_finish(struct sandbox_child *c) {
+        if (c->init_pidfd >= 0)
+                (void)syscall(SYS_pidfd_send_signal, c->init_pidfd, SIGKILL, NULL, 0);
+        if (c->pid > 1)
+                (void)kill(-c->pid, SIGKILL);
+        sandbox_net_release(c->net_pid);
+        c->net_pid = 0;
+}
+
+int sandbox_run(const struct sandbox_policy *p, char *const *cmd, int timeout_ms, struct proc_result *ret) {
+        int pipefd[2];
+        if (pipe2(pipefd, O_CLOEXEC) < 0)
+                return -errno;
+        _cleanup_close_ int out_r = pipefd[0];
+        struct sandbox_child c;
+        int r = launch(p, cmd, pipefd[1], &c);
+        close(pipefd[1]);
+        if (r < 0)
+                return r;
+        struct headtail ht;
+        if ((r = headtail_init(&ht, 1024 * 1024, 1024 * 1024)) < 0) {
+                (void)sandbox_signal(&c, SIGKILL);
+                (void)proc_wait(c.pid, -1);
+                sandbox_finish(&c);
+                sandbox_child_done(&c);
+                return r;
+        }
+        bool timed_out = false;
+        int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : INT64_MAX;
+        for (;;) {
+                int64_t left = deadline - now_ms();
+                if (left <= 0) {
+                        timed_out = true;
+                        (void)sandbox_signal(&c, SIGKILL);
+                        break;
+                }
+                struct pollfd pf = {.fd = out_r, .events = POLLIN};
+                int k = poll(&pf, 1, left > 1000 ? 1000 : (int)left);
+                if (k < 0 && errno != EINTR)
+                        break;
+                if (k <= 0)
+                        continue;
+                char chunk[65536];
+                ssize_t n = read(out_r, chunk, sizeof chunk);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        break;
+                headtail_feed(&ht, chunk, (size_t)n);
+        }
+        int64_t left = deadline == INT64_MAX ? -1 : deadline - now_ms();
+        int code = sandbox_reap(c.pid, left < 0 && deadline != INT64_MAX ? 0 : (int)left);
+        if (code == -ETIMEDOUT) {
+                timed_out = true;
+                (void)sandbox_signal(&c, SIGKILL);
+                code = sandbox_reap(c.pid, -1);
+        }
+        sandbox_finish(&c);
+        sandbox_child_done(&c);
+        *ret = (struct proc_result){.exit_code = code < 0 ? 255 : code, .timed_out = timed_out,
+                                    .output = headtail_render(&ht)};
+        headtail_free(&ht);
+        return 0;
+}
+
+int sandbox_start(const struct sandbox_policy *p, char *const *cmd, int out_fd, struct sandbox_child *ret) {
+        return launch(p, cmd, out_fd, ret);
 }
 
 int sandbox_signal(const struct sandbox_child *c, int sig) {
@@ -748,7 +952,7 @@ int sandbox_stop(struct sandbox_child *c, int grace_ms) {
         for (;;) {
                 int code = proc_wait(c->pid, 0);
                 if (code != -ETIMEDOUT) {
-                        (void)sandbox_signal(c, SIGKILL); /* anything left behind */
+                        sandbox_finish(c); /* anything left behind */
                         return code;
                 }
                 if (now_ms() >= deadline)
@@ -760,7 +964,9 @@ int sandbox_stop(struct sandbox_child *c, int grace_ms) {
                 nanosleep(&ts, NULL);
         }
         (void)sandbox_signal(c, SIGKILL);
-        return proc_wait(c->pid, -1);
+        int code = proc_wait(c->pid, -1);
+        sandbox_finish(c);
+        return code;
 }
 
 void sandbox_child_done(struct sandbox_child *c) {
@@ -768,6 +974,7 @@ void sandbox_child_done(struct sandbox_child *c) {
                 return;
         if (c->init_pidfd >= 0)
                 close(c->init_pidfd);
+        sandbox_net_release(c->net_pid);
         *c = (struct sandbox_child){.init_pidfd = -1};
 }
 
@@ -806,6 +1013,49 @@ static int check_fail(int r, char **ret_message, const char *fmt, ...) {
         return r;
 }
 
+/* Runs /usr/bin/true in a throw-away sandbox, with Seed's seccomp filter or
+ * without. 0 if it ran, 1 with *ret_why (bwrap's complaint) if not, -errno if
+ * bwrap could not be started at all. */
+static int probe_bwrap(const char *bwrap, bool with_seccomp, char **ret_why) {
+        _cleanup_close_ int sfd = -1;
+        if (with_seccomp) {
+                int r = sandbox_seccomp_memfd(&sfd);
+                if (r < 0)
+                        return r;
+        }
+        static const char *const base[] = {
+                "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
+                "--unshare-net", "--disable-userns", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
+                "--tmpfs", "/tmp",
+        };
+        _cleanup_strv_free_ char **argv = NULL;
+        if (strv_push(&argv, bwrap) < 0)
+                return -ENOMEM;
+        for (size_t i = 0; i < ARRAY_SIZE(base); i++)
+                if (strv_push(&argv, base[i]) < 0)
+                        return -ENOMEM;
+        if (with_seccomp && push_fd_option(&argv, "--seccomp", sfd) < 0)
+                return -ENOMEM;
+        if (strv_push(&argv, "--") < 0 || strv_push(&argv, "/usr/bin/true") < 0)
+                return -ENOMEM;
+        struct proc_result res = {0};
+        int r = proc_run(&(struct proc_opts){.argv = argv, .stdin_fd = -1, .out_fd = -1, .timeout_ms = 20000,
+                                             .keep_fds = &sfd, .n_keep_fds = with_seccomp ? 1 : 0,
+                                             .out_head = 4096, .out_tail = 1},
+                         &res);
+        if (r < 0)
+                return r;
+        bool ok = res.exit_code == 0 && !res.timed_out;
+        char *why = ok ? NULL : first_line(res.output);
+        proc_result_done(&res);
+        if (ok)
+                return 0;
+        if (!why)
+                return -ENOMEM;
+        *ret_why = why;
+        return 1;
+}
+
 int sandbox_check(char **ret_message) {
         const char *bwrap = sandbox_bwrap_path();
         if (!bwrap)
@@ -818,21 +1068,34 @@ int sandbox_check(char **ret_message) {
                                   "the kernel is running as root; sandboxes never run as host uid 0. Start the "
                                   "Seed as an unprivileged user (the seed CLI drops to the '" "seed"
                                   "' account).");
-        char *argv[] = {(char *)bwrap, "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc",
-                        "--unshare-uts", "--unshare-net", "--disable-userns", "--ro-bind", "/", "/",
-                        "--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp", "--", "/usr/bin/true", NULL};
-        struct proc_result res = {0};
-        int r = proc_run(&(struct proc_opts){.argv = argv, .stdin_fd = -1, .out_fd = -1, .timeout_ms = 20000,
-                                             .out_head = 4096, .out_tail = 1},
-                         &res);
+        const void *prog;
+        size_t prog_len;
+        int r = sandbox_seccomp_program(&prog, &prog_len);
+        if (r < 0)
+                return check_fail(r, ret_message,
+                                  "libseccomp cannot build Seed's system-call filter (%s), and no sandbox starts "
+                                  "without it. Fix: install a current libseccomp ('sudo apt-get install "
+                                  "libseccomp2') and rebuild the kernel.",
+                                  strerror(-r));
+        _cleanup_free_ char *why = NULL;
+        r = probe_bwrap(bwrap, true, &why);
         if (r < 0)
                 return check_fail(r, ret_message, "cannot run %s: %s", bwrap, strerror(-r));
-        if (res.exit_code == 0 && !res.timed_out) {
-                proc_result_done(&res);
+        if (r == 0) {
+                _cleanup_free_ char *net = NULL;
+                if (sandbox_check_network(&net) < 0)
+                        log_warn("%s", net ? net : "sandboxes have no network");
                 return 0;
         }
-        _cleanup_free_ char *why = first_line(res.output);
-        proc_result_done(&res);
+        /* Namespaces without the filter, but not with it: seccomp is what fails. */
+        _cleanup_free_ char *why_plain = NULL;
+        if (probe_bwrap(bwrap, false, &why_plain) == 0)
+                return check_fail(-EPERM, ret_message,
+                                  "bubblewrap cannot load Seed's seccomp filter (%s), and no sandbox starts "
+                                  "without it. Fix: use a kernel with seccomp filters (CONFIG_SECCOMP_FILTER); in "
+                                  "a container, run it with Seed's seccomp profile ('--security-opt "
+                                  "seccomp=seccomp.json'), which allows seccomp(2).",
+                                  why);
         if (sysctl_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
                 return check_fail(-EPERM, ret_message,
                                   "bubblewrap cannot create a sandbox (%s): AppArmor restricts unprivileged user "

@@ -2,18 +2,30 @@
  * under bubblewrap. A sandbox is first described as a policy (a typed list of
  * operations, unit-testable), then turned into a bwrap argv and executed.
  * Sandboxed processes never run as host uid 0: the kernel refuses to start a
- * sandbox when it is root. */
+ * sandbox when it is root.
+ *
+ * Every sandbox also gets, whatever its profile:
+ *  - the seccomp filter of sandbox/seccomp.h (no ptrace, io_uring, bpf,
+ *    mounts, new namespaces, …), loaded by bwrap just before the command;
+ *  - its own network namespace: none at all for the live organism and
+ *    previews, outbound NAT through slirp4netns for evolution, build and test
+ *    (sandbox/netns.h), never the host's loopback;
+ *  - resource limits on its pid 1 before anything runs (bwrap waits on
+ *    --block-fd meanwhile): SANDBOX_LIMIT_NPROC processes, no core dumps,
+ *    files up to SANDBOX_LIMIT_FSIZE, and an OOM score that makes a memory
+ *    hog inside die before the kernel. Ending pid 1 ends everything inside. */
 #pragma once
 
 #include "base/base.h"
 #include "base/proc.h"
+#include "sandbox/netns.h"
 #include <sys/types.h>
 
 enum sandbox_profile {
-        SANDBOX_EVOLUTION, /* a command of an evolution: network shared, cache */
-        SANDBOX_BUILD,     /* the organism's build: network shared, cache */
+        SANDBOX_EVOLUTION, /* a command of an evolution: outbound network, cache */
+        SANDBOX_BUILD,     /* the organism's build: outbound network, cache */
         SANDBOX_TEST,      /* the organism's tests: like build */
-        SANDBOX_LIVE,      /* the live organism: private network, no cache */
+        SANDBOX_LIVE,      /* the live organism: no network, no cache */
         SANDBOX_PREVIEW,   /* a preview of a generation: like live */
 };
 
@@ -29,7 +41,18 @@ enum sandbox_op_kind {
         SB_CHDIR,        /* --chdir dest */
         SB_BIND_TRY,     /* src -> dest, writable, skipped if src is missing */
         SB_REMOUNT_RO,   /* make the mount at dest read-only (after every mount) */
+        SB_RO_BIND_DATA, /* a read-only file at dest whose *contents* are src
+                          * (passed to bwrap through a memfd) */
 };
+
+enum sandbox_net {
+        SANDBOX_NET_NONE,  /* a network namespace with only lo */
+        SANDBOX_NET_SLIRP, /* plus tap0 through slirp4netns (none if it is missing) */
+};
+
+#define SANDBOX_LIMIT_NPROC 1024                    /* RLIMIT_NPROC: processes+threads per sandbox */
+#define SANDBOX_LIMIT_FSIZE (1024ULL * 1024 * 1024) /* RLIMIT_FSIZE: 1 GiB */
+#define SANDBOX_OOM_SCORE_ADJ 1000                  /* killed first when memory runs out */
 
 struct sandbox_op {
         enum sandbox_op_kind kind;
@@ -71,7 +94,7 @@ struct sandbox_policy {
         struct sandbox_op *ops;
         size_t n_ops;
         char **env;               /* the complete environment, NAME=VALUE */
-        bool share_net;
+        enum sandbox_net net;
         int keep_fds[SANDBOX_KEEP_FDS_MAX]; /* passed to the command; not owned */
         size_t n_keep_fds;
 };
@@ -84,22 +107,36 @@ const char *sandbox_profile_name(enum sandbox_profile p);
 int sandbox_policy_build(const struct sandbox_spec *spec, struct sandbox_policy **ret);
 void sandbox_policy_free(struct sandbox_policy *p);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct sandbox_policy *, sandbox_policy_free)
-/* The full bwrap argv running cmd (NULL-terminated) under the policy.
- * seccomp_fd >= 0 adds --seccomp. Caller frees with strv_free(). */
-int sandbox_policy_argv(const struct sandbox_policy *p, const char *bwrap, int seccomp_fd,
+
+#define SANDBOX_DATA_MAX 2 /* SB_RO_BIND_DATA ops in one policy */
+
+/* The fds one sandbox's bwrap is handed; -1 = none. */
+struct sandbox_fds {
+        int seccomp; /* the BPF program (--seccomp) */
+        int info;    /* bwrap reports the sandbox's pid 1 here (--info-fd) */
+        int block;   /* bwrap waits for a byte here before the command (--block-fd) */
+        int sync;    /* held open while the sandbox lives (--sync-fd); SANDBOX_NET_SLIRP only */
+        int data[SANDBOX_DATA_MAX]; /* contents of the SB_RO_BIND_DATA ops, in order */
+};
+#define SANDBOX_FDS_NONE                                                                                       \
+        ((struct sandbox_fds){.seccomp = -1, .info = -1, .block = -1, .sync = -1, .data = {-1, -1}})
+
+/* The full bwrap argv running cmd (NULL-terminated) under the policy, with
+ * the given fds (NULL = none; then a policy with SB_RO_BIND_DATA ops is
+ * -EINVAL). Caller frees with strv_free(). The kernel itself passes the
+ * options through a sealed memfd (--args), not the command line. */
+int sandbox_policy_argv(const struct sandbox_policy *p, const char *bwrap, const struct sandbox_fds *fds,
                         char *const *cmd, char ***ret);
 
 /* The fds in p->keep_fds reach cmd at the same numbers (bwrap passes
  * inherited fds on); the caller keeps owning them and may close its copies
  * once the sandbox has started. */
 
-/* Runs cmd under the policy to completion (timeout kills the process group,
- * output capped head+tail at 1 MiB + 1 MiB). */
+/* Runs cmd under the policy to completion (a timeout kills the whole
+ * sandbox, output capped head+tail at 1 MiB + 1 MiB). Returns -errno only if
+ * it could not start (root, no bwrap, no seccomp filter, limits refused). */
 int sandbox_run(const struct sandbox_policy *p, char *const *cmd, int timeout_ms,
                 struct proc_result *ret);
-/* Starts cmd under the policy; stdout+stderr go to out_fd. Only bwrap's pid
- * is returned: long-running sandboxes should use sandbox_start(). */
-int sandbox_spawn(const struct sandbox_policy *p, char *const *cmd, int out_fd, pid_t *ret_pid);
 
 /* A started sandbox. Killing bwrap alone is racy (a sandbox still being set
  * up survives its parent), so the sandbox's own pid 1 is tracked too. */
@@ -107,9 +144,12 @@ struct sandbox_child {
         pid_t pid;       /* bwrap, leading its own process group; the caller reaps it */
         pid_t init_pid;  /* the sandbox's pid 1 as seen from the host; 0 if none */
         int init_pidfd;  /* pidfd of init_pid, or -1 */
+        pid_t net_pid;   /* slirp4netns (our child), or 0; reaped by sandbox_stop/_done */
 };
-/* Like sandbox_spawn, and waits (up to 30 s) until the sandbox exists.
- * Release with sandbox_child_done() after reaping. */
+/* Starts cmd under the policy (stdout+stderr to out_fd, -1 = /dev/null) and
+ * waits (up to 30 s) until the sandbox exists, its limits are set and its
+ * network is up. If bwrap fails before creating the sandbox, init_pid is 0
+ * and its exit code tells. Release with sandbox_child_done() after reaping. */
 int sandbox_start(const struct sandbox_policy *p, char *const *cmd, int out_fd, struct sandbox_child *ret);
 /* SIGKILL tears the whole sandbox down; any other signal goes to the
  * processes inside (their process group), not to bwrap. -ESRCH if gone. */
@@ -118,9 +158,12 @@ int sandbox_signal(const struct sandbox_child *c, int sig);
 int sandbox_stop(struct sandbox_child *c, int grace_ms);
 void sandbox_child_done(struct sandbox_child *c);
 
-/* Start-up doctor: 0 if bwrap exists and can create namespaces here;
- * otherwise -errno and *ret_message (caller frees) says what is wrong and
- * how to fix it. Refuses to run as root (-EPERM). */
+/* Start-up doctor: 0 if bwrap exists, can create namespaces here and load
+ * the seccomp filter; otherwise -errno and *ret_message (caller frees) says
+ * in one message what is wrong and how to fix it. Refuses to run as root
+ * (-EPERM). A missing slirp4netns is only a warning, logged here (sandboxes
+ * then have no network): sandbox_check_network() in sandbox/netns.h returns
+ * it as a message. */
 int sandbox_check(char **ret_message);
 /* Path of bwrap, or NULL when missing. Borrowed. */
 const char *sandbox_bwrap_path(void);

@@ -1,5 +1,190 @@
 /* Integration tests for the sandbox: real bwrap, as the unprivileged account.
- * Each test runs a command inside a sandbox and checks what it can see. */
+ * Each test runs a command inside a sandbox and checks what it can see.
+ *
+ * The same file, compiled with -DSANDBOX_PROBE, is a small probe the tests
+ * build at run time and run inside sandboxes: it makes system calls and
+ * connections and prints what happened. */
+#ifdef SANDBOX_PROBE
+/* "probe sys NAME...": one line "NAME ERRNO" per call (0: it worked), with
+ * harmless arguments. "probe tcp IP PORT", "probe abstract NAME": whether a
+ * connection opens. */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/sched.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/personality.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/un.h>
+#include <stddef.h>
+#include <unistd.h>
+
+static long forked(long r) {
+        if (r == 0)
+                _exit(0);
+        if (r > 0)
+                waitpid((pid_t)r, NULL, __WALL);
+        return r;
+}
+
+static long probe(const char *n) {
+        char a = 'a', b = 0;
+        static int devnull = -1;
+        if (devnull < 0)
+                devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
+        if (!strcmp(n, "ptrace")) {
+                long data;
+                return syscall(SYS_ptrace, 2 /* PEEKDATA */, getpid(), NULL, &data);
+        }
+        if (!strcmp(n, "process_vm_readv") || !strcmp(n, "process_vm_writev")) {
+                struct iovec l = {&b, 1}, r = {&a, 1};
+                return syscall(!strcmp(n, "process_vm_readv") ? SYS_process_vm_readv : SYS_process_vm_writev,
+                               getpid(), &l, 1, &r, 1, 0);
+        }
+        if (!strcmp(n, "io_uring_setup")) return syscall(SYS_io_uring_setup, 1, NULL);
+        if (!strcmp(n, "io_uring_enter")) return syscall(SYS_io_uring_enter, -1, 0, 0, 0, NULL, 0);
+        if (!strcmp(n, "io_uring_register")) return syscall(SYS_io_uring_register, -1, 0, NULL, 0);
+        if (!strcmp(n, "bpf")) return syscall(SYS_bpf, 5, NULL, 0);
+        if (!strcmp(n, "keyctl")) return syscall(SYS_keyctl, 0, -3, 0);
+        if (!strcmp(n, "add_key")) return syscall(SYS_add_key, "seed-no-type", "d", NULL, 0, -3);
+        if (!strcmp(n, "request_key")) return syscall(SYS_request_key, "seed-no-type", "d", NULL, 0);
+        if (!strcmp(n, "userfaultfd")) return syscall(SYS_userfaultfd, O_CLOEXEC | 1);
+        if (!strcmp(n, "perf_event_open")) return syscall(SYS_perf_event_open, NULL, 0, -1, -1, 0);
+        if (!strcmp(n, "kexec_load")) return syscall(SYS_kexec_load, 0, 0, NULL, 0);
+        if (!strcmp(n, "kexec_file_load")) return syscall(SYS_kexec_file_load, -1, -1, 0, "", 0);
+        if (!strcmp(n, "init_module")) return syscall(SYS_init_module, NULL, 0, "");
+        if (!strcmp(n, "finit_module")) return syscall(SYS_finit_module, -1, "", 0);
+        if (!strcmp(n, "delete_module")) return syscall(SYS_delete_module, "seed_none", 0);
+        if (!strcmp(n, "mount")) return syscall(SYS_mount, "none", "/tmp", "tmpfs", 0, NULL);
+        if (!strcmp(n, "umount2")) return syscall(SYS_umount2, "/tmp", 0);
+        if (!strcmp(n, "pivot_root")) return syscall(SYS_pivot_root, "/tmp", "/tmp");
+        if (!strcmp(n, "move_mount")) return syscall(SYS_move_mount, -1, "", -1, "", 0);
+        if (!strcmp(n, "open_tree")) return syscall(SYS_open_tree, AT_FDCWD, "/", 0);
+        if (!strcmp(n, "fsopen")) return syscall(SYS_fsopen, "tmpfs", 0);
+        if (!strcmp(n, "fsmount")) return syscall(SYS_fsmount, -1, 0, 0);
+        if (!strcmp(n, "fspick")) return syscall(SYS_fspick, AT_FDCWD, "/", 0);
+        if (!strcmp(n, "mount_setattr")) return syscall(SYS_mount_setattr, -1, "", 0x1000, NULL, 0);
+        if (!strcmp(n, "unshare")) return syscall(SYS_unshare, 0);
+        if (!strcmp(n, "unshare-user")) return syscall(SYS_unshare, CLONE_NEWUSER);
+        if (!strcmp(n, "setns")) return syscall(SYS_setns, -1, 0);
+        if (!strcmp(n, "clone-newuser")) return forked(syscall(SYS_clone, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0));
+        if (!strcmp(n, "clone-newnet")) return forked(syscall(SYS_clone, CLONE_NEWNET | SIGCHLD, 0, 0, 0, 0));
+        if (!strcmp(n, "clone-newns")) return forked(syscall(SYS_clone, CLONE_NEWNS | SIGCHLD, 0, 0, 0, 0));
+        if (!strcmp(n, "clone-fork")) return forked(syscall(SYS_clone, SIGCHLD, 0, 0, 0, 0)) > 0 ? 0 : -1;
+        if (!strcmp(n, "clone3")) {
+                struct clone_args ca = {.exit_signal = SIGCHLD};
+                long r = forked(syscall(SYS_clone3, &ca, sizeof ca));
+                return r > 0 ? 0 : r;
+        }
+        if (!strcmp(n, "socket-vsock")) return socket(40, SOCK_STREAM, 0);
+        if (!strcmp(n, "socket-unix")) return socket(AF_UNIX, SOCK_STREAM, 0) >= 0 ? 0 : -1;
+        if (!strcmp(n, "tiocsti")) return ioctl(devnull, TIOCSTI, &a);
+        if (!strcmp(n, "tiocsti-hibits")) return syscall(SYS_ioctl, devnull, (unsigned long)TIOCSTI | (1UL << 32), &a);
+        if (!strcmp(n, "tioclinux")) return ioctl(devnull, TIOCLINUX, &a);
+        if (!strcmp(n, "personality-aslr")) {
+                long r = syscall(SYS_personality, ADDR_NO_RANDOMIZE);
+                if (r >= 0)
+                        syscall(SYS_personality, PER_LINUX);
+                return r >= 0 ? 0 : r;
+        }
+        if (!strcmp(n, "personality-linux")) return syscall(SYS_personality, PER_LINUX) >= 0 ? 0 : -1;
+        if (!strcmp(n, "acct")) return syscall(SYS_acct, NULL);
+        if (!strcmp(n, "swapon")) return syscall(SYS_swapon, "/nonexistent", 0);
+        if (!strcmp(n, "swapoff")) return syscall(SYS_swapoff, "/nonexistent");
+        if (!strcmp(n, "reboot")) return syscall(SYS_reboot, 0, 0, 0, NULL);
+        if (!strcmp(n, "settimeofday")) return syscall(SYS_settimeofday, NULL, NULL);
+        if (!strcmp(n, "clock_settime")) return syscall(SYS_clock_settime, 0, NULL);
+        if (!strcmp(n, "syslog")) return syscall(SYS_syslog, 10, NULL, 0);
+        if (!strcmp(n, "pidfd_getfd")) return syscall(SYS_pidfd_getfd, -1, 0, 0);
+        if (!strcmp(n, "process_madvise")) return syscall(SYS_process_madvise, -1, NULL, 0, 0, 0);
+        if (!strcmp(n, "kcmp")) return syscall(SYS_kcmp, getpid(), getpid(), 0, 0, 0);
+        if (!strcmp(n, "open_by_handle_at")) return syscall(SYS_open_by_handle_at, -1, NULL, 0);
+        if (!strcmp(n, "fanotify_init")) return syscall(SYS_fanotify_init, 0, 0);
+#if defined(__x86_64__)
+        if (!strcmp(n, "x32")) return syscall(0x40000000 | SYS_getpid);
+        if (!strcmp(n, "iopl")) return syscall(SYS_iopl, 3);
+#endif
+        errno = ENOENT;
+        return -2;
+}
+
+/* Connects to a TCP address or an abstract Unix socket within 3 s. */
+static int try_connect(int family, const void *addr, socklen_t len) {
+        int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return errno;
+        if (connect(fd, addr, len) < 0) {
+                if (errno != EINPROGRESS)
+                        return errno;
+                struct pollfd pf = {.fd = fd, .events = POLLOUT};
+                if (poll(&pf, 1, 3000) <= 0)
+                        return ETIMEDOUT;
+                int err = 0;
+                socklen_t el = sizeof err;
+                getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+                if (err)
+                        return err;
+        }
+        close(fd);
+        return 0;
+}
+
+/* Every process keeps forking, forever; a failed fork is retried later. A
+ * shell's bomb dies out instead: a shell exits when it cannot fork. */
+static _Noreturn void bomb(void) {
+        for (;;) {
+                long wait_ms = fork() < 0 ? 100 : 5;
+                struct timespec ts = {0, wait_ms * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+}
+
+int main(int argc, char **argv) {
+        if (argc == 3 && !strcmp(argv[1], "bomb")) /* argv[2]: a marker for ps */
+                bomb();
+        if (argc == 4 && !strcmp(argv[1], "tcp")) {
+                struct sockaddr_in sin = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(argv[3]))};
+                if (inet_pton(AF_INET, argv[2], &sin.sin_addr) != 1)
+                        return 2;
+                int e = try_connect(AF_INET, &sin, sizeof sin);
+                printf("tcp %s %s\n", argv[2], e ? strerror(e) : "connected");
+                return 0;
+        }
+        if (argc == 3 && !strcmp(argv[1], "abstract")) {
+                struct sockaddr_un sun = {.sun_family = AF_UNIX};
+                size_t n = strlen(argv[2]);
+                if (n + 1 > sizeof sun.sun_path)
+                        return 2;
+                memcpy(sun.sun_path + 1, argv[2], n);
+                int e = try_connect(AF_UNIX, &sun, (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + n));
+                printf("abstract %s\n", e ? strerror(e) : "connected");
+                return 0;
+        }
+        if (argc >= 2 && !strcmp(argv[1], "sys")) {
+                for (int i = 2; i < argc; i++) {
+                        errno = 0;
+                        long r = probe(argv[i]);
+                        printf("%s %d\n", argv[i], r == -2 ? -1 : r < 0 ? errno : 0);
+                        fflush(stdout);
+                }
+                return 0;
+        }
+        return 2;
+}
+
+#else /* the tests */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -10,12 +195,24 @@
 #include "base/priv.h"
 #include "sandbox/sandbox.h"
 
+#include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <ifaddrs.h>
 #include <linux/close_range.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 #include <limits.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <stddef.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <time.h>
 
 #define CANARY_NAME "SEED_TEST_CANARY_SECRET"
@@ -24,6 +221,9 @@ static char root[256];  /* temp dir holding everything */
 static char seed[512];  /* a fake Seed folder = the workspace */
 static char cache[PATH_MAX];
 static char *unavailable; /* why bwrap cannot run here, or NULL */
+static char probe_host[PATH_MAX]; /* the probe, built into the workspace */
+#define PROBE "/workspace/organism/probe" /* ... as seen inside */
+static char *no_probe;    /* why it could not be built, or NULL */
 static char *const evolvable[] = {"organism/", "knowledge/", "skills/", NULL};
 
 static void write_in(const char *rel, const char *content) {
@@ -36,6 +236,25 @@ static void mkdir_in(const char *rel) {
         _cleanup_free_ char *p = NULL;
         assert_true(xasprintf(&p, "%s/%s", seed, rel) >= 0);
         assert_int_equal(mkdir_p(p, 0755), 0);
+}
+
+/* This very file, compiled with -DSANDBOX_PROBE, into organism/. */
+static void build_probe(void) {
+        snprintf(probe_host, sizeof probe_host, "%s/organism/probe", seed);
+        if (access("/usr/bin/cc", X_OK) < 0) {
+                no_probe = strdup("no C compiler at /usr/bin/cc to build the probe");
+                return;
+        }
+        char *argv[] = {"/usr/bin/cc", "-O1", "-DSANDBOX_PROBE", "-o", probe_host,
+                        SEED_SOURCE_ROOT "/tests/integration/test-sandbox.c", NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        struct proc_result res = {0};
+        int r = proc_run(&(struct proc_opts){.argv = argv, .envp = envp, .stdin_fd = -1, .out_fd = -1,
+                                             .timeout_ms = 120000},
+                         &res);
+        if (r < 0 || res.exit_code != 0)
+                no_probe = strdup(r < 0 ? "cannot run cc" : res.output ? res.output : "cc failed");
+        proc_result_done(&res);
 }
 
 static int setup(void **state) {
@@ -60,6 +279,7 @@ static int setup(void **state) {
                 unavailable = msg ? msg : strdup("sandbox_check failed");
         else
                 free(msg);
+        build_probe();
         return 0;
 }
 
@@ -67,12 +287,21 @@ static int teardown(void **state) {
         (void)state;
         rm_rf(root);
         free(unavailable);
+        free(no_probe);
         return 0;
 }
 
 static void require_bwrap(void) {
         if (unavailable) {
                 print_message("skipped: %s\n", unavailable);
+                skip();
+        }
+}
+
+static void require_probe(void) {
+        require_bwrap();
+        if (no_probe) {
+                print_message("skipped: %s\n", no_probe);
                 skip();
         }
 }
@@ -465,6 +694,439 @@ static void test_start_stop(void **state) {
         assert_int_equal(count_procs("100.4722"), 0);
 }
 
+/* The errno the probe reported for name, or -1000 if it did not. */
+static int probe_errno(const char *out, const char *name) {
+        size_t n = strlen(name);
+        for (const char *line = out; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL)
+                if (strncmp(line, name, n) == 0 && line[n] == ' ')
+                        return atoi(line + n + 1);
+        return -1000;
+}
+
+/* Every call the filter must refuse, as the probe names them. */
+static const char *const denied[] = {
+        "ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup", "io_uring_enter",
+        "io_uring_register", "bpf", "keyctl", "add_key", "request_key", "userfaultfd", "perf_event_open",
+        "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "mount", "umount2",
+        "pivot_root", "move_mount", "open_tree", "fsopen", "fsmount", "fspick", "mount_setattr", "unshare",
+        "unshare-user", "setns", "clone-newuser", "clone-newnet", "clone-newns", "socket-vsock", "tiocsti",
+        "tiocsti-hibits", "tioclinux", "personality-aslr", "acct", "swapon", "swapoff", "reboot",
+        "settimeofday", "clock_settime", "syslog", "pidfd_getfd", "process_madvise", "kcmp",
+        "open_by_handle_at", "fanotify_init",
+#if defined(__x86_64__)
+        "iopl",
+#endif
+};
+/* ... and what must keep working. */
+static const char *const allowed[] = {"clone-fork", "socket-unix", "personality-linux"};
+
+static char *probe_script(const char *const *names, size_t n) {
+        _cleanup_free_ char *script = strdup("exec " PROBE " sys");
+        assert_non_null(script);
+        for (size_t i = 0; i < n; i++) {
+                char *next = NULL;
+                assert_true(xasprintf(&next, "%s %s", script, names[i]) >= 0);
+                free(script);
+                script = next;
+        }
+        return TAKE_PTR(script);
+}
+
+/* In every profile, each refused call fails with EPERM (clone3: ENOSYS,
+ * so that libc falls back to clone), and ordinary calls still work. */
+static void test_seccomp_denies(void **state) {
+        (void)state;
+        require_probe();
+        _cleanup_free_ char *deny = probe_script(denied, ARRAY_SIZE(denied));
+        _cleanup_free_ char *allow = probe_script(allowed, ARRAY_SIZE(allowed));
+        _cleanup_free_ char *script = NULL;
+        assert_true(xasprintf(&script, "%s clone3 && %s", deny + strlen("exec "), allow) >= 0);
+        enum sandbox_profile profiles[] = {SANDBOX_EVOLUTION, SANDBOX_LIVE};
+        for (size_t k = 0; k < ARRAY_SIZE(profiles); k++) {
+                _cleanup_free_ char *out = NULL;
+                assert_int_equal(run_sh(profiles[k], script, 60000, &out), 0);
+                for (size_t i = 0; i < ARRAY_SIZE(denied); i++)
+                        if (probe_errno(out, denied[i]) != EPERM)
+                                fail_msg("%s in a %s sandbox: errno %d, not EPERM", denied[i],
+                                         sandbox_profile_name(profiles[k]), probe_errno(out, denied[i]));
+                assert_int_equal(probe_errno(out, "clone3"), ENOSYS);
+                for (size_t i = 0; i < ARRAY_SIZE(allowed); i++)
+                        if (probe_errno(out, allowed[i]) != 0)
+                                fail_msg("%s fails in a %s sandbox: errno %d", allowed[i],
+                                         sandbox_profile_name(profiles[k]), probe_errno(out, allowed[i]));
+                _cleanup_free_ char *status = NULL;
+                assert_int_equal(run_sh(profiles[k], "grep '^Seccomp:' /proc/self/status", 30000, &status), 0);
+                assert_string_equal(status, "Seccomp:\t2\n");
+        }
+}
+
+/* The same calls outside any sandbox: not EPERM, so the EPERMs above are
+ * the filter's (many others fail there anyway, for want of privilege). */
+static void test_seccomp_host_control(void **state) {
+        (void)state;
+        require_probe();
+        const char *names[] = {"ptrace", "process_vm_readv", "process_vm_writev", "io_uring_enter", "setns",
+                               "unshare", "open_tree", "tiocsti", "tiocsti-hibits", "tioclinux", "personality-aslr",
+                               "pidfd_getfd", "kcmp", "perf_event_open", "clock_settime", "clone3",
+                               "socket-vsock", "add_key", "keyctl"};
+        char *argv[ARRAY_SIZE(names) + 3];
+        argv[0] = probe_host;
+        argv[1] = "sys";
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+                argv[i + 2] = (char *)names[i];
+        argv[ARRAY_SIZE(names) + 2] = NULL;
+        struct proc_result res = {0};
+        assert_int_equal(proc_run(&(struct proc_opts){.argv = argv, .stdin_fd = -1, .out_fd = -1, .timeout_ms = 30000},
+                                  &res),
+                         0);
+        assert_int_equal(res.exit_code, 0);
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++) {
+                int e = probe_errno(res.output, names[i]);
+                if (e == -1000 || e == EPERM)
+                        fail_msg("%s on the host: errno %d", names[i], e);
+        }
+        assert_int_not_equal(probe_errno(res.output, "clone3"), ENOSYS);
+        proc_result_done(&res);
+}
+
+/* A system call of a foreign ABI (x32 on x86-64) cannot be inspected like
+ * a native one: the process is killed instead. */
+static void test_foreign_abi(void **state) {
+        (void)state;
+        require_probe();
+#if defined(__x86_64__)
+        _cleanup_free_ char *out = NULL;
+        assert_int_equal(run_sh(SANDBOX_EVOLUTION, PROBE " sys x32; echo rc=$?", 30000, &out), 0);
+        assert_true(endswith(out, "rc=159\n")); /* 128 + SIGSYS ("Bad system call") */
+        assert_null(strstr(out, "x32 ")); /* it never returned */
+#else
+        skip();
+#endif
+}
+
+/* Builds, installs and commits still work under the filter. */
+static void test_ordinary_work(void **state) {
+        (void)state;
+        require_bwrap();
+        const char *script =
+                "set -e; cd /tmp; "
+                "printf '#include <stdio.h>\\nint main(void) { puts(\"compiled\"); return 0; }\\n' > t.c; "
+                "cc -o t t.c; ./t; "
+                "printf 'all:\\n\\t@echo made\\n' > Makefile; make; "
+                "node -e 'console.log(\"node\", 6 * 7)'; "
+                "echo npm $(npm_config_update_notifier=false npm --version); "
+                "git init -q g; cd g; echo x > f; git add f; "
+                "git -c user.name=s -c user.email=s@example.org commit -q -m first; "
+                "echo commits $(git rev-list --count HEAD); "
+                "unshare -U true 2>/dev/null && echo unshare-allowed || echo unshare-denied";
+        _cleanup_free_ char *out = NULL;
+        int code = run_sh(SANDBOX_EVOLUTION, script, 180000, &out);
+        if (code != 0)
+                fail_msg("ordinary work failed (%d): %s", code, out);
+        assert_non_null(strstr(out, "compiled\n"));
+        assert_non_null(strstr(out, "made\n"));
+        assert_non_null(strstr(out, "node 42\n"));
+        const char *npm = strstr(out, "npm ");
+        assert_non_null(npm);
+        assert_true(npm[4] >= '1' && npm[4] <= '9');
+        assert_non_null(strstr(out, "commits 1\n"));
+        assert_non_null(strstr(out, "unshare-denied\n"));
+}
+
+static int listen_tcp(const char *ip, int *ret_port) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        struct sockaddr_in sin = {.sin_family = AF_INET};
+        assert_int_equal(inet_pton(AF_INET, ip, &sin.sin_addr), 1);
+        assert_int_equal(bind(fd, (struct sockaddr *)&sin, sizeof sin), 0);
+        assert_int_equal(listen(fd, 16), 0);
+        socklen_t len = sizeof sin;
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&sin, &len), 0);
+        *ret_port = ntohs(sin.sin_port);
+        return fd;
+}
+
+/* An IPv4 address of this host other than loopback, or false. */
+static bool host_address(char *buf, size_t size) {
+        struct ifaddrs *ifs = NULL;
+        if (getifaddrs(&ifs) < 0)
+                return false;
+        bool found = false;
+        for (struct ifaddrs *i = ifs; i && !found; i = i->ifa_next) {
+                if (!i->ifa_addr || i->ifa_addr->sa_family != AF_INET)
+                        continue;
+                struct in_addr a = ((struct sockaddr_in *)i->ifa_addr)->sin_addr;
+                if ((ntohl(a.s_addr) >> 24) == 127)
+                        continue;
+                found = inet_ntop(AF_INET, &a, buf, (socklen_t)size) != NULL;
+        }
+        freeifaddrs(ifs);
+        return found;
+}
+
+/* Connections to the host's loopback (directly and through slirp's
+ * gateway, which leads there unless disabled), to an abstract socket, and to
+ * the host's outside address when there is one. */
+static char *net_script(const char *probe, int port, const char *name, const char *ext, int ext_port) {
+        char *s = NULL;
+        assert_true(xasprintf(&s, "P='%s'; $P tcp 127.0.0.1 %d; $P tcp 10.0.2.2 %d; $P abstract %s; "
+                                  "[ -z '%s' ] || $P tcp '%s' %d",
+                              probe, port, port, name, ext, ext, ext_port) >= 0);
+        return s;
+}
+
+/* No child of ours is left (bwrap, slirp4netns): the sandbox ends them all.
+ * slirp4netns is reaped by a thread of the sandbox module, shortly after. */
+static void assert_no_children(void) {
+        int64_t deadline = now_ms() + 10000;
+        for (;;) {
+                siginfo_t si = {0};
+                errno = 0;
+                int k = waitid(P_ALL, 0, &si, WEXITED | WNOHANG | WNOWAIT); /* looks, reaps nothing */
+                if (k < 0 && errno == ECHILD)
+                        return;
+                if (now_ms() >= deadline)
+                        fail_msg("a child process is left (waitid: %d, pid %d)", k, (int)si.si_pid);
+                struct timespec ts = {0, 10 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+}
+
+/* Evolution sandboxes: the host's loopback (where the kernel's control port
+ * and its proxy to the live app listen) and its abstract Unix sockets are out
+ * of reach, directly and through slirp's gateway; the outside is not. */
+static void test_network_isolated(void **state) {
+        (void)state;
+        require_probe();
+        int port = 0;
+        int lfd = listen_tcp("127.0.0.1", &port);
+        char name[64];
+        snprintf(name, sizeof name, "seed-itest-sandbox-%d", (int)getpid());
+        int afd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_un sun = {.sun_family = AF_UNIX};
+        memcpy(sun.sun_path + 1, name, strlen(name));
+        socklen_t alen = (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + strlen(name));
+        assert_int_equal(bind(afd, (struct sockaddr *)&sun, alen), 0);
+        assert_int_equal(listen(afd, 16), 0);
+        char ext[INET_ADDRSTRLEN] = "";
+        int ext_port = 0, efd = -1;
+        if (host_address(ext, sizeof ext))
+                efd = listen_tcp(ext, &ext_port);
+
+        _cleanup_free_ char *script = net_script(PROBE, port, name, ext, ext_port);
+        _cleanup_free_ char *host_script = net_script(probe_host, port, name, ext, ext_port);
+        /* On the host, every one of them answers. */
+        struct proc_result res = {0};
+        char *argv[] = {"/bin/sh", "-c", host_script, NULL};
+        assert_int_equal(proc_run(&(struct proc_opts){.argv = argv, .stdin_fd = -1, .out_fd = -1, .timeout_ms = 30000},
+                                  &res),
+                         0);
+        assert_non_null(strstr(res.output, "tcp 127.0.0.1 connected\n"));
+        assert_non_null(strstr(res.output, "abstract connected\n"));
+        proc_result_done(&res);
+
+        _cleanup_free_ char *out = NULL;
+        assert_int_equal(run_sh(SANDBOX_EVOLUTION, script, 60000, &out), 0);
+        for (char *line = out, *nl; *line; line = nl + 1) { /* TAP comments */
+                nl = strchrnul(line, '\n');
+                print_message("# %.*s\n", (int)(nl - line), line);
+                if (!*nl)
+                        break;
+        }
+        assert_non_null(strstr(out, "tcp 127.0.0.1 "));
+        assert_null(strstr(out, "tcp 127.0.0.1 connected"));
+        assert_non_null(strstr(out, "tcp 10.0.2.2 "));
+        assert_null(strstr(out, "tcp 10.0.2.2 connected"));
+        assert_non_null(strstr(out, "abstract "));
+        assert_null(strstr(out, "abstract connected"));
+        if (efd >= 0) {
+                /* Through slirp's NAT, as any outbound connection. */
+                _cleanup_free_ char *ok = NULL;
+                assert_true(xasprintf(&ok, "tcp %s connected\n", ext) >= 0);
+                assert_non_null(strstr(out, ok));
+                close(efd);
+        } else
+                print_message("# no non-loopback address here: outbound connection not tested\n");
+        close(lfd);
+        close(afd);
+        assert_no_children();
+}
+
+/* The evolution's network: tap0 at 10.0.2.100 with a default route through
+ * slirp, a resolver it can reach; live sandboxes have none of it. */
+static void test_network_up(void **state) {
+        (void)state;
+        require_bwrap();
+        if (!sandbox_slirp_path()) {
+                print_message("skipped: slirp4netns is not installed\n");
+                skip();
+        }
+        assert_int_equal(sandbox_check_network(NULL), 0);
+        _cleanup_free_ char *out = NULL;
+        assert_int_equal(run_sh(SANDBOX_BUILD, "cat /proc/net/dev /proc/net/fib_trie /proc/net/route /etc/resolv.conf",
+                                30000, &out),
+                         0);
+        assert_non_null(strstr(out, "tap0:"));
+        assert_non_null(strstr(out, "10.0.2.100"));
+        assert_non_null(strstr(out, "tap0\t00000000\t0202000A")); /* default via 10.0.2.2 */
+        assert_non_null(strstr(out, "\nnameserver "));
+        assert_null(strstr(out, "nameserver 127.")); /* no loopback resolver: unreachable */
+        _cleanup_free_ char *live = NULL;
+        assert_int_equal(run_sh(SANDBOX_LIVE, "cat /proc/net/dev", 30000, &live), 0);
+        assert_null(strstr(live, "tap0"));
+        assert_no_children();
+}
+
+/* Limits are in place before the command runs, in every profile. */
+static void test_limits(void **state) {
+        (void)state;
+        require_bwrap();
+        enum sandbox_profile profiles[] = {SANDBOX_EVOLUTION, SANDBOX_LIVE};
+        for (size_t k = 0; k < ARRAY_SIZE(profiles); k++) {
+                _cleanup_free_ char *out = NULL;
+                assert_int_equal(run_sh(profiles[k], "cat /proc/self/limits /proc/self/oom_score_adj", 30000, &out), 0);
+                char want[128];
+                snprintf(want, sizeof want, "Max processes             %-21d%-21d", SANDBOX_LIMIT_NPROC,
+                         SANDBOX_LIMIT_NPROC);
+                assert_non_null(strstr(out, want));
+                assert_non_null(strstr(out, "Max core file size        0                    0 "));
+                snprintf(want, sizeof want, "Max file size             %-21llu%-21llu", SANDBOX_LIMIT_FSIZE,
+                         SANDBOX_LIMIT_FSIZE);
+                assert_non_null(strstr(out, want));
+                snprintf(want, sizeof want, "\n%d\n", SANDBOX_OOM_SCORE_ADJ);
+                assert_non_null(strstr(out, want));
+        }
+        /* A file past the limit cannot be written (sparse: costs no memory). */
+        _cleanup_free_ char *out = NULL;
+        assert_int_equal(run_sh(SANDBOX_EVOLUTION,
+                                "dd if=/dev/zero of=/tmp/small bs=1 count=1 seek=1048576 2>/dev/null && echo small-ok; "
+                                "dd if=/dev/zero of=/tmp/big bs=1 count=1 seek=1073741824 2>/dev/null; echo big=$?",
+                                30000, &out),
+                         0);
+        assert_non_null(strstr(out, "small-ok\n"));
+        assert_null(strstr(out, "big=0\n"));
+        /* The kernel itself keeps its own limit. */
+        struct rlimit rl;
+        assert_int_equal(getrlimit(RLIMIT_NPROC, &rl), 0);
+        assert_true(rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > SANDBOX_LIMIT_NPROC);
+}
+
+/* A fork bomb stays within the sandbox's process limit, the host can still
+ * start processes meanwhile, and stopping the sandbox leaves nothing. */
+static void test_fork_bomb(void **state) {
+        (void)state;
+        require_probe();
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = policy(SANDBOX_EVOLUTION);
+        char *cmd[] = {PROBE, "bomb", "seed-bomb-4751", NULL};
+        struct sandbox_child c;
+        assert_int_equal(sandbox_start(p, cmd, -1, &c), 0);
+        int most = 0;
+        int64_t deadline = now_ms() + 20000;
+        while (now_ms() < deadline && most < SANDBOX_LIMIT_NPROC - 16) {
+                int n = count_procs("seed-bomb-4751");
+                most = n > most ? n : most;
+                struct timespec ts = {0, 50 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        /* Held there for a while; meanwhile the host starts processes. */
+        for (int i = 0; i < 10; i++) {
+                int n = count_procs("seed-bomb-4751");
+                most = n > most ? n : most;
+        }
+        struct proc_result res = {0};
+        int r = proc_run(&(struct proc_opts){.argv = (char *const[]){"/bin/true", NULL}, .stdin_fd = -1,
+                                             .out_fd = -1, .timeout_ms = 10000},
+                         &res);
+        (void)sandbox_signal(&c, SIGKILL);
+        int code = proc_wait(c.pid, 30000);
+        sandbox_child_done(&c);
+        print_message("# at most %d processes of the bomb seen\n", most);
+        assert_int_equal(r, 0);
+        assert_int_equal(res.exit_code, 0);
+        proc_result_done(&res);
+        assert_true(code >= 0);
+        assert_true(most > SANDBOX_LIMIT_NPROC / 2); /* it did explode */
+        /* bwrap and the sandbox's pid 1 carry the marker too. */
+        assert_true(most <= SANDBOX_LIMIT_NPROC + 2);
+        deadline = now_ms() + 20000;
+        while (count_procs("seed-bomb-4751") > 0 && now_ms() < deadline) {
+                struct timespec ts = {0, 50 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        assert_int_equal(count_procs("seed-bomb-4751"), 0);
+        assert_no_children();
+}
+
+/* A timeout ends everything inside, even what left the session. */
+static void test_timeout_kills_all(void **state) {
+        (void)state;
+        require_bwrap();
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = policy(SANDBOX_BUILD);
+        char *cmd[] = {"/bin/sh", "-c", "sleep 100.4741 & sleep 100.4742 & setsid sleep 100.4743; wait", NULL};
+        struct proc_result res = {0};
+        assert_int_equal(sandbox_run(p, cmd, 1500, &res), 0);
+        assert_true(res.timed_out);
+        proc_result_done(&res);
+        int64_t deadline = now_ms() + 10000;
+        while (count_procs("100.474") > 0 && now_ms() < deadline) {
+                struct timespec ts = {0, 20 * 1000 * 1000};
+                nanosleep(&ts, NULL);
+        }
+        assert_int_equal(count_procs("100.474"), 0);
+        assert_no_children();
+}
+
+/* The doctor names seccomp when that is what fails: here, in a child whose
+ * own filter refuses to stack another (as a container without Seed's
+ * profile might), namespaces still work. */
+static void test_doctor_seccomp(void **state) {
+        (void)state;
+        require_bwrap();
+#if defined(__x86_64__)
+        int fds[2];
+        assert_int_equal(pipe2(fds, O_CLOEXEC), 0);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                struct sock_filter f[] = {
+                        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+                        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 3, 0),
+                        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 0, 3),
+                        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[0])),
+                        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, PR_SET_SECCOMP, 0, 1),
+                        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+                        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+                };
+                struct sock_fprog prog = {.len = ARRAY_SIZE(f), .filter = f};
+                if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
+                    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
+                        _exit(3);
+                char *msg = NULL;
+                int r = sandbox_check(&msg);
+                if (msg)
+                        (void)!write(fds[1], msg, strlen(msg));
+                _exit(r < 0 ? 1 : 0);
+        }
+        close(fds[1]);
+        char buf[2048];
+        size_t len = 0;
+        ssize_t n;
+        while (len < sizeof buf - 1 && (n = read(fds[0], buf + len, sizeof buf - 1 - len)) > 0)
+                len += (size_t)n;
+        buf[len] = 0;
+        close(fds[0]);
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        assert_true(WIFEXITED(status));
+        assert_int_equal(WEXITSTATUS(status), 1);
+        print_message("# doctor: %s\n", buf);
+        assert_non_null(strstr(buf, "cannot load Seed's seccomp filter"));
+        assert_non_null(strstr(buf, "Fix:"));
+#else
+        skip();
+#endif
+}
+
 static void test_refuses_root_spec(void **state) {
         (void)state;
         /* The test runs unprivileged: root was dropped in main(). */
@@ -496,7 +1158,18 @@ int main(void) {
                 cmocka_unit_test(test_keep_fds),
                 cmocka_unit_test(test_read_only),
                 cmocka_unit_test(test_start_stop),
+                cmocka_unit_test(test_seccomp_denies),
+                cmocka_unit_test(test_seccomp_host_control),
+                cmocka_unit_test(test_foreign_abi),
+                cmocka_unit_test(test_ordinary_work),
+                cmocka_unit_test(test_network_isolated),
+                cmocka_unit_test(test_network_up),
+                cmocka_unit_test(test_limits),
+                cmocka_unit_test(test_fork_bomb),
+                cmocka_unit_test(test_timeout_kills_all),
+                cmocka_unit_test(test_doctor_seccomp),
                 cmocka_unit_test(test_refuses_root_spec),
         };
         return cmocka_run_group_tests(tests, setup, teardown);
 }
+#endif /* SANDBOX_PROBE */

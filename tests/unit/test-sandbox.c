@@ -7,7 +7,9 @@
 
 #include "base/fileio.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/seccomp.h"
 
+#include <sched.h>
 #include <sys/socket.h>
 
 #include <fcntl.h>
@@ -139,8 +141,8 @@ static void test_evolution(void **state) {
         assert_true(s > w);
         assert_true(find_op(p, SB_TMPFS, NULL, "/workspace/.git") < 0);
 
-        /* Network shared, build cache writable at /cache. */
-        assert_true(p->share_net);
+        /* Outbound network through slirp4netns, build cache writable at /cache. */
+        assert_int_equal(p->net, SANDBOX_NET_SLIRP);
         assert_true(find_op(p, SB_BIND, cache, "/cache") >= 0);
         assert_true(find_op(p, SB_CHDIR, NULL, "/workspace") >= 0);
         assert_env(p, (const char *const[]){"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox",
@@ -157,7 +159,7 @@ static void test_build_and_test_profiles(void **state) {
                 spec.port = 8123;
                 _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
                 assert_int_equal(sandbox_policy_build(&spec, &p), 0);
-                assert_true(p->share_net);
+                assert_int_equal(p->net, SANDBOX_NET_SLIRP);
                 assert_true(find_op(p, SB_BIND, cache, "/cache") >= 0);
                 assert_writable_only(p, (const char *const[]){"organism", NULL});
                 assert_true(find_op(p, SB_TMPFS, NULL, "/workspace/.seed") >= 0);
@@ -227,7 +229,8 @@ static void test_live(void **state) {
                 assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/tmp") < 0);
                 assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/home/sandbox") < 0);
 
-                assert_false(p->share_net);
+                assert_int_equal(p->net, SANDBOX_NET_NONE);
+                assert_true(find_op(p, SB_RO_BIND_DATA, NULL, NULL) < 0); /* no resolv.conf of slirp's */
                 /* Never the shared cache, even when one is passed. */
                 assert_true(find_op(p, SB_BIND, NULL, "/cache") < 0);
                 assert_true(find_op(p, SB_BIND, cache, NULL) < 0);
@@ -308,7 +311,9 @@ static void test_hiding_read_only(void **state) {
                 bool private = prof == SANDBOX_LIVE || prof == SANDBOX_PREVIEW;
                 assert_int_equal(find_op(p, SB_REMOUNT_RO, NULL, "/") > last, private);
                 _cleanup_strv_free_ char **argv = NULL;
-                assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", -1, (char *const[]){"/bin/true", NULL},
+                struct sandbox_fds fds = SANDBOX_FDS_NONE;
+                fds.data[0] = 5; /* the resolv.conf of networked profiles */
+                assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", &fds, (char *const[]){"/bin/true", NULL},
                                                      &argv),
                                  0);
                 bool found = false;
@@ -372,6 +377,20 @@ static ssize_t argv_index(char **argv, const char *s) {
         return -1;
 }
 
+/* The fds a launch hands bwrap, with made-up numbers. */
+static struct sandbox_fds some_fds(void) {
+        struct sandbox_fds fds = {.seccomp = 7, .info = 8, .block = 9, .sync = 10, .data = {11, -1}};
+        return fds;
+}
+
+/* argv[i + 1] of the first argv[i] == flag, or NULL. */
+static const char *argv_after(char **argv, const char *flag) {
+        for (size_t i = 0; argv[i] && argv[i + 1]; i++)
+                if (streq(argv[i], flag))
+                        return argv[i + 1];
+        return NULL;
+}
+
 static void test_argv(void **state) {
         (void)state;
         char *cmd[] = {"/bin/sh", "-c", "echo hi", NULL};
@@ -380,16 +399,17 @@ static void test_argv(void **state) {
                 _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
                 _cleanup_strv_free_ char **argv = NULL;
                 assert_int_equal(sandbox_policy_build(&spec, &p), 0);
-                assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", -1, cmd, &argv), 0);
+                struct sandbox_fds fds = some_fds();
+                assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", &fds, cmd, &argv), 0);
                 assert_string_equal(argv[0], "/usr/bin/bwrap");
                 const char *flags[] = {"--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc",
-                                       "--unshare-uts", "--unshare-user", "--unshare-cgroup-try", "--clearenv"};
+                                       "--unshare-uts", "--unshare-user", "--unshare-cgroup-try", "--clearenv",
+                                       "--disable-userns"};
                 for (size_t i = 0; i < ARRAY_SIZE(flags); i++)
                         assert_true(argv_has(argv, flags[i]));
-                bool private = prof == SANDBOX_LIVE || prof == SANDBOX_PREVIEW;
-                assert_int_equal(argv_has(argv, "--unshare-net"), private);
+                /* Never the host's network, in any profile. */
+                assert_true(argv_has(argv, "--unshare-net"));
                 assert_false(argv_has(argv, "--share-net"));
-                assert_false(argv_has(argv, "--seccomp"));
                 /* --clearenv before every --setenv; the command last, after "--". */
                 ssize_t ce = argv_index(argv, "--clearenv"), se = argv_index(argv, "--setenv");
                 assert_true(ce > 0 && se > ce);
@@ -420,17 +440,222 @@ static void test_argv(void **state) {
         }
 }
 
-static void test_argv_seccomp(void **state) {
+/* Every profile: the filter and the pid-1 handshake; only networked
+ * profiles: slirp's lifetime fd and resolv.conf. */
+static void test_argv_fds(void **state) {
         (void)state;
-        struct sandbox_spec spec = base_spec(SANDBOX_TEST);
+        for (int prof = SANDBOX_EVOLUTION; prof <= SANDBOX_PREVIEW; prof++) {
+                struct sandbox_spec spec = base_spec((enum sandbox_profile)prof);
+                _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+                _cleanup_strv_free_ char **argv = NULL;
+                assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+                struct sandbox_fds fds = some_fds();
+                assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", &fds, (char *const[]){"/bin/true", NULL},
+                                                     &argv),
+                                 0);
+                bool slirp = prof != SANDBOX_LIVE && prof != SANDBOX_PREVIEW;
+                assert_int_equal(p->net, slirp ? SANDBOX_NET_SLIRP : SANDBOX_NET_NONE);
+                assert_string_equal(argv_after(argv, "--seccomp"), "7");
+                assert_string_equal(argv_after(argv, "--info-fd"), "8");
+                assert_string_equal(argv_after(argv, "--block-fd"), "9");
+                if (slirp)
+                        assert_string_equal(argv_after(argv, "--sync-fd"), "10");
+                else
+                        assert_false(argv_has(argv, "--sync-fd")); /* no slirp4netns to keep alive */
+                bool data = find_op(p, SB_RO_BIND_DATA, NULL, NULL) >= 0;
+                assert_int_equal(argv_has(argv, "--ro-bind-data"), data);
+                if (data) {
+                        ssize_t i = argv_index(argv, "--ro-bind-data");
+                        assert_string_equal(argv[i + 1], "11");
+                        assert_true(argv[i + 2][0] == '/');
+                }
+                /* Everything about fds comes before the command. */
+                assert_true(argv_index(argv, "--seccomp") < argv_index(argv, "--"));
+                assert_true(argv_index(argv, "--block-fd") < argv_index(argv, "--"));
+        }
+        /* No fds: no --seccomp and no handshake (what the benchmark's bare
+         * bwrap runs); a data op without its fd cannot be passed. */
+        struct sandbox_spec spec = base_spec(SANDBOX_LIVE);
         _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
         _cleanup_strv_free_ char **argv = NULL;
         assert_int_equal(sandbox_policy_build(&spec, &p), 0);
-        assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", 7, (char *const[]){"/bin/true", NULL}, &argv), 0);
-        ssize_t i = argv_index(argv, "--seccomp");
-        assert_true(i > 0);
-        assert_string_equal(argv[i + 1], "7");
-        assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", -1, (char *const[]){NULL}, &argv), -EINVAL);
+        assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", NULL, (char *const[]){"/bin/true", NULL}, &argv), 0);
+        assert_false(argv_has(argv, "--seccomp"));
+        assert_false(argv_has(argv, "--block-fd"));
+        assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", NULL, (char *const[]){NULL}, &argv), -EINVAL);
+        struct sandbox_spec evo = base_spec(SANDBOX_EVOLUTION);
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *q = NULL;
+        assert_int_equal(sandbox_policy_build(&evo, &q), 0);
+        if (find_op(q, SB_RO_BIND_DATA, NULL, NULL) >= 0) {
+                char **bad = NULL;
+                assert_int_equal(sandbox_policy_argv(q, "/usr/bin/bwrap", NULL, (char *const[]){"/bin/true", NULL},
+                                                     &bad),
+                                 -EINVAL);
+                assert_null(bad);
+        }
+}
+
+static bool table_has(const struct sandbox_sc_rule *rules, size_t n, const char *name, int err) {
+        for (size_t i = 0; i < n; i++)
+                if (streq(rules[i].syscall, name) && rules[i].err == err)
+                        return true;
+        return false;
+}
+
+/* The table compiles with this libseccomp, knows every call, and denies at
+ * least what the security model lists; each rule says why. */
+static void test_seccomp_table(void **state) {
+        (void)state;
+        const void *prog = NULL;
+        size_t len = 0;
+        assert_int_equal(sandbox_seccomp_program(&prog, &len), 0);
+        assert_non_null(prog);
+        assert_true(len > 0 && len % 8 == 0 && len <= 4096 * 8); /* struct sock_filter, BPF's cap */
+        assert_int_equal(sandbox_seccomp_skipped(), 0);
+        /* Built once: the same program every time. */
+        const void *again = NULL;
+        size_t len2 = 0;
+        assert_int_equal(sandbox_seccomp_program(&again, &len2), 0);
+        assert_ptr_equal(again, prog);
+        assert_int_equal(len2, len);
+
+        size_t n = 0;
+        const struct sandbox_sc_rule *rules = sandbox_seccomp_rules(&n);
+        assert_true(n > 40);
+        for (size_t i = 0; i < n; i++) {
+                assert_non_null(rules[i].syscall);
+                assert_true(rules[i].why && strlen(rules[i].why) > 5);
+                assert_true(rules[i].err == EPERM || rules[i].err == ENOSYS);
+                assert_true(rules[i].arg < 6);
+        }
+        const char *eperm[] = {"ptrace", "process_vm_readv", "process_vm_writev", "io_uring_setup",
+                               "io_uring_enter", "io_uring_register", "bpf", "keyctl", "add_key", "request_key",
+                               "userfaultfd", "perf_event_open", "kexec_load", "kexec_file_load", "init_module",
+                               "finit_module", "delete_module", "mount", "umount2", "pivot_root", "move_mount",
+                               "open_tree", "fsopen", "fsmount", "fspick", "mount_setattr", "unshare", "setns",
+                               "clone", "socket", "ioctl", "personality", "acct", "swapon", "swapoff", "reboot",
+                               "settimeofday", "clock_settime"};
+        for (size_t i = 0; i < ARRAY_SIZE(eperm); i++)
+                if (!table_has(rules, n, eperm[i], EPERM))
+                        fail_msg("%s is not denied", eperm[i]);
+        assert_true(table_has(rules, n, "clone3", ENOSYS));
+        /* clone is refused only with a namespace flag: plain fork and threads pass. */
+        for (size_t i = 0; i < n; i++)
+                if (streq(rules[i].syscall, "clone")) {
+                        assert_int_equal(rules[i].match, SANDBOX_SC_ANY_BIT);
+                        assert_true(rules[i].value & CLONE_NEWUSER);
+                        assert_true(rules[i].value & CLONE_NEWNET);
+                        assert_false(rules[i].value & CLONE_THREAD);
+                        assert_false(rules[i].value & CLONE_VM);
+                }
+}
+
+static void test_seccomp_memfd(void **state) {
+        (void)state;
+        const void *prog = NULL;
+        size_t len = 0;
+        assert_int_equal(sandbox_seccomp_program(&prog, &len), 0);
+        int fd = -1, fd2 = -1;
+        assert_int_equal(sandbox_seccomp_memfd(&fd), 0);
+        assert_int_equal(sandbox_seccomp_memfd(&fd2), 0);
+        assert_true(fd > 2 && fd2 > 2 && fd != fd2); /* one per sandbox: each read from 0 */
+        assert_true(fcntl(fd, F_GETFD) & FD_CLOEXEC);
+        int seals = fcntl(fd, F_GET_SEALS);
+        assert_true(seals & F_SEAL_WRITE);
+        assert_true(seals & F_SEAL_SEAL);
+        assert_int_equal(lseek(fd, 0, SEEK_CUR), 0);
+        char *buf = malloc(len + 1);
+        assert_non_null(buf);
+        assert_int_equal(read(fd, buf, len + 1), (ssize_t)len);
+        assert_memory_equal(buf, prog, len);
+        free(buf);
+        assert_true(write(fd, "x", 1) < 0); /* sealed */
+        close(fd);
+        close(fd2);
+}
+
+static char *tmp_file(const char *dir, const char *name, const char *content) {
+        char *p = NULL;
+        assert_true(xasprintf(&p, "%s/%s", dir, name) >= 0);
+        if (content)
+                assert_int_equal(write_file_atomic(p, content, strlen(content), 0644), 0);
+        return p;
+}
+
+static void test_resolv_conf(void **state) {
+        (void)state;
+        _cleanup_free_ char *dir = ws_path(".seed/resolv");
+        assert_int_equal(mkdir_p(dir, 0755), 0);
+        char *content = NULL, *dest = NULL;
+
+        /* A local resolver (systemd-resolved's stub): slirp's forwarder instead,
+         * once, the rest kept. */
+        _cleanup_free_ char *stub = tmp_file(dir, "stub", "# generated\nnameserver 127.0.0.53\n"
+                                                          "nameserver ::1\noptions edns0 trust-ad\n"
+                                                          "search example.org\n");
+        assert_int_equal(sandbox_resolv_conf(stub, &content, &dest), 0);
+        assert_string_equal(content, "# generated\nnameserver " SANDBOX_SLIRP_DNS "\noptions edns0 trust-ad\n"
+                                     "search example.org\n");
+        assert_string_equal(dest, stub);
+        free(content);
+        free(dest);
+
+        /* A real resolver is reachable through slirp's NAT: kept as it is. */
+        _cleanup_free_ char *real = tmp_file(dir, "real", "nameserver 10.255.255.53\nnameserver 127.0.0.1");
+        assert_int_equal(sandbox_resolv_conf(real, &content, &dest), 0);
+        assert_string_equal(content, "nameserver 10.255.255.53\nnameserver " SANDBOX_SLIRP_DNS "\n");
+        free(content);
+        free(dest);
+
+        /* No nameserver at all: libc would ask 127.0.0.1, i.e. nobody. */
+        _cleanup_free_ char *empty = tmp_file(dir, "empty", "search x\n");
+        assert_int_equal(sandbox_resolv_conf(empty, &content, &dest), 0);
+        assert_string_equal(content, "search x\nnameserver " SANDBOX_SLIRP_DNS "\n");
+        free(content);
+        free(dest);
+
+        /* /etc/resolv.conf -> ../run/...: bound where the link leads (inside,
+         * that file does not exist otherwise), read through the link. */
+        _cleanup_free_ char *sub = tmp_file(dir, "etc", NULL);
+        assert_int_equal(mkdir_p(sub, 0755), 0);
+        _cleanup_free_ char *link = tmp_file(dir, "etc/resolv.conf", NULL);
+        assert_int_equal(symlink("../stub", link), 0);
+        assert_int_equal(sandbox_resolv_conf(link, &content, &dest), 0);
+        assert_string_equal(dest, stub);
+        assert_non_null(strstr(content, "nameserver " SANDBOX_SLIRP_DNS "\n"));
+        assert_null(strstr(content, "127.0.0.53"));
+        free(content);
+        free(dest);
+
+        /* A link to a resolver that is not running: slirp's DNS. */
+        _cleanup_free_ char *dangling = tmp_file(dir, "dangling", NULL);
+        assert_int_equal(symlink("/nonexistent/run/resolv.conf", dangling), 0);
+        assert_int_equal(sandbox_resolv_conf(dangling, &content, &dest), 0);
+        assert_string_equal(dest, "/nonexistent/run/resolv.conf");
+        assert_string_equal(content, "nameserver " SANDBOX_SLIRP_DNS "\n");
+        free(content);
+        free(dest);
+
+        _cleanup_free_ char *missing = tmp_file(dir, "missing", NULL);
+        content = dest = NULL;
+        assert_int_equal(sandbox_resolv_conf(missing, &content, &dest), -ENOENT);
+        assert_null(content);
+        assert_null(dest);
+        rm_rf(dir);
+}
+
+/* The host's resolv.conf, as networked sandboxes get it. */
+static void test_resolv_in_policy(void **state) {
+        (void)state;
+        struct sandbox_spec spec = base_spec(SANDBOX_BUILD);
+        _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+        assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+        struct stat st;
+        if (lstat("/etc/resolv.conf", &st) < 0 || !S_ISREG(st.st_mode))
+                skip();
+        ssize_t i = find_op(p, SB_RO_BIND_DATA, NULL, "/etc/resolv.conf");
+        assert_true(i > find_op(p, SB_RO_BIND, "/etc", "/etc")); /* over the /etc bind */
+        assert_non_null(strstr(p->ops[i].src, "nameserver "));
 }
 
 static void test_seed_dir_under_system_dir(void **state) {
@@ -554,9 +779,9 @@ static void test_refuses_root(void **state) {
         struct proc_result res = {0};
         char *cmd[] = {"/bin/true", NULL};
         assert_int_equal(sandbox_run(p, cmd, 1000, &res), -EPERM);
-        pid_t pid = 0;
-        assert_int_equal(sandbox_spawn(p, cmd, -1, &pid), -EPERM);
-        assert_int_equal(pid, 0);
+        struct sandbox_child c = {.pid = 0};
+        assert_int_equal(sandbox_start(p, cmd, -1, &c), -EPERM);
+        assert_int_equal(c.pid, 0);
 }
 
 int main(void) {
@@ -569,7 +794,11 @@ int main(void) {
                 cmocka_unit_test(test_hiding_read_only),
                 cmocka_unit_test(test_system_dirs),
                 cmocka_unit_test(test_argv),
-                cmocka_unit_test(test_argv_seccomp),
+                cmocka_unit_test(test_argv_fds),
+                cmocka_unit_test(test_seccomp_table),
+                cmocka_unit_test(test_seccomp_memfd),
+                cmocka_unit_test(test_resolv_conf),
+                cmocka_unit_test(test_resolv_in_policy),
                 cmocka_unit_test(test_seed_dir_under_system_dir),
                 cmocka_unit_test(test_pg_socket_dir_only_postgres),
                 cmocka_unit_test(test_extra_env_and_cwd),
