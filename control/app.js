@@ -1,12 +1,40 @@
-// The control plane's first screen: status and logs.
-// The API token comes from a <meta> tag in the page (served only for
+// app.js — the control plane: chat, evolutions with live progress, approval
+// and question cards, generations, knowledge, skills, logs and settings.
+// The API token comes from a <meta> tag of the page (served only for
 // top-level navigations) and travels only in the X-Seed-Token header.
+// Text from the Seed, the model or the organism is only ever put into the
+// page as text (SeedDom.h / textContent) or through SeedMd's safe renderer.
 'use strict';
 
 (function () {
+  const { h, $, clear, showError, time } = SeedDom;
   const token = document.querySelector('meta[name="seed-token"]').content;
-  const $ = (id) => document.getElementById(id);
-  let currentLog = 'kernel';
+  const seedName = document.querySelector('meta[name="seed-name"]').content;
+
+  const ENDED = new Set(['complete', 'failed', 'cancelled', 'rolled_back']);
+  const MAIN_PATH = ['requested', 'planning', 'planned', 'mutating', 'building', 'testing', 'running',
+    'observing', 'reflecting', 'ready', 'applying', 'complete'];
+  const RECENT_MS = 15 * 60 * 1000; // finished evolutions stay on the chat screen this long
+
+  const state = {
+    view: null,
+    identity: null,
+    status: null,
+    approvals: [],
+    evolutions: [],
+    messages: new Map(),     // id → message
+    last: new Map(),         // evolution id → {kind, text, at}: its latest step
+    gens: new Map(),         // evolution id → the generation it committed (from its "committed" note)
+    seenActive: new Set(),   // evolutions seen running in this page
+    detail: null,            // the evolution shown in detail
+    detailOpen: new Set(),   // event ids whose details are expanded
+    currentLog: 'kernel',
+    sending: false,
+    pendingText: null,       // the owner's message on its way
+    detailDiff: undefined,   // the diff of the evolution in detail (or the error getting it)
+  };
+
+  // ---- the API ----
 
   class ApiError extends Error {
     constructor(status, message) {
@@ -26,7 +54,12 @@
       init.headers['Content-Type'] = 'application/json';
       init.body = JSON.stringify(body);
     }
-    const res = await fetch('/_seed/api/' + path, init);
+    let res;
+    try {
+      res = await fetch('/_seed/api/' + path, init);
+    } catch (e) {
+      throw new ApiError(0, 'The kernel is not answering (it may be restarting).');
+    }
     let data = null;
     try {
       data = await res.json();
@@ -34,24 +67,104 @@
       data = null;
     }
     if (res.status === 401) {
-      // Signed out elsewhere or the session expired: show the private page.
+      // Signed out (here or elsewhere) or the session expired: show the private page.
       window.location.reload();
     }
     if (!res.ok) {
-      throw new ApiError(res.status, (data && data.error) || res.status + ' ' + res.statusText);
+      throw new ApiError(res.status, (data && typeof data.error === 'string' && data.error) ||
+        res.status + ' ' + res.statusText);
     }
     return data;
   }
 
-  function showError(el, err) {
-    if (err) {
-      el.textContent = err.message;
-      el.hidden = false;
+  function debounce(fn, ms) {
+    let t = null;
+    return (...args) => {
+      clearTimeout(t);
+      t = setTimeout(() => fn(...args), ms);
+    };
+  }
+
+  function label(key) {
+    const s = String(key).replace(/_/g, ' ');
+    return s.charAt(0).toUpperCase() + s.slice(1);
+  }
+
+  function short(s, n) {
+    const t = String(s === undefined || s === null ? '' : s).replace(/\s+/g, ' ').trim();
+    return t.length > n ? t.slice(0, n - 1) + '…' : t;
+  }
+
+  function evoById(id) {
+    return state.evolutions.find((e) => e.id === id) || null;
+  }
+
+  // The generation an evolution became: the store's column, else its
+  // "committed" note (seen live, or among its events).
+  function generationOf(e) {
+    if (!e) return null;
+    if (typeof e.to_generation === 'number') return e.to_generation;
+    if (state.gens.has(e.id)) return state.gens.get(e.id);
+    const note = (e.events || []).filter((x) => x.kind === 'note' && x.data && typeof x.data.generation === 'number').pop();
+    return note ? note.data.generation : null;
+  }
+
+  function evoName(e) {
+    return (e && (e.title || e.intent)) || (e && e.id) || 'an evolution';
+  }
+
+  // ---- identity and theme ----
+
+  function hexColor(s) {
+    return typeof s === 'string' && /^#([0-9a-f]{3}|[0-9a-f]{6})$/i.test(s) ? s : null;
+  }
+
+  function luminance(hex) {
+    let x = hex.slice(1);
+    if (x.length === 3) x = x.split('').map((c) => c + c).join('');
+    const [r, g, b] = [0, 2, 4].map((i) => {
+      const v = parseInt(x.slice(i, i + 2), 16) / 255;
+      return v <= 0.03928 ? v / 12.92 : Math.pow((v + 0.055) / 1.055, 2.4);
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+  }
+
+  function applyIdentity(id) {
+    state.identity = id;
+    const name = (id && id.name) || (id && id.seed) || seedName;
+    $('seed-name').textContent = name;
+    $('tagline').textContent = (id && id.tagline) || 'Control plane';
+    document.title = name + ' · Seed';
+    const root = document.documentElement;
+    const accent = hexColor(id && id.accent);
+    if (accent) {
+      // CSSOM, not a style attribute: allowed by the strict CSP.
+      root.style.setProperty('--accent', accent);
+      root.style.setProperty('--on-accent', luminance(accent) > 0.45 ? '#111' : '#fff');
     } else {
-      el.textContent = '';
-      el.hidden = true;
+      root.style.removeProperty('--accent');
+      root.style.removeProperty('--on-accent');
+    }
+    const logo = $('logo');
+    const url = id && typeof id.logo === 'string' && id.logo.startsWith('data:image/svg+xml;base64,') ? id.logo : null;
+    if (url) {
+      logo.src = url; // an <img>: an SVG shown this way cannot run script
+      logo.alt = name + ' logo';
+    }
+    logo.hidden = !url;
+    $('logo-fallback').hidden = Boolean(url);
+    if (state.view === 'settings') renderIdentityFacts();
+  }
+
+  async function refreshIdentity() {
+    try {
+      applyIdentity(await api('GET', 'identity'));
+    } catch (e) {
+      if (!state.identity) applyIdentity(null);
     }
   }
+
+  // ---- status ----
 
   function organismState(status) {
     const o = status && status.organism;
@@ -60,55 +173,678 @@
     return 'unknown';
   }
 
-  function label(key) {
-    const s = key.replace(/_/g, ' ');
-    return s.charAt(0).toUpperCase() + s.slice(1);
-  }
-
   function show(value) {
-    if (value === null || value === undefined) return '—';
-    if (Array.isArray(value)) return value.map(show).join(', ');
+    if (value === null || value === undefined || value === '') return '—';
+    if (Array.isArray(value)) return value.length ? value.map(show).join(', ') : '—';
     if (typeof value === 'object') {
       return Object.entries(value).map(([k, v]) => label(k).toLowerCase() + ' ' + show(v)).join(' · ');
     }
     return String(value);
   }
 
-  function renderStatus(status) {
-    const state = organismState(status);
-    $('organism-state').textContent = state;
-    $('body-state').dataset.state = state;
-    if (typeof status.name === 'string' && status.name) {
-      $('seed-name').textContent = status.name;
+  function facts(dl, entries) {
+    clear(dl);
+    for (const [k, v] of entries) dl.append(h('dt', { text: label(k) }), h('dd', {}, v instanceof Node ? v : show(v)));
+  }
+
+  function renderStatus() {
+    const status = state.status || {};
+    const st = organismState(status);
+    $('organism-state').textContent = st;
+    $('body-state').dataset.state = st;
+    $('generation').textContent = typeof status.generation === 'number' ? String(status.generation) : '…';
+    // The start-up doctor: why sandboxes (so evolutions) cannot run here, and the fix.
+    const doctor = $('doctor');
+    doctor.textContent = typeof status.doctor === 'string' ? 'This host: ' + status.doctor : '';
+    doctor.hidden = typeof status.doctor !== 'string';
+    if (state.view === 'settings') {
+      facts($('status-facts'), Object.entries(status).filter(([k]) => k !== 'name'));
+      $('status-updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     }
-    const facts = $('status-facts');
-    facts.replaceChildren();
-    for (const [key, value] of Object.entries(status || {})) {
-      if (key === 'name' || key === 'organism') continue;
-      const dt = document.createElement('dt');
-      dt.textContent = label(key);
-      const dd = document.createElement('dd');
-      dd.textContent = show(value);
-      facts.append(dt, dd);
-    }
-    $('status-updated').textContent = 'updated ' + new Date().toLocaleTimeString();
   }
 
   async function refreshStatus() {
     try {
-      renderStatus(await api('GET', 'status'));
+      state.status = await api('GET', 'status');
+      renderStatus();
+      showError($('global-error'), null);
       showError($('status-error'), null);
     } catch (err) {
-      showError($('status-error'), err);
+      showError(state.view === 'settings' ? $('status-error') : $('global-error'), err);
     }
   }
+
+  // ---- a confirmation dialog (a real <dialog>, not window.confirm) ----
+
+  function confirmDialog(title, text, ok) {
+    const dlg = $('confirm');
+    $('confirm-title').textContent = title;
+    $('confirm-text').textContent = text;
+    $('confirm-ok').textContent = ok || 'Confirm';
+    dlg.returnValue = '';
+    return new Promise((resolve) => {
+      dlg.addEventListener('close', () => resolve(dlg.returnValue === 'ok'), { once: true });
+      dlg.showModal();
+      $('confirm-cancel').focus();
+    });
+  }
+
+  // ---- approvals and questions ----
+
+  // Any JSON value, in full and readable: strings keep every character
+  // (multi-line ones in a <pre>), objects become labelled fields.
+  function renderValue(v, depth) {
+    const d = depth || 0;
+    if (v === null || v === undefined) return h('span', { class: 'value-null', text: 'null' });
+    if (typeof v === 'string') {
+      if (v.includes('\n') || v.length > 100) return h('pre', { class: 'value-text', text: v });
+      return h('span', { class: 'value-str', text: v === '' ? '(empty)' : v });
+    }
+    if (typeof v !== 'object') return h('span', { class: 'value-atom', text: String(v) });
+    if (d > 12) return h('pre', { class: 'value-text', text: JSON.stringify(v, null, 2) });
+    if (Array.isArray(v)) {
+      if (!v.length) return h('span', { class: 'value-null', text: '(none)' });
+      return h('ol', { class: 'value-list' }, v.map((x) => h('li', {}, renderValue(x, d + 1))));
+    }
+    const keys = Object.keys(v);
+    if (!keys.length) return h('span', { class: 'value-null', text: '(nothing)' });
+    return h('dl', { class: 'value-fields' }, keys.map((k) => [h('dt', { text: k }), h('dd', {}, renderValue(v[k], d + 1))]));
+  }
+
+  function approvalTitle(a) {
+    switch (a.kind) {
+      case 'tool': return a.level === 'dangerous' ? 'Approve a dangerous action?' : 'Approve an action?';
+      case 'plan': return 'Approve this plan?';
+      case 'apply': return 'Apply this generation?';
+      case 'question': return 'The Seed asks you';
+      default: return 'Waiting for you';
+    }
+  }
+
+  async function decide(card, a, approved) {
+    for (const b of card.querySelectorAll('button, textarea')) b.disabled = true;
+    const err = card.querySelector('.error');
+    try {
+      await api('POST', 'approvals/' + encodeURIComponent(a.id), { approved });
+      card.classList.add('decided');
+      card.querySelector('.decision').textContent = approved ? 'Approved. The evolution goes on.' : 'Denied.';
+      setTimeout(refreshApprovals, 600);
+    } catch (e) {
+      showError(err, e);
+      for (const b of card.querySelectorAll('button, textarea')) b.disabled = false;
+    }
+  }
+
+  async function answer(card, a, text) {
+    const err = card.querySelector('.error');
+    if (!text.trim()) {
+      showError(err, new Error('Write an answer first.'));
+      return;
+    }
+    for (const b of card.querySelectorAll('button, textarea')) b.disabled = true;
+    try {
+      await api('POST', 'evolutions/' + encodeURIComponent(a.evolution_id) + '/answer', { approval: a.id, answer: text });
+      card.classList.add('decided');
+      card.querySelector('.decision').textContent = 'Answered. The evolution goes on.';
+      setTimeout(refreshApprovals, 600);
+    } catch (e) {
+      showError(err, e);
+      for (const b of card.querySelectorAll('button, textarea')) b.disabled = false;
+    }
+  }
+
+  function approvalCard(a) {
+    const evo = evoById(a.evolution_id);
+    const req = a.request;
+    const body = [];
+    if (a.kind === 'tool' && req && typeof req === 'object') {
+      body.push(h('p', { class: 'tool-line' }, 'Tool ', h('code', { text: req.tool || a.tool || '?' }),
+        ' · level ', h('strong', { class: 'level level-' + (req.level || a.level), text: req.level || a.level || '?' })));
+      body.push(h('div', { class: 'request' }, renderValue(req.arguments)));
+    } else if (a.kind === 'question' && req && typeof req.question === 'string') {
+      body.push(h('p', { class: 'question' }, h('strong', { text: req.question })));
+    } else {
+      body.push(h('div', { class: 'request' }, renderValue(req)));
+    }
+    const card = h('article', { class: ['card', 'approval', 'approval-' + a.kind], dataset: { approval: a.id } },
+      h('div', { class: 'card-head' },
+        h('h2', { text: approvalTitle(a) }),
+        h('span', { class: 'updated' }, time(Number(a.created_at)))),
+      a.evolution_id ? h('p', { class: 'muted' }, 'For ', h('a', { href: '#evolution/' + a.evolution_id, text: evoName(evo) })) : null,
+      body,
+      h('p', { class: 'decision', role: 'status' }),
+      h('p', { class: 'error', role: 'alert', hidden: true }));
+    if (a.kind === 'question') {
+      const ta = h('textarea', { rows: 3, maxlength: 16384, placeholder: 'Your answer', aria: { label: 'Your answer' } });
+      card.append(ta, h('div', { class: 'actions' },
+        h('button', { type: 'button', class: 'primary', text: 'Answer', on: { click: () => answer(card, a, ta.value) } })));
+    } else {
+      card.append(h('div', { class: 'actions' },
+        h('button', { type: 'button', class: 'danger-quiet', text: 'Deny', on: { click: () => decide(card, a, false) } }),
+        h('button', { type: 'button', class: 'primary', text: 'Approve', on: { click: () => decide(card, a, true) } })));
+    }
+    return card;
+  }
+
+  function renderApprovals() {
+    const box = $('attention');
+    // Keep cards that are being answered (focus, typed text) in place.
+    const keep = new Map();
+    for (const c of box.querySelectorAll('[data-approval]')) keep.set(c.dataset.approval, c);
+    const ids = new Set(state.approvals.map((a) => a.id));
+    for (const [id, c] of keep) if (!ids.has(id) && !c.classList.contains('decided')) c.remove();
+    for (const [id, c] of keep) if (!ids.has(id) && c.classList.contains('decided')) setTimeout(() => c.remove(), 4000);
+    for (const a of state.approvals) if (!keep.has(a.id)) box.append(approvalCard(a));
+    box.hidden = !box.querySelector('[data-approval]');
+  }
+
+  async function refreshApprovals() {
+    try {
+      const data = await api('GET', 'approvals');
+      state.approvals = Array.isArray(data.approvals) ? data.approvals : [];
+      renderApprovals();
+    } catch (e) {
+      // the global banner says when the kernel is away
+    }
+  }
+
+  // ---- evolutions: summaries ----
+
+  function badge(s) {
+    return h('span', { class: 'badge', dataset: { state: s || 'unknown' }, text: (s || 'unknown').replace(/_/g, ' ') });
+  }
+
+  function progress(e) {
+    const cur = e.state === 'needs_input' ? (e.resume_state || '') : e.state;
+    let idx = MAIN_PATH.indexOf(cur);
+    if (e.state === 'complete') idx = MAIN_PATH.length - 1;
+    const pct = idx < 0 ? (ENDED.has(e.state) ? 100 : 0) : Math.round((idx / (MAIN_PATH.length - 1)) * 100);
+    const bar = h('div', { class: 'progress', role: 'progressbar', aria: { valuemin: 0, valuemax: 100, valuenow: pct, label: 'Progress' } },
+      h('span', { class: 'progress-fill' }));
+    bar.firstChild.style.setProperty('--pct', pct + '%');
+    return bar;
+  }
+
+  function eventText(kind, d) {
+    d = d || {};
+    switch (kind) {
+      case 'phase': return (d.from ? d.from.replace(/_/g, ' ') + ' → ' : '') + String(d.to || '').replace(/_/g, ' ') +
+        (d.note ? ': ' + d.note : '');
+      case 'plan': return 'Plan: ' + (d.title || '');
+      case 'tool_call': {
+        const a = d.arguments && typeof d.arguments === 'object' ? d.arguments : {};
+        return (d.name || 'tool') + ' ' + short(a.path || a.command || a.query || a.summary || '', 80);
+      }
+      case 'tool_result': return (d.name || 'tool') + (d.is_error ? ' failed: ' + short(d.output, 120) : ' done');
+      case 'check': return 'Check ' + (d.name || '') + (d.ok ? ' passed' : ' FAILED');
+      case 'note': return short(d.text, 160);
+      case 'error': return 'Error: ' + short(d.error, 160);
+      case 'approval': return 'Waiting for your approval: ' + (d.tool || d.kind || '');
+      case 'question': return 'Question for you: ' + short(d.request && d.request.question, 120);
+      case 'agent_text': return short(d.text, 160);
+      default: return kind;
+    }
+  }
+
+  function liveCard(e) {
+    const last = state.last.get(e.id);
+    const ended = ENDED.has(e.state);
+    return h('article', { class: ['card', 'live-evo', ended ? 'ended' : 'running'], dataset: { evolution: e.id, state: e.state } },
+      h('div', { class: 'card-head' },
+        h('h2', {}, ended ? null : h('span', { class: 'spinner', aria: { hidden: 'true' } }), ' ', evoName(e)),
+        badge(e.state)),
+      progress(e),
+      h('p', { class: 'last-step' }, last ? last.text : (ended ? (e.error || 'Finished.') : 'Waiting to start…')),
+      e.state === 'needs_input' ? h('p', { class: 'needs' }, 'It is waiting for you: see the card above.') : null,
+      h('p', { class: 'actions-inline' },
+        h('a', { href: '#evolution/' + e.id, text: 'Details' }),
+        generationOf(e) && e.state === 'complete' ? h('span', { class: 'muted', text: ' · generation ' + generationOf(e) + ' is live' }) : null));
+  }
+
+  function renderLive() {
+    const box = $('live-evolutions');
+    const now = Date.now();
+    const shown = state.evolutions.filter((e) => !ENDED.has(e.state) ||
+      (state.seenActive.has(e.id) && now - Number(e.finished_at || e.updated_at || now) < RECENT_MS));
+    clear(box);
+    for (const e of shown.slice(0, 5)) box.append(liveCard(e));
+  }
+
+  async function refreshEvolutions() {
+    try {
+      const data = await api('GET', 'evolutions');
+      state.evolutions = Array.isArray(data.evolutions) ? data.evolutions : [];
+      for (const e of state.evolutions) if (!ENDED.has(e.state)) state.seenActive.add(e.id);
+      renderLive();
+      if (state.view === 'evolutions') renderEvolutionList();
+      showError($('evolutions-error'), null);
+    } catch (e) {
+      showError($('evolutions-error'), e);
+    }
+  }
+
+  // ---- chat ----
+
+  function messageItem(m) {
+    const owner = m.role === 'owner';
+    const body = owner ? h('p', { class: 'text', text: m.text }) : SeedMd.render(m.text);
+    return h('li', { class: ['message', owner ? 'from-owner' : 'from-seed'], dataset: { id: String(m.id) } },
+      h('div', { class: 'bubble' },
+        h('span', { class: 'who', text: owner ? 'You' : (state.identity && state.identity.name) || 'Seed' }),
+        body,
+        m.evolution_id ? h('a', { class: 'chip', href: '#evolution/' + m.evolution_id, text: 'evolution ' + m.evolution_id.slice(4, 10) }) : null,
+        h('span', { class: 'when' }, time(Number(m.at)))));
+  }
+
+  function renderMessages() {
+    const list = $('messages');
+    const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
+    clear(list);
+    const all = [...state.messages.values()].sort((a, b) => Number(a.id) - Number(b.id));
+    if (!all.length) {
+      list.append(h('li', { class: 'empty' }, "I don't have a purpose yet. What should I become?"));
+    }
+    for (const m of all) list.append(messageItem(m));
+    if (state.pendingText) {
+      list.append(h('li', { class: ['message', 'from-owner', 'pending'] },
+        h('div', { class: 'bubble' }, h('span', { class: 'who', text: 'You' }), h('p', { class: 'text', text: state.pendingText }))));
+    }
+    if (atBottom && state.view === 'chat') window.scrollTo(0, document.body.scrollHeight);
+  }
+
+  function addMessage(m) {
+    if (!m || m.id === undefined || typeof m.text !== 'string') return;
+    if (m.role === 'owner' && state.pendingText === m.text) state.pendingText = null;
+    state.messages.set(String(m.id), m);
+    renderMessages();
+  }
+
+  async function loadMessages() {
+    try {
+      const data = await api('GET', 'messages?limit=100');
+      state.messages.clear();
+      for (const m of data.messages || []) state.messages.set(String(m.id), m);
+      renderMessages();
+    } catch (e) {
+      showError($('composer-error'), e);
+    }
+  }
+
+  function setSending(on, what) {
+    state.sending = on;
+    $('send-button').disabled = on;
+    $('evolve-button').disabled = on;
+    $('thinking').hidden = !on;
+    $('thinking-text').textContent = what || 'The Seed is thinking…';
+  }
+
+  async function sendMessage() {
+    const ta = $('composer-text');
+    const text = ta.value.trim();
+    if (!text || state.sending) return;
+    showError($('composer-error'), null);
+    setSending(true);
+    state.pendingText = text;
+    ta.value = '';
+    renderMessages();
+    try {
+      const res = await api('POST', 'messages', { text });
+      if (res && res.id !== undefined) {
+        addMessage({ id: res.id, role: 'seed', text: res.reply || '', evolution_id: (res.evolutions || [])[0] || null, at: Date.now() });
+      }
+      if (res && Array.isArray(res.evolutions) && res.evolutions.length) refreshEvolutions();
+    } catch (e) {
+      showError($('composer-error'), e);
+      if (!ta.value) ta.value = text;
+    } finally {
+      state.pendingText = null;
+      setSending(false);
+      await loadMessages();
+    }
+  }
+
+  async function startEvolution() {
+    const ta = $('composer-text');
+    const intent = ta.value.trim();
+    if (!intent || state.sending) {
+      if (!intent) showError($('composer-error'), new Error('Say what the Seed should become or change, then press Evolve.'));
+      return;
+    }
+    showError($('composer-error'), null);
+    setSending(true, 'Starting an evolution…');
+    try {
+      const res = await api('POST', 'evolutions', { intent });
+      ta.value = '';
+      state.seenActive.add(res.id);
+      state.last.set(res.id, { kind: 'note', text: 'Queued.', at: Date.now() });
+      await refreshEvolutions();
+    } catch (e) {
+      showError($('composer-error'), e);
+    } finally {
+      setSending(false);
+    }
+  }
+
+  // ---- evolutions: list and detail ----
+
+  function renderEvolutionList() {
+    const list = clear($('evolution-list'));
+    if (!state.evolutions.length) list.append(h('li', { class: 'empty', text: 'No evolutions yet. Ask for one in the chat.' }));
+    for (const e of state.evolutions) {
+      list.append(h('li', { class: 'row' },
+        h('a', { class: 'row-main', href: '#evolution/' + e.id },
+          h('span', { class: 'row-title', text: evoName(e) }),
+          h('span', { class: 'row-sub' }, e.kind === 'rollback' ? 'rollback · ' : '', time(Number(e.created_at)),
+            generationOf(e) ? ' · generation ' + generationOf(e) : '',
+            e.error ? h('span', { class: 'row-error', text: ' · ' + short(e.error, 120) }) : null)),
+        badge(e.state)));
+    }
+  }
+
+  function diffView(text) {
+    const pre = h('pre', { class: 'diff', tabindex: 0 });
+    for (const line of String(text).split('\n')) {
+      let cls = 'ctx';
+      if (line.startsWith('diff --git') || line.startsWith('+++') || line.startsWith('---') || line.startsWith('index ')) cls = 'file';
+      else if (line.startsWith('@@')) cls = 'hunk';
+      else if (line.startsWith('+')) cls = 'add';
+      else if (line.startsWith('-')) cls = 'del';
+      pre.append(h('span', { class: 'd-' + cls, text: line + '\n' }));
+    }
+    return pre;
+  }
+
+  function eventItem(ev) {
+    const d = ev.data || {};
+    const open = state.detailOpen.has(ev.id);
+    const data = h('div', { class: 'ev-data' });
+    // The data (tool output can be long) is built when first opened.
+    const fill = () => {
+      if (!data.firstChild) data.append(renderValue(d));
+    };
+    const details = h('details', { open },
+      h('summary', {},
+        h('span', { class: ['kind', 'kind-' + ev.kind], text: ev.kind.replace(/_/g, ' ') }), ' ',
+        h('span', { class: 'ev-text', text: eventText(ev.kind, d) }), ' ',
+        h('span', { class: 'when' }, time(Number(ev.at)))),
+      data);
+    if (open) fill();
+    details.addEventListener('toggle', () => {
+      if (details.open) {
+        fill();
+        state.detailOpen.add(ev.id);
+      } else {
+        state.detailOpen.delete(ev.id);
+      }
+    });
+    return h('li', { class: 'event', dataset: { kind: ev.kind } }, details);
+  }
+
+  function stepper(e) {
+    const cur = e.state === 'needs_input' ? e.resume_state : e.state;
+    const reached = MAIN_PATH.indexOf(cur);
+    return h('ol', { class: 'stepper', aria: { label: 'Phases' } }, MAIN_PATH.map((s, i) => h('li', {
+      class: [i < reached || e.state === 'complete' ? 'done' : '', s === cur && e.state !== 'complete' ? 'current' : ''],
+      text: s,
+    })));
+  }
+
+  function renderDetail() {
+    const box = clear($('evolution-detail'));
+    const e = state.detail;
+    if (!e) return;
+    const events = e.events || [];
+    const checks = events.filter((x) => x.kind === 'check');
+    const phases = events.filter((x) => x.kind === 'phase');
+    const plan = e.plan && typeof e.plan === 'object' ? e.plan : null;
+    const active = !ENDED.has(e.state);
+    box.append(h('div', { class: 'card' },
+      h('div', { class: 'card-head' }, h('h2', { text: evoName(e) }), badge(e.state)),
+      e.title && e.intent !== e.title ? h('p', { class: 'intent' }, h('span', { class: 'muted', text: 'Asked: ' }), e.intent) : null,
+      h('p', { class: 'muted' }, e.id, ' · ', e.kind || 'evolve', ' · started ', time(Number(e.created_at)),
+        e.from_generation ? ' · from generation ' + e.from_generation : '',
+        generationOf(e) ? ' → generation ' + generationOf(e) : ''),
+      stepper(e),
+      e.state === 'needs_input' ? h('p', { class: 'needs' }, 'It is waiting for you: see the card above.') : null,
+      e.error ? h('p', { class: 'error-box', text: e.error }) : null,
+      active ? h('div', { class: 'actions' },
+        h('button', { type: 'button', class: 'danger-quiet', id: 'cancel-evolution', text: 'Cancel this evolution', on: { click: () => cancelEvolution(e.id) } })) : null,
+      h('p', { class: 'error', id: 'detail-error', role: 'alert', hidden: true })));
+    if (plan) {
+      box.append(h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h3', { text: 'Plan' })),
+        plan.title ? h('p', {}, h('strong', { text: plan.title }), plan.scope ? h('span', { class: 'muted', text: ' · ' + plan.scope }) : null) : null,
+        plan.summary ? SeedMd.render(String(plan.summary)) : null,
+        Array.isArray(plan.steps) && plan.steps.length ? [h('h4', { text: 'Steps' }), h('ol', {}, plan.steps.map((s) => h('li', {}, typeof s === 'string' ? s : renderValue(s))))] : null,
+        Array.isArray(plan.risks) && plan.risks.length ? [h('h4', { text: 'Risks' }), h('ul', {}, plan.risks.map((s) => h('li', {}, typeof s === 'string' ? s : renderValue(s))))] : null));
+    }
+    box.append(h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h3', { text: 'Phases' })),
+      phases.length ? h('ol', { class: 'phases' }, phases.map((p) => h('li', {},
+        h('span', { text: eventText('phase', p.data) }), ' ', h('span', { class: 'when' }, time(Number(p.at))))))
+        : h('p', { class: 'muted', text: 'Not started yet.' })));
+    box.append(h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h3', { text: 'Checks' })),
+      checks.length ? h('ul', { class: 'checks' }, checks.map((c) => h('li', { class: c.data && c.data.ok ? 'ok' : 'bad' },
+        h('details', {},
+          h('summary', {}, h('span', { class: 'check-mark', text: c.data && c.data.ok ? '✓' : '✗' }), ' ',
+            h('strong', { text: (c.data && c.data.name) || 'check' }),
+            c.data && typeof c.data.duration_ms === 'number' ? h('span', { class: 'muted', text: ' · ' + (c.data.duration_ms / 1000).toFixed(1) + ' s' }) : null),
+          h('pre', { class: 'value-text', text: (c.data && c.data.output) || '(no output)' })))))
+        : h('p', { class: 'muted', text: 'The kernel has not checked anything yet.' })));
+    const diffBox = h('section', { class: 'card', id: 'diff-card' }, h('div', { class: 'card-head' }, h('h3', { text: 'Change' }),
+      h('span', { class: 'updated', id: 'diff-source' })), h('div', { id: 'diff-body' }, h('p', { class: 'muted', text: 'Loading the diff…' })));
+    box.append(diffBox);
+    box.append(h('section', { class: 'card' }, h('div', { class: 'card-head' }, h('h3', { text: 'Events' }),
+      h('span', { class: 'updated', text: events.length + ' so far' })),
+      h('ol', { class: 'events' }, events.map(eventItem))));
+    if (state.detailDiff !== undefined) renderDiff(state.detailDiff);
+  }
+
+  function renderDiff(d) {
+    const body = $('diff-body');
+    if (!body) return;
+    clear(body);
+    if (d instanceof Error) {
+      body.append(h('p', { class: 'muted', text: d.message }));
+      return;
+    }
+    $('diff-source').textContent = d.source === 'commit' ? 'committed' : d.source === 'worktree' ? 'work in progress' : '';
+    if (!d.diff) body.append(h('p', { class: 'muted', text: d.source === 'none' ? 'No change to show.' : 'No change yet.' }));
+    else body.append(diffView(d.diff));
+  }
+
+  async function loadDiff(id) {
+    try {
+      const d = await api('GET', 'evolutions/' + id + '/diff');
+      if (state.detail && state.detail.id === id) {
+        state.detailDiff = d;
+        renderDiff(d);
+      }
+    } catch (e) {
+      if (state.detail && state.detail.id === id) {
+        state.detailDiff = e;
+        renderDiff(e);
+      }
+    }
+  }
+
+  async function loadDetail(id) {
+    try {
+      const e = await api('GET', 'evolutions/' + id);
+      const first = !state.detail || state.detail.id !== id;
+      if (first) {
+        state.detailOpen.clear();
+        state.detailDiff = undefined;
+      }
+      state.detail = e;
+      renderDetail();
+      loadDiff(id);
+    } catch (e) {
+      clear($('evolution-detail')).append(h('div', { class: 'card' }, h('p', { class: 'error', text: e.message })));
+    }
+  }
+
+  // New events of the evolution on screen, without reloading the rest.
+  const refreshDetail = debounce(async (phaseChanged) => {
+    const e = state.detail;
+    if (!e || state.view !== 'evolution') return;
+    const lastId = e.events && e.events.length ? e.events[e.events.length - 1].id : 0;
+    try {
+      const fresh = await api('GET', 'evolutions/' + e.id + '?after=' + lastId);
+      if (!state.detail || state.detail.id !== e.id) return;
+      const seen = new Set((e.events || []).map((x) => x.id));
+      fresh.events = (e.events || []).concat((fresh.events || []).filter((x) => !seen.has(x.id)));
+      state.detail = fresh;
+      renderDetail();
+      if (phaseChanged) loadDiff(e.id);
+    } catch (err) {
+      showError($('detail-error'), err);
+    }
+  }, 250);
+
+  async function cancelEvolution(id) {
+    const ok = await confirmDialog('Cancel this evolution?', 'The Seed stops working on it. Nothing it changed so far goes live.', 'Cancel evolution');
+    if (!ok) return;
+    try {
+      await api('POST', 'evolutions/' + id + '/cancel', {});
+      refreshDetail(true);
+    } catch (e) {
+      showError($('detail-error'), e);
+    }
+  }
+
+  // ---- generations ----
+
+  async function refreshGenerations() {
+    const list = $('generation-list');
+    try {
+      const data = await api('GET', 'generations');
+      clear(list);
+      for (const g of data.generations || []) {
+        const when = typeof g.time === 'number' ? (g.time < 1e12 ? g.time * 1000 : g.time) : null;
+        list.append(h('li', { class: ['row', g.current ? 'current' : ''], dataset: { generation: String(g.number) } },
+          h('div', { class: 'row-main' },
+            h('span', { class: 'row-title' }, 'Generation ' + g.number, g.current ? h('span', { class: 'badge', dataset: { state: 'complete' }, text: 'live' }) : null),
+            h('span', { class: 'row-sub' }, g.summary || '', ' · ', time(when), ' · ', h('code', { text: String(g.commit || '').slice(0, 10) }))),
+          g.current ? null : h('button', { type: 'button', class: 'secondary', text: 'Roll back to ' + g.number, on: { click: () => rollback(g.number) } })));
+      }
+      showError($('generations-error'), null);
+    } catch (e) {
+      showError($('generations-error'), e);
+    }
+  }
+
+  async function rollback(n) {
+    const ok = await confirmDialog('Roll back to generation ' + n + '?',
+      'The Seed makes a new generation with the files of generation ' + n + ' and restarts its app on it. ' +
+      'Data stays as it is: database migrations are not undone.', 'Roll back');
+    if (!ok) return;
+    const notice = $('generations-notice');
+    try {
+      const res = await api('POST', 'generations/' + n + '/rollback', {});
+      state.seenActive.add(res.id);
+      clear(notice).append('Rolling back to generation ' + n + ' … ', h('a', { href: '#evolution/' + res.id, text: 'follow it' }));
+      notice.hidden = false;
+      showError($('generations-error'), null);
+      refreshEvolutions();
+    } catch (e) {
+      showError($('generations-error'), e);
+    }
+  }
+
+  // ---- knowledge and skills ----
+
+  function pathHash(prefix, path) {
+    return '#' + prefix + '/' + path.split('/').map(encodeURIComponent).join('/');
+  }
+
+  function docView(box, title, sub, content, markdown) {
+    clear(box);
+    box.append(h('div', { class: 'card-head' }, h('h2', { class: 'doc-title', text: title }), sub ? h('span', { class: 'updated', text: sub }) : null));
+    if (content === null || content === undefined) {
+      box.append(h('p', { class: 'muted', text: 'This file is not text, so it is not shown.' }));
+    } else if (markdown) {
+      box.append(SeedMd.render(content));
+    } else {
+      box.append(h('pre', { class: 'value-text source', text: content }));
+    }
+  }
+
+  async function showKnowledge(path) {
+    const list = $('knowledge-files');
+    const doc = $('knowledge-doc');
+    try {
+      const data = await api('GET', 'knowledge');
+      clear(list);
+      const files = data.files || [];
+      if (!files.length) list.append(h('li', { class: 'empty', text: 'No knowledge yet.' }));
+      for (const f of files) {
+        const link = f.type === 'file';
+        list.append(h('li', { class: path === f.path ? 'selected' : '' },
+          link ? h('a', { href: pathHash('knowledge', f.path), text: f.path }) : h('span', { class: 'muted', text: f.path + ' (link, not shown)' })));
+      }
+      if (data.truncated) list.append(h('li', { class: 'muted', text: 'More files are not listed.' }));
+      showError($('knowledge-error'), null);
+      if (!path) {
+        const first = files.find((f) => f.path === 'README.md') || files.find((f) => f.type === 'file');
+        if (first) path = first.path;
+      }
+    } catch (e) {
+      showError($('knowledge-error'), e);
+    }
+    if (!path) {
+      clear(doc).append(h('p', { class: 'muted', text: 'Pick a file.' }));
+      return;
+    }
+    for (const li of list.querySelectorAll('li')) li.classList.toggle('selected', li.textContent === path);
+    try {
+      const f = await api('GET', 'knowledge?path=' + encodeURIComponent(path));
+      docView(doc, f.path, f.size + ' bytes', f.content, /\.(md|markdown)$/i.test(f.path));
+    } catch (e) {
+      clear(doc).append(h('p', { class: 'error', text: e.message }));
+    }
+  }
+
+  async function showSkills(name) {
+    const list = $('skill-list');
+    const doc = $('skill-doc');
+    try {
+      const data = await api('GET', 'skills');
+      clear(list);
+      const skills = data.skills || [];
+      if (!skills.length) list.append(h('li', { class: 'empty', text: 'No skills yet.' }));
+      for (const s of skills) {
+        list.append(h('li', { class: name === s.name ? 'selected' : '' },
+          h('a', { href: '#skills/' + encodeURIComponent(s.name) },
+            h('strong', { text: s.title || s.name }),
+            s.description ? h('span', { class: 'row-sub', text: s.description }) : null,
+            s.problem ? h('span', { class: 'row-error', text: s.problem }) : null)));
+      }
+      if (!name && skills.length) name = skills[0].name;
+      showError($('skills-error'), null);
+    } catch (e) {
+      showError($('skills-error'), e);
+    }
+    if (!name) {
+      clear(doc).append(h('p', { class: 'muted', text: 'The Seed writes skills as it learns how to do things.' }));
+      return;
+    }
+    try {
+      const s = await api('GET', 'skills/' + encodeURIComponent(name));
+      const fm = SeedMd.frontMatter(s.content || '');
+      docView(doc, s.title || s.name, s.path, s.content === null ? null : fm.body, true);
+      if (s.description) doc.querySelector('.card-head').after(h('p', { class: 'muted', text: s.description }));
+    } catch (e) {
+      clear(doc).append(h('p', { class: 'error', text: e.message }));
+    }
+  }
+
+  // ---- logs ----
 
   async function refreshLogs() {
     const pre = $('log-lines');
     try {
-      const data = await api('GET', 'logs?name=' + encodeURIComponent(currentLog) + '&lines=300');
+      const data = await api('GET', 'logs?name=' + encodeURIComponent(state.currentLog) + '&lines=300');
       const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 8;
-      pre.textContent = data.lines.length ? data.lines.join('\n') : '(empty)';
+      pre.textContent = data.lines && data.lines.length ? data.lines.join('\n') : '(empty)';
       if (atBottom) pre.scrollTop = pre.scrollHeight;
       showError($('logs-error'), null);
     } catch (err) {
@@ -117,36 +853,271 @@
   }
 
   function selectLog(name) {
-    currentLog = name;
-    for (const tab of document.querySelectorAll('[data-log]')) {
-      tab.setAttribute('aria-selected', String(tab.dataset.log === name));
-    }
+    state.currentLog = name;
+    for (const tab of document.querySelectorAll('[data-log]')) tab.setAttribute('aria-selected', String(tab.dataset.log === name));
     $('log-lines').textContent = 'Loading…';
     refreshLogs();
+  }
+
+  // ---- settings ----
+
+  function renderIdentityFacts() {
+    const id = state.identity || {};
+    const accent = hexColor(id.accent);
+    const swatch = accent ? h('span', {}, h('span', { class: 'swatch', aria: { hidden: 'true' } }), ' ', accent) : '—';
+    facts($('identity-facts'), [['name', id.name], ['seed', id.seed || seedName], ['slug', id.slug],
+      ['tagline', id.tagline], ['purpose', id.purpose], ['accent', swatch]]);
+  }
+
+  async function refreshSessions() {
+    const list = $('session-list');
+    try {
+      const data = await api('GET', 'owner/sessions');
+      clear(list);
+      for (const s of data.sessions || []) {
+        list.append(h('li', { class: 'row', dataset: { session: s.id } },
+          h('div', { class: 'row-main' },
+            h('span', { class: 'row-title' }, s.current ? h('strong', { text: 'This browser' }) : 'Another browser', ' ',
+              h('span', { class: 'muted', text: short(s.user_agent || '', 90) })),
+            h('span', { class: 'row-sub' }, 'signed in ', time(Number(s.created_at)), ' · last used ', time(Number(s.last_used_at)))),
+          s.current ? h('button', { type: 'button', class: 'secondary', text: 'Sign out', on: { click: signOut } })
+            : h('button', { type: 'button', class: 'danger-quiet', text: 'Sign out', on: { click: () => revoke(s.id) } })));
+      }
+      showError($('sessions-error'), null);
+    } catch (e) {
+      showError($('sessions-error'), e);
+    }
+  }
+
+  async function revoke(id) {
+    const ok = await confirmDialog('Sign out that browser?', 'It will need a new sign-in link or the password to come back.', 'Sign it out');
+    if (!ok) return;
+    try {
+      await api('POST', 'owner/sessions/' + encodeURIComponent(id) + '/revoke', {});
+      refreshSessions();
+    } catch (e) {
+      showError($('sessions-error'), e);
+    }
+  }
+
+  async function refreshUsage() {
+    const box = $('usage');
+    try {
+      const data = await api('GET', 'usage');
+      const rows = data.usage || [];
+      clear(box);
+      if (!rows.length) {
+        box.append(h('p', { class: 'muted', text: 'No model calls yet.' }));
+        return;
+      }
+      const n = (x) => Number(x || 0).toLocaleString();
+      const cost = (x) => '$' + Number(x || 0).toFixed(4);
+      box.append(h('div', { class: 'md-table' }, h('table', { class: 'usage' },
+        h('thead', {}, h('tr', {}, ['For', 'Model', 'Calls', 'Tokens in', 'Tokens out', 'Cost'].map((t) => h('th', { text: t })))),
+        h('tbody', {}, rows.map((r) => h('tr', {}, [r.purpose, r.model, n(r.calls), n(r.input_tokens), n(r.output_tokens), cost(r.cost_usd)]
+          .map((t) => h('td', { text: t }))))),
+        data.total ? h('tfoot', {}, h('tr', {}, ['Total', '', n(data.total.calls), n(data.total.input_tokens), n(data.total.output_tokens), cost(data.total.cost_usd)]
+          .map((t) => h('td', { text: t })))) : null)));
+    } catch (e) {
+      clear(box).append(h('p', { class: 'error', text: e.message }));
+    }
+  }
+
+  async function refreshConfig() {
+    const box = $('settings-config');
+    try {
+      const cfg = await api('GET', 'settings');
+      clear(box);
+      const top = [];
+      for (const [k, v] of Object.entries(cfg)) {
+        if (v && typeof v === 'object' && !Array.isArray(v)) {
+          const dl = h('dl', { class: 'facts' });
+          facts(dl, Object.entries(v));
+          box.append(h('h4', { text: label(k) }), dl);
+        } else {
+          top.push([k, v]);
+        }
+      }
+      if (top.length) {
+        const dl = h('dl', { class: 'facts' });
+        facts(dl, top);
+        box.prepend(dl);
+      }
+      showError($('settings-error'), null);
+    } catch (e) {
+      showError($('settings-error'), e);
+    }
   }
 
   async function signOut() {
     try {
       await api('POST', 'owner/logout', {});
     } catch (err) {
-      showError($('status-error'), err);
+      showError($('global-error'), err);
       return;
     }
     window.location.reload();
   }
 
-  document.addEventListener('DOMContentLoaded', () => {
-    for (const tab of document.querySelectorAll('[data-log]')) {
-      tab.addEventListener('click', () => selectLog(tab.dataset.log));
-    }
-    $('sign-out').addEventListener('click', signOut);
-    refreshStatus();
-    refreshLogs();
-    setInterval(() => {
-      if (document.visibilityState === 'visible') {
-        refreshStatus();
-        refreshLogs();
+  // ---- the router ----
+
+  const views = {
+    chat: { show: () => { renderLive(); renderMessages(); } },
+    evolutions: { show: () => { renderEvolutionList(); refreshEvolutions(); } },
+    evolution: { show: (arg) => loadDetail(arg), nav: 'evolutions' },
+    generations: { show: () => { $('generations-notice').hidden = true; refreshGenerations(); } },
+    knowledge: { show: (arg) => showKnowledge(arg) },
+    skills: { show: (arg) => showSkills(arg) },
+    logs: { show: () => refreshLogs() },
+    settings: { show: () => { renderIdentityFacts(); renderStatus(); refreshSessions(); refreshUsage(); refreshConfig(); } },
+  };
+
+  function parseHash() {
+    let hash = window.location.hash.slice(1);
+    if (hash.startsWith('ask=')) {
+      // The owner's badge on an organism page opens /_seed/#ask=… : the text
+      // only fills the composer; nothing is sent until the owner presses Send.
+      let text = '';
+      try {
+        text = decodeURIComponent(hash.slice(4));
+      } catch (e) {
+        text = '';
       }
+      $('composer-text').value = text.slice(0, 16384);
+      history.replaceState(null, '', '#chat');
+      hash = 'chat';
+    }
+    const slash = hash.indexOf('/');
+    const name = slash < 0 ? hash : hash.slice(0, slash);
+    let arg = slash < 0 ? '' : hash.slice(slash + 1);
+    try {
+      arg = arg.split('/').map(decodeURIComponent).join('/');
+    } catch (e) {
+      arg = '';
+    }
+    return views[name] ? { name, arg } : { name: 'chat', arg: '' };
+  }
+
+  function route() {
+    const { name, arg } = parseHash();
+    if (name === 'evolution' && !/^evo_[0-9a-f]{16}$/.test(arg)) {
+      window.location.hash = '#evolutions';
+      return;
+    }
+    const changed = state.view !== name;
+    state.view = name;
+    if (name !== 'evolution') state.detail = null;
+    for (const sec of document.querySelectorAll('.view')) sec.hidden = sec.id !== 'view-' + name;
+    const nav = views[name].nav || name;
+    for (const a of document.querySelectorAll('[data-view]')) {
+      if (a.dataset.view === nav) a.setAttribute('aria-current', 'page');
+      else a.removeAttribute('aria-current');
+    }
+    if (changed) window.scrollTo(0, 0);
+    views[name].show(arg);
+  }
+
+  // ---- live events ----
+
+  const refreshApprovalsSoon = debounce(refreshApprovals, 150);
+  const refreshEvolutionsSoon = debounce(refreshEvolutions, 200);
+  // What a finished evolution (or a kernel restart) may have changed: the
+  // identity and theme, the status, and the data of the screen on show.
+  function refreshVisible() {
+    refreshIdentity();
+    refreshStatus();
+    if (state.view === 'generations') refreshGenerations();
+    if (state.view === 'knowledge') showKnowledge(parseHash().arg);
+    if (state.view === 'skills') showSkills(parseHash().arg);
+    if (state.view === 'settings') views.settings.show();
+  }
+  const afterEnd = debounce(refreshVisible, 300);
+
+  function onEvent(kind, data) {
+    if (kind === 'message') {
+      addMessage(data);
+      return;
+    }
+    const id = typeof data.evolution === 'string' ? data.evolution : null;
+    if (!id) return;
+    state.seenActive.add(id);
+    if (kind === 'note' && typeof data.generation === 'number') state.gens.set(id, data.generation);
+    if (kind !== 'tool_result' || data.is_error) state.last.set(id, { kind, text: eventText(kind, data), at: Date.now() });
+    const e = evoById(id);
+    if (kind === 'phase') {
+      if (e && typeof data.to === 'string') {
+        if (data.to === 'needs_input') e.resume_state = data.from;
+        e.state = data.to;
+        e.updated_at = Date.now();
+        if (ENDED.has(data.to)) e.finished_at = Date.now();
+      }
+      refreshEvolutionsSoon();
+      if (data.to === 'needs_input' || data.from === 'needs_input' || ENDED.has(data.to)) refreshApprovalsSoon();
+      if (ENDED.has(data.to)) afterEnd();
+    } else if (kind === 'plan' && e) {
+      e.title = data.title || e.title;
+    } else if (kind === 'approval' || kind === 'question') {
+      refreshApprovalsSoon();
+    }
+    if (!e) refreshEvolutionsSoon();
+    renderLive();
+    if (state.view === 'evolutions') renderEvolutionList();
+    if (state.detail && state.detail.id === id) refreshDetail(kind === 'phase');
+  }
+
+  function onLiveState(s, info) {
+    const el = $('live');
+    el.dataset.state = s;
+    el.textContent = s === 'live' ? 'live' : s === 'reconnecting' ? 'reconnecting…' : 'connecting…';
+    el.title = s === 'reconnecting' && info ? 'Live updates dropped; trying again in ' + Math.round(info.wait / 1000) + ' s' : 'Live updates';
+  }
+
+  // After every (re)connection: whatever happened while we were away.
+  let opens = 0;
+  function onStreamOpen() {
+    refreshEvolutions();
+    refreshApprovals();
+    loadMessages();
+    if (opens++ > 0) refreshVisible(); // a reconnection: the kernel may have restarted
+    if (state.detail) refreshDetail(true);
+  }
+
+  // ---- start ----
+
+  document.addEventListener('DOMContentLoaded', () => {
+    $('sign-out').addEventListener('click', signOut);
+    $('composer').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      sendMessage();
+    });
+    $('evolve-button').addEventListener('click', startEvolution);
+    $('composer-text').addEventListener('keydown', (ev) => {
+      if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) {
+        ev.preventDefault();
+        sendMessage();
+      }
+    });
+    for (const tab of document.querySelectorAll('[data-log]')) tab.addEventListener('click', () => selectLog(tab.dataset.log));
+    window.addEventListener('hashchange', route);
+
+    refreshIdentity();
+    refreshStatus();
+    refreshEvolutions();
+    refreshApprovals();
+    loadMessages();
+    route();
+    SeedEvents.connect({
+      token,
+      onEvent,
+      onState: onLiveState,
+      onOpen: onStreamOpen,
+      onUnauthorized: () => window.location.reload(),
+    });
+    setInterval(() => {
+      if (document.visibilityState !== 'visible') return;
+      refreshStatus();
+      if (state.view === 'logs') refreshLogs();
+      if (state.view === 'chat') renderLive();
     }, 5000);
   });
 })();

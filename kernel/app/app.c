@@ -13,6 +13,7 @@
 #include "pg/pg.h"
 #include "repo/repo.h"
 #include "sandbox/sandbox.h"
+#include "sandbox/netns.h"
 #include "secrets/secrets.h"
 
 #include <getopt.h>
@@ -38,6 +39,7 @@ struct app {
         char *session_key;
         char *live_url;
         char *doctor;            /* why sandboxes cannot run here, or NULL */
+        char *network_warning;   /* why sandboxes have no outbound network, or NULL */
         int64_t started_ms;
         int generation;
 };
@@ -105,6 +107,8 @@ static int app_status_json(void *userdata, char **ret_json) {
         json_object_set_new(o, "url", json_string(url));
         if (a->doctor)
                 json_object_set_new(o, "doctor", json_string(a->doctor));
+        else if (a->network_warning)
+                json_object_set_new(o, "doctor", json_string(a->network_warning));
         char *s = json_dumps(o, JSON_COMPACT);
         json_decref(o);
         if (!s)
@@ -189,6 +193,7 @@ static int app_start_organism(struct app *a) {
                           "refused: %s", a->doctor);
                 return 0;
         }
+        (void)sandbox_check_network(&a->network_warning); /* logged there; shown in the status */
         /* The kernel binds the organism's socket here and hands the bridge the
          * listening fd: no sandbox sees this dir (unlike .seed/run, PostgreSQL's
          * socket dir, which sandboxes see read-only). */
@@ -287,6 +292,8 @@ static void app_on_event(void *userdata, const char *evo_id, const char *kind, c
 }
 
 static int app_start_orchestrator(struct app *a) {
+        if (a->doctor)
+                return 0; /* evolutions are refused: the API says why */
         struct orch_config oc = {
                 .seed_dir = a->opts->seed_dir,
                 .cfg = a->cfg,
@@ -308,6 +315,7 @@ static int app_start_orchestrator(struct app *a) {
 static int app_start_ctl(struct app *a) {
         struct evo_api *api = NULL;
         int r = evo_api_new(&(struct evo_api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
+                                                     .refused = a->doctor,
                                                      .model = a->model, .cfg = a->cfg},
                             &api);
         if (r < 0)
@@ -373,6 +381,7 @@ static void app_stop(struct app *a) {
                 secure_zero(a->live_url, strlen(a->live_url));
         free(a->live_url);
         free(a->doctor);
+        free(a->network_warning);
 }
 
 /* Reads the secrets from the CLI's pipe and makes sure none of them is left

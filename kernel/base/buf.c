@@ -87,15 +87,28 @@ void headtail_feed(struct headtail *h, const char *data, size_t len) {
         }
 }
 
+/* Appends data as text: a NUL byte becomes U+FFFD, so nothing after it is
+ * lost when the result is used as a C string. */
+static int append_text(struct buf *out, const char *data, size_t len) {
+        for (size_t i = 0; i < len;) {
+                const char *nul = memchr(data + i, 0, len - i);
+                size_t n = nul ? (size_t)(nul - (data + i)) : len - i;
+                if (buf_append(out, data + i, n) < 0 || (nul && buf_append(out, "\xEF\xBF\xBD", 3) < 0))
+                        return -ENOMEM;
+                i += n + (nul ? 1 : 0);
+        }
+        return 0;
+}
+
 char *headtail_render(const struct headtail *h) {
         struct buf out = BUF_INIT(SIZE_MAX / 2);
-        if (buf_append(&out, h->head.data ? h->head.data : "", h->head.len) < 0)
+        if (append_text(&out, h->head.data ? h->head.data : "", h->head.len) < 0)
                 goto fail;
         if (h->dropped && buf_printf(&out, "\n[... %zu bytes omitted ...]\n", h->dropped) < 0)
                 goto fail;
         size_t start = (h->tail_pos + h->tail_max - h->tail_len) % (h->tail_max ? h->tail_max : 1);
         for (size_t i = 0; i < h->tail_len; i++)
-                if (buf_append(&out, &h->tail[(start + i) % h->tail_max], 1) < 0)
+                if (append_text(&out, &h->tail[(start + i) % h->tail_max], 1) < 0)
                         goto fail;
         return buf_steal(&out);
 fail:

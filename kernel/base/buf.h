@@ -32,6 +32,7 @@ struct headtail {
 };
 int headtail_init(struct headtail *h, size_t head_max, size_t tail_max);
 void headtail_feed(struct headtail *h, const char *data, size_t len);
-/* The kept output with a "[… N bytes omitted …]" marker. Caller frees. */
+/* The kept output with a "[… N bytes omitted …]" marker, as a C string:
+ * NUL bytes in the stream become U+FFFD. Caller frees. */
 char *headtail_render(const struct headtail *h);
 void headtail_free(struct headtail *h);

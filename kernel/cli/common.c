@@ -162,9 +162,11 @@ static const char *const tree_entries[] = {
         "scripts", "tools", ".ci",
 };
 
-static bool skip_name(const char *name) {
+/* Not source: VCS and kernel dirs, dependencies, caches, test output
+ * (the browser tests' screenshots in tests/browser/out). */
+static bool skip_name(const char *parent, const char *name) {
         return streq(name, ".") || streq(name, "..") || streq(name, "node_modules") || streq(name, ".git") ||
-               streq(name, ".seed");
+               streq(name, ".seed") || streq(name, "__pycache__") || (streq(parent, "browser") && streq(name, "out"));
 }
 
 static int copy_file(int sfd, int dfd, const char *name, const struct stat *st) {
@@ -223,7 +225,7 @@ static int copy_entry(int sfd, int dfd, const char *name, int depth) {
         int r = 0;
         struct dirent *de;
         while (r == 0 && (de = readdir(d)))
-                if (!skip_name(de->d_name))
+                if (!skip_name(name, de->d_name))
                         r = copy_entry(sub_s, sub_d, de->d_name, depth + 1);
         closedir(d);
         return r;

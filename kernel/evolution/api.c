@@ -2,6 +2,7 @@
  * GET /_seed/api/events. See api.h. */
 #include "evolution/api.h"
 #include "evolution/chat.h"
+#include "evolution/info.h"
 #include "base/buf.h"
 #include "base/log.h"
 #include "evolution/orchestrator.h"
@@ -27,6 +28,7 @@ struct sse_sub {
 
 struct evo_api {
         char *seed_dir;
+        char *refused;             /* why evolutions are refused here, or NULL */
         struct db *kdb;
         struct orchestrator *orch; /* atomic */
         struct evo_chat *chat;
@@ -87,6 +89,11 @@ static struct orchestrator *api_orch(struct evo_api *api) {
 
 #define NO_ORCH "evolutions are not available: the orchestrator is not running"
 
+/* 503: no orchestrator, with the start-up doctor's reason when there is one. */
+static int no_orch(const struct evo_api *api, int *ret_status, char **ret_json) {
+        return reply_error(503, api->refused ? api->refused : NO_ORCH, ret_status, ret_json);
+}
+
 /* The request body as a JSON object, or a 400 answer (returns 1). */
 static int parse_body(const struct ctl_api_call *call, json_t **ret, int *ret_status, char **ret_json) {
         json_error_t err;
@@ -134,7 +141,7 @@ static int h_submit(void *ud, const struct ctl_api_call *call, int *ret_status, 
         struct evo_api *api = ud;
         struct orchestrator *o = api_orch(api);
         if (!o)
-                return reply_error(503, NO_ORCH, ret_status, ret_json);
+                return no_orch(api, ret_status, ret_json);
         json_t *body = NULL;
         const char *intent = NULL;
         int r = parse_body(call, &body, ret_status, ret_json);
@@ -336,7 +343,7 @@ static int h_cancel(void *ud, const struct ctl_api_call *call, int *ret_status, 
                 return r < 0 ? r : 0;
         struct orchestrator *o = api_orch(api);
         if (!o)
-                return reply_error(503, NO_ORCH, ret_status, ret_json);
+                return no_orch(api, ret_status, ret_json);
         r = orch_cancel(o, call->param);
         if (r == -ENOENT)
                 return reply_error(404, "no such evolution", ret_status, ret_json);
@@ -386,22 +393,31 @@ static int decided(int r, const char *apr_id, const char *what, int *ret_status,
         return reply(200, json_pack("{s:b}", "ok", 1), ret_status, ret_json);
 }
 
-static int h_answer(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+/* POST evolutions/{id}/answer {"approval", "answer"} (a question) and
+ * POST evolutions/{id}/decide {"approval", "approved"} (anything else): a
+ * pending approval of that evolution; another evolution's is a 404. */
+static int evolution_approval(void *ud, const struct ctl_api_call *call, bool is_answer, int *ret_status,
+                              char **ret_json) {
         struct evo_api *api = ud;
         int r = evo_param(call, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
         struct orchestrator *o = api_orch(api);
         if (!o)
-                return reply_error(503, NO_ORCH, ret_status, ret_json);
+                return no_orch(api, ret_status, ret_json);
         json_t *body = NULL;
         const char *apr = NULL, *answer = NULL;
         r = parse_body(call, &body, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
+        json_t *v = json_object_get(body, "approved");
         r = body_string(body, "approval", 64, true, &apr, ret_status, ret_json);
-        if (r == 0)
+        if (r == 0 && is_answer)
                 r = body_string(body, "answer", ANSWER_MAX, true, &answer, ret_status, ret_json);
+        if (r == 0 && !is_answer && !json_is_boolean(v)) {
+                r = reply_error(400, "\"approved\" must be true or false", ret_status, ret_json);
+                r = r < 0 ? r : 1;
+        }
         if (r == 0 && !evo_api_id_valid(apr, "apr_")) {
                 r = reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
                 r = r < 0 ? r : 1;
@@ -410,15 +426,25 @@ static int h_answer(void *ud, const struct ctl_api_call *call, int *ret_status, 
                 json_decref(body);
                 return r < 0 ? r : 0;
         }
+        bool approved = is_answer || json_is_true(v);
         json_t *pending = pending_approval(api, apr, &r);
         const char *owner = json_string_value(json_object_get(pending, "evolution_id"));
         if (r >= 0 && pending && !(owner && streq(owner, call->param)))
                 r = reply_error(404, "this evolution has no such approval", ret_status, ret_json);
         else if (r >= 0)
-                r = decided(orch_decide(o, apr, true, answer), apr, "answered", ret_status, ret_json);
+                r = decided(orch_decide(o, apr, approved, answer), apr,
+                            is_answer ? "answered" : approved ? "approved" : "denied", ret_status, ret_json);
         json_decref(pending);
         json_decref(body);
         return r;
+}
+
+static int h_answer(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return evolution_approval(ud, call, true, ret_status, ret_json);
+}
+
+static int h_evo_decide(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return evolution_approval(ud, call, false, ret_status, ret_json);
 }
 
 /* ---- approvals ---- */
@@ -438,7 +464,7 @@ static int h_decide(void *ud, const struct ctl_api_call *call, int *ret_status, 
                 return reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
         struct orchestrator *o = api_orch(api);
         if (!o)
-                return reply_error(503, NO_ORCH, ret_status, ret_json);
+                return no_orch(api, ret_status, ret_json);
         json_t *body = NULL;
         int r = parse_body(call, &body, ret_status, ret_json);
         if (r != 0)
@@ -491,7 +517,7 @@ static int h_rollback(void *ud, const struct ctl_api_call *call, int *ret_status
                 return reply_error(400, "bad generation number", ret_status, ret_json);
         struct orchestrator *o = api_orch(api);
         if (!o)
-                return reply_error(503, NO_ORCH, ret_status, ret_json);
+                return no_orch(api, ret_status, ret_json);
         struct repo_generation *g = NULL;
         size_t count = 0;
         bool known = false;
@@ -731,6 +757,7 @@ const struct ctl_api_route evo_api_routes[] = {
         {"GET", "/_seed/api/evolutions/*/diff", h_diff, NULL},
         {"POST", "/_seed/api/evolutions/*/cancel", h_cancel, NULL},
         {"POST", "/_seed/api/evolutions/*/answer", h_answer, NULL},
+        {"POST", "/_seed/api/evolutions/*/decide", h_evo_decide, NULL},
         {"GET", "/_seed/api/approvals", h_approvals, NULL},
         {"POST", "/_seed/api/approvals/*", h_decide, NULL},
         {"GET", "/_seed/api/generations", h_generations, NULL},
@@ -738,8 +765,18 @@ const struct ctl_api_route evo_api_routes[] = {
         {"GET", "/_seed/api/events", NULL, h_events},
         {"GET", "/_seed/api/messages", h_messages, NULL},
         {"POST", "/_seed/api/messages", h_message, NULL},
+        {"GET", "/_seed/api/identity", evo_info_h_identity, NULL},
+        {"GET", "/_seed/api/knowledge", evo_info_h_knowledge, NULL},
+        {"GET", "/_seed/api/skills", evo_info_h_skills, NULL},
+        {"GET", "/_seed/api/skills/*", evo_info_h_skill, NULL},
+        {"GET", "/_seed/api/settings", evo_info_h_settings, NULL},
+        {"GET", "/_seed/api/usage", evo_info_h_usage, NULL},
         {0},
 };
+
+/* For the read-only routes of info.c, which share this userdata. */
+const char *evo_api_seed_dir(const struct evo_api *api) { return api->seed_dir; }
+struct db *evo_api_kdb(const struct evo_api *api) { return api->kdb; }
 
 /* ---- lifetime ---- */
 
@@ -757,10 +794,16 @@ int evo_api_new(const struct evo_api_config *cfg, struct evo_api **ret) {
         }
         api->kdb = cfg->kdb;
         api->orch = cfg->orch;
+        if (cfg->refused && xasprintf(&api->refused, "evolutions are refused on this host: %s", cfg->refused) < 0) {
+                free(api->seed_dir);
+                free(api);
+                return -ENOMEM;
+        }
         int r = evo_chat_new(&(struct evo_chat_config){.seed_dir = cfg->seed_dir, .cfg = cfg->cfg, .kdb = cfg->kdb,
                                                        .model = cfg->model, .publish = chat_publish, .userdata = api},
                              &api->chat);
         if (r < 0) {
+                free(api->refused);
                 free(api->seed_dir);
                 free(api);
                 return r;
@@ -797,5 +840,6 @@ void evo_api_free(struct evo_api *api) {
         pthread_cond_destroy(&api->cond);
         evo_chat_free(api->chat);
         free(api->seed_dir);
+        free(api->refused);
         free(api);
 }

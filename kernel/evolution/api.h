@@ -7,7 +7,8 @@
  *   GET  evolutions/{id}[?after=N]   with its events (only those after event N)
  *   GET  evolutions/{id}/diff        the change against its base (≤ 1 MiB)
  *   POST evolutions/{id}/cancel
- *   POST evolutions/{id}/answer      {"approval": "apr_…", "answer"}
+ *   POST evolutions/{id}/answer      {"approval": "apr_…", "answer"}   (a question)
+ *   POST evolutions/{id}/decide      {"approval": "apr_…", "approved": bool}
  *   GET  approvals                   the pending ones, in full
  *   POST approvals/{id}              {"approved": bool}
  *   GET  generations                 newest first, the live one marked
@@ -40,6 +41,8 @@ struct evo_api_config {
         struct orchestrator *orch;      /* borrowed; NULL until evo_api_set_orchestrator() */
         struct model *model;            /* the chat's (borrowed); NULL: POST messages answers 503 */
         const struct cfg *cfg;          /* seed.yaml (borrowed); NULL: POST messages answers 503 */
+        const char *refused;            /* the start-up doctor's message when sandboxes cannot
+                                         * run here: evolutions are refused with it (copied) */
 };
 
 struct evo_api;
@@ -62,6 +65,10 @@ void evo_api_publish(struct evo_api *api, const char *evo_id, const char *kind, 
 /* The route table (ends with a zeroed entry); handlers take the struct
  * evo_api * as userdata (ctl_config.api_userdata). */
 extern const struct ctl_api_route evo_api_routes[];
+
+/* The Seed's folder and the kernel-memory DB (borrowed), for info.c. */
+const char *evo_api_seed_dir(const struct evo_api *api);
+struct db *evo_api_kdb(const struct evo_api *api);
 
 /* ^evo_[0-9a-f]{16}$ and ^apr_[0-9a-f]{16}$. */
 bool evo_api_id_valid(const char *s, const char *prefix);

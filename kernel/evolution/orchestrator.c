@@ -674,6 +674,8 @@ static int commit(struct run *r, char **ret_oid, bool *ret_kernel) {
                 return k;
         if ((k = repo_tag_generation(r->o->c.seed_dir, oid, r->base_gen + 1)) < 0)
                 return fail(r, "cannot tag generation %d: %s", r->base_gen + 1, repo_last_error());
+        if ((k = evo_set_generation(r->o->c.kdb, r->id, r->base, oid, r->base_gen, r->base_gen + 1)) < 0)
+                log_warn_errno(k, "evolution %s: cannot record its generation: %m", r->id);
         emitj(r, "note", json_pack("{s:s, s:s, s:i}", "text", "committed", "commit", oid, "generation",
                                    r->base_gen + 1));
         *ret_oid = TAKE_PTR(oid);
@@ -940,6 +942,8 @@ static int rollback(struct run *r, int gen, bool with_data) {
                 return fail(r, "cannot restore generation %d: %s", gen, repo_last_error());
         if ((k = repo_tag_generation(r->o->c.seed_dir, oid, new_gen)) < 0)
                 return fail(r, "cannot tag generation %d: %s", new_gen, repo_last_error());
+        if ((k = evo_set_generation(r->o->c.kdb, r->id, old_head, oid, r->base_gen, new_gen)) < 0)
+                log_warn_errno(k, "evolution %s: cannot record its generation: %m", r->id);
         note(r, "generation %d restores generation %d's tree", new_gen, gen);
         /* Rolling back across a kernel change changes the kernel too: the
          * kernel then restarts into the restored source (exit 75). */

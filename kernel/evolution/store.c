@@ -148,6 +148,19 @@ int evo_set_plan(struct db *db, const char *id, const char *title, const char *s
         return r < 0 ? r : r == 0 ? -ENOENT : 0;
 }
 
+int evo_set_generation(struct db *db, const char *id, const char *base_oid, const char *commit_oid, int from_gen,
+                       int to_gen) {
+        char from[16], to[16];
+        snprintf(from, sizeof from, "%d", from_gen);
+        snprintf(to, sizeof to, "%d", to_gen);
+        const char *p[] = {id, base_oid, commit_oid, from, to};
+        int r = db_execp(db,
+                         "UPDATE evolutions SET base_commit = $2, commit_oid = $3, from_generation = $4::integer, "
+                         "to_generation = $5::integer WHERE id = $1",
+                         5, p, NULL);
+        return r < 0 ? r : r == 0 ? -ENOENT : 0;
+}
+
 int evo_count_repair(struct db *db, const char *id) {
         const char *p[] = {id};
         _cleanup_free_ char *v = NULL;

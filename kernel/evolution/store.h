@@ -25,6 +25,10 @@ int evo_get_state(struct db *db, const char *id, enum evo_state *ret);
 int evo_event(struct db *db, const char *id, const char *kind, const char *data_json);
 /* Sets plan fields after submit_plan (title ≤ 200, scope slug, plan JSON). */
 int evo_set_plan(struct db *db, const char *id, const char *title, const char *scope, const char *plan_json);
+/* Records the commit an evolution made (on base_oid, the live commit it
+ * started from) and the generations it goes from and to. */
+int evo_set_generation(struct db *db, const char *id, const char *base_oid, const char *commit_oid, int from_gen,
+                       int to_gen);
 /* Counts a repair attempt; returns the new count. */
 int evo_count_repair(struct db *db, const char *id);
 

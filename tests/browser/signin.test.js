@@ -6,56 +6,21 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert');
-const { execFileSync } = require('node:child_process');
-const fs = require('node:fs');
-const net = require('node:net');
-const os = require('node:os');
 const path = require('node:path');
-const { chromium } = require('playwright-core');
+const { TestSeed, launch, OUT } = require('./lib.js');
 
-const SEED = process.env.SEED_BIN || path.join(__dirname, '../../build/cmd/seed/seed');
-const OUT = path.join(__dirname, 'out');
-const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
-  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-
-let tmp, seedDir, base, link, browser;
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-    s.on('error', reject);
-  });
-}
-
-function seed(...args) {
-  return execFileSync(SEED, args, { cwd: tmp, encoding: 'utf8', timeout: 600000,
-    stdio: ['ignore', 'pipe', 'pipe'] });
-}
+let s, base, link, browser;
 
 before(async () => {
-  fs.mkdirSync(OUT, { recursive: true });
-  tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'seed-browser-'));
-  fs.chmodSync(tmp, 0o755); // the unprivileged account must reach it when we are root
-  const port = await freePort();
-  base = `http://127.0.0.1:${port}`;
-  const out = seed('new', 'browsertest', '--addr', `127.0.0.1:${port}`);
-  seedDir = path.join(tmp, 'browsertest');
-  const m = out.match(/(http:\/\/\S+\/_seed\/login\?t=[0-9a-f]+)/);
-  assert.ok(m, `no sign-in link in: ${out}`);
-  link = m[1];
-  browser = await chromium.launch({ executablePath: '/usr/bin/chromium', args: FLAGS });
+  s = await TestSeed.start('browsertest');
+  base = s.base;
+  link = s.firstLink; // printed by seed new
+  browser = await launch();
 });
 
 after(async () => {
   if (browser) await browser.close();
-  if (seedDir) {
-    try { seed('stop', '--dir', seedDir); } catch (e) { /* already stopped */ }
-  }
-  if (tmp) fs.rmSync(tmp, { recursive: true, force: true });
+  if (s) s.close();
 });
 
 test('without a session the control plane is private', async () => {
@@ -75,7 +40,9 @@ test('the sign-in link opens the signed-in control plane', async () => {
   page.on('pageerror', (err) => errors.push(String(err)));
   await page.goto(link);
   assert.strictEqual(new URL(page.url()).pathname, '/_seed/');
-  assert.strictEqual(await page.textContent('#seed-name'), 'browsertest');
+  assert.strictEqual(await page.getAttribute('meta[name="seed-name"]', 'content'), 'browsertest');
+  // The header shows the identity's name (knowledge/self.yaml), fetched with the token.
+  await page.waitForFunction(() => document.querySelector('#seed-name').textContent === 'Seed');
   // app.js fetched the status with the token: the organism's state appears.
   await page.waitForFunction(() => document.querySelector('#organism-state').textContent === 'running',
     null, { timeout: 120000 });
@@ -108,7 +75,7 @@ test('an organism page cannot read the control plane API', async () => {
   const page = await context.newPage();
   await page.goto(link.replace(/t=[0-9a-f]+/, 't=' + '0'.repeat(64))); // no valid link: still no session
   const signedIn = await context.newPage();
-  const fresh = seed('login', '--print', '--dir', seedDir).trim();
+  const fresh = s.login();
   await signedIn.goto(fresh);
   // Now the browser holds the owner's cookie. A script on the organism's
   // origin (same origin!) tries the API with the cookie alone.

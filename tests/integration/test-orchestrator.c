@@ -133,6 +133,15 @@ static enum evo_state wait_final(const char *id, int timeout_ms) {
         }
 }
 
+/* The restart is requested just after the final state is stored: waits
+ * (up to 10 s) for the count to reach want. */
+static int wait_restarts(int want) {
+        int64_t deadline = now_ms() + 10000;
+        while (atomic_load(&restarts) < want && now_ms() < deadline)
+                sleep_ms(10);
+        return atomic_load(&restarts);
+}
+
 static char *evo_field(const char *id, const char *field) {
         _cleanup_free_ char *json = NULL;
         assert_int_equal(evo_get_json(g_db, id, true, 0, &json), 0);
@@ -356,6 +365,16 @@ static void test_evolution_completes(void **state) {
         assert_int_equal(repo_generations(seed_dir, &g, &n), 0);
         assert_int_equal(n, 2);
         assert_string_equal(g[1].summary, "evolve(greeting): Greet warmly");
+        {
+                _cleanup_free_ char *json = NULL;
+                assert_int_equal(evo_get_json(g_db, id, false, 0, &json), 0);
+                json_t *e = json_loads(json, 0, NULL);
+                assert_int_equal(json_integer_value(json_object_get(e, "from_generation")), 1);
+                assert_int_equal(json_integer_value(json_object_get(e, "to_generation")), 2);
+                assert_string_equal(json_string_value(json_object_get(e, "commit_oid")), g[1].commit);
+                assert_string_equal(json_string_value(json_object_get(e, "base_commit")), g[0].commit);
+                json_decref(e);
+        }
         char *git[] = {"/usr/bin/git", "-C", seed_dir, "log", "-1", "--format=%B", g[1].commit, NULL};
         struct proc_result res = {0};
         char *envp[] = {"PATH=/usr/bin:/bin", NULL};
@@ -455,7 +474,7 @@ static void test_kernel_write_approved(void **state) {
         assert_int_equal(s, EVO_COMPLETE);
         assert_int_equal(current_gen(), before + 1);
         assert_true(seed_file_contains("kernel/x.txt", "from the model"));
-        assert_int_equal(atomic_load(&restarts), 1);
+        assert_int_equal(wait_restarts(1), 1);
         free(id);
 }
 
@@ -534,7 +553,7 @@ static void test_rollback(void **state) {
         assert_false(seed_file_contains("kernel/x.txt", "from the model"));
         /* Generation 1 has no kernel/x.txt: the rollback changed the kernel,
          * so the kernel restarts into the restored source. */
-        assert_int_equal(atomic_load(&restarts), restarts_before + 1);
+        assert_int_equal(wait_restarts(restarts_before + 1), restarts_before + 1);
         free(id);
 }
 

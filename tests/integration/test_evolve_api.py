@@ -220,6 +220,11 @@ def rollback_makes_a_new_generation_with_the_old_tree(c):
     if not getattr(c, 'evo_id', None):
         raise Skip('no evolution completed')
     script(c, [{'text': 'unused'}])
+    queued = len(api(c, '/_seed/api/evolutions').json()['evolutions'])
+    for bad in ({'with_data': 'yes'}, {'with_data': True, 'also': 1}, {'other': 1}, [1]):
+        r = api(c, '/_seed/api/generations/1/rollback', 'POST', bad)
+        assert r.status == 400, (bad, r.status, r.text)
+    assert len(api(c, '/_seed/api/evolutions').json()['evolutions']) == queued
     p = seed('rollback', '1', '--dir', c.dir, check=False, timeout=900)
     assert p.returncode == 0, f'exit {p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}'
     assert 'Result: complete' in p.stdout, p.stdout
@@ -263,7 +268,11 @@ def questions_and_approvals_are_decided_through_the_api(c):
         a = wait_until(pending('tool'), timeout=300, what='the approval of the kernel write')
         assert a['evolution_id'] == evo_id and a['tool'] == 'write_file' and a['level'] == 'dangerous', a
         assert a['request']['arguments'] == {'path': 'kernel/NOTE.txt', 'content': 'no\n'}, a
-        r = api(c, f'/_seed/api/approvals/{a["id"]}', 'POST', {'approved': False})
+        r = api(c, f'/_seed/api/evolutions/{evo_id}/decide', 'POST', {'approval': a['id'], 'approved': 'no'})
+        assert r.status == 400, r.text
+        r = api(c, '/_seed/api/evolutions/evo_0000000000000000/decide', 'POST', {'approval': a['id'], 'approved': False})
+        assert r.status == 404, r.text
+        r = api(c, f'/_seed/api/evolutions/{evo_id}/decide', 'POST', {'approval': a['id'], 'approved': False})
         assert r.status == 200, r.text
         r = api(c, f'/_seed/api/approvals/{a["id"]}', 'POST', {'approved': True})
         assert r.status == 409, r.text
@@ -482,6 +491,8 @@ def cli_usage(c):
         p = seed(cmd, '--help')
         assert p.stdout.startswith(f'Usage: seed {cmd}'), p.stdout
     assert seed('rollback', 'x', '--dir', c.dir, check=False).returncode == 2
+    assert '--with-data' in seed('rollback', '--help').stdout
+    assert seed('evolve', '--with-data', 'x', '--dir', c.dir, check=False).returncode == 2
     assert seed('evolve', '--dir', c.dir, check=False).returncode == 2
 
 

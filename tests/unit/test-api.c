@@ -95,6 +95,30 @@ static void test_refusals_before_any_call(void **state) {
         evo_api_free(api);
 }
 
+/* When the start-up doctor found that sandboxes cannot run, evolutions are
+ * refused with its message (and its fix). */
+static void test_refused_by_the_doctor(void **state) {
+        struct evo_api *api = NULL;
+        const char *why = "unprivileged user namespaces are disabled; fix: sysctl kernel.unprivileged_userns_clone=1";
+        assert_int_equal(evo_api_new(&(struct evo_api_config){.seed_dir = "/nonexistent", .kdb = (struct db *)1,
+                                                              .refused = why},
+                                     &api),
+                         0);
+        char *json;
+        const char *const calls[][4] = {
+                {"POST", "/_seed/api/evolutions", NULL, "{\"intent\":\"x\"}"},
+                {"POST", "/_seed/api/evolutions/*/decide", "evo_0123456789abcdef", "{}"},
+                {"POST", "/_seed/api/evolutions/*/cancel", "evo_0123456789abcdef", "{}"},
+                {"POST", "/_seed/api/approvals/*", "apr_0123456789abcdef", "{\"approved\":true}"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(calls); i++) {
+                assert_int_equal(call(api, calls[i][0], calls[i][1], calls[i][2], NULL, calls[i][3], &json), 503);
+                assert_non_null(strstr(json, "evolutions are refused on this host: unprivileged user namespaces"));
+                free(json);
+        }
+        evo_api_free(api);
+}
+
 /* The chat: no model answers 503 saying so (before the body or the DB is
  * touched); a bad limit is 400 before the DB. */
 static void test_chat_refusals(void **state) {
@@ -279,6 +303,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_ids),
                 cmocka_unit_test(test_refusals_before_any_call),
+                cmocka_unit_test(test_refused_by_the_doctor),
                 cmocka_unit_test(test_bodies_validated),
                 cmocka_unit_test(test_chat_refusals),
                 cmocka_unit_test(test_stream_fan_out),

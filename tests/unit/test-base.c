@@ -163,6 +163,17 @@ static void test_headtail_tiny_and_zero_tail(void **state) {
         assert_string_equal(d, "\n[... 8 bytes omitted ...]\n");
 }
 
+/* A NUL in command output cannot hide what follows it. */
+static void test_headtail_nul_bytes(void **state) {
+        struct headtail h;
+        assert_int_equal(headtail_init(&h, 4, 4), 0);
+        headtail_feed(&h, "a\0b", 3);
+        headtail_feed(&h, "cdefg\0hidden\0", 13);
+        _cleanup_free_ char *s = headtail_render(&h);
+        headtail_free(&h);
+        assert_string_equal(s, "a\xEF\xBF\xBD" "bc\n[... 8 bytes omitted ...]\nden\xEF\xBF\xBD");
+}
+
 /* ---- crypto ------------------------------------------------------------- */
 
 static void test_crypto_hex_and_hashes(void **state) {
@@ -831,6 +842,7 @@ int main(void) {
                 cmocka_unit_test(test_buf_grow_and_printf),
                 cmocka_unit_test(test_buf_steal),
                 cmocka_unit_test(test_headtail_head_only),
+                cmocka_unit_test(test_headtail_nul_bytes),
                 cmocka_unit_test(test_headtail_head_and_tail),
                 cmocka_unit_test(test_headtail_tiny_and_zero_tail),
                 cmocka_unit_test(test_crypto_hex_and_hashes),

@@ -1,0 +1,798 @@
+/* info.c — the read-only routes the control plane shows besides evolutions:
+ * identity, knowledge, skills, settings and model usage. See info.h. */
+#include "evolution/info.h"
+#include "evolution/api.h"
+#include "base/buf.h"
+#include "base/log.h"
+#include "config/config.h"
+#include "db/db.h"
+#include "fsx/fsx.h"
+
+#include <fcntl.h>
+#include <jansson.h>
+
+#define SEED_YAML_MAX (1024 * 1024)
+#define QUERY_VALUE_MAX (FSX_PATH_MAX * 3)
+#define SKILL_NAME_MAX 100
+#define USAGE_JSON_MAX (1024 * 1024)
+
+/* ---- small text helpers ---- */
+
+/* Length of the valid UTF-8 sequence at p (1..4), or 0 if invalid. */
+static size_t utf8_seq(const unsigned char *p, size_t n) {
+        unsigned char c = p[0];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80)
+                return c ? 1 : 0;
+        if (c >= 0xc2 && c <= 0xdf)
+                len = 2, cp = c & 0x1f;
+        else if (c >= 0xe0 && c <= 0xef)
+                len = 3, cp = c & 0x0f;
+        else if (c >= 0xf0 && c <= 0xf4)
+                len = 4, cp = c & 0x07;
+        else
+                return 0;
+        if (n < len)
+                return 0;
+        for (size_t i = 1; i < len; i++) {
+                if ((p[i] & 0xc0) != 0x80)
+                        return 0;
+                cp = (cp << 6) | (p[i] & 0x3f);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
+            (cp >= 0xd800 && cp <= 0xdfff))
+                return 0;
+        return len;
+}
+
+/* Valid UTF-8 without NUL bytes. */
+static bool text_valid(const char *s, size_t n) {
+        const unsigned char *p = (const unsigned char *)s;
+        for (size_t i = 0; i < n;) {
+                size_t k = utf8_seq(p + i, n - i);
+                if (k == 0)
+                        return false;
+                i += k;
+        }
+        return true;
+}
+
+static int hexval(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
+
+/* The percent-decoded value of name in a raw query string ('+' is a space).
+ * -ENOENT if absent, -EINVAL if malformed or holding a NUL, -E2BIG if long. */
+static int query_param(const char *query, const char *name, char **ret) {
+        size_t nl = strlen(name);
+        for (const char *p = query; p && *p;) {
+                size_t len = strcspn(p, "&");
+                if (len > nl && strncmp(p, name, nl) == 0 && p[nl] == '=') {
+                        const char *v = p + nl + 1;
+                        size_t vl = len - nl - 1;
+                        if (vl > QUERY_VALUE_MAX)
+                                return -E2BIG;
+                        char *out = malloc(vl + 1);
+                        size_t o = 0;
+                        if (!out)
+                                return -ENOMEM;
+                        for (size_t i = 0; i < vl; i++) {
+                                int c = (unsigned char)v[i];
+                                if (c == '+')
+                                        c = ' ';
+                                else if (c == '%') {
+                                        int hi = i + 1 < vl ? hexval(v[i + 1]) : -1;
+                                        int lo = i + 2 < vl ? hexval(v[i + 2]) : -1;
+                                        c = hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
+                                        i += 2;
+                                }
+                                if (c <= 0) {
+                                        free(out);
+                                        return -EINVAL;
+                                }
+                                out[o++] = (char)c;
+                        }
+                        out[o] = 0;
+                        *ret = out;
+                        return 0;
+                }
+                p += len + (p[len] == '&');
+        }
+        return -ENOENT;
+}
+
+static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* prefix + base64(data). Caller frees. */
+static char *base64_with_prefix(const char *prefix, const unsigned char *data, size_t len) {
+        size_t pl = strlen(prefix), out_len = pl + (len + 2) / 3 * 4;
+        char *out = malloc(out_len + 1), *o;
+        if (!out)
+                return NULL;
+        memcpy(out, prefix, pl);
+        o = out + pl;
+        for (size_t i = 0; i < len; i += 3) {
+                uint32_t v = (uint32_t)data[i] << 16;
+                if (i + 1 < len)
+                        v |= (uint32_t)data[i + 1] << 8;
+                if (i + 2 < len)
+                        v |= data[i + 2];
+                *o++ = b64[(v >> 18) & 63];
+                *o++ = b64[(v >> 12) & 63];
+                *o++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
+                *o++ = i + 2 < len ? b64[v & 63] : '=';
+        }
+        *o = 0;
+        return out;
+}
+
+/* ---- the tiny YAML subset ---- */
+
+static bool key_char(char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+               c == '-';
+}
+
+/* Appends the UTF-8 of code point cp. */
+static int put_utf8(struct buf *b, uint32_t cp) {
+        char u[4];
+        size_t n;
+        if (cp == 0 || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
+                return -EINVAL;
+        if (cp < 0x80)
+                u[0] = (char)cp, n = 1;
+        else if (cp < 0x800)
+                u[0] = (char)(0xc0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
+        else if (cp < 0x10000)
+                u[0] = (char)(0xe0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)),
+                u[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
+        else
+                u[0] = (char)(0xf0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f)),
+                u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
+        return buf_append(b, u, n);
+}
+
+/* A "double-quoted" scalar on one line, p at the opening quote. */
+static int scalar_double(const char *p, const char *end, struct buf *b) {
+        for (p++; p < end; p++) {
+                int r;
+                if (*p == '"')
+                        return 0;
+                if (*p != '\\') {
+                        r = buf_append(b, p, 1);
+                } else {
+                        if (++p >= end)
+                                return -EINVAL;
+                        switch (*p) {
+                        case '"': case '\\': case '/': r = buf_append(b, p, 1); break;
+                        case 'n': r = buf_puts(b, "\n"); break;
+                        case 't': r = buf_puts(b, "\t"); break;
+                        case 'r': r = buf_puts(b, "\r"); break;
+                        case ' ': r = buf_puts(b, " "); break;
+                        case 'u': {
+                                uint32_t cp = 0;
+                                if (end - p < 5)
+                                        return -EINVAL;
+                                for (int i = 1; i <= 4; i++) {
+                                        int h = hexval(p[i]);
+                                        if (h < 0)
+                                                return -EINVAL;
+                                        cp = cp * 16 + (uint32_t)h;
+                                }
+                                p += 4;
+                                r = put_utf8(b, cp);
+                                break;
+                        }
+                        default:
+                                return -EINVAL;
+                        }
+                }
+                if (r < 0)
+                        return r;
+        }
+        return -EINVAL; /* no closing quote on this line */
+}
+
+/* A 'single-quoted' scalar on one line ('' is a quote). */
+static int scalar_single(const char *p, const char *end, struct buf *b) {
+        for (p++; p < end; p++) {
+                if (*p == '\'') {
+                        if (p + 1 < end && p[1] == '\'')
+                                p++;
+                        else
+                                return 0;
+                }
+                int r = buf_append(b, p, 1);
+                if (r < 0)
+                        return r;
+        }
+        return -EINVAL;
+}
+
+/* A plain scalar: up to a " #" comment, trimmed. Flow collections, anchors,
+ * aliases, tags and directives are not scalars here. */
+static int scalar_plain(const char *p, const char *end, struct buf *b) {
+        if (p >= end || strchr("[{&*!%@`|>", *p))
+                return -EINVAL;
+        const char *e = p;
+        while (e < end && !(*e == '#' && e > p && (e[-1] == ' ' || e[-1] == '\t')))
+                e++;
+        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
+                e--;
+        if (e == p)
+                return -EINVAL;
+        return buf_append(b, p, (size_t)(e - p));
+}
+
+static size_t indent_of(const char *p, const char *end) {
+        size_t n = 0;
+        while (p + n < end && p[n] == ' ')
+                n++;
+        return n;
+}
+
+static bool blank_line(const char *p, const char *end) {
+        for (; p < end; p++)
+                if (*p != ' ' && *p != '\t' && *p != '\r')
+                        return false;
+        return true;
+}
+
+/* A "|" or ">" block: the more-indented lines from *next on. Moves *next past
+ * them. Trailing newlines are dropped. */
+static int scalar_block(bool fold, const char *text_end, const char **next, struct buf *b) {
+        const char *p = *next;
+        size_t indent = 0;
+        bool first = true, pending_blank = false;
+        int r = 0;
+        while (p < text_end && r >= 0) {
+                const char *eol = memchr(p, '\n', (size_t)(text_end - p));
+                const char *le = eol ? eol : text_end, *nx = eol ? eol + 1 : text_end;
+                if (le > p && le[-1] == '\r')
+                        le--;
+                if (blank_line(p, le)) {
+                        if (!first)
+                                pending_blank = true;
+                        p = nx;
+                        continue;
+                }
+                size_t in = indent_of(p, le);
+                if (first)
+                        indent = in;
+                if (in == 0 || in < indent)
+                        break;
+                if (!first) {
+                        if (fold && !pending_blank)
+                                r = buf_puts(b, " ");
+                        else if (fold)
+                                r = buf_puts(b, "\n");
+                        else
+                                r = buf_puts(b, pending_blank ? "\n\n" : "\n");
+                }
+                if (r >= 0)
+                        r = buf_append(b, p + indent, (size_t)(le - p - indent));
+                first = pending_blank = false;
+                p = nx;
+        }
+        *next = p;
+        return r;
+}
+
+int evo_info_yaml_scalars(const char *text, size_t len, const char *const *keys, char **ret_values) {
+        if (!text || !keys || !ret_values || len > EVO_INFO_SELF_MAX)
+                return -EINVAL;
+        size_t nkeys = 0;
+        while (keys[nkeys])
+                nkeys++;
+        char **vals = calloc(nkeys + 1, sizeof *vals);
+        if (!vals)
+                return -ENOMEM;
+        const char *p = text, *end = text + len;
+        int r = 0;
+        while (p < end && r >= 0) {
+                const char *eol = memchr(p, '\n', (size_t)(end - p));
+                const char *le = eol ? eol : end, *next = eol ? eol + 1 : end;
+                if (le > p && le[-1] == '\r')
+                        le--;
+                const char *k = p;
+                while (k < le && key_char(*k))
+                        k++;
+                /* Only "key:" at column 0; comments, list items and nested keys are skipped. */
+                if (k == p || k >= le || *k != ':' || (k + 1 < le && k[1] != ' ' && k[1] != '\t')) {
+                        p = next;
+                        continue;
+                }
+                size_t idx = 0;
+                while (idx < nkeys && !(strlen(keys[idx]) == (size_t)(k - p) && strncmp(keys[idx], p, k - p) == 0))
+                        idx++;
+                const char *v = k + 1;
+                while (v < le && (*v == ' ' || *v == '\t'))
+                        v++;
+                _cleanup_buf_ struct buf b = BUF_INIT(EVO_INFO_VALUE_MAX);
+                int s;
+                if (v < le && (*v == '|' || *v == '>'))
+                        s = scalar_block(*v == '>', end, &next, &b);
+                else if (v < le && *v == '"')
+                        s = scalar_double(v, le, &b);
+                else if (v < le && *v == '\'')
+                        s = scalar_single(v, le, &b);
+                else
+                        s = scalar_plain(v, le, &b);
+                if (s == -ENOMEM)
+                        r = s;
+                else if (s >= 0 && idx < nkeys && !vals[idx] && text_valid(b.data ? b.data : "", b.len)) {
+                        vals[idx] = b.data ? buf_steal(&b) : strdup("");
+                        if (!vals[idx])
+                                r = -ENOMEM;
+                }
+                p = next;
+        }
+        if (r < 0) {
+                for (size_t i = 0; i < nkeys; i++)
+                        free(vals[i]);
+                free(vals);
+                return r;
+        }
+        for (size_t i = 0; i < nkeys; i++)
+                ret_values[i] = vals[i];
+        free(vals);
+        return 0;
+}
+
+/* Whether [p, le) is a "---" line (trailing spaces and \r allowed). */
+static bool fence_line(const char *p, const char *le) {
+        if (le - p < 3 || strncmp(p, "---", 3) != 0)
+                return false;
+        return blank_line(p + 3, le);
+}
+
+int evo_info_front_matter(const char *text, size_t len, const char *const *keys, char **ret_values) {
+        if (!text)
+                return -EINVAL;
+        const char *end = text + len;
+        const char *eol = memchr(text, '\n', len);
+        if (!eol || !fence_line(text, eol))
+                return -ENOENT;
+        const char *start = eol + 1;
+        for (const char *p = start; p < end;) {
+                const char *e = memchr(p, '\n', (size_t)(end - p));
+                const char *le = e ? e : end;
+                if (fence_line(p, le)) {
+                        if ((size_t)(p - start) > EVO_INFO_SELF_MAX)
+                                return -EINVAL;
+                        return evo_info_yaml_scalars(start, (size_t)(p - start), keys, ret_values);
+                }
+                p = e ? e + 1 : end;
+        }
+        return -ENOENT;
+}
+
+bool evo_info_accent_valid(const char *s) {
+        if (!s || s[0] != '#' || (strlen(s) != 4 && strlen(s) != 7))
+                return false;
+        for (const char *p = s + 1; *p; p++)
+                if (hexval(*p) < 0)
+                        return false;
+        return true;
+}
+
+int evo_info_redact_url(const char *url, char **ret) {
+        if (!url)
+                return -EINVAL;
+        const char *sep = strstr(url, "://");
+        const char *auth = sep ? sep + 3 : url;
+        size_t alen = strcspn(auth, "/?#");
+        const char *at = NULL;
+        for (const char *p = auth; p < auth + alen; p++)
+                if (*p == '@')
+                        at = p;
+        const char *host = at ? at + 1 : auth;
+        size_t rest = strcspn(auth + alen, "?#");
+        char *out = NULL;
+        if (xasprintf(&out, "%.*s%.*s%.*s", sep ? (int)(sep + 3 - url) : 0, url, (int)(auth + alen - host), host,
+                      (int)rest, auth + alen) < 0)
+                return -ENOMEM;
+        *ret = out;
+        return 0;
+}
+
+/* ---- reading the Seed's folder ---- */
+
+/* Reads rel beneath the Seed's folder (fsx: no symlink anywhere). */
+static int read_beneath(const char *seed_dir, const char *rel, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_close_ int root = -1;
+        _cleanup_free_ char *err = NULL;
+        int r = fsx_open_root(seed_dir, &root);
+        if (r < 0)
+                return r;
+        return fsx_read(root, rel, max, ret, ret_len, &err);
+}
+
+static int dump(json_t *o, char **ret_json) {
+        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
+        json_decref(o);
+        if (!s)
+                return -ENOMEM;
+        *ret_json = s;
+        return 0;
+}
+
+/* A string member, null when v is NULL or not UTF-8. */
+static json_t *str_or_null(const char *v) {
+        json_t *s = v ? json_string(v) : NULL;
+        return s ? s : json_null();
+}
+
+int evo_info_identity_json(const char *seed_dir, char **ret_json) {
+        static const char *const keys[] = {"slug", "name", "tagline", "accent", "purpose", NULL};
+        char *vals[5] = {0};
+        _cleanup_free_ char *self = NULL, *logo = NULL, *seed_yaml = NULL, *logo_url = NULL;
+        _cleanup_(cfg_freep) struct cfg *cfg = NULL;
+        json_t *o = NULL;
+        size_t len = 0, logo_len = 0, yl = 0;
+        int r = read_beneath(seed_dir, "knowledge/self.yaml", EVO_INFO_SELF_MAX, &self, &len);
+        if (r >= 0)
+                r = evo_info_yaml_scalars(self, len, keys, vals);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0 && r != -ENOENT)
+                log_info("knowledge/self.yaml is not readable (%s): the control plane shows defaults", strerror(-r));
+        if (read_beneath(seed_dir, "knowledge/logo.svg", EVO_INFO_LOGO_MAX, &logo, &logo_len) >= 0 &&
+            !(logo_url = base64_with_prefix("data:image/svg+xml;base64,", (const unsigned char *)logo, logo_len))) {
+                r = -ENOMEM;
+                goto out;
+        }
+        /* The name of the Seed itself (seed.yaml), for when self.yaml has none. */
+        if (read_beneath(seed_dir, "seed.yaml", SEED_YAML_MAX, &seed_yaml, &yl) >= 0)
+                (void)cfg_parse(seed_yaml, yl, "seed.yaml", &cfg, NULL);
+        o = json_object();
+        if (o) {
+                json_object_set_new(o, "seed", str_or_null(cfg ? cfg->name : NULL));
+                json_object_set_new(o, "slug", str_or_null(vals[0]));
+                json_object_set_new(o, "name", str_or_null(vals[1]));
+                json_object_set_new(o, "tagline", str_or_null(vals[2]));
+                json_object_set_new(o, "accent", str_or_null(evo_info_accent_valid(vals[3]) ? vals[3] : NULL));
+                json_object_set_new(o, "purpose", str_or_null(vals[4]));
+                json_object_set_new(o, "logo", str_or_null(logo_url));
+        }
+        r = dump(o, ret_json);
+out:
+        for (size_t i = 0; i < ARRAY_SIZE(vals); i++)
+                free(vals[i]);
+        return r;
+}
+
+/* Appends the files beneath dir (relative to knowledge/) to arr. */
+static int walk(int root, const char *dir, size_t prefix, int depth, json_t *arr, bool *truncated) {
+        _cleanup_(fsx_list_freep) struct fsx_list *l = NULL;
+        _cleanup_free_ char *err = NULL;
+        int r = fsx_list(root, dir, EVO_INFO_LIST_MAX, &l, &err);
+        if (r < 0)
+                return r;
+        if (l->truncated)
+                *truncated = true;
+        for (size_t i = 0; i < l->n; i++) {
+                const struct fsx_entry *e = &l->entries[i];
+                _cleanup_free_ char *path = NULL;
+                if (json_array_size(arr) >= EVO_INFO_LIST_MAX) {
+                        *truncated = true;
+                        return 0;
+                }
+                if (xasprintf(&path, "%s/%s", dir, e->name) < 0)
+                        return -ENOMEM;
+                if (e->type == FSX_DIR) {
+                        if (depth >= EVO_INFO_DEPTH_MAX)
+                                *truncated = true;
+                        else if ((r = walk(root, path, prefix, depth + 1, arr, truncated)) == -ENOMEM)
+                                return r;
+                        /* A folder that went away or cannot be listed is left out. */
+                        continue;
+                }
+                if (e->type != FSX_FILE && e->type != FSX_SYMLINK)
+                        continue;
+                json_t *name = json_string(path + prefix);
+                if (!name) /* not UTF-8: cannot be named in JSON */
+                        continue;
+                json_t *o = json_pack("{s:o, s:s, s:I}", "path", name, "type", fsx_type_name(e->type), "size",
+                                      (json_int_t)e->size);
+                if (!o || json_array_append_new(arr, o) < 0)
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int evo_info_knowledge_json(const char *seed_dir, char **ret_json) {
+        _cleanup_close_ int root = -1;
+        int r = fsx_open_root(seed_dir, &root);
+        if (r < 0)
+                return r;
+        json_t *arr = json_array();
+        bool truncated = false;
+        if (!arr)
+                return -ENOMEM;
+        r = walk(root, "knowledge", strlen("knowledge/"), 0, arr, &truncated);
+        if (r < 0 && r != -ENOENT) {
+                json_decref(arr);
+                return r;
+        }
+        return dump(json_pack("{s:o, s:b}", "files", arr, "truncated", truncated), ret_json);
+}
+
+/* {"path", "size", "content"} of a file just read (content null unless text). */
+static int file_json(const char *path, const char *data, size_t len, json_t *extra, char **ret_json) {
+        json_t *o = json_pack("{s:s, s:I, s:o}", "path", path, "size", (json_int_t)len, "content",
+                              text_valid(data, len) ? json_stringn(data, len) : json_null());
+        if (o && extra)
+                json_object_update(o, extra);
+        json_decref(extra);
+        return dump(o, ret_json);
+}
+
+int evo_info_knowledge_file_json(const char *seed_dir, const char *rel, char **ret_json) {
+        _cleanup_free_ char *norm = NULL, *err = NULL, *full = NULL, *data = NULL;
+        size_t len = 0;
+        int r = fsx_normalize(rel, strlen(rel), &norm, &err);
+        if (r < 0)
+                return r;
+        if (streq(norm, "."))
+                return -EISDIR;
+        if (xasprintf(&full, "knowledge/%s", norm) < 0)
+                return -ENOMEM;
+        r = read_beneath(seed_dir, full, EVO_INFO_FILE_MAX, &data, &len);
+        if (r < 0)
+                return r;
+        return file_json(norm, data, len, NULL, ret_json);
+}
+
+static bool skill_name_valid(const char *s) {
+        if (!s || !*s || *s == '.' || strlen(s) > SKILL_NAME_MAX)
+                return false;
+        for (; *s; s++)
+                if (!key_char(*s) && *s != '.')
+                        return false;
+        return true;
+}
+
+static const char *const skill_keys[] = {"name", "description", NULL};
+
+int evo_info_skills_json(const char *seed_dir, char **ret_json) {
+        _cleanup_close_ int root = -1;
+        _cleanup_(fsx_list_freep) struct fsx_list *l = NULL;
+        _cleanup_free_ char *err = NULL;
+        int r = fsx_open_root(seed_dir, &root);
+        if (r < 0)
+                return r;
+        r = fsx_list(root, "skills", EVO_INFO_LIST_MAX, &l, &err);
+        json_t *arr = json_array();
+        if (!arr)
+                return -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < l->n; i++) {
+                const struct fsx_entry *e = &l->entries[i];
+                if (e->type != FSX_DIR || !skill_name_valid(e->name))
+                        continue;
+                _cleanup_free_ char *p = NULL, *data = NULL, *ferr = NULL;
+                char *vals[2] = {0};
+                size_t len = 0;
+                if (xasprintf(&p, "skills/%s/SKILL.md", e->name) < 0) {
+                        r = -ENOMEM;
+                        break;
+                }
+                int k = fsx_read(root, p, EVO_INFO_FILE_MAX, &data, &len, &ferr);
+                if (k >= 0)
+                        k = evo_info_front_matter(data, len, skill_keys, vals);
+                json_t *o = json_pack("{s:s, s:o, s:o}", "name", e->name, "title", str_or_null(vals[0]),
+                                      "description", str_or_null(vals[1]));
+                free(vals[0]);
+                free(vals[1]);
+                if (o && k < 0)
+                        json_object_set_new(o, "problem",
+                                            json_string(k == -ENOENT ? "no SKILL.md front matter"
+                                                        : k == -ELOOP ? "SKILL.md is a symlink (not read)"
+                                                        : k == -EFBIG ? "SKILL.md is too large"
+                                                                      : "SKILL.md is not readable"));
+                if (!o || json_array_append_new(arr, o) < 0)
+                        r = -ENOMEM;
+        }
+        if (r < 0 && r != -ENOENT) {
+                json_decref(arr);
+                return r;
+        }
+        return dump(json_pack("{s:o}", "skills", arr), ret_json);
+}
+
+int evo_info_skill_json(const char *seed_dir, const char *name, char **ret_json) {
+        if (!skill_name_valid(name))
+                return -EINVAL;
+        _cleanup_free_ char *p = NULL, *data = NULL;
+        char *vals[2] = {0};
+        size_t len = 0;
+        if (xasprintf(&p, "skills/%s/SKILL.md", name) < 0)
+                return -ENOMEM;
+        int r = read_beneath(seed_dir, p, EVO_INFO_FILE_MAX, &data, &len);
+        if (r < 0)
+                return r;
+        (void)evo_info_front_matter(data, len, skill_keys, vals);
+        json_t *extra = json_pack("{s:s, s:o, s:o}", "name", name, "title", str_or_null(vals[0]), "description",
+                                  str_or_null(vals[1]));
+        free(vals[0]);
+        free(vals[1]);
+        if (!extra)
+                return -ENOMEM;
+        return file_json(p, data, len, extra, ret_json);
+}
+
+static json_t *strv_json(char *const *v) {
+        json_t *a = json_array();
+        for (size_t i = 0; a && v && v[i]; i++)
+                json_array_append_new(a, str_or_null(v[i]));
+        return a;
+}
+
+int evo_info_settings_json(const char *seed_dir, char **ret_json) {
+        _cleanup_free_ char *text = NULL, *base_url = NULL, *err = NULL;
+        _cleanup_(cfg_freep) struct cfg *c = NULL;
+        size_t len = 0;
+        int r = read_beneath(seed_dir, "seed.yaml", SEED_YAML_MAX, &text, &len);
+        if (r < 0)
+                return r;
+        r = cfg_parse(text, len, "seed.yaml", &c, &err);
+        if (r < 0)
+                return r == -ENOMEM ? r : -EBADMSG;
+        if (evo_info_redact_url(c->model.base_url, &base_url) < 0)
+                return -ENOMEM;
+        /* Never the database URL (it may hold a password): only whether one is set. */
+        json_t *o = json_pack(
+                "{s:s, s:{s:s, s:o}, s:{s:s, s:s, s:s, s:s, s:i}, s:{s:b}, s:{s:s},"
+                " s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:{s:i, s:i, s:i}, s:{s:s, s:s, s:s, s:b, s:b}, s:{s:o}}",
+                "name", c->name,
+                "server", "addr", c->server.addr, "allowed_hosts", strv_json(c->server.allowed_hosts),
+                "model", "provider", c->model.provider, "name", c->model.name, "base_url", base_url, "api_key_env",
+                c->model.api_key_env, "max_tokens", c->model.max_tokens,
+                "database", "external", !strempty(c->database.url),
+                "sandbox", "driver", c->sandbox.driver,
+                "organism", "build", c->organism.build, "test", c->organism.test, "run", c->organism.run, "port",
+                c->organism.port, "health", c->organism.health, "migrations", c->organism.migrations,
+                "evolution", "max_repair_attempts", c->evolution.max_repair_attempts, "max_agent_turns",
+                c->evolution.max_agent_turns, "command_timeout_seconds", c->evolution.command_timeout_seconds,
+                "permissions", "safe", cfg_decision_name(c->permissions.safe), "review",
+                cfg_decision_name(c->permissions.review), "dangerous", cfg_decision_name(c->permissions.dangerous),
+                "require_plan_approval", c->permissions.require_plan_approval, "require_apply_approval",
+                c->permissions.require_apply_approval,
+                "kernel", "evolvable", strv_json(c->kernel.evolvable));
+        return dump(o, ret_json);
+}
+
+int evo_info_usage_json(struct db *kdb, char **ret_json) {
+        _cleanup_free_ char *rows = NULL;
+        int r = db_query_json_max(kdb,
+                                  "SELECT purpose, model, count(*)::bigint AS calls, "
+                                  "sum(input_tokens)::bigint AS input_tokens, "
+                                  "sum(output_tokens)::bigint AS output_tokens, "
+                                  "sum(cost_usd)::double precision AS cost_usd, max(at) AS last_at "
+                                  "FROM model_usage GROUP BY purpose, model ORDER BY purpose, model LIMIT 500",
+                                  0, NULL, USAGE_JSON_MAX, &rows);
+        if (r < 0)
+                return r;
+        json_t *arr = json_loads(rows, 0, NULL), *row;
+        if (!json_is_array(arr)) {
+                json_decref(arr);
+                return -EBADMSG;
+        }
+        json_int_t calls = 0, in = 0, out = 0;
+        double cost = 0;
+        size_t i;
+        json_array_foreach(arr, i, row) {
+                calls += json_integer_value(json_object_get(row, "calls"));
+                in += json_integer_value(json_object_get(row, "input_tokens"));
+                out += json_integer_value(json_object_get(row, "output_tokens"));
+                cost += json_number_value(json_object_get(row, "cost_usd"));
+        }
+        return dump(json_pack("{s:o, s:{s:I, s:I, s:I, s:f}}", "usage", arr, "total", "calls", calls, "input_tokens",
+                              in, "output_tokens", out, "cost_usd", cost),
+                    ret_json);
+}
+
+/* ---- the handlers ---- */
+
+static int reply(int status, json_t *o, int *ret_status, char **ret_json) {
+        int r = dump(o, ret_json);
+        if (r >= 0)
+                *ret_status = status;
+        return r;
+}
+
+static int reply_error(int status, const char *msg, int *ret_status, char **ret_json) {
+        return reply(status, json_pack("{s:s}", "error", msg), ret_status, ret_json);
+}
+
+static int reply_json(int r, char *json, const char *what, int *ret_status, char **ret_json) {
+        switch (r) {
+        case 0:
+                *ret_status = 200;
+                *ret_json = json;
+                return 0;
+        case -ENOENT:
+                return reply_error(404, "no such file", ret_status, ret_json);
+        case -ELOOP:
+        case -EXDEV:
+                return reply_error(403, "this is a symlink or leads outside the Seed: it is not shown", ret_status,
+                                   ret_json);
+        case -EMLINK:
+                return reply_error(403, "this file has several hard links: it is not shown", ret_status, ret_json);
+        case -EFBIG:
+                return reply_error(413, "this file is too large to show here (over 256 KiB)", ret_status, ret_json);
+        case -EISDIR:
+                return reply_error(400, "this is a folder, not a file", ret_status, ret_json);
+        case -EINVAL:
+                return reply_error(400, "bad path", ret_status, ret_json);
+        case -EBADMSG:
+                return reply_error(409, "seed.yaml is not valid: see the kernel log", ret_status, ret_json);
+        default:
+                return log_error_errno(r, "could not read %s: %m", what);
+        }
+}
+
+static const char *seed_dir_of(void *ud) {
+        return evo_api_seed_dir(ud);
+}
+
+int evo_info_h_identity(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        char *json = NULL;
+        int r = evo_info_identity_json(seed_dir_of(ud), &json);
+        return reply_json(r, json, "the identity", ret_status, ret_json);
+}
+
+int evo_info_h_knowledge(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        _cleanup_free_ char *path = NULL;
+        char *json = NULL;
+        int r = query_param(call->query, "path", &path);
+        if (r == -ENOENT) {
+                r = evo_info_knowledge_json(seed_dir_of(ud), &json);
+                return reply_json(r, json, "knowledge/", ret_status, ret_json);
+        }
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return reply_error(400, "path must be a percent-encoded relative path", ret_status, ret_json);
+        r = evo_info_knowledge_file_json(seed_dir_of(ud), path, &json);
+        return reply_json(r, json, "a knowledge file", ret_status, ret_json);
+}
+
+int evo_info_h_skills(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        char *json = NULL;
+        int r = evo_info_skills_json(seed_dir_of(ud), &json);
+        return reply_json(r, json, "skills/", ret_status, ret_json);
+}
+
+int evo_info_h_skill(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        if (!skill_name_valid(call->param))
+                return reply_error(400, "bad skill name", ret_status, ret_json);
+        char *json = NULL;
+        int r = evo_info_skill_json(seed_dir_of(ud), call->param, &json);
+        return reply_json(r, json, "a skill", ret_status, ret_json);
+}
+
+int evo_info_h_settings(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        char *json = NULL;
+        int r = evo_info_settings_json(seed_dir_of(ud), &json);
+        if (r == -EBADMSG)
+                log_warn("seed.yaml does not parse: the settings cannot be shown");
+        return reply_json(r, json, "seed.yaml", ret_status, ret_json);
+}
+
+int evo_info_h_usage(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        char *json = NULL;
+        int r = evo_info_usage_json(evo_api_kdb(ud), &json);
+        if (r < 0)
+                return log_error_errno(r, "could not read the model usage: %m");
+        *ret_status = 200;
+        *ret_json = json;
+        return 0;
+}

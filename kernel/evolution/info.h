@@ -1,0 +1,75 @@
+/* info.h — the read-only /_seed/api routes the control plane shows besides
+ * evolutions: who the Seed is, what it knows, its skills, its settings and
+ * what its model calls cost (SPEC §7).
+ *
+ *   GET identity               knowledge/self.yaml's name, slug, tagline,
+ *                              accent (only a valid #rrggbb), purpose; the
+ *                              seed.yaml name; knowledge/logo.svg as a
+ *                              data: URL for an <img> (or null)
+ *   GET knowledge              every file under knowledge/ (path, type, size)
+ *   GET knowledge?path=REL     one of them: {"path", "size", "content"}
+ *                              (content null when it is not UTF-8 text)
+ *   GET skills                 skills/<name>/SKILL.md front matter of each
+ *   GET skills/{name}          one SKILL.md in full
+ *   GET settings               seed.yaml without anything secret: never the
+ *                              database URL (only whether one is set), the
+ *                              model's base_url without user info or query
+ *   GET usage                  model calls, tokens and cost by purpose and model
+ *
+ * Repository content is read only through fsx (openat2 RESOLVE_BENEATH |
+ * RESOLVE_NO_SYMLINKS beneath the live Seed's folder), each file bounded: a
+ * knowledge/x.md that is a link to ~/.ssh/id_rsa is refused, never read.
+ * Handlers take the struct evo_api * as userdata (they are entries of
+ * evo_api_routes, api.c). */
+#pragma once
+
+#include "base/base.h"
+#include "ctl/ctl.h"
+
+struct db;
+
+#define EVO_INFO_FILE_MAX (256 * 1024)  /* a note or skill shown in the control plane */
+#define EVO_INFO_SELF_MAX (64 * 1024)   /* knowledge/self.yaml */
+#define EVO_INFO_LOGO_MAX (128 * 1024)  /* knowledge/logo.svg */
+#define EVO_INFO_VALUE_MAX (8 * 1024)   /* one self.yaml / front matter value */
+#define EVO_INFO_LIST_MAX 500           /* files listed under knowledge/, skills */
+#define EVO_INFO_DEPTH_MAX 8            /* folders below knowledge/ walked */
+
+/* A few top-level scalars of a YAML mapping: the tiny subset the Seed's own
+ * self.yaml and SKILL.md front matter use ("key: plain", "key: 'single'",
+ * "key: \"double\"", "key: |" and "key: >" blocks). Anything else (lists,
+ * nested maps, anchors, flow values) is skipped, never interpreted. keys is
+ * NULL-terminated; ret_values[i] gets a copy of key i's first value (valid
+ * UTF-8, at most EVO_INFO_VALUE_MAX bytes) or stays NULL. Caller frees each.
+ * -EINVAL if text is longer than EVO_INFO_SELF_MAX. */
+int evo_info_yaml_scalars(const char *text, size_t len, const char *const *keys, char **ret_values);
+
+/* SKILL.md front matter: the text between a first line "---" and the next
+ * "---" line, parsed with evo_info_yaml_scalars; -ENOENT without one. */
+int evo_info_front_matter(const char *text, size_t len, const char *const *keys, char **ret_values);
+
+/* Whether s is a CSS colour the UI may use as its accent: #rgb or #rrggbb. */
+bool evo_info_accent_valid(const char *s);
+
+/* A model base_url fit to show: scheme://host[:port]/path, without user
+ * info, query or fragment. Caller frees. */
+int evo_info_redact_url(const char *url, char **ret);
+
+/* The JSON bodies of the routes above (caller frees). seed_dir is the live
+ * Seed's folder. -ENOENT, -ELOOP, -EFBIG, -EINVAL … are the file's own
+ * errors, which the handlers map to 4xx answers. */
+int evo_info_identity_json(const char *seed_dir, char **ret_json);
+int evo_info_knowledge_json(const char *seed_dir, char **ret_json);
+int evo_info_knowledge_file_json(const char *seed_dir, const char *rel, char **ret_json);
+int evo_info_skills_json(const char *seed_dir, char **ret_json);
+int evo_info_skill_json(const char *seed_dir, const char *name, char **ret_json);
+int evo_info_settings_json(const char *seed_dir, char **ret_json);
+int evo_info_usage_json(struct db *kdb, char **ret_json);
+
+/* Route handlers (entries of evo_api_routes). */
+int evo_info_h_identity(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json);
+int evo_info_h_knowledge(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json);
+int evo_info_h_skills(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json);
+int evo_info_h_skill(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json);
+int evo_info_h_settings(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json);
+int evo_info_h_usage(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json);

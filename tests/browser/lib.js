@@ -1,0 +1,176 @@
+// Helpers for the browser suite: a real Seed planted and started with the
+// seed CLI (real kernel, PostgreSQL, bwrap and git), optionally with the
+// scripted model server (tests/fakes/model_server.py) as its model, like
+// tests/integration/seedlib.py's ScriptedSeed; headless Chromium; and
+// screenshots at desktop and phone width kept in tests/browser/out/.
+'use strict';
+
+const assert = require('node:assert');
+const { execFileSync, spawn } = require('node:child_process');
+const fs = require('node:fs');
+const net = require('node:net');
+const os = require('node:os');
+const path = require('node:path');
+
+const SEED = process.env.SEED_BIN || path.join(__dirname, '../../build/cmd/seed/seed');
+const OUT = path.join(__dirname, 'out');
+const MODEL_SERVER = path.join(__dirname, '../fakes/model_server.py');
+const CHROMIUM_FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--no-first-run',
+  '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+const DESKTOP = { width: 1280, height: 900 };
+const PHONE = { width: 390, height: 844 };
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+    s.on('error', reject);
+  });
+}
+
+function seed(cwd, ...args) {
+  return execFileSync(SEED, args, { cwd, encoding: 'utf8', timeout: 900000, stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+function sleep(ms) {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+// Polls fn until it returns a truthy value (or throws past the deadline).
+async function waitUntil(fn, { timeout = 120000, interval = 250, what = 'condition' } = {}) {
+  const deadline = Date.now() + timeout;
+  let last = null;
+  while (Date.now() < deadline) {
+    try {
+      const v = await fn();
+      if (v) return v;
+    } catch (e) {
+      last = e;
+    }
+    await sleep(interval); // polling interval, not a wait for an event
+  }
+  throw new Error(`timed out waiting for ${what}` + (last ? ` (last error: ${last.message})` : ''));
+}
+
+async function httpJson(url, init) {
+  const res = await fetch(url, init);
+  const text = await res.text();
+  let body = null;
+  try {
+    body = JSON.parse(text);
+  } catch (e) {
+    body = text;
+  }
+  return { status: res.status, body };
+}
+
+// A planted, running Seed. With scripted: true its model is the scripted
+// server (provider openai-compatible), loaded with script().
+class TestSeed {
+  static async start(name, { scripted = false } = {}) {
+    const s = new TestSeed();
+    s.tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'seed-browser-'));
+    fs.chmodSync(s.tmp, 0o755); // the unprivileged account must reach it when we are root
+    s.dir = path.join(s.tmp, name);
+    if (scripted) await s.startModel();
+    s.port = await freePort();
+    s.base = `http://127.0.0.1:${s.port}`;
+    const addr = `127.0.0.1:${s.port}`;
+    if (scripted) {
+      seed(s.tmp, 'new', name, '--no-run', '--addr', addr);
+      s.pointAtModel();
+      seed(s.dir, 'run', '--detach', '--addr', addr);
+    } else {
+      const out = seed(s.tmp, 'new', name, '--addr', addr);
+      const m = out.match(/(http:\/\/\S+\/_seed\/login\?t=[0-9a-f]+)/);
+      assert.ok(m, `no sign-in link in: ${out}`);
+      s.firstLink = m[1];
+    }
+    s.started = true;
+    await waitUntil(async () => (await fetch(s.base + '/_seed/healthz')).status === 200, { what: 'the kernel' });
+    return s;
+  }
+
+  async startModel() {
+    const portFile = path.join(this.tmp, 'model-port');
+    this.modelLog = fs.openSync(path.join(this.tmp, 'model-server.log'), 'w');
+    this.model = spawn('python3', [MODEL_SERVER, '--port', '0', '--port-file', portFile],
+      { stdio: ['ignore', this.modelLog, this.modelLog] });
+    const port = await waitUntil(() => fs.existsSync(portFile) && fs.readFileSync(portFile, 'utf8').trim(),
+      { timeout: 30000, what: 'the model server port' });
+    this.modelBase = `http://127.0.0.1:${port}`;
+    await waitUntil(async () => (await fetch(this.modelBase + '/_health')).ok, { timeout: 30000, what: 'the model server' });
+  }
+
+  pointAtModel() {
+    const p = path.join(this.dir, 'seed.yaml');
+    const text = fs.readFileSync(p, 'utf8');
+    const model = 'model:\n  provider: openai-compatible\n  name: scripted\n' +
+      `  base_url: ${this.modelBase}/v1\n  api_key_env: ""\n  max_tokens: 16000\n`;
+    const next = text.replace(/^model:\n(?:[ \t]+.*\n)+/m, model);
+    assert.notStrictEqual(next, text, 'no model section in seed.yaml');
+    fs.writeFileSync(p, next);
+  }
+
+  // Loads a script into the model server (see its top comment).
+  async script(steps) {
+    const r = await httpJson(this.modelBase + '/_script', {
+      method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(steps),
+    });
+    assert.strictEqual(r.status, 200, JSON.stringify(r.body));
+  }
+
+  async modelState() {
+    return (await httpJson(this.modelBase + '/_state')).body;
+  }
+
+  // A fresh one-time sign-in link.
+  login() {
+    return seed(this.tmp, 'login', '--print', '--dir', this.dir).trim();
+  }
+
+  // The kernel's API with the CLI token (never a browser's).
+  async api(p, init = {}) {
+    const tok = fs.readFileSync(path.join(this.dir, '.seed', 'control-token'), 'utf8').trim();
+    const headers = Object.assign({ Authorization: 'Bearer ' + tok }, init.headers || {});
+    if (init.body !== undefined) headers['Content-Type'] = 'application/json';
+    return httpJson(this.base + p, Object.assign({}, init, { headers }));
+  }
+
+  close() {
+    if (this.started) {
+      try {
+        seed(this.tmp, 'stop', '--dir', this.dir);
+      } catch (e) {
+        // already stopped
+      }
+    }
+    if (this.model) this.model.kill('SIGTERM');
+    if (this.modelLog) fs.closeSync(this.modelLog);
+    if (this.tmp && !process.env.SEED_KEEP_TMP) fs.rmSync(this.tmp, { recursive: true, force: true });
+  }
+}
+
+async function launch() {
+  const { chromium } = require('playwright-core');
+  fs.mkdirSync(OUT, { recursive: true });
+  return chromium.launch({ executablePath: '/usr/bin/chromium', args: CHROMIUM_FLAGS });
+}
+
+// Screenshots of the page at desktop and phone width (name.png,
+// name-phone.png); at phone width nothing may stick out sideways.
+async function shots(page, name, { fullPage = true } = {}) {
+  await page.mouse.move(0, 0); // no hover effects in the pictures
+  await page.setViewportSize(DESKTOP);
+  await page.screenshot({ path: path.join(OUT, name + '.png'), fullPage });
+  await page.setViewportSize(PHONE);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  await page.screenshot({ path: path.join(OUT, name + '-phone.png'), fullPage });
+  await page.setViewportSize(DESKTOP);
+  assert.ok(overflow <= 1, `${name}: the page is ${overflow}px wider than a phone`);
+}
+
+module.exports = { TestSeed, launch, shots, waitUntil, sleep, freePort, DESKTOP, PHONE, OUT };

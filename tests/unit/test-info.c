@@ -1,0 +1,338 @@
+/* test-info.c — the control plane's read-only routes (evolution/info.c): the
+ * tiny YAML subset of self.yaml and SKILL.md front matter, accent and URL
+ * checks, and the files read beneath a temporary Seed folder (symlinks, big
+ * files, escapes and secrets refused). No database: GET usage is covered by
+ * the browser suite. */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include "evolution/api.h"
+#include "evolution/info.h"
+#include "base/fileio.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+static char dir[] = "/tmp/seed-info-XXXXXX";
+
+static void put(const char *rel, const char *text) {
+        _cleanup_free_ char *p = path_join(dir, rel);
+        _cleanup_free_ char *parent = strdup(p);
+        *strrchr(parent, '/') = 0;
+        assert_int_equal(mkdir_p(parent, 0755), 0);
+        assert_int_equal(write_file_atomic(p, text, strlen(text), 0644), 0);
+}
+
+static void link_to(const char *target, const char *rel) {
+        _cleanup_free_ char *p = path_join(dir, rel);
+        unlink(p);
+        assert_int_equal(symlink(target, p), 0);
+}
+
+static int setup(void **state) {
+        assert_non_null(mkdtemp(dir));
+        put("seed.yaml", "name: infotest\nmodel:\n  provider: openai-compatible\n  name: scripted\n"
+                         "  base_url: https://models.example:8443/v1?key=hunter3\n"
+                         "  api_key_env: MY_KEY\ndatabase:\n  url: postgres://seed@db.hunter4.example/seed\n");
+        put("knowledge/self.yaml", "# who\nslug: infotest\nname: \"Fern\"\ntagline: Grows  # a comment\n"
+                                   "accent: '#3F7D4E'\npurpose: |\n  Keep notes.\n  Two lines.\n"
+                                   "capabilities: []\n");
+        put("knowledge/logo.svg", "<svg xmlns=\"http://www.w3.org/2000/svg\"/>");
+        put("knowledge/README.md", "# Hello\n\n<script>alert(1)</script>\n");
+        put("knowledge/decisions/0001-start.md", "We start small.\n");
+        put("skills/notes/SKILL.md", "---\nname: Notes\ndescription: How to keep notes\n---\n# Notes\n");
+        put("skills/bare/SKILL.md", "# no front matter\n");
+        put("outside-secret.txt", "hunter5\n");
+        link_to("../outside-secret.txt", "knowledge/leak.md");
+        return 0;
+}
+
+static int teardown(void **state) {
+        assert_int_equal(rm_rf(dir), 0);
+        return 0;
+}
+
+static char *vals[8];
+
+static void free_vals(void) {
+        for (size_t i = 0; i < ARRAY_SIZE(vals); i++) {
+                free(vals[i]);
+                vals[i] = NULL;
+        }
+}
+
+static void scalars(const char *text) {
+        static const char *const keys[] = {"a", "b", "c", "d", NULL};
+        free_vals();
+        assert_int_equal(evo_info_yaml_scalars(text, strlen(text), keys, vals), 0);
+}
+
+static void test_yaml_scalars(void **state) {
+        scalars("a: plain value # comment\nb: \"q \\\"x\\\" \\u00e9\\n\"\nc: 'it''s'\nd: x#y\n");
+        assert_string_equal(vals[0], "plain value");
+        assert_string_equal(vals[1], "q \"x\" \xc3\xa9\n");
+        assert_string_equal(vals[2], "it's");
+        assert_string_equal(vals[3], "x#y");
+        /* Blocks, first value wins, nested and list lines are not top-level keys. */
+        scalars("a: |\n  one\n    two\n\n  three\nb: >-\n  folded\n  text\n"
+                "c: first\nc: second\nnest:\n  d: no\n- d: no\n");
+        assert_string_equal(vals[0], "one\n  two\n\nthree");
+        assert_string_equal(vals[1], "folded text");
+        assert_string_equal(vals[2], "first");
+        assert_null(vals[3]);
+        /* Not scalars here: flow values, aliases, tags, unclosed quotes, bad escapes, NUL, invalid UTF-8. */
+        scalars("a: [1, 2]\nb: *ref\nc: \"open\nd: \"\\x41\"\n");
+        for (int i = 0; i < 4; i++)
+                assert_null(vals[i]);
+        scalars("a: \"\\u0000\"\nb: \xff\xfe\nc: !!str x\nd:\n");
+        for (int i = 0; i < 4; i++)
+                assert_null(vals[i]);
+        /* CRLF lines; a key needs ": " or ":" at the end. */
+        scalars("a: win\r\nb:x\r\nc:\r\n  d: nested\r\n");
+        assert_string_equal(vals[0], "win");
+        assert_null(vals[1]);
+        assert_null(vals[2]);
+        /* A value over the cap is dropped; a text over the cap is refused. */
+        size_t big = EVO_INFO_VALUE_MAX + 10;
+        _cleanup_free_ char *t = malloc(big + 8);
+        memcpy(t, "a: ", 3);
+        memset(t + 3, 'x', big);
+        t[3 + big] = 0;
+        scalars(t);
+        assert_null(vals[0]);
+        static const char *const keys[] = {"a", NULL};
+        assert_int_equal(evo_info_yaml_scalars("a: b", EVO_INFO_SELF_MAX + 1, keys, vals), -EINVAL);
+        free_vals();
+}
+
+static void test_front_matter(void **state) {
+        static const char *const keys[] = {"name", "description", NULL};
+        const char *ok = "---\r\nname: x\ndescription: 'y'\n---\nbody: no\n";
+        assert_int_equal(evo_info_front_matter(ok, strlen(ok), keys, vals), 0);
+        assert_string_equal(vals[0], "x");
+        assert_string_equal(vals[1], "y");
+        free_vals();
+        const char *none = "# title\n---\nname: x\n---\n";
+        assert_int_equal(evo_info_front_matter(none, strlen(none), keys, vals), -ENOENT);
+        const char *open = "---\nname: x\n";
+        assert_int_equal(evo_info_front_matter(open, strlen(open), keys, vals), -ENOENT);
+        assert_null(vals[0]);
+}
+
+static void test_accent_and_url(void **state) {
+        assert_true(evo_info_accent_valid("#3f7d4e"));
+        assert_true(evo_info_accent_valid("#ABC"));
+        assert_false(evo_info_accent_valid("#3f7d4"));
+        assert_false(evo_info_accent_valid("red"));
+        assert_false(evo_info_accent_valid("#3f7d4g"));
+        assert_false(evo_info_accent_valid("#fff;background:url(x)"));
+        assert_false(evo_info_accent_valid(NULL));
+        char *u = NULL;
+        assert_int_equal(evo_info_redact_url("https://user:pw@host:8443/v1?key=k#f", &u), 0);
+        assert_string_equal(u, "https://host:8443/v1");
+        free(u);
+        assert_int_equal(evo_info_redact_url("http://a@b@host/p", &u), 0);
+        assert_string_equal(u, "http://host/p");
+        free(u);
+        assert_int_equal(evo_info_redact_url("", &u), 0);
+        assert_string_equal(u, "");
+        free(u);
+}
+
+static json_t *parsed(int r, char **jp) {
+        char *json = *jp;
+        assert_int_equal(r, 0);
+        json_t *o = json_loads(json, 0, NULL);
+        free(json);
+        assert_non_null(o);
+        return o;
+}
+
+static const char *str(json_t *o, const char *key) {
+        return json_string_value(json_object_get(o, key));
+}
+
+static void test_identity(void **state) {
+        char *json = NULL;
+        json_t *o = parsed(evo_info_identity_json(dir, &json), &json);
+        assert_string_equal(str(o, "name"), "Fern");
+        assert_string_equal(str(o, "slug"), "infotest");
+        assert_string_equal(str(o, "seed"), "infotest");
+        assert_string_equal(str(o, "tagline"), "Grows");
+        assert_string_equal(str(o, "accent"), "#3F7D4E");
+        assert_string_equal(str(o, "purpose"), "Keep notes.\nTwo lines.");
+        assert_true(startswith(str(o, "logo"), "data:image/svg+xml;base64,PHN2Zy"));
+        json_decref(o);
+        /* A bad accent is left out; a self.yaml that is a link is not read. */
+        put("knowledge/self.yaml", "name: X\naccent: \"#fff; color: red\"\n");
+        o = parsed(evo_info_identity_json(dir, &json), &json);
+        assert_string_equal(str(o, "name"), "X");
+        assert_true(json_is_null(json_object_get(o, "accent")));
+        json_decref(o);
+        put("elsewhere.yaml", "name: Linked\n");
+        link_to("../elsewhere.yaml", "knowledge/self.yaml");
+        link_to("../outside-secret.txt", "knowledge/logo.svg");
+        o = parsed(evo_info_identity_json(dir, &json), &json);
+        assert_true(json_is_null(json_object_get(o, "name")));
+        assert_true(json_is_null(json_object_get(o, "logo")));
+        assert_string_equal(str(o, "seed"), "infotest");
+        json_decref(o);
+        put("knowledge/self.yaml", "name: Fern\n");
+        put("knowledge/logo.svg", "<svg/>");
+}
+
+static void test_knowledge(void **state) {
+        char *json = NULL;
+        json_t *o = parsed(evo_info_knowledge_json(dir, &json), &json);
+        json_t *files = json_object_get(o, "files"), *f;
+        size_t i;
+        bool saw_decision = false, saw_link = false;
+        json_array_foreach(files, i, f) {
+                if (streq(str(f, "path"), "decisions/0001-start.md"))
+                        saw_decision = streq(str(f, "type"), "file");
+                if (streq(str(f, "path"), "leak.md"))
+                        saw_link = streq(str(f, "type"), "symlink");
+        }
+        assert_true(saw_decision);
+        assert_true(saw_link);
+        assert_false(json_is_true(json_object_get(o, "truncated")));
+        json_decref(o);
+
+        o = parsed(evo_info_knowledge_file_json(dir, "./decisions//0001-start.md", &json), &json);
+        assert_string_equal(str(o, "path"), "decisions/0001-start.md");
+        assert_string_equal(str(o, "content"), "We start small.\n");
+        json_decref(o);
+        o = parsed(evo_info_knowledge_file_json(dir, "README.md", &json), &json);
+        assert_non_null(strstr(str(o, "content"), "<script>")); /* as text: the UI never renders it as HTML */
+        json_decref(o);
+
+        json = NULL;
+        assert_int_equal(evo_info_knowledge_file_json(dir, "leak.md", &json), -ELOOP);
+        assert_int_equal(evo_info_knowledge_file_json(dir, "../seed.yaml", &json), -EINVAL);
+        assert_int_equal(evo_info_knowledge_file_json(dir, "/etc/passwd", &json), -EINVAL);
+        assert_int_equal(evo_info_knowledge_file_json(dir, "missing.md", &json), -ENOENT);
+        assert_int_equal(evo_info_knowledge_file_json(dir, "decisions", &json), -EISDIR);
+        assert_int_equal(evo_info_knowledge_file_json(dir, ".", &json), -EISDIR);
+        assert_null(json);
+
+        _cleanup_free_ char *big = malloc(EVO_INFO_FILE_MAX + 2);
+        memset(big, 'x', EVO_INFO_FILE_MAX + 1);
+        big[EVO_INFO_FILE_MAX + 1] = 0;
+        put("knowledge/big.txt", big);
+        assert_int_equal(evo_info_knowledge_file_json(dir, "big.txt", &json), -EFBIG);
+        put("knowledge/bin.dat", "\xff\xfe\x01");
+        o = parsed(evo_info_knowledge_file_json(dir, "bin.dat", &json), &json);
+        assert_true(json_is_null(json_object_get(o, "content")));
+        assert_int_equal(json_integer_value(json_object_get(o, "size")), 3);
+        json_decref(o);
+}
+
+static void test_skills(void **state) {
+        char *json = NULL;
+        json_t *o = parsed(evo_info_skills_json(dir, &json), &json);
+        json_t *skills = json_object_get(o, "skills");
+        assert_int_equal(json_array_size(skills), 2);
+        json_t *bare = json_array_get(skills, 0), *notes = json_array_get(skills, 1);
+        assert_string_equal(str(bare, "name"), "bare");
+        assert_string_equal(str(bare, "problem"), "no SKILL.md front matter");
+        assert_string_equal(str(notes, "title"), "Notes");
+        assert_string_equal(str(notes, "description"), "How to keep notes");
+        json_decref(o);
+        o = parsed(evo_info_skill_json(dir, "notes", &json), &json);
+        assert_string_equal(str(o, "path"), "skills/notes/SKILL.md");
+        assert_non_null(strstr(str(o, "content"), "# Notes"));
+        assert_string_equal(str(o, "description"), "How to keep notes");
+        json_decref(o);
+        json = NULL;
+        assert_int_equal(evo_info_skill_json(dir, "..", &json), -EINVAL);
+        assert_int_equal(evo_info_skill_json(dir, "a/b", &json), -EINVAL);
+        assert_int_equal(evo_info_skill_json(dir, ".git", &json), -EINVAL);
+        assert_int_equal(evo_info_skill_json(dir, "missing", &json), -ENOENT);
+        assert_null(json);
+}
+
+static void test_settings_hold_no_secret(void **state) {
+        char *json = NULL;
+        assert_int_equal(evo_info_settings_json(dir, &json), 0);
+        assert_null(strstr(json, "hunter"));
+        assert_null(strstr(json, "postgres:"));
+        json_t *o = parsed(0, &json);
+        assert_string_equal(str(o, "name"), "infotest");
+        json_t *m = json_object_get(o, "model");
+        assert_string_equal(str(m, "base_url"), "https://models.example:8443/v1");
+        assert_string_equal(str(m, "api_key_env"), "MY_KEY");
+        assert_true(json_is_true(json_object_get(json_object_get(o, "database"), "external")));
+        assert_null(json_object_get(json_object_get(o, "database"), "url"));
+        assert_string_equal(str(json_object_get(o, "permissions"), "dangerous"), "ask");
+        assert_int_equal(json_array_size(json_object_get(json_object_get(o, "kernel"), "evolvable")), 3);
+        json_decref(o);
+}
+
+/* The handlers, as ctl calls them through evo_api_routes. */
+static int call(const char *pattern, const char *param, const char *query, char **json) {
+        struct evo_api *api = NULL;
+        assert_int_equal(evo_api_new(&(struct evo_api_config){.seed_dir = dir, .kdb = (struct db *)1}, &api), 0);
+        const struct ctl_api_route *r = evo_api_routes;
+        while (r->pattern && !(streq(r->method, "GET") && streq(r->pattern, pattern)))
+                r++;
+        assert_non_null(r->pattern);
+        const struct ctl_api_call c = {.method = "GET", .path = pattern, .param = param, .query = query, .body = ""};
+        int status = 0;
+        *json = NULL;
+        assert_int_equal(r->handler(api, &c, &status, json), 0);
+        if (!*json)
+                fail_msg("%s ? %s: %d without a body", pattern, query ? query : "", status);
+        evo_api_free(api);
+        return status;
+}
+
+static void test_handlers(void **state) {
+        char *json;
+        assert_int_equal(call("/_seed/api/identity", NULL, NULL, &json), 200);
+        free(json);
+        assert_int_equal(call("/_seed/api/knowledge", NULL, NULL, &json), 200);
+        free(json);
+        assert_int_equal(call("/_seed/api/knowledge", NULL, "path=decisions%2F0001-start.md", &json), 200);
+        assert_non_null(strstr(json, "We start small."));
+        free(json);
+        assert_int_equal(call("/_seed/api/knowledge", NULL, "x=1&path=%2e%2e%2Fseed.yaml", &json), 400);
+        free(json);
+        assert_int_equal(call("/_seed/api/knowledge", NULL, "path=a%00b", &json), 400);
+        free(json);
+        assert_int_equal(call("/_seed/api/knowledge", NULL, "path=a%2", &json), 400);
+        free(json);
+        assert_int_equal(call("/_seed/api/knowledge", NULL, "path=leak.md", &json), 403);
+        assert_null(strstr(json, "hunter"));
+        free(json);
+        assert_int_equal(call("/_seed/api/knowledge", NULL, "path=nope.md", &json), 404);
+        free(json);
+        assert_int_equal(call("/_seed/api/knowledge", NULL, "path=big.txt", &json), 413);
+        free(json);
+        assert_int_equal(call("/_seed/api/skills", NULL, NULL, &json), 200);
+        free(json);
+        assert_int_equal(call("/_seed/api/skills/*", "notes", NULL, &json), 200);
+        free(json);
+        assert_int_equal(call("/_seed/api/skills/*", "..", NULL, &json), 400);
+        free(json);
+        assert_int_equal(call("/_seed/api/settings", NULL, NULL, &json), 200);
+        assert_null(strstr(json, "hunter"));
+        free(json);
+}
+
+int main(void) {
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_yaml_scalars),
+                cmocka_unit_test(test_front_matter),
+                cmocka_unit_test(test_accent_and_url),
+                cmocka_unit_test(test_identity),
+                cmocka_unit_test(test_knowledge),
+                cmocka_unit_test(test_skills),
+                cmocka_unit_test(test_settings_hold_no_secret),
+                cmocka_unit_test(test_handlers),
+        };
+        return cmocka_run_group_tests(tests, setup, teardown);
+}
