@@ -146,13 +146,22 @@
       root.style.removeProperty('--on-accent');
     }
     const logo = $('logo');
-    const url = id && typeof id.logo === 'string' && id.logo.startsWith('data:image/svg+xml;base64,') ? id.logo : null;
-    if (url) {
-      logo.src = url; // an <img>: an SVG shown this way cannot run script
+    // Only the kernel's own route (served with Content-Security-Policy:
+    // sandbox); an <img> cannot run the SVG's script either way.
+    const url = id && id.logo === '/_seed/logo' ? id.logo : null;
+    if (url && logo.getAttribute('src') !== url) {
+      logo.src = url;
       logo.alt = name + ' logo';
     }
-    logo.hidden = !url;
-    $('logo-fallback').hidden = Boolean(url);
+    if (!logo.dataset.watched) {
+      logo.dataset.watched = '1';
+      logo.addEventListener('error', () => { logo.hidden = true; $('logo-fallback').hidden = false; });
+      logo.addEventListener('load', () => { logo.hidden = false; $('logo-fallback').hidden = true; });
+    }
+    if (!url) {
+      logo.hidden = true;
+      $('logo-fallback').hidden = false;
+    }
     if (state.view === 'settings') renderIdentityFacts();
   }
 

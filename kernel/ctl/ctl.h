@@ -28,7 +28,8 @@ struct ctl_api_call {
  * thread. read blocks until it has bytes (at most max, copied into buf) and
  * returns their count (> 0), or a negative value to end the response (it
  * should return within about 15 s, e.g. with a keep-alive comment, so a
- * client that went away is noticed). close is called once, always, when the
+ * client that went away is noticed; after 60 s without a byte sent the
+ * connection is closed as idle). close is called once, always, when the
  * response ends or is never sent. */
 struct ctl_stream {
         const char *content_type;      /* static string */

@@ -95,6 +95,15 @@ int ctl_resp_error(struct ctl_resp *r, int status, const char *msg) {
         return 0;
 }
 
+bool ctl_csp_sandboxes(const char *csp) {
+        if (!csp || strncasecmp(csp, "sandbox", 7) != 0)
+                return false;
+        const char *p = csp + 7;
+        while (*p == ' ')
+                p++;
+        return *p == 0 || *p == ';'; /* "sandbox" with no allow-* token */
+}
+
 int ctl_add_security_headers(struct ctl_hdrs *h) {
         static const char *const hs[][2] = {
                 {"Content-Security-Policy", CTL_CSP},
@@ -107,9 +116,12 @@ int ctl_add_security_headers(struct ctl_hdrs *h) {
         for (size_t i = 0; i < ARRAY_SIZE(hs); i++) {
                 /* A handler may choose its own Referrer-Policy (the sign-in
                  * form's page: same-origin, so its POST carries a real Origin)
-                 * and Cache-Control; the rest is always ours. */
-                if ((streq(hs[i][0], "Referrer-Policy") || streq(hs[i][0], "Cache-Control")) &&
-                    ctl_hdrs_get(h, hs[i][0]))
+                 * and Cache-Control, and a CSP that sandboxes what it serves
+                 * (the logo); the rest is always ours. */
+                const char *own = ctl_hdrs_get(h, hs[i][0]);
+                if (own && (streq(hs[i][0], "Referrer-Policy") || streq(hs[i][0], "Cache-Control") ||
+                            (streq(hs[i][0], "Content-Security-Policy") && ctl_csp_sandboxes(own) &&
+                             ctl_hdrs_count(h, hs[i][0]) == 1)))
                         continue;
                 int r = ctl_hdrs_add(h, hs[i][0], hs[i][1]);
                 if (r < 0)

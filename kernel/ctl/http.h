@@ -43,8 +43,12 @@ void ctl_resp_take(struct ctl_resp *r, int status, const char *ctype, char *s);
 int ctl_resp_error(struct ctl_resp *r, int status, const char *msg);
 
 /* The headers every /_seed response carries (CSP, COOP, nosniff, …). A
- * Referrer-Policy or Cache-Control already in h is kept instead of ours. */
+ * Referrer-Policy or Cache-Control already in h is kept instead of ours, and
+ * so is one Content-Security-Policy that ctl_csp_sandboxes(). */
 int ctl_add_security_headers(struct ctl_hdrs *h);
+/* Whether a CSP starts with a bare "sandbox" directive (no allow-* tokens:
+ * no script, no forms, no popups, an opaque origin). */
+bool ctl_csp_sandboxes(const char *csp);
 extern const char CTL_CSP[];
 
 /* Appends s HTML-escaped (& < > " ') to b. */

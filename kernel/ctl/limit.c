@@ -69,6 +69,31 @@ int ctl_ip_parse(const char *s, size_t len, struct ctl_ip *ret) {
         return 0;
 }
 
+int ctl_ip_from_sockaddr(const struct sockaddr *sa, size_t len, struct ctl_ip *ret) {
+        if (!sa || len < sizeof(sa_family_t))
+                return -EINVAL;
+        if (sa->sa_family == AF_INET) {
+                if (len < sizeof(struct sockaddr_in))
+                        return -EINVAL;
+                *ret = (struct ctl_ip){.family = AF_INET};
+                memcpy(ret->a, &((const struct sockaddr_in *)sa)->sin_addr, 4);
+                return 0;
+        }
+        if (sa->sa_family != AF_INET6)
+                return -EAFNOSUPPORT;
+        if (len < sizeof(struct sockaddr_in6))
+                return -EINVAL;
+        const uint8_t *a6 = (const uint8_t *)&((const struct sockaddr_in6 *)sa)->sin6_addr;
+        if (memcmp(a6, v4_mapped, sizeof v4_mapped) == 0) {
+                *ret = (struct ctl_ip){.family = AF_INET};
+                memcpy(ret->a, a6 + 12, 4);
+                return 0;
+        }
+        *ret = (struct ctl_ip){.family = AF_INET6};
+        memcpy(ret->a, a6, 16);
+        return 0;
+}
+
 /* Whether ip lies in the first prefix bits of net (same family). */
 static bool ip_in(const struct ctl_ip *ip, const struct ctl_ip *net, unsigned prefix) {
         if (ip->family != net->family)
@@ -184,6 +209,10 @@ static bool proxy_listed(const struct ctl_proxies *p, const struct ctl_ip *ip) {
                 if (ip_in(ip, &p->v[i].ip, p->v[i].prefix))
                         return true;
         return false;
+}
+
+bool ctl_proxies_trusts(const struct ctl_proxies *p, const struct ctl_ip *peer) {
+        return p && (p->hops > 0 || proxy_listed(p, peer));
 }
 
 /* Walks X-Forwarded-For entries from the right: the last header first,

@@ -34,6 +34,11 @@ struct ctl_ip {
  * around it are ignored. -EINVAL otherwise. */
 int ctl_ip_parse(const char *s, size_t len, struct ctl_ip *ret);
 
+/* The address of a socket peer (AF_INET or AF_INET6; IPv4-mapped IPv6 as
+ * IPv4). -EAFNOSUPPORT for any other family, -EINVAL if len is too short. */
+struct sockaddr;
+int ctl_ip_from_sockaddr(const struct sockaddr *sa, size_t len, struct ctl_ip *ret);
+
 /* The client an address belongs to: itself for IPv4, its /48 for IPv6. */
 struct ctl_client {
         struct ctl_ip ip; /* masked */
@@ -63,6 +68,10 @@ struct ctl_proxies {
  * malformed (*ret is then left alone). */
 int ctl_proxies_parse(const char *spec, struct ctl_proxies *ret);
 bool ctl_proxies_any(const struct ctl_proxies *p);
+/* Whether a peer may be one of the trusted proxies: in count form every
+ * peer may be (the ingress in front is whoever connects), in list form
+ * the listed ones. */
+bool ctl_proxies_trusts(const struct ctl_proxies *p, const struct ctl_ip *peer);
 
 /* The client of a request from peer (the connecting address, as text) with
  * the given X-Forwarded-For header values (in order; each may hold several

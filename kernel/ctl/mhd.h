@@ -6,6 +6,10 @@
 
 #include <microhttpd.h>
 
+/* Sets how many idle seconds the connection may wait from now on (see
+ * CTL_HEAD_TIMEOUT_S); the next request starts with the head timeout again. */
+void ctl_conn_timeout(struct MHD_Connection *conn, unsigned seconds);
+
 /* Queues resp (headers as given, nothing added) and clears it. */
 enum MHD_Result ctl_queue(struct MHD_Connection *conn, struct ctl_resp *resp);
 

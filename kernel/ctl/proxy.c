@@ -467,6 +467,10 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
                         log_debug("proxy: dropped a response header MHD refused: %s", out.v[i].name);
         ctl_hdrs_free(&out);
         q->kind = CTL_REQ_DONE;
+        /* The organism may pause its answer (a stream, a long poll) for as
+         * long as the proxy waits for it; the client side must not give up
+         * first. A client that stops reading is still dropped after that. */
+        ctl_conn_timeout(conn, UPSTREAM_TIMEOUT_S + 10);
         enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, m);
         MHD_destroy_response(m);
         return ok;

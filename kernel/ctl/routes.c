@@ -3,11 +3,13 @@
 #include "ctl/server.h"
 #include "ctl/cookie.h"
 #include "ctl/guard.h"
+#include "ctl/logo.h"
 #include "ctl/pages.h"
 #include "base/crypto.h"
 #include "base/fileio.h"
 #include "base/log.h"
 #include "db/db.h"
+#include "fsx/fsx.h"
 
 #include <fcntl.h>
 #include <strings.h>
@@ -18,7 +20,7 @@ enum ctl_auth {
         AUTH_LINK,    /* a sign-in link: top-level navigations only */
         AUTH_FORM,    /* the password form's POST: a same-origin top-level navigation */
         AUTH_PAGE,    /* the page carrying the API token: session + top-level navigation */
-        AUTH_SESSION, /* static assets: session */
+        AUTH_SESSION, /* static assets and the logo: session */
         AUTH_API,     /* session cookie + X-Seed-Token, or the CLI bearer token */
         AUTH_CLI,     /* the CLI bearer token only */
 };
@@ -108,6 +110,61 @@ static int h_asset(struct ctl_req *q, struct ctl_resp *resp) {
         int r = ctl_static_file(name, resp);
         if (r == -ENOENT)
                 return page_resp(resp, 404, ctl_page_not_found);
+        return r;
+}
+
+/* Logs a refused logo unless that refusal was the last one logged;
+ * refused == 0 (a logo served, or none) re-arms it. */
+static void logo_log(struct ctl *c, size_t i, int refused) {
+        int key = refused ? (int)(i + 1) << 16 | -refused : 0;
+        pthread_mutex_lock(&c->lock);
+        bool log = key != 0 && key != c->logo_logged;
+        c->logo_logged = key;
+        pthread_mutex_unlock(&c->lock);
+        if (log)
+                log_warn("the logo %s %s: not served (GET /_seed/logo answers 404)", ctl_logo_paths[i],
+                         ctl_logo_refusal(refused));
+}
+
+static bool etag_matches(const char *if_none_match, const char *etag) {
+        return if_none_match && (streq(if_none_match, "*") || strstr(if_none_match, etag));
+}
+
+/* GET /_seed/logo: the first of the logo candidates that exists (see
+ * logo.h), sandboxed; 404 when there is none or it is refused. */
+static int h_logo(struct ctl_req *q, struct ctl_resp *resp) {
+        struct ctl *c = q->ctl;
+        _cleanup_close_ int root = -1;
+        struct ctl_logo logo = {0};
+        size_t i = 0;
+        int r = -ENOENT;
+        if (c->seed_dir && (r = fsx_open_root(c->seed_dir, &root)) < 0)
+                return log_error_errno(r, "cannot open the Seed folder for its logo: %m");
+        for (i = 0; root >= 0 && i < CTL_LOGO_CANDIDATES; i++)
+                if ((r = ctl_logo_read(root, i, &logo)) != -ENOENT)
+                        break;
+        if (r == -ENOMEM)
+                return r;
+        logo_log(c, i, r == -ENOENT ? 0 : r);
+        if (r < 0)
+                return page_resp(resp, 404, ctl_page_not_found);
+        bool fresh = etag_matches(ctl_req_header(q, "If-None-Match"), logo.etag);
+        if (fresh) {
+                ctl_resp_take(resp, 304, NULL, NULL);
+        } else {
+                ctl_resp_take(resp, 200, logo.ctype, TAKE_PTR(logo.data));
+                resp->len = logo.len;
+        }
+        static const char *const hs[][2] = {
+                {"Content-Security-Policy", CTL_LOGO_CSP},
+                {"Content-Disposition", "inline"},
+                {"Cache-Control", "no-cache"},
+        };
+        for (size_t k = 0; r >= 0 && k < ARRAY_SIZE(hs); k++)
+                r = ctl_hdrs_add(&resp->hdrs, hs[k][0], hs[k][1]);
+        if (r >= 0)
+                r = ctl_hdrs_add(&resp->hdrs, "ETag", logo.etag);
+        ctl_logo_done(&logo);
         return r;
 }
 
@@ -443,6 +500,7 @@ static const struct ctl_route routes[] = {
         {"GET", "/_seed/", AUTH_PAGE, h_page},
         {"GET", "/_seed/app.js", AUTH_SESSION, h_asset},
         {"GET", "/_seed/style.css", AUTH_SESSION, h_asset},
+        {"GET", "/_seed/logo", AUTH_SESSION, h_logo},
         {"GET", "/_seed/api/status", AUTH_API, h_status},
         {"GET", "/_seed/api/logs", AUTH_API, h_logs},
         {"POST", "/_seed/api/login-links", AUTH_CLI, h_login_links},

@@ -1,6 +1,7 @@
 /* server.c — the libmicrohttpd daemon: binding (next free port if taken),
- * limits, per-request state, the Host allowlist on every request, and the
- * split between /_seed (routes.c) and the organism (proxy.c). */
+ * limits (connections in all and per client, timeouts, request heads),
+ * per-request state, the Host allowlist on every request, and the split
+ * between /_seed (routes.c) and the organism (proxy.c). */
 #include "ctl/mhd.h"
 #include "ctl/guard.h"
 #include "base/log.h"
@@ -10,14 +11,16 @@
 #include <stdarg.h>
 #include <sys/socket.h>
 
-#define CONNECTION_TIMEOUT_S 60u
 #define CONNECTION_MEMORY (128 * 1024)   /* bounds the request head (431 past it) */
 #define PORT_TRIES 21                    /* the port and the next 20 */
 
 /* Per connection: the request in flight, so a request that never reached the
- * access handler (e.g. a head too large) is still freed on close. */
+ * access handler (e.g. a head too large) is still freed on close; and the
+ * client it is counted for (ctl.conns). */
 struct ctl_conn {
         struct ctl_req *req;
+        struct ctl_client client;
+        bool counted;
 };
 
 const char *ctl_req_header(const struct ctl_req *q, const char *name) {
@@ -39,6 +42,8 @@ static void req_free(struct ctl_req *q) {
                 secure_zero(q->cookie_value, strlen(q->cookie_value));
                 free(q->cookie_value);
         }
+        if (q->has_pending)
+                ctl_resp_done(&q->pending);
         ctl_proxy_free(q->px);
         free(q);
 }
@@ -49,14 +54,58 @@ static struct ctl_conn *conn_ctx(struct MHD_Connection *conn) {
         return ci ? ci->socket_context : NULL;
 }
 
+void ctl_conn_timeout(struct MHD_Connection *conn, unsigned seconds) {
+        if (conn)
+                (void)MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
+}
+
+/* The client a peer address is counted for, or false when it is not
+ * counted (no cap, an address family without one, a trusted proxy). */
+static bool counted_client(struct ctl *c, const struct sockaddr *sa, size_t len, struct ctl_client *ret) {
+        struct ctl_ip ip;
+        if (!c->conns || ctl_ip_from_sockaddr(sa, len, &ip) < 0 || ctl_proxies_trusts(&c->proxies, &ip))
+                return false;
+        ctl_client_from_ip(&ip, ret);
+        return true;
+}
+
+/* Before a connection is accepted (after libmicrohttpd's own limit): a
+ * client at its cap is closed at once, before it can hold a thread. Runs
+ * on the listening thread, as do the STARTED and CLOSED notifications that
+ * count, so the check and the count cannot race. */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *sa, socklen_t len) {
+        struct ctl *c = cls;
+        struct ctl_client client;
+        if (!counted_client(c, sa, len, &client))
+                return MHD_YES;
+        enum ctl_conns_verdict v = ctl_conns_check(c->conns, &client);
+        if (v == CTL_CONNS_FULL_FIRST) {
+                char who[CTL_CLIENT_STRLEN];
+                ctl_client_str(&client, who);
+                log_warn("client %s has %d connections open, the most one client may have: closing "
+                         "its new ones until some end",
+                         who, CTL_CONNS_PER_CLIENT);
+        }
+        return v == CTL_CONNS_OK ? MHD_YES : MHD_NO;
+}
+
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
+        struct ctl *c = cls;
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
-                *socket_context = calloc(1, sizeof(struct ctl_conn));
+                struct ctl_conn *cc = calloc(1, sizeof *cc);
+                const union MHD_ConnectionInfo *ci =
+                        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+                if (cc && ci && counted_client(c, ci->client_addr, sizeof(struct sockaddr_storage),
+                                               &cc->client))
+                        cc->counted = ctl_conns_open(c->conns, &cc->client) >= 0;
+                *socket_context = cc;
                 return;
         }
         struct ctl_conn *cc = *socket_context;
         if (cc) {
+                if (cc->counted)
+                        ctl_conns_close(c->conns, &cc->client);
                 req_free(cc->req);
                 free(cc);
         }
@@ -86,6 +135,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                 cc->req = NULL;
         req_free(q);
         *con_cls = NULL;
+        ctl_conn_timeout(conn, CTL_HEAD_TIMEOUT_S); /* until the next request's head is in */
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
@@ -206,6 +256,7 @@ static int req_parse(struct ctl_req *q, struct MHD_Connection *conn, const char 
 
 static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, const char *method) {
         struct ctl_resp resp = {0};
+        ctl_conn_timeout(conn, CTL_REQUEST_TIMEOUT_S); /* the head is in */
         int r = req_parse(q, conn, method);
         if (r == -E2BIG)
                 return queue_text(q, conn, 431, "Too many request headers.\n");
@@ -246,6 +297,14 @@ static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, con
         }
         if (r == 0)
                 return MHD_YES; /* the body comes next */
+        /* Answered from the head alone. Without a body, the answer is queued
+         * on the next call, once MHD holds the whole request: one queued
+         * before that makes MHD 0.9.75 close the connection (no keep-alive). */
+        if (q->body_kind == CTL_BODY_NONE || (q->body_kind == CTL_BODY_LENGTH && q->body_len == 0)) {
+                q->pending = resp;
+                q->has_pending = true;
+                return MHD_YES;
+        }
         return queue_seed(q, conn, &resp);
 }
 
@@ -280,6 +339,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                 return MHD_NO;
                         }
                         return MHD_YES;
+                }
+                if (q->has_pending) {
+                        q->has_pending = false;
+                        return queue_seed(q, conn, &q->pending);
                 }
                 return finish_seed(q, conn);
         case CTL_REQ_PROXY:
@@ -396,6 +459,7 @@ static void ctl_free(struct ctl *c) {
         strv_free(c->allowed_hosts);
         ctl_owner_clear(&c->owner);
         ctl_limiter_free(c->limiter);
+        ctl_conns_free(c->conns);
         pthread_mutex_destroy(&c->lock);
         free(c);
 }
@@ -435,11 +499,13 @@ static void sign_in_setup(struct ctl *c, const struct ctl_config *cfg) {
                           "their addresses or CIDR ranges (at most %d): X-Forwarded-For stays ignored",
                           CTL_MAX_PROXY_HOPS, CTL_MAX_PROXIES);
         else if (c->proxies.hops > 0)
-                log_info("X-Forwarded-For is read behind %u trusted prox%s", c->proxies.hops,
-                         c->proxies.hops == 1 ? "y" : "ies");
+                log_info("X-Forwarded-For is read behind %u trusted prox%s; connections are not capped "
+                         "per client (every peer may be the proxy: it has to cap its own clients)",
+                         c->proxies.hops, c->proxies.hops == 1 ? "y" : "ies");
         else if (c->proxies.n > 0)
-                log_info("X-Forwarded-For is read from %zu trusted proxy address%s", c->proxies.n,
-                         c->proxies.n == 1 ? "" : "es");
+                log_info("X-Forwarded-For is read from %zu trusted proxy address%s; connections from "
+                         "them are not capped per client",
+                         c->proxies.n, c->proxies.n == 1 ? "" : "es");
 }
 
 int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
@@ -482,6 +548,11 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
                 return r;
         }
         sign_in_setup(c, cfg);
+        if (c->proxies.hops == 0 && (r = ctl_conns_new(CTL_CONNS_PER_CLIENT, c->connection_limit,
+                                                       &c->conns)) < 0) {
+                ctl_free(c);
+                return r;
+        }
 
         int fd = -1;
         bool v6 = false;
@@ -493,10 +564,10 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                          MHD_USE_POLL | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
         c->daemon = MHD_start_daemon(
-                flags, 0, NULL, NULL, on_request, c,
+                flags, 0, on_accept, c, on_request, c,
                 MHD_OPTION_LISTEN_SOCKET, fd,
                 MHD_OPTION_CONNECTION_LIMIT, c->connection_limit,
-                MHD_OPTION_CONNECTION_TIMEOUT, CONNECTION_TIMEOUT_S,
+                MHD_OPTION_CONNECTION_TIMEOUT, CTL_HEAD_TIMEOUT_S,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, c,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, c,

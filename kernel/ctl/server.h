@@ -5,6 +5,7 @@
 #include "base/base.h"
 #include "base/buf.h"
 #include "ctl/ctl.h"
+#include "ctl/conns.h"
 #include "ctl/http.h"
 #include "ctl/limit.h"
 #include "ctl/owner.h"
@@ -18,6 +19,14 @@
 #define CTL_MAX_BODY (1024 * 1024)   /* /_seed request bodies; larger → 413 */
 #define CTL_LINK_TTL_MS (15 * 60 * 1000LL)
 #define CTL_MAX_LIVE_LINKS 20
+/* Idle seconds a connection may wait before its request head is complete
+ * (and between two requests on one connection). Short: a client that opens
+ * connections and sends nothing gives them up soon. */
+#define CTL_HEAD_TIMEOUT_S 10u
+/* Idle seconds once the head is in: a request body arriving, an answer
+ * being read (the event stream pings every 15 s). Proxied answers get the
+ * proxy's own, longer limit (proxy.c). */
+#define CTL_REQUEST_TIMEOUT_S 60u
 
 struct ctl {
         /* Copies of the configuration's strings (secrets wiped on free). */
@@ -35,6 +44,10 @@ struct ctl {
         struct ctl_owner owner;
         struct ctl_proxies proxies;
         struct ctl_limiter *limiter;
+        /* Connections open per client (CTL_CONNS_PER_CLIENT each); NULL
+         * when SEED_TRUSTED_PROXIES gives a count of proxies, since then
+         * every peer may be the proxy in front. */
+        struct ctl_conns *conns;
 
         struct MHD_Daemon *daemon;
         uint16_t port;
@@ -48,6 +61,10 @@ struct ctl {
 
         /* Open upstream sockets, shut down by ctl_stop so no thread blocks. */
         pthread_mutex_t lock;
+        /* The logo refusal logged last (which candidate and why), so a
+         * broken logo is logged once, not on every page that shows it; 0
+         * once a logo is served or there is none. Under lock. */
+        int logo_logged;
         int upstream[CTL_MAX_CONNECTIONS];
         bool stopping;
 };
@@ -77,6 +94,8 @@ struct ctl_req {
         bool via_cli;              /* authenticated with the CLI bearer token */
         char *session_id;          /* public id of the browser session */
         char *cookie_value;        /* the session cookie (secret) */
+        struct ctl_resp pending;   /* answered from the head: queued on the next call */
+        bool has_pending;
 
         /* / → organism */
         struct ctl_proxy *px;

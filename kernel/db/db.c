@@ -639,6 +639,7 @@ int db_session_insert(struct db *db, const char *id, const char *hash, const cha
 }
 
 #define SESSION_COLUMNS "id, created_at, last_used_at, expires_at, user_agent"
+#define SESSION_RENEW_MS "60000"
 
 static int session_from_row(const PGresult *res, int row, struct db_session *ret) {
         struct db_session s = {
@@ -662,9 +663,15 @@ int db_session_touch(struct db *db, const char *hash, int64_t now, int64_t new_e
         char a[24], b[24];
         const char *p[] = {hash, I64(a, now), I64(b, new_expires_at)};
         _cleanup_(PQclearp) PGresult *res = NULL;
+        /* Renewed at most once a minute: a session used more often is only
+         * read, which writes nothing (no commit to flush per request). */
         int r = query_logged(db, "renewing a session",
-                             "UPDATE owner_sessions SET last_used_at = $2, expires_at = $3 WHERE hash = $1 "
-                             "AND revoked_at IS NULL AND expires_at > $2 RETURNING " SESSION_COLUMNS,
+                             "WITH touched AS (UPDATE owner_sessions SET last_used_at = $2, expires_at = $3 "
+                             "WHERE hash = $1 AND revoked_at IS NULL AND expires_at > $2 "
+                             "AND last_used_at <= $2 - " SESSION_RENEW_MS " RETURNING " SESSION_COLUMNS ") "
+                             "SELECT " SESSION_COLUMNS " FROM touched UNION ALL "
+                             "SELECT " SESSION_COLUMNS " FROM owner_sessions WHERE hash = $1 AND revoked_at IS NULL "
+                             "AND expires_at > $2 AND NOT EXISTS (SELECT 1 FROM touched)",
                              3, p, &res);
         if (r < 0)
                 return r;

@@ -87,8 +87,9 @@ void db_session_done(struct db_session *s);
 /* user_agent (may be NULL) is stored bounded to 256 printable ASCII bytes. */
 int db_session_insert(struct db *db, const char *id, const char *hash, const char *user_agent,
                       int64_t now, int64_t expires_at);
-/* Finds a live session by cookie hash and renews it (last_used, expires).
- * -ENOENT if missing, revoked or expired. ret may be NULL. */
+/* Finds a live session by cookie hash and renews it (last_used, expires),
+ * at most once a minute: within a minute of the last renewal it is only
+ * read. -ENOENT if missing, revoked or expired. ret may be NULL. */
 int db_session_touch(struct db *db, const char *hash, int64_t now, int64_t new_expires_at,
                      struct db_session *ret);
 /* Revokes a live session by public id; -ENOENT if there is none. */

@@ -108,31 +108,6 @@ static int query_param(const char *query, const char *name, char **ret) {
         return -ENOENT;
 }
 
-static const char b64[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/* prefix + base64(data). Caller frees. */
-static char *base64_with_prefix(const char *prefix, const unsigned char *data, size_t len) {
-        size_t pl = strlen(prefix), out_len = pl + (len + 2) / 3 * 4;
-        char *out = malloc(out_len + 1), *o;
-        if (!out)
-                return NULL;
-        memcpy(out, prefix, pl);
-        o = out + pl;
-        for (size_t i = 0; i < len; i += 3) {
-                uint32_t v = (uint32_t)data[i] << 16;
-                if (i + 1 < len)
-                        v |= (uint32_t)data[i + 1] << 8;
-                if (i + 2 < len)
-                        v |= data[i + 2];
-                *o++ = b64[(v >> 18) & 63];
-                *o++ = b64[(v >> 12) & 63];
-                *o++ = i + 1 < len ? b64[(v >> 6) & 63] : '=';
-                *o++ = i + 2 < len ? b64[v & 63] : '=';
-        }
-        *o = 0;
-        return out;
-}
-
 /* ---- the tiny YAML subset ---- */
 
 static bool key_char(char c) {
@@ -433,10 +408,10 @@ static json_t *str_or_null(const char *v) {
 int evo_info_identity_json(const char *seed_dir, char **ret_json) {
         static const char *const keys[] = {"slug", "name", "tagline", "accent", "purpose", NULL};
         char *vals[5] = {0};
-        _cleanup_free_ char *self = NULL, *logo = NULL, *seed_yaml = NULL, *logo_url = NULL;
+        _cleanup_free_ char *self = NULL, *seed_yaml = NULL;
         _cleanup_(cfg_freep) struct cfg *cfg = NULL;
         json_t *o = NULL;
-        size_t len = 0, logo_len = 0, yl = 0;
+        size_t len = 0, yl = 0;
         int r = read_beneath(seed_dir, "knowledge/self.yaml", EVO_INFO_SELF_MAX, &self, &len);
         if (r >= 0)
                 r = evo_info_yaml_scalars(self, len, keys, vals);
@@ -444,10 +419,15 @@ int evo_info_identity_json(const char *seed_dir, char **ret_json) {
                 return r;
         if (r < 0 && r != -ENOENT)
                 log_info("knowledge/self.yaml is not readable (%s): the control plane shows defaults", strerror(-r));
-        if (read_beneath(seed_dir, "knowledge/logo.svg", EVO_INFO_LOGO_MAX, &logo, &logo_len) >= 0 &&
-            !(logo_url = base64_with_prefix("data:image/svg+xml;base64,", (const unsigned char *)logo, logo_len))) {
-                r = -ENOMEM;
-                goto out;
+        /* The logo itself is served by the control plane at /_seed/logo (with
+         * Content-Security-Policy: sandbox), which checks it again. */
+        bool logo = false;
+        int root = -1;
+        if (fsx_open_root(seed_dir, &root) >= 0) {
+                struct fsx_stat st;
+                logo = (fsx_stat(root, "knowledge/logo.svg", &st, NULL) >= 0 && st.type == FSX_FILE) ||
+                       (fsx_stat(root, "knowledge/logo.png", &st, NULL) >= 0 && st.type == FSX_FILE);
+                close(root);
         }
         /* The name of the Seed itself (seed.yaml), for when self.yaml has none. */
         if (read_beneath(seed_dir, "seed.yaml", SEED_YAML_MAX, &seed_yaml, &yl) >= 0)
@@ -460,10 +440,9 @@ int evo_info_identity_json(const char *seed_dir, char **ret_json) {
                 json_object_set_new(o, "tagline", str_or_null(vals[2]));
                 json_object_set_new(o, "accent", str_or_null(evo_info_accent_valid(vals[3]) ? vals[3] : NULL));
                 json_object_set_new(o, "purpose", str_or_null(vals[4]));
-                json_object_set_new(o, "logo", str_or_null(logo_url));
+                json_object_set_new(o, "logo", str_or_null(logo ? "/_seed/logo" : NULL));
         }
         r = dump(o, ret_json);
-out:
         for (size_t i = 0; i < ARRAY_SIZE(vals); i++)
                 free(vals[i]);
         return r;

@@ -30,7 +30,6 @@ struct db;
 
 #define EVO_INFO_FILE_MAX (256 * 1024)  /* a note or skill shown in the control plane */
 #define EVO_INFO_SELF_MAX (64 * 1024)   /* knowledge/self.yaml */
-#define EVO_INFO_LOGO_MAX (128 * 1024)  /* knowledge/logo.svg */
 #define EVO_INFO_VALUE_MAX (8 * 1024)   /* one self.yaml / front matter value */
 #define EVO_INFO_LIST_MAX 500           /* files listed under knowledge/, skills */
 #define EVO_INFO_DEPTH_MAX 8            /* folders below knowledge/ walked */

@@ -19,6 +19,8 @@ const HOSTILE = '# Greeting\n\nThe page now says *hello*. See [the site](https:/
   '<img src=x onerror="window.__pwned=1"> <script>window.__pwned=2</script>\n\n' +
   '[click me](javascript:window.__pwned=3)\n\n- one\n- two\n\n```\ncode <b>here</b>\n```\n';
 
+const PASSWORD = 'correct horse ' + Math.random().toString(16).slice(2, 10);
+
 let s, browser, context, page, token;
 const problems = []; // uncaught page errors and CSP violations
 
@@ -48,7 +50,7 @@ async function organismText() {
 }
 
 before(async () => {
-  s = await TestSeed.start('uitest', { scripted: true });
+  s = await TestSeed.start('uitest', { scripted: true, secrets: { SEED_OWNER_PASSWORD: PASSWORD } });
   browser = await launch();
   context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
   page = await context.newPage();
@@ -72,7 +74,7 @@ test('sign in with a one-time link', async () => {
   await page.waitForFunction(() => document.querySelector('#seed-name').textContent === 'Seed');
   await page.waitForFunction(() => {
     const img = document.querySelector('#logo');
-    return !img.hidden && img.complete && img.naturalWidth > 0 && img.src.startsWith('data:image/svg+xml;base64,');
+    return !img.hidden && img.complete && img.naturalWidth > 0 && new URL(img.src).pathname === '/_seed/logo';
   });
   await page.waitForFunction(() => document.querySelector('#live').dataset.state === 'live');
   await page.waitForFunction(() => document.querySelector('#organism-state').textContent === 'running',
@@ -253,11 +255,34 @@ test('sign out', async () => {
   assert.deepStrictEqual(problems, []);
 });
 
-test('sign in with a password', { skip: 'left for later: password sign-in is being added by another engineer' }, () => {});
+test('sign in with a password', async () => {
+  // After sign-out the page offers the form (a same-origin navigation, no script).
+  await page.goto(s.base + '/_seed/');
+  await page.locator('form.sign-in').waitFor();
+  await page.fill('#user', 'owner');
+  await page.fill('#password', 'not the password');
+  await Promise.all([page.waitForNavigation(), page.click('form.sign-in button[type=submit]')]);
+  await page.locator('.alert', { hasText: 'Wrong username or password' }).waitFor();
+  assert.strictEqual((await context.cookies()).filter((c) => c.name.startsWith('seed_')).length, 0);
+  await shots(page, 'password-wrong');
+  await page.fill('#user', 'owner');
+  await page.fill('#password', PASSWORD);
+  await Promise.all([page.waitForNavigation(), page.click('form.sign-in button[type=submit]')]);
+  await page.locator('#view-chat').waitFor();
+  assert.ok(new URL(page.url()).pathname.startsWith('/_seed/'), page.url());
+  const cookie = (await context.cookies()).find((c) => c.name.startsWith('seed_'));
+  assert.ok(cookie && cookie.httpOnly, 'a session cookie, HttpOnly');
+  // The page works: its API calls carry the token from the page.
+  await page.click('a[data-view="settings"]');
+  await page.locator('#status-facts dt').first().waitFor();
+  await shots(page, 'password-signed-in');
+  assert.deepStrictEqual(problems, []);
+});
 
 test('screenshots are kept', () => {
   for (const name of ['chat-empty', 'chat', 'evolution-progress', 'approval', 'evolution-complete', 'organism-generation-2',
-    'evolution-detail', 'evolutions', 'knowledge', 'skills', 'logs', 'settings', 'rollback-confirm', 'generations', 'signed-out']) {
+    'evolution-detail', 'evolutions', 'knowledge', 'skills', 'logs', 'settings', 'rollback-confirm', 'generations', 'signed-out',
+    'password-wrong', 'password-signed-in']) {
     for (const f of [name + '.png', name + '-phone.png']) assert.ok(fs.statSync(path.join(OUT, f)).size > 1000, f);
   }
 });

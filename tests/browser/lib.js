@@ -70,7 +70,8 @@ async function httpJson(url, init) {
 // A planted, running Seed. With scripted: true its model is the scripted
 // server (provider openai-compatible), loaded with script().
 class TestSeed {
-  static async start(name, { scripted = false } = {}) {
+  // secrets: {NAME: value} passed at start with -e NAME=VALUE.
+  static async start(name, { scripted = false, secrets = {} } = {}) {
     const s = new TestSeed();
     s.tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'seed-browser-'));
     fs.chmodSync(s.tmp, 0o755); // the unprivileged account must reach it when we are root
@@ -79,12 +80,13 @@ class TestSeed {
     s.port = await freePort();
     s.base = `http://127.0.0.1:${s.port}`;
     const addr = `127.0.0.1:${s.port}`;
+    const env = Object.entries(secrets).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
     if (scripted) {
       seed(s.tmp, 'new', name, '--no-run', '--addr', addr);
       s.pointAtModel();
-      seed(s.dir, 'run', '--detach', '--addr', addr);
+      seed(s.dir, 'run', '--detach', '--addr', addr, ...env);
     } else {
-      const out = seed(s.tmp, 'new', name, '--addr', addr);
+      const out = seed(s.tmp, 'new', name, '--addr', addr, ...env);
       const m = out.match(/(http:\/\/\S+\/_seed\/login\?t=[0-9a-f]+)/);
       assert.ok(m, `no sign-in link in: ${out}`);
       s.firstLink = m[1];

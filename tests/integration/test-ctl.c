@@ -452,9 +452,61 @@ static int ext_fail(void *userdata, const struct ctl_api_call *call, int *ret_st
         return -EIO;
 }
 
+/* A stream that sends "a", then waits until the test releases it (or 60
+ * seconds), sends "b" and ends: a quiet stretch like an event stream's. */
+static struct {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool released;
+        int closed;
+} slow = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false, 0};
+
+static ssize_t slow_read(void *ctx, char *buf, size_t max) {
+        int *step = ctx;
+        if (*step == 1) {
+                struct timespec until;
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += 60;
+                pthread_mutex_lock(&slow.lock);
+                while (!slow.released && pthread_cond_timedwait(&slow.cond, &slow.lock, &until) == 0)
+                        ;
+                pthread_mutex_unlock(&slow.lock);
+        }
+        if (*step >= 2)
+                return -1;
+        buf[0] = *step == 0 ? 'a' : 'b';
+        (*step)++;
+        return 1;
+}
+
+static void slow_close(void *ctx) {
+        free(ctx);
+        pthread_mutex_lock(&slow.lock);
+        slow.closed++;
+        pthread_mutex_unlock(&slow.lock);
+}
+
+static void slow_release(void) {
+        pthread_mutex_lock(&slow.lock);
+        slow.released = true;
+        pthread_cond_broadcast(&slow.cond);
+        pthread_mutex_unlock(&slow.lock);
+}
+
+static int ext_slow_stream(void *userdata, const struct ctl_api_call *call, int *ret_status, char **ret_json,
+                           struct ctl_stream *ret_stream) {
+        int *step = calloc(1, sizeof *step);
+        if (!step)
+                return -ENOMEM;
+        *ret_stream = (struct ctl_stream){.content_type = "text/plain", .read = slow_read, .close = slow_close,
+                                          .ctx = step};
+        return 0;
+}
+
 static const struct ctl_api_route ext_routes[] = {
         {.method = "POST", .pattern = "/_seed/api/echo/*", .handler = ext_echo},
         {.method = "GET", .pattern = "/_seed/api/fail", .handler = ext_fail},
+        {.method = "GET", .pattern = "/_seed/api/slow-stream", .stream = ext_slow_stream},
         {0},
 };
 
@@ -1663,10 +1715,10 @@ static void test_form_guards(void **state) {
 }
 
 /* A second server: fn gets its port. */
-static void with_server(const char *password, void (*fn)(uint16_t port)) {
+static void with_server(const char *password, const char *trusted_proxies, void (*fn)(uint16_t port)) {
         struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
         cfg.owner_password = password;
-        cfg.trusted_proxies = "127.0.0.1";
+        cfg.trusted_proxies = trusted_proxies;
         struct ctl *c = NULL;
         assert_int_equal(ctl_start(&cfg, &c), 0);
         fn(ctl_port(c));
@@ -1711,7 +1763,7 @@ static void overall_limit(uint16_t port) {
 }
 
 static void test_overall_limit(void **state) {
-        with_server(OWNER_PASSWORD, overall_limit);
+        with_server(OWNER_PASSWORD, "127.0.0.1", overall_limit);
 }
 
 static void password_off(uint16_t port) {
@@ -1726,9 +1778,361 @@ static void password_off(uint16_t port) {
 }
 
 static void test_short_password_turns_password_sign_in_off(void **state) {
-        with_server("short", password_off);
-        with_server(NULL, password_off);
+        with_server("short", "127.0.0.1", password_off);
+        with_server(NULL, "127.0.0.1", password_off);
 }
+
+/* ---- the logo ---- */
+
+#define LOGO_CSP "sandbox; default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+#define LOGO_SVG "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 2 2\"><circle r=\"1\"/></svg>"
+#define PNG_SIG "\x89PNG\r\n\x1a\n"
+
+static void logo_write(const char *name, const void *data, size_t len) {
+        _cleanup_free_ char *dir = path_join(seed_dir, "knowledge");
+        _cleanup_free_ char *p = path_join(dir, name);
+        assert_int_equal(mkdir_p(dir, 0755), 0);
+        assert_int_equal(write_file_atomic(p, data, len, 0644), 0);
+}
+
+static void logo_remove(const char *name) {
+        _cleanup_free_ char *p = path_join(seed_dir, "knowledge");
+        _cleanup_free_ char *f = path_join(p, name);
+        (void)unlink(f);
+}
+
+/* GET /_seed/logo as an <img> of a signed-in browser would (cookie, no
+ * token); more may add headers. */
+static void get_logo(const char *more, struct resp *r) {
+        char extra[512];
+        snprintf(extra, sizeof extra, "Sec-Fetch-Dest: image\r\nSec-Fetch-Mode: no-cors\r\n"
+                                      "Sec-Fetch-Site: same-origin\r\n%s", more ? more : "");
+        _cleanup_free_ char *b = browser(g_cookie, NULL, extra);
+        http("GET", "/_seed/logo", b, NULL, r);
+}
+
+static void assert_logo_404(void) {
+        struct resp r;
+        get_logo(NULL, &r);
+        assert_int_equal(r.status, 404);
+        assert_true(startswith(resp_header(&r, "Content-Type"), "text/html"));
+        assert_null(strstr(r.body, "root:"));
+        assert_null(strstr(r.body, "<svg"));
+        resp_done(&r);
+}
+
+static int count_in_file(const char *path, const char *needle) {
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0;
+        if (read_file(path, 16 << 20, &data, &len) < 0)
+                return 0;
+        int n = 0;
+        for (const char *p = data; (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
+static void test_logo(void **state) {
+        struct resp r;
+        _cleanup_free_ char *logpath = path_join(seed_dir, "logo-test.log");
+        assert_int_equal(log_open(logpath, 1 << 20, 1), 0);
+
+        /* No logo yet: 404. */
+        assert_logo_404();
+
+        /* An SVG: served with its type and a sandbox, never cached unchecked. */
+        logo_write("logo.svg", LOGO_SVG, strlen(LOGO_SVG));
+        logo_write("logo.png", PNG_SIG "rest", 12);
+        get_logo(NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, LOGO_SVG);
+        assert_string_equal(resp_header(&r, "Content-Type"), "image/svg+xml");
+        assert_int_equal(resp_header_count(&r, "Content-Security-Policy"), 1);
+        assert_string_equal(resp_header(&r, "Content-Security-Policy"), LOGO_CSP);
+        assert_string_equal(resp_header(&r, "X-Content-Type-Options"), "nosniff");
+        assert_string_equal(resp_header(&r, "Cache-Control"), "no-cache");
+        assert_string_equal(resp_header(&r, "Content-Disposition"), "inline");
+        assert_string_equal(resp_header(&r, "X-Frame-Options"), "DENY");
+        char etag[80];
+        snprintf(etag, sizeof etag, "%s", resp_header(&r, "ETag"));
+        assert_int_equal(strlen(etag), 66);
+        resp_done(&r);
+        /* Unchanged since: 304 without a body. */
+        char inm[128];
+        snprintf(inm, sizeof inm, "If-None-Match: %s\r\n", etag);
+        get_logo(inm, &r);
+        assert_int_equal(r.status, 304);
+        assert_int_equal(r.body_len, 0);
+        assert_string_equal(resp_header(&r, "ETag"), etag);
+        resp_done(&r);
+        get_logo("If-None-Match: \"0000\"\r\n", &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+
+        /* It needs a browser session (the cookie alone: no API token, no
+         * navigation); the CLI token is not one. Without a session it is
+         * private. */
+        _cleanup_free_ char *c = cli(NULL);
+        http("GET", "/_seed/logo", c, NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        http("GET", "/_seed/logo", "Sec-Fetch-Dest: image\r\nSec-Fetch-Mode: no-cors\r\n", NULL, &r);
+        assert_int_equal(r.status, 401);
+        assert_null(strstr(r.body, "<svg"));
+        assert_non_null(strstr(r.body, "private"));
+        resp_done(&r);
+        _cleanup_free_ char *forged = browser("0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef",
+                                              NULL, NULL);
+        http("GET", "/_seed/logo", forged, NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        http("POST", "/_seed/logo", NULL, "x", &r);
+        assert_true(r.status == 401 || r.status == 405);
+        assert_null(strstr(r.body, "<svg"));
+        resp_done(&r);
+
+        /* No SVG: the PNG, by its type. */
+        logo_remove("logo.svg");
+        get_logo(NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(resp_header(&r, "Content-Type"), "image/png");
+        assert_int_equal(r.body_len, 12);
+        assert_memory_equal(r.body, PNG_SIG "rest", 12);
+        assert_string_equal(resp_header(&r, "Content-Security-Policy"), LOGO_CSP);
+        resp_done(&r);
+
+        /* A .png without the PNG signature (HTML, say) is refused. */
+        logo_write("logo.png", "<html><script>alert(1)</script></html>", 38);
+        assert_logo_404();
+        assert_int_equal(count_in_file(logpath, "knowledge/logo.png is not a PNG"), 1);
+
+        /* logo.svg a symlink to a host file: refused, and the PNG is not
+         * served in its place either. */
+        logo_write("logo.png", PNG_SIG "rest", 12);
+        _cleanup_free_ char *kn = path_join(seed_dir, "knowledge");
+        _cleanup_free_ char *svg = path_join(kn, "logo.svg");
+        assert_int_equal(symlink("/etc/passwd", svg), 0);
+        assert_logo_404();
+        assert_logo_404();
+        assert_int_equal(count_in_file(logpath, "knowledge/logo.svg is a symlink or leads outside"), 1);
+        logo_remove("logo.svg");
+
+        /* Over 256 KiB: refused, and logged (once, however often it is asked for). */
+        size_t big = 256 * 1024 + 1;
+        char *data = malloc(big);
+        memset(data, ' ', big);
+        memcpy(data, "<svg", 4);
+        logo_write("logo.svg", data, big);
+        assert_logo_404();
+        assert_logo_404();
+        assert_int_equal(count_in_file(logpath, "knowledge/logo.svg is larger than 256 KiB"), 1);
+        /* Exactly 256 KiB is fine. */
+        logo_write("logo.svg", data, big - 1);
+        get_logo(NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(r.body_len, big - 1);
+        resp_done(&r);
+        free(data);
+
+        /* Once it was served, the same trouble is logged again. */
+        logo_remove("logo.svg");
+        assert_int_equal(symlink("/etc/passwd", svg), 0);
+        assert_logo_404();
+        assert_int_equal(count_in_file(logpath, "knowledge/logo.svg is a symlink or leads outside"), 2);
+        logo_remove("logo.svg");
+        logo_remove("logo.png");
+        assert_logo_404();
+        log_close();
+        unlink(logpath);
+}
+
+/* ---- connections per client and timeouts ---- */
+
+/* A TCP connection to port from the loopback source address src. */
+static int connect_from(uint16_t port, const char *src) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        struct timeval tv = {.tv_sec = 30};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons(port)};
+        assert_int_equal(inet_pton(AF_INET, src, &from.sin_addr), 1);
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        assert_int_equal(bind(fd, (struct sockaddr *)&from, sizeof from), 0);
+        assert_int_equal(connect(fd, (struct sockaddr *)&to, sizeof to), 0);
+        return fd;
+}
+
+/* Whether the server closed fd (end of stream or reset), without waiting. */
+static bool closed_by_server(int fd) {
+        char c;
+        ssize_t k = recv(fd, &c, 1, MSG_DONTWAIT | MSG_PEEK);
+        return k == 0 || (k < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+}
+
+static int count_closed(const int *fds, int n) {
+        int k = 0;
+        for (int i = 0; i < n; i++)
+                k += closed_by_server(fds[i]);
+        return k;
+}
+
+/* A request from src gets no answer: the connection is closed at once. */
+static void assert_refused_from(uint16_t port, const char *src) {
+        int fd = connect_from(port, src);
+        char req[128];
+        snprintf(req, sizeof req, "GET /_seed/healthz HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n", port);
+        (void)send(fd, req, strlen(req), MSG_NOSIGNAL);
+        char buf[64];
+        ssize_t k = recv(fd, buf, sizeof buf, 0);
+        if (k > 0)
+                fail_msg("a client over its connection cap got an answer: %.*s", (int)k, buf);
+        close(fd);
+}
+
+static int healthz_from(uint16_t port, const char *src) {
+        struct resp r;
+        http_from(port, src, "GET", "/_seed/healthz", NULL, NULL, &r);
+        int status = r.status;
+        resp_done(&r);
+        return status;
+}
+
+#define IDLE_CONNS 40
+#define CAP 16
+
+static void connection_limits(uint16_t port) {
+        int idle[IDLE_CONNS];
+        int64_t t0 = mono_ms();
+        /* 40 connections from one client that never send a byte: 16 are
+         * kept (until the head timeout), the rest are closed at once. */
+        for (int i = 0; i < IDLE_CONNS; i++)
+                idle[i] = connect_from(port, "127.0.0.60");
+        int64_t deadline = t0 + 5000;
+        while (count_closed(idle, IDLE_CONNS) < IDLE_CONNS - CAP && mono_ms() < deadline)
+                poll(NULL, 0, 10);
+        assert_int_equal(count_closed(idle, IDLE_CONNS), IDLE_CONNS - CAP);
+        for (int i = 0; i < CAP; i++)
+                if (closed_by_server(idle[i]))
+                        fail_msg("connection %d of the first %d was closed", i, CAP);
+        /* That client gets nothing more; another one is served. */
+        assert_refused_from(port, "127.0.0.60");
+        assert_int_equal(healthz_from(port, "127.0.0.61"), 200);
+
+        /* Once the head is in, the longer timeout holds: a body sent after
+         * the head timeout passed, and a stream quiet for as long. */
+        int post = connect_from(port, "127.0.0.62");
+        char head[512];
+        snprintf(head, sizeof head,
+                 "POST /_seed/api/echo/late HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n"
+                 "Authorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n",
+                 port, CLI_TOKEN);
+        send_all(post, head, strlen(head));
+        int stream = connect_from(port, "127.0.0.63");
+        snprintf(head, sizeof head,
+                 "GET /_seed/api/slow-stream HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n"
+                 "Authorization: Bearer %s\r\n\r\n",
+                 port, CLI_TOKEN);
+        send_all(stream, head, strlen(head));
+        /* The first piece of the stream arrives at once. */
+        struct pollfd pf = {.fd = stream, .events = POLLIN};
+        assert_int_equal(poll(&pf, 1, 10000), 1);
+        /* A connection with half a request head is closed like an idle one. */
+        int partial = connect_from(port, "127.0.0.64");
+        snprintf(head, sizeof head, "GET /_seed/healthz HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n", port);
+        send_all(partial, head, strlen(head));
+
+        /* The head timeout (10 s) closes the idle ones; not before. */
+        deadline = t0 + 40000;
+        while (count_closed(idle, IDLE_CONNS) < IDLE_CONNS && mono_ms() < deadline)
+                poll(NULL, 0, 50);
+        int64_t took = mono_ms() - t0;
+        assert_int_equal(count_closed(idle, IDLE_CONNS), IDLE_CONNS);
+        if (took < 9000)
+                fail_msg("idle connections were closed after %lld ms, before the head timeout", (long long)took);
+        deadline = mono_ms() + 15000;
+        while (!closed_by_server(partial) && mono_ms() < deadline)
+                poll(NULL, 0, 50);
+        assert_true(closed_by_server(partial));
+        close(partial);
+        for (int i = 0; i < IDLE_CONNS; i++)
+                close(idle[i]);
+        /* Its connections gone, the client is served again. */
+        assert_int_equal(healthz_from(port, "127.0.0.60"), 200);
+
+        /* The request whose head came in before is still answered... */
+        assert_false(closed_by_server(post));
+        send_all(post, "{}", 2);
+        struct resp r;
+        read_response(post, &r);
+        close(post);
+        assert_int_equal(r.status, 202);
+        assert_non_null(strstr(r.body, "\"param\":\"late\""));
+        resp_done(&r);
+        /* ...and the quiet stream goes on. */
+        slow_release();
+        read_response(stream, &r);
+        close(stream);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "ab");
+        resp_done(&r);
+}
+
+static void test_connection_limits(void **state) {
+        /* No trusted proxy: every client is capped. */
+        with_server(OWNER_PASSWORD, NULL, connection_limits);
+}
+
+static void trusted_proxy_uncapped(uint16_t port) {
+        int fds[CAP + 4];
+        for (int i = 0; i < CAP + 4; i++)
+                fds[i] = connect_from(port, "127.0.0.1");
+        /* The proxy's connections are not capped: a request on the last
+         * one is answered. */
+        char req[128];
+        snprintf(req, sizeof req, "GET /_seed/healthz HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n\r\n",
+                 port);
+        send_all(fds[CAP + 3], req, strlen(req));
+        struct resp r;
+        read_response(fds[CAP + 3], &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        for (int i = 0; i < CAP + 4; i++)
+                close(fds[i]);
+        /* Other clients still are. */
+        int other[CAP + 1];
+        for (int i = 0; i <= CAP; i++)
+                other[i] = connect_from(port, "127.0.0.65");
+        int64_t deadline = mono_ms() + 5000;
+        while (count_closed(other, CAP + 1) < 1 && mono_ms() < deadline)
+                poll(NULL, 0, 10);
+        assert_int_equal(count_closed(other, CAP + 1), 1);
+        for (int i = 0; i <= CAP; i++)
+                close(other[i]);
+}
+
+static void any_peer_uncapped(uint16_t port) {
+        int fds[CAP + 4];
+        for (int i = 0; i < CAP + 4; i++)
+                fds[i] = connect_from(port, "127.0.0.66");
+        char req[128];
+        snprintf(req, sizeof req, "GET /_seed/healthz HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nConnection: close\r\n\r\n",
+                 port);
+        send_all(fds[CAP + 3], req, strlen(req));
+        struct resp r;
+        read_response(fds[CAP + 3], &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        for (int i = 0; i < CAP + 4; i++)
+                close(fds[i]);
+}
+
+static void test_connection_cap_behind_proxies(void **state) {
+        /* A listed proxy is not capped (its clients share its address). */
+        with_server(OWNER_PASSWORD, "127.0.0.1", trusted_proxy_uncapped);
+        /* A count of proxies: any peer may be the proxy, so none is capped. */
+        with_server(OWNER_PASSWORD, "1", any_peer_uncapped);
+}
+
 
 int main(void) {
         if (priv_drop_if_root(NULL) < 0) {
@@ -1767,6 +2171,9 @@ int main(void) {
                 cmocka_unit_test(test_service_worker_on_seed),
                 cmocka_unit_test(test_proxy_busy_keeps_seed_reachable),
                 cmocka_unit_test(test_proxy_connect_timeout),
+                cmocka_unit_test(test_logo),
+                cmocka_unit_test(test_connection_limits),
+                cmocka_unit_test(test_connection_cap_behind_proxies),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -658,6 +658,14 @@ static void test_sessions(void **state) {
         db_session_done(&s);
         assert_null(s.id);
         assert_int_equal(db_session_touch(db, "hash-2", now + 10, now + 30 * DAY_MS, NULL), 0);
+        /* Within a minute of its renewal a session is only read. */
+        assert_int_equal(db_session_touch(db, "hash-1", later + 59000, later + 59000 + 30 * DAY_MS, &s), 0);
+        assert_int_equal(s.last_used_at, later);
+        assert_int_equal(s.expires_at, later + 30 * DAY_MS);
+        db_session_done(&s);
+        assert_int_equal(db_session_touch(db, "hash-1", later + 60000, later + 60000 + 30 * DAY_MS, &s), 0);
+        assert_int_equal(s.last_used_at, later + 60000);
+        db_session_done(&s);
 
         assert_int_equal(db_session_touch(db, "hash-3", now, now + DAY_MS, NULL), -ENOENT); /* expired */
         assert_int_equal(db_session_touch(db, "hash-x", now, now + DAY_MS, NULL), -ENOENT);
@@ -668,7 +676,7 @@ static void test_sessions(void **state) {
         assert_int_equal(n, 2);
         assert_string_equal(list[0].id, "s2"); /* newest first */
         assert_string_equal(list[1].id, "s1");
-        assert_int_equal(list[1].expires_at, later + 30 * DAY_MS);
+        assert_int_equal(list[1].expires_at, later + 60000 + 30 * DAY_MS);
         assert_string_equal(list[0].user_agent, "");
         for (size_t i = 0; i < n; i++)
                 db_session_done(&list[i]);

@@ -13,6 +13,9 @@ X-Forwarded-For names the client (IPv6 clients are grouped by /48).
 The overall limit (1000 failures in 15 minutes) locks password sign-in for
 the rest of the run, so that case comes last.
 
+Connections: one client may hold 16 at once (the trusted proxy is not
+capped); one that never sends a request head loses it after 10 idle seconds.
+
 Environment: SEED_BIN (the seed CLI).
 """
 import glob
@@ -22,8 +25,10 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import tempfile
+import time
 import urllib.parse
 
 import taplib
@@ -657,6 +662,156 @@ def the_password_is_nowhere(c):
     log = open(os.path.join(c.dir, '.seed/logs/kernel.log')).read()
     assert 'password sign-in is on' in log
     assert 'made 5 failed sign-ins' in log
+
+
+# ---- the logo -------------------------------------------------------------------------
+
+IMG = {'Sec-Fetch-Dest': 'image', 'Sec-Fetch-Mode': 'no-cors', 'Sec-Fetch-Site': 'same-origin'}
+
+
+def logo(c, cookie=True, host=None):
+    h = dict(IMG)
+    if cookie:
+        h['Cookie'] = c.owner.cookie_header()
+    return req(c, 'GET', '/_seed/logo', h, host=host)
+
+
+@test
+def logo_is_sandboxed_and_private(c):
+    # The planted Seed's own knowledge/logo.svg, as the owner's <img> gets it.
+    r = logo(c)
+    assert r.status == 200, r.status
+    assert r.header('Content-Type') == 'image/svg+xml'
+    assert r.body == open(os.path.join(c.dir, 'knowledge/logo.svg'), 'rb').read()
+    csp = [v for k, v in r.headers if k.lower() == 'content-security-policy']
+    assert len(csp) == 1 and csp[0].startswith('sandbox;'), csp
+    assert "default-src 'none'" in csp[0] and 'script' not in csp[0], csp
+    assert r.header('X-Content-Type-Options') == 'nosniff'
+    assert r.header('Content-Disposition') == 'inline'
+    assert r.header('Cache-Control') == 'no-cache'
+    # Nobody else gets it, nor does the organism's origin.
+    r = logo(c, cookie=False)
+    assert r.status == 401 and b'<svg' not in r.body, r.status
+    r = logo(c, host=f'organism.localhost:{c.port}')
+    assert r.status == 421, r.status
+
+
+@test
+def symlinked_logo_serves_no_host_file(c):
+    # Sandboxed code can commit knowledge/logo.svg as a link: the checkout
+    # then points at a host file. It is refused, and logo.png does not stand in.
+    svg = os.path.join(c.dir, 'knowledge/logo.svg')
+    png = os.path.join(c.dir, 'knowledge/logo.png')
+    saved = svg + '.saved'
+    os.rename(svg, saved)
+    try:
+        with open(png, 'wb') as f:
+            f.write(b'\x89PNG\r\n\x1a\n' + b'\0' * 16)
+        for target in ('/etc/passwd', os.path.join(c.dir, '.seed/control-token'), 'logo.svg.saved'):
+            os.symlink(target, svg)
+            try:
+                r = logo(c)
+                assert r.status == 404, (target, r.status)
+                assert b'root:' not in r.body and b'PNG' not in r.body and b'<svg' not in r.body, target
+            finally:
+                os.unlink(svg)
+        # A PNG that is not one is refused too.
+        with open(png, 'wb') as f:
+            f.write(b'<html><script>alert(document.cookie)</script></html>')
+        r = logo(c)
+        assert r.status == 404 and b'<script' not in r.body, r.status
+    finally:
+        if os.path.lexists(svg):
+            os.unlink(svg)
+        if os.path.exists(png):
+            os.unlink(png)
+        os.rename(saved, svg)
+    assert logo(c).status == 200
+    log = open(os.path.join(c.dir, '.seed/logs/kernel.log')).read()
+    assert 'knowledge/logo.svg is a symlink or leads outside the Seed folder' in log
+    assert 'knowledge/logo.png is not a PNG' in log
+
+
+# ---- connections ----------------------------------------------------------------------
+
+CONN_CAP = 16
+HEAD_TIMEOUT_S = 10
+
+
+def connect_from(c, src):
+    """A non-blocking connection from source address src (so peeking never waits)."""
+    s = socket.create_connection(('127.0.0.1', c.port), timeout=30, source_address=(src, 0))
+    s.setblocking(False)
+    return s
+
+
+def closed_by_server(s):
+    """Whether the server closed s (end of stream or reset), without waiting."""
+    try:
+        return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b''
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def refused(c, src):
+    """A request from src is closed unanswered."""
+    try:
+        r = req(c, 'GET', '/_seed/healthz', src=src)
+    except (ConnectionError, http.client.RemoteDisconnected, http.client.BadStatusLine):
+        return True
+    raise AssertionError(f'a client over its connection cap got {r.status}')
+
+
+@test
+def idle_connections_from_one_client_are_capped(c):
+    # A client opens 40 connections and never sends a byte (each would hold a
+    # server thread): 16 are kept, the 17th and later are closed at once.
+    attacker = '127.0.0.90'
+    socks = []
+    t0 = time.monotonic()
+    try:
+        for _ in range(40):
+            socks.append(connect_from(c, attacker))
+        n = len(socks) - CONN_CAP
+        wait_until(lambda: sum(map(closed_by_server, socks)) >= n, timeout=5, interval=0.01,
+                   what=f'{n} connections closed')
+        closed = [i for i, s in enumerate(socks) if closed_by_server(s)]
+        assert closed == list(range(CONN_CAP, len(socks))), f'closed: {closed}'
+
+        # That client gets nothing more; other clients, the owner and the CLI
+        # (through the trusted proxy's address) are served.
+        assert refused(c, attacker)
+        assert req(c, 'GET', '/_seed/healthz', src='127.0.0.91').status == 200
+        assert c.owner.page(src='127.0.0.92').status == 200
+        assert c.owner.api('/_seed/api/status', src='127.0.0.92').status == 200
+        assert cli(c, 'GET', '/_seed/api/status').status == 200
+        # The idle ones are dropped once the head timeout passes, not before.
+        wait_until(lambda: all(map(closed_by_server, socks)), timeout=40, interval=0.1,
+                   what='the idle connections closed')
+        took = time.monotonic() - t0
+        assert took >= HEAD_TIMEOUT_S - 1, f'idle connections closed after {took:.1f} s'
+    finally:
+        for s in socks:
+            s.close()
+    assert req(c, 'GET', '/_seed/healthz', src=attacker).status == 200
+    log = open(os.path.join(c.dir, '.seed/logs/kernel.log')).read()
+    assert log.count(f'client {attacker} has 16 connections open') == 1, 'not logged exactly once'
+
+
+@test
+def half_a_request_head_does_not_hold_a_connection(c):
+    # Slowloris: a head that never ends is dropped after the head timeout.
+    s = connect_from(c, '127.0.0.93')
+    try:
+        t0 = time.monotonic()
+        s.sendall(f'GET /_seed/healthz HTTP/1.1\r\nHost: 127.0.0.1:{c.port}\r\nX-Slow: 1\r\n'.encode())
+        wait_until(lambda: closed_by_server(s), timeout=40, interval=0.1, what='the connection closed')
+        took = time.monotonic() - t0
+        assert took >= HEAD_TIMEOUT_S - 1, f'closed after {took:.1f} s'
+    finally:
+        s.close()
 
 
 # ---- last: the overall limit locks password sign-in for everyone --------------------

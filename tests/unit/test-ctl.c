@@ -1,21 +1,31 @@
 /* Unit tests of the control plane's pure parts: guards, cookies and tokens,
- * the proxy's header policy and chunked decoder, pages and escaping. */
+ * the proxy's header policy and chunked decoder, pages and escaping, the
+ * per-client connection count, and reading the logo (in a temp dir). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
 #include "base/buf.h"
+#include "base/crypto.h"
+#include "base/fileio.h"
+#include "ctl/conns.h"
 #include "ctl/cookie.h"
 #include "ctl/ctl.h"
 #include "ctl/guard.h"
 #include "ctl/http.h"
 #include "ctl/limit.h"
+#include "ctl/logo.h"
 #include "ctl/owner.h"
 #include "ctl/pages.h"
 #include "ctl/proxy-policy.h"
+#include "fsx/fsx.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
 
 static const char COOKIE64[] = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
@@ -774,6 +784,33 @@ static void test_security_headers(void **state) {
         assert_int_equal(ctl_hdrs_count(&h, "Content-Security-Policy"), 1);
         assert_int_equal(ctl_hdrs_count(&h, "Cache-Control"), 1);
         ctl_hdrs_free(&h);
+        /* A CSP that sandboxes (the logo's) is kept instead of ours... */
+        assert_int_equal(ctl_hdrs_add(&h, "Content-Security-Policy", CTL_LOGO_CSP), 0);
+        assert_int_equal(ctl_add_security_headers(&h), 0);
+        assert_int_equal(ctl_hdrs_count(&h, "Content-Security-Policy"), 1);
+        assert_string_equal(ctl_hdrs_get(&h, "Content-Security-Policy"), CTL_LOGO_CSP);
+        assert_string_equal(ctl_hdrs_get(&h, "X-Content-Type-Options"), "nosniff");
+        ctl_hdrs_free(&h);
+        /* ...any other one gets ours as well (both are enforced). */
+        static const char *const weak[] = {"default-src *", "sandbox allow-scripts", "sandboxed",
+                                           "script-src 'unsafe-inline'; sandbox"};
+        for (size_t i = 0; i < ARRAY_SIZE(weak); i++) {
+                assert_int_equal(ctl_hdrs_add(&h, "Content-Security-Policy", weak[i]), 0);
+                assert_int_equal(ctl_add_security_headers(&h), 0);
+                assert_int_equal(ctl_hdrs_count(&h, "Content-Security-Policy"), 2);
+                ctl_hdrs_free(&h);
+        }
+        /* Two of them, even sandboxing ones: ours is added too. */
+        assert_int_equal(ctl_hdrs_add(&h, "Content-Security-Policy", "sandbox"), 0);
+        assert_int_equal(ctl_hdrs_add(&h, "Content-Security-Policy", "sandbox; default-src *"), 0);
+        assert_int_equal(ctl_add_security_headers(&h), 0);
+        assert_int_equal(ctl_hdrs_count(&h, "Content-Security-Policy"), 3);
+        ctl_hdrs_free(&h);
+        assert_true(ctl_csp_sandboxes("sandbox"));
+        assert_true(ctl_csp_sandboxes("Sandbox ; default-src 'none'"));
+        assert_false(ctl_csp_sandboxes(NULL));
+        assert_false(ctl_csp_sandboxes(""));
+        assert_false(ctl_csp_sandboxes("sandbox allow-same-origin"));
 }
 
 /* ---- clients, trusted proxies and the failure limiter ---- */
@@ -1154,6 +1191,244 @@ static void test_sign_in_pages(void **state) {
         free(p);
 }
 
+
+/* ---- connections per client ---- */
+
+static void test_ip_from_sockaddr(void **state) {
+        struct ctl_ip ip;
+        struct sockaddr_in v4 = {.sin_family = AF_INET};
+        assert_int_equal(inet_pton(AF_INET, "192.0.2.7", &v4.sin_addr), 1);
+        assert_int_equal(ctl_ip_from_sockaddr((struct sockaddr *)&v4, sizeof v4, &ip), 0);
+        assert_int_equal(ip.family, AF_INET);
+        assert_memory_equal(ip.a, "\xc0\x00\x02\x07", 4);
+        assert_int_equal(ctl_ip_from_sockaddr((struct sockaddr *)&v4, sizeof v4 - 1, &ip), -EINVAL);
+
+        struct sockaddr_in6 v6 = {.sin6_family = AF_INET6};
+        assert_int_equal(inet_pton(AF_INET6, "2001:db8::1", &v6.sin6_addr), 1);
+        assert_int_equal(ctl_ip_from_sockaddr((struct sockaddr *)&v6, sizeof v6, &ip), 0);
+        assert_int_equal(ip.family, AF_INET6);
+        assert_int_equal(ip.a[0], 0x20);
+        assert_int_equal(ip.a[15], 1);
+        /* An IPv4-mapped peer (a dual-stack socket) is the IPv4 client. */
+        assert_int_equal(inet_pton(AF_INET6, "::ffff:192.0.2.7", &v6.sin6_addr), 1);
+        assert_int_equal(ctl_ip_from_sockaddr((struct sockaddr *)&v6, sizeof v6, &ip), 0);
+        assert_int_equal(ip.family, AF_INET);
+        assert_memory_equal(ip.a, "\xc0\x00\x02\x07", 4);
+
+        struct sockaddr_un un = {.sun_family = AF_UNIX};
+        assert_int_equal(ctl_ip_from_sockaddr((struct sockaddr *)&un, sizeof un, &ip), -EAFNOSUPPORT);
+        assert_int_equal(ctl_ip_from_sockaddr(NULL, 0, &ip), -EINVAL);
+}
+
+static struct ctl_ip ip_of(const char *s) {
+        struct ctl_ip ip;
+        if (ctl_ip_parse(s, strlen(s), &ip) < 0)
+                fail_msg("cannot parse %s", s);
+        return ip;
+}
+
+static void test_proxies_trusts(void **state) {
+        struct ctl_proxies p;
+        struct ctl_ip a = ip_of("10.1.2.3"), b = ip_of("192.0.2.1"), c = ip_of("2001:db8::5");
+        assert_int_equal(ctl_proxies_parse(NULL, &p), 0);
+        assert_false(ctl_proxies_trusts(&p, &a));
+        assert_false(ctl_proxies_trusts(NULL, &a));
+        /* Count form: whoever connects may be the ingress. */
+        assert_int_equal(ctl_proxies_parse("1", &p), 0);
+        assert_true(ctl_proxies_trusts(&p, &a));
+        assert_true(ctl_proxies_trusts(&p, &c));
+        /* List form: the listed ones only. */
+        assert_int_equal(ctl_proxies_parse("10.0.0.0/8, 2001:db8::/32", &p), 0);
+        assert_true(ctl_proxies_trusts(&p, &a));
+        assert_true(ctl_proxies_trusts(&p, &c));
+        assert_false(ctl_proxies_trusts(&p, &b));
+}
+
+static struct ctl_client conn_client(const char *ip) {
+        struct ctl_ip a = ip_of(ip);
+        struct ctl_client c;
+        ctl_client_from_ip(&a, &c);
+        return c;
+}
+
+static void test_conns_cap(void **state) {
+        struct ctl_conns *t = NULL;
+        assert_int_equal(ctl_conns_new(0, 8, &t), -EINVAL);
+        assert_int_equal(ctl_conns_new(4, 0, &t), -EINVAL);
+        assert_int_equal(ctl_conns_new(4, 8, &t), 0);
+        struct ctl_client a = conn_client("192.0.2.1"), b = conn_client("192.0.2.2");
+        for (int i = 0; i < 4; i++) {
+                assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_OK);
+                assert_int_equal(ctl_conns_open(t, &a), 0);
+        }
+        assert_int_equal(ctl_conns_count(t, &a), 4);
+        /* The fifth is refused; only the first refusal is to be logged. */
+        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_FULL_FIRST);
+        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_FULL);
+        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_FULL);
+        assert_int_equal(ctl_conns_count(t, &a), 4); /* checking counts nothing */
+        /* Another client is not affected. */
+        assert_int_equal(ctl_conns_check(t, &b), CTL_CONNS_OK);
+        assert_int_equal(ctl_conns_open(t, &b), 0);
+        assert_int_equal(ctl_conns_count(t, &b), 1);
+        /* One closes: room for one more, and still no new log line. */
+        ctl_conns_close(t, &a);
+        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_OK);
+        assert_int_equal(ctl_conns_open(t, &a), 0);
+        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_FULL);
+        /* Back under half the cap, a new flood is reported again. */
+        ctl_conns_close(t, &a);
+        ctl_conns_close(t, &a);
+        assert_int_equal(ctl_conns_count(t, &a), 2);
+        assert_int_equal(ctl_conns_open(t, &a), 0);
+        assert_int_equal(ctl_conns_open(t, &a), 0);
+        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_FULL_FIRST);
+        /* All closed: the client is forgotten. */
+        for (int i = 0; i < 4; i++)
+                ctl_conns_close(t, &a);
+        assert_int_equal(ctl_conns_count(t, &a), 0);
+        ctl_conns_close(t, &a); /* one too many changes nothing */
+        assert_int_equal(ctl_conns_count(t, &a), 0);
+        assert_int_equal(ctl_conns_count(t, &b), 1);
+        ctl_conns_free(t);
+        ctl_conns_free(NULL);
+}
+
+static void test_conns_grouping_and_table(void **state) {
+        struct ctl_conns *t = NULL;
+        assert_int_equal(ctl_conns_new(2, 3, &t), 0);
+        /* One IPv6 /48 is one client. */
+        struct ctl_client x = conn_client("2001:db8:aa:1::1"), y = conn_client("2001:db8:aa:ffff::9");
+        assert_int_equal(ctl_conns_open(t, &x), 0);
+        assert_int_equal(ctl_conns_open(t, &y), 0);
+        assert_int_equal(ctl_conns_check(t, &x), CTL_CONNS_FULL_FIRST);
+        assert_int_equal(ctl_conns_count(t, &y), 2);
+        /* A full table cannot count another client (the caller accepts it
+         * uncounted, which the server's own limit makes impossible). */
+        struct ctl_client c1 = conn_client("192.0.2.1"), c2 = conn_client("192.0.2.2"),
+                          c3 = conn_client("192.0.2.3");
+        assert_int_equal(ctl_conns_open(t, &c1), 0);
+        assert_int_equal(ctl_conns_open(t, &c2), 0);
+        assert_int_equal(ctl_conns_open(t, &c3), -ENOSPC);
+        assert_int_equal(ctl_conns_count(t, &c3), 0);
+        ctl_conns_close(t, &c1);
+        assert_int_equal(ctl_conns_open(t, &c3), 0); /* the freed entry is reused */
+        assert_int_equal(ctl_conns_count(t, &c3), 1);
+        ctl_conns_free(t);
+}
+
+/* ---- the logo ---- */
+
+static int logo_root(const char *dir) {
+        int fd = -1;
+        assert_int_equal(fsx_open_root(dir, &fd), 0);
+        return fd;
+}
+
+static void write_bytes(const char *dir, const char *rel, const void *data, size_t len) {
+        _cleanup_free_ char *p = path_join(dir, rel);
+        assert_int_equal(write_file_atomic(p, data, len, 0644), 0);
+}
+
+static const char PNG[] = "\x89PNG\r\n\x1a\n\0\0\0\rIHDR";
+static const char SVG[] = "<svg xmlns=\"http://www.w3.org/2000/svg\" viewBox=\"0 0 1 1\"/>";
+
+static void test_logo_read(void **state) {
+        char dir[] = "/tmp/seed-logo-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        int root = logo_root(dir);
+        struct ctl_logo logo = {0};
+        /* No knowledge/ yet, then an empty one: no logo. */
+        assert_int_equal(ctl_logo_read(root, 0, &logo), -ENOENT);
+        _cleanup_free_ char *kn = path_join(dir, "knowledge");
+        assert_int_equal(mkdir(kn, 0755), 0);
+        assert_int_equal(ctl_logo_read(root, 0, &logo), -ENOENT);
+        assert_int_equal(ctl_logo_read(root, 1, &logo), -ENOENT);
+        assert_int_equal(ctl_logo_read(root, 2, &logo), -EINVAL);
+
+        /* A PNG: its signature, its type, an ETag of its content. */
+        write_bytes(dir, "knowledge/logo.png", PNG, sizeof PNG - 1);
+        assert_int_equal(ctl_logo_read(root, 1, &logo), 0);
+        assert_string_equal(logo.ctype, "image/png");
+        assert_int_equal(logo.len, sizeof PNG - 1);
+        assert_memory_equal(logo.data, PNG, sizeof PNG - 1);
+        char hex[SHA256_HEX_LEN + 1], etag[SHA256_HEX_LEN + 3];
+        crypto_sha256_hex(PNG, sizeof PNG - 1, hex);
+        snprintf(etag, sizeof etag, "\"%s\"", hex);
+        assert_string_equal(logo.etag, etag);
+        ctl_logo_done(&logo);
+        assert_null(logo.data);
+
+        /* A .png that is not one (an HTML page, a truncated signature). */
+        write_bytes(dir, "knowledge/logo.png", "<html><script>alert(1)</script>", 31);
+        assert_int_equal(ctl_logo_read(root, 1, &logo), -EBADMSG);
+        write_bytes(dir, "knowledge/logo.png", PNG, 7);
+        assert_int_equal(ctl_logo_read(root, 1, &logo), -EBADMSG);
+        write_bytes(dir, "knowledge/logo.png", "", 0);
+        assert_int_equal(ctl_logo_read(root, 1, &logo), -EBADMSG);
+
+        /* An SVG. */
+        write_bytes(dir, "knowledge/logo.svg", SVG, strlen(SVG));
+        assert_int_equal(ctl_logo_read(root, 0, &logo), 0);
+        assert_string_equal(logo.ctype, "image/svg+xml");
+        assert_string_equal(logo.data, SVG);
+        ctl_logo_done(&logo);
+
+        /* Exactly 256 KiB is served, one byte more is not. */
+        char *big = malloc(CTL_LOGO_MAX + 1);
+        memcpy(big, PNG, sizeof PNG - 1);
+        memset(big + sizeof PNG - 1, 'x', CTL_LOGO_MAX + 1 - (sizeof PNG - 1));
+        write_bytes(dir, "knowledge/logo.png", big, CTL_LOGO_MAX);
+        assert_int_equal(ctl_logo_read(root, 1, &logo), 0);
+        assert_int_equal(logo.len, CTL_LOGO_MAX);
+        ctl_logo_done(&logo);
+        write_bytes(dir, "knowledge/logo.png", big, CTL_LOGO_MAX + 1);
+        assert_int_equal(ctl_logo_read(root, 1, &logo), -EFBIG);
+        free(big);
+
+        /* A symlink to a host file, or to a file inside: refused. */
+        _cleanup_free_ char *svg = path_join(dir, "knowledge/logo.svg");
+        assert_int_equal(unlink(svg), 0);
+        assert_int_equal(symlink("/etc/passwd", svg), 0);
+        assert_int_equal(ctl_logo_read(root, 0, &logo), -ELOOP);
+        assert_int_equal(unlink(svg), 0);
+        write_bytes(dir, "knowledge/real.svg", SVG, strlen(SVG));
+        assert_int_equal(symlink("real.svg", svg), 0);
+        assert_int_equal(ctl_logo_read(root, 0, &logo), -ELOOP);
+        assert_int_equal(unlink(svg), 0);
+        /* A hard link (a second name for some file). */
+        _cleanup_free_ char *real = path_join(dir, "knowledge/real.svg");
+        assert_int_equal(link(real, svg), 0);
+        assert_int_equal(ctl_logo_read(root, 0, &logo), -EMLINK);
+        assert_int_equal(unlink(svg), 0);
+        /* A FIFO is refused without blocking; so is a directory. */
+        assert_int_equal(mkfifo(svg, 0644), 0);
+        assert_int_equal(ctl_logo_read(root, 0, &logo), -EINVAL);
+        assert_int_equal(unlink(svg), 0);
+        assert_int_equal(mkdir(svg, 0755), 0);
+        assert_true(ctl_logo_read(root, 0, &logo) == -EISDIR || ctl_logo_read(root, 0, &logo) == -EINVAL);
+        assert_int_equal(rmdir(svg), 0);
+
+        /* knowledge/ itself a link out of the folder: refused, not followed. */
+        char other[] = "/tmp/seed-logo-other-XXXXXX";
+        assert_non_null(mkdtemp(other));
+        write_bytes(other, "logo.svg", SVG, strlen(SVG));
+        _cleanup_free_ char *moved = path_join(dir, "knowledge.old");
+        assert_int_equal(rename(kn, moved), 0);
+        assert_int_equal(symlink(other, kn), 0);
+        assert_int_equal(ctl_logo_read(root, 0, &logo), -ELOOP);
+        assert_int_equal(unlink(kn), 0);
+        /* knowledge a plain file: no logo in it. */
+        write_bytes(dir, "knowledge", "x", 1);
+        assert_int_equal(ctl_logo_read(root, 0, &logo), -ENOENT);
+
+        assert_string_equal(ctl_logo_refusal(-ELOOP), "is a symlink or leads outside the Seed folder");
+        assert_string_equal(ctl_logo_refusal(-EFBIG), "is larger than 256 KiB");
+        close(root);
+        assert_int_equal(rm_rf(dir), 0);
+        assert_int_equal(rm_rf(other), 0);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_host_allowed_defaults),
@@ -1195,6 +1470,11 @@ int main(void) {
                 cmocka_unit_test(test_limiter_all_slots_busy),
                 cmocka_unit_test(test_owner),
                 cmocka_unit_test(test_sign_in_pages),
+                cmocka_unit_test(test_ip_from_sockaddr),
+                cmocka_unit_test(test_proxies_trusts),
+                cmocka_unit_test(test_conns_cap),
+                cmocka_unit_test(test_conns_grouping_and_table),
+                cmocka_unit_test(test_logo_read),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -165,7 +165,7 @@ static void test_identity(void **state) {
         assert_string_equal(str(o, "tagline"), "Grows");
         assert_string_equal(str(o, "accent"), "#3F7D4E");
         assert_string_equal(str(o, "purpose"), "Keep notes.\nTwo lines.");
-        assert_true(startswith(str(o, "logo"), "data:image/svg+xml;base64,PHN2Zy"));
+        assert_string_equal(str(o, "logo"), "/_seed/logo");
         json_decref(o);
         /* A bad accent is left out; a self.yaml that is a link is not read. */
         put("knowledge/self.yaml", "name: X\naccent: \"#fff; color: red\"\n");
