@@ -7,17 +7,30 @@
 #include "base/proc.h"
 #include "sandbox/reap.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/nsfs.h>
+#include <net/if.h>
+#include <net/route.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 
 #define RESOLV_MAX (64 * 1024)
 #define TUN_PATH "/dev/net/tun"
+
+/* The sandbox's side of slirp's network (its defaults, cidr 10.0.2.0/24). */
+#define SLIRP_TAP "tap0"
+#define SLIRP_MTU 65520
+#define SLIRP_GUEST "10.0.2.100"
+#define SLIRP_NETMASK "255.255.255.0"
+#define SLIRP_GATEWAY "10.0.2.2"
 
 const char *sandbox_slirp_path(void) {
         return access(SANDBOX_SLIRP_PATH, X_OK) == 0 ? SANDBOX_SLIRP_PATH : NULL;
@@ -65,12 +78,126 @@ static int wait_ready(int fd, int timeout_ms) {
         }
 }
 
+static void net_end(pid_t pid) {
+        (void)kill(pid, SIGKILL); /* nothing of it is worth a clean exit */
+        (void)sandbox_reap(pid, -1);
+}
+
+/* What tap_configure() does inside the namespace, prepared beforehand so
+ * that the forked child only makes system calls. */
+struct tap_setup {
+        struct ifreq up, mtu, addr, mask;
+        struct rtentry route;
+};
+
+static void tap_setup_init(struct tap_setup *t) {
+        *t = (struct tap_setup){0};
+        struct ifreq *all[] = {&t->up, &t->mtu, &t->addr, &t->mask};
+        for (size_t i = 0; i < ARRAY_SIZE(all); i++)
+                memcpy(all[i]->ifr_name, SLIRP_TAP, sizeof SLIRP_TAP);
+        /* The flags slirp4netns --configure sets. */
+        t->up.ifr_flags = IFF_UP | IFF_RUNNING;
+        t->mtu.ifr_mtu = SLIRP_MTU;
+        struct sockaddr_in *a = (struct sockaddr_in *)&t->addr.ifr_addr;
+        a->sin_family = AF_INET;
+        (void)inet_pton(AF_INET, SLIRP_GUEST, &a->sin_addr);
+        a = (struct sockaddr_in *)&t->mask.ifr_netmask;
+        a->sin_family = AF_INET;
+        (void)inet_pton(AF_INET, SLIRP_NETMASK, &a->sin_addr);
+        /* Default route (destination and mask 0.0.0.0) via the gateway. */
+        ((struct sockaddr_in *)&t->route.rt_dst)->sin_family = AF_INET;
+        ((struct sockaddr_in *)&t->route.rt_genmask)->sin_family = AF_INET;
+        a = (struct sockaddr_in *)&t->route.rt_gateway;
+        a->sin_family = AF_INET;
+        (void)inet_pton(AF_INET, SLIRP_GATEWAY, &a->sin_addr);
+        t->route.rt_flags = RTF_UP | RTF_GATEWAY;
+        t->route.rt_dev = (char *)SLIRP_TAP;
+}
+
+/* The steps of tap_child(), for the message when one fails. */
+static const char *const tap_steps[] = {
+        "join the sandbox's user namespace",
+        "join its network namespace",
+        "open a socket there",
+        "bring " SLIRP_TAP " up",
+        "set the MTU of " SLIRP_TAP,
+        "set the address of " SLIRP_TAP,
+        "set the netmask of " SLIRP_TAP,
+        "add the default route via " SLIRP_GATEWAY,
+};
+
+/* In a forked child of a threaded process: system calls only. Reports the
+ * failed step (an index into tap_steps) and its errno on report_fd. */
+static _Noreturn void tap_child(int userns, int netns, struct tap_setup *t, int report_fd) {
+        const struct {
+                unsigned long request;
+                void *arg;
+        } ioctls[] = {
+                {SIOCSIFFLAGS, &t->up},     {SIOCSIFMTU, &t->mtu},  {SIOCSIFADDR, &t->addr},
+                {SIOCSIFNETMASK, &t->mask}, {SIOCADDRT, &t->route},
+        };
+        int report[2] = {0, 0}, s;
+        if (setns(userns, CLONE_NEWUSER) < 0)
+                goto fail;
+        report[0]++;
+        if (setns(netns, CLONE_NEWNET) < 0)
+                goto fail;
+        report[0]++;
+        if ((s = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0)) < 0)
+                goto fail;
+        for (size_t i = 0; i < ARRAY_SIZE(ioctls); i++) {
+                report[0]++;
+                if (ioctl(s, ioctls[i].request, ioctls[i].arg) < 0)
+                        goto fail;
+        }
+        _exit(0);
+fail:
+        report[1] = errno;
+        (void)!write(report_fd, report, sizeof report);
+        _exit(1);
+}
+
+/* Gives tap0 (made by slirp4netns) slirp's address, netmask, MTU and the
+ * default route, from a child of ours joined to the sandbox's namespaces
+ * (joining a user namespace takes a single-threaded process). Never lo: that
+ * is bwrap's (see netns.h). */
+static int tap_configure(int userns, int netns, int timeout_ms) {
+        struct tap_setup t;
+        tap_setup_init(&t);
+        int report[2];
+        if (pipe2(report, O_CLOEXEC) < 0)
+                return -errno;
+        _cleanup_close_ int report_r = report[0], report_w = report[1];
+        pid_t pid = fork();
+        if (pid < 0)
+                return log_error_errno(-errno, "sandbox: cannot fork to configure the sandbox's network: %m");
+        if (pid == 0)
+                tap_child(userns, netns, &t, report_w);
+        close(TAKE_FD(report_w));
+        int code = sandbox_reap(pid, timeout_ms);
+        if (code == -ETIMEDOUT) {
+                (void)kill(pid, SIGKILL);
+                (void)sandbox_reap(pid, -1);
+                return log_error_errno(code, "sandbox: configuring the sandbox's network took over %d ms", timeout_ms);
+        }
+        if (code == 0)
+                return 0;
+        int failed[2] = {0, 0};
+        ssize_t n = read(report_r, failed, sizeof failed);
+        if (n != (ssize_t)sizeof failed || failed[0] < 0 || (size_t)failed[0] >= ARRAY_SIZE(tap_steps) ||
+            failed[1] <= 0)
+                return log_error_errno(-EIO, "sandbox: configuring the sandbox's network failed (exit code %d)",
+                                       code);
+        return log_error_errno(-failed[1], "sandbox: cannot %s: %m", tap_steps[failed[0]]);
+}
+
 int sandbox_net_start(pid_t init_pid, int exit_fd, int timeout_ms, pid_t *ret_pid) {
         const char *slirp = sandbox_slirp_path();
         if (!slirp)
                 return -ENOENT;
         if (init_pid <= 1 || exit_fd < 0)
                 return -EINVAL;
+        int64_t deadline = now_ms() + timeout_ms;
         char path[64];
         snprintf(path, sizeof path, "/proc/%d/ns/net", (int)init_pid);
         _cleanup_close_ int netns = open(path, O_RDONLY | O_CLOEXEC);
@@ -87,13 +214,17 @@ int sandbox_net_start(pid_t init_pid, int exit_fd, int timeout_ms, pid_t *ret_pi
         if (pipe2(ready, O_CLOEXEC) < 0)
                 return -errno;
         _cleanup_close_ int ready_r = ready[0], ready_w = ready[1];
-        char userns_arg[64], ready_arg[32], exit_arg[32], netns_arg[32];
+        char userns_arg[64], ready_arg[32], exit_arg[32], mtu_arg[32], netns_arg[32];
         snprintf(userns_arg, sizeof userns_arg, "--userns-path=/proc/self/fd/%d", userns);
         snprintf(ready_arg, sizeof ready_arg, "--ready-fd=%d", ready_w);
         snprintf(exit_arg, sizeof exit_arg, "--exit-fd=%d", exit_fd);
+        snprintf(mtu_arg, sizeof mtu_arg, "--mtu=%d", SLIRP_MTU);
         snprintf(netns_arg, sizeof netns_arg, "/proc/self/fd/%d", netns);
-        char *argv[] = {(char *)slirp, "--configure", "--mtu=65520", "--disable-host-loopback", "--enable-seccomp",
-                        "--netns-type=path", userns_arg, ready_arg, exit_arg, netns_arg, "tap0", NULL};
+        /* No --configure: it would bring up lo too, which bwrap is setting
+         * up meanwhile (it reports its pid before, and reads --block-fd
+         * after); see netns.h. slirp4netns only creates tap0 here. */
+        char *argv[] = {(char *)slirp, mtu_arg, "--disable-host-loopback", "--enable-seccomp", "--netns-type=path",
+                        userns_arg, ready_arg, exit_arg, netns_arg, SLIRP_TAP, NULL};
         int keep[] = {netns, userns, ready_w, exit_fd};
         pid_t pid;
         /* Its chatter goes to /dev/null: a pipe nobody reads would stall it. */
@@ -108,17 +239,17 @@ int sandbox_net_start(pid_t init_pid, int exit_fd, int timeout_ms, pid_t *ret_pi
                 (void)kill(pid, SIGKILL);
                 int code = sandbox_reap(pid, -1);
                 if (r == -ETIMEDOUT)
-                        return log_error_errno(r, "sandbox: slirp4netns did not configure the network within %d ms",
-                                               timeout_ms);
+                        return log_error_errno(r, "sandbox: slirp4netns did not start within %d ms", timeout_ms);
                 return log_error_errno(r, "sandbox: slirp4netns failed (exit code %d)", code);
+        }
+        int64_t left = deadline - now_ms();
+        r = tap_configure(userns, netns, left > 0 ? (int)left : 0);
+        if (r < 0) {
+                net_end(pid);
+                return r;
         }
         *ret_pid = pid;
         return 0;
-}
-
-static void net_end(pid_t pid) {
-        (void)kill(pid, SIGKILL); /* nothing of it is worth a clean exit */
-        (void)sandbox_reap(pid, -1);
 }
 
 static void *net_end_thread(void *arg) {

@@ -10,7 +10,15 @@
  * loopback either. It ends with the sandbox: its exit fd is the read end of a
  * pipe whose write end only bwrap (--sync-fd) holds.
  * Without slirp4netns these sandboxes have no network at all, never the
- * host's. */
+ * host's.
+ *
+ * The namespace's lo is bwrap's alone: bwrap's sandbox process gives it
+ * 127.0.0.1/8 (failing if it already has it) and brings it up while the
+ * network starts here. So slirp4netns runs without --configure (which
+ * would bring lo up too; the host's kernel gives a loopback going up
+ * 127.0.0.1 at once, and bwrap would then die with "loopback: Failed
+ * RTM_NEWADDR"); it only creates tap0, and a child of ours that joins the
+ * namespace gives tap0 its address, MTU and default route. */
 #pragma once
 
 #include "base/base.h"
@@ -26,8 +34,8 @@ const char *sandbox_slirp_path(void);
 int sandbox_check_network(char **ret_message);
 
 /* Starts slirp4netns for the network namespace of init_pid (the sandbox's
- * pid 1, held by bwrap's --block-fd so nothing runs yet) and waits up to
- * timeout_ms until tap0 is configured. exit_fd: slirp4netns ends once it
+ * pid 1, held by bwrap's --block-fd so nothing runs yet), configures tap0,
+ * all within timeout_ms; lo is left alone. exit_fd: slirp4netns ends once it
  * reads EOF there (borrowed; the caller closes its copy afterwards).
  * *ret_pid is the caller's child: end it with sandbox_net_release(). */
 int sandbox_net_start(pid_t init_pid, int exit_fd, int timeout_ms, pid_t *ret_pid);
