@@ -1,4 +1,5 @@
 #include "ctl/http.h"
+#include "base/text.h"
 
 #include <strings.h>
 
@@ -145,34 +146,6 @@ int ctl_html_escape(struct buf *b, const char *s) {
                         return r;
         }
         return 0;
-}
-
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *p, size_t n) {
-        unsigned char c = p[0];
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80)
-                return 1;
-        if (c >= 0xc2 && c <= 0xdf)
-                len = 2, cp = c & 0x1f;
-        else if (c >= 0xe0 && c <= 0xef)
-                len = 3, cp = c & 0x0f;
-        else if (c >= 0xf0 && c <= 0xf4)
-                len = 4, cp = c & 0x07;
-        else
-                return 0;
-        if (n < len)
-                return 0;
-        for (size_t i = 1; i < len; i++) {
-                if ((p[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-                return 0;
-        return len;
 }
 
 int ctl_json_string_n(struct buf *b, const char *s, size_t n) {

@@ -1,4 +1,5 @@
 #include "ctl/proxy-policy.h"
+#include "base/text.h"
 #include "base/crypto.h"
 #include "ctl/cookie.h"
 
@@ -342,16 +343,6 @@ enum {
 
 #define CH_MAX_LINE 4096
 
-static int hexval(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
-}
-
 int ctl_chunked_decode(struct ctl_chunked *c, const char *in, size_t inlen, char *out,
                        size_t outcap, size_t *ret_consumed, size_t *ret_produced) {
         size_t i = 0, o = 0;
@@ -377,7 +368,7 @@ int ctl_chunked_decode(struct ctl_chunked *c, const char *in, size_t inlen, char
                 i++;
                 switch (c->state) {
                 case CH_SIZE: {
-                        int v = hexval(ch);
+                        int v = hex_digit(ch);
                         if (v >= 0 && c->line < 15) {
                                 c->remaining = c->remaining * 16 + (uint64_t)v;
                                 c->line++;

@@ -4,6 +4,7 @@
 #include "evolution/api.h"
 #include "base/buf.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "config/config.h"
 #include "db/db.h"
 #include "fsx/fsx.h"
@@ -18,54 +19,16 @@
 
 /* ---- small text helpers ---- */
 
-/* Length of the valid UTF-8 sequence at p (1..4), or 0 if invalid. */
-static size_t utf8_seq(const unsigned char *p, size_t n) {
-        unsigned char c = p[0];
-        size_t len;
-        uint32_t cp;
-        if (c < 0x80)
-                return c ? 1 : 0;
-        if (c >= 0xc2 && c <= 0xdf)
-                len = 2, cp = c & 0x1f;
-        else if (c >= 0xe0 && c <= 0xef)
-                len = 3, cp = c & 0x0f;
-        else if (c >= 0xf0 && c <= 0xf4)
-                len = 4, cp = c & 0x07;
-        else
-                return 0;
-        if (n < len)
-                return 0;
-        for (size_t i = 1; i < len; i++) {
-                if ((p[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = (cp << 6) | (p[i] & 0x3f);
-        }
-        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-                return 0;
-        return len;
-}
-
 /* Valid UTF-8 without NUL bytes. */
 static bool text_valid(const char *s, size_t n) {
         const unsigned char *p = (const unsigned char *)s;
         for (size_t i = 0; i < n;) {
-                size_t k = utf8_seq(p + i, n - i);
+                size_t k = p[i] ? utf8_seq(p + i, n - i) : 0;
                 if (k == 0)
                         return false;
                 i += k;
         }
         return true;
-}
-
-static int hexval(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        if (c >= 'A' && c <= 'F')
-                return c - 'A' + 10;
-        return -1;
 }
 
 /* The percent-decoded value of name in a raw query string ('+' is a space).
@@ -88,8 +51,8 @@ static int query_param(const char *query, const char *name, char **ret) {
                                 if (c == '+')
                                         c = ' ';
                                 else if (c == '%') {
-                                        int hi = i + 1 < vl ? hexval(v[i + 1]) : -1;
-                                        int lo = i + 2 < vl ? hexval(v[i + 2]) : -1;
+                                        int hi = i + 1 < vl ? hex_digit(v[i + 1]) : -1;
+                                        int lo = i + 2 < vl ? hex_digit(v[i + 2]) : -1;
                                         c = hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
                                         i += 2;
                                 }
@@ -156,7 +119,7 @@ static int scalar_double(const char *p, const char *end, struct buf *b) {
                                 if (end - p < 5)
                                         return -EINVAL;
                                 for (int i = 1; i <= 4; i++) {
-                                        int h = hexval(p[i]);
+                                        int h = hex_digit(p[i]);
                                         if (h < 0)
                                                 return -EINVAL;
                                         cp = cp * 16 + (uint32_t)h;
@@ -353,7 +316,7 @@ bool evo_info_accent_valid(const char *s) {
         if (!s || s[0] != '#' || (strlen(s) != 4 && strlen(s) != 7))
                 return false;
         for (const char *p = s + 1; *p; p++)
-                if (hexval(*p) < 0)
+                if (hex_digit(*p) < 0)
                         return false;
         return true;
 }

@@ -2,46 +2,16 @@
  * hygiene (UTF-8, excerpts, redaction), and the build/parse entry points. */
 #include "model/wire-json.h"
 #include "base/buf.h"
+#include "base/text.h"
 
 #include <stdarg.h>
-
-static size_t utf8_valid_prefix(const unsigned char *s, size_t left) {
-        /* Length of the valid sequence at s, or 0 if it is not one. */
-        unsigned char c = s[0];
-        size_t n;
-        uint32_t cp;
-        if (c < 0x80)
-                return 1;
-        if (c >= 0xc2 && c <= 0xdf) {
-                n = 2;
-                cp = c & 0x1f;
-        } else if (c >= 0xe0 && c <= 0xef) {
-                n = 3;
-                cp = c & 0x0f;
-        } else if (c >= 0xf0 && c <= 0xf4) {
-                n = 4;
-                cp = c & 0x07;
-        } else
-                return 0;
-        if (left < n)
-                return 0;
-        for (size_t i = 1; i < n; i++) {
-                if ((s[i] & 0xc0) != 0x80)
-                        return 0;
-                cp = (cp << 6) | (s[i] & 0x3f);
-        }
-        if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff)) ||
-            (cp >= 0xd800 && cp <= 0xdfff))
-                return 0;
-        return n;
-}
 
 char *model_utf8_sanitize(const char *s) {
         size_t len = strlen(s);
         struct buf b = BUF_INIT(SIZE_MAX);
         const unsigned char *p = (const unsigned char *)s;
         for (size_t i = 0; i < len;) {
-                size_t n = utf8_valid_prefix(p + i, len - i);
+                size_t n = utf8_seq(p + i, len - i);
                 int r = n ? buf_append(&b, p + i, n) : buf_append(&b, "\xef\xbf\xbd", 3);
                 if (r < 0) {
                         buf_free(&b);

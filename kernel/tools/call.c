@@ -1,6 +1,7 @@
 /* call.c — one tool call from the model's text to a capped result:
  * lookup, parse, validate, classify, decide, run, cap. */
 #include "tools/internal.h"
+#include "base/text.h"
 #include "tools/schema.h"
 #include "base/buf.h"
 #include "base/log.h"
@@ -64,38 +65,6 @@ bool tool_arg_bool(json_t *args, const char *key, bool dflt) {
         return json_is_boolean(v) ? json_is_true(v) : dflt;
 }
 
-/* UTF-8 sequence length at s (at most n bytes), 0 when invalid. Strict:
- * no overlong forms, no surrogates, nothing above U+10FFFF (as jansson). */
-static size_t utf8_seq(const unsigned char *s, size_t n) {
-        unsigned char c = s[0];
-        if (c >= 0x01 && c < 0x80)
-                return 1;
-        size_t len;
-        unsigned char lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF)
-                len = 2;
-        else if (c >= 0xE0 && c <= 0xEF) {
-                len = 3;
-                if (c == 0xE0)
-                        lo = 0xA0;
-                else if (c == 0xED)
-                        hi = 0x9F;
-        } else if (c >= 0xF0 && c <= 0xF4) {
-                len = 4;
-                if (c == 0xF0)
-                        lo = 0x90;
-                else if (c == 0xF4)
-                        hi = 0x8F;
-        } else
-                return 0; /* NUL, continuation bytes, C0, C1, F5.. */
-        if (n < len || s[1] < lo || s[1] > hi)
-                return 0;
-        for (size_t i = 2; i < len; i++)
-                if ((s[i] & 0xC0) != 0x80)
-                        return 0;
-        return len;
-}
-
 char *tools_cap_output(const char *s, size_t len, size_t cap) {
         if (cap == 0)
                 cap = TOOLS_OUTPUT_CAP;
@@ -107,7 +76,7 @@ char *tools_cap_output(const char *s, size_t len, size_t cap) {
         for (size_t i = 0; i < len;) {
                 size_t run = 0;
                 while (i + run < len) {
-                        size_t k = utf8_seq(u + i + run, len - i - run);
+                        size_t k = u[i + run] ? utf8_seq(u + i + run, len - i - run) : 0; /* NUL too */
                         if (k == 0)
                                 break;
                         run += k;

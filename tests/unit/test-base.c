@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 
 #include "base/buf.h"
+#include "base/text.h"
 #include "base/crypto.h"
 #include "base/fileio.h"
 #include "base/proc.h"
@@ -172,6 +173,30 @@ static void test_headtail_nul_bytes(void **state) {
         _cleanup_free_ char *s = headtail_render(&h);
         headtail_free(&h);
         assert_string_equal(s, "a\xEF\xBF\xBD" "bc\n[... 8 bytes omitted ...]\nden\xEF\xBF\xBD");
+}
+
+/* ---- text --------------------------------------------------------------- */
+
+static size_t seq(const char *s, size_t n) { return utf8_seq((const unsigned char *)s, n); }
+
+static void test_utf8_and_hex(void **state) {
+        assert_int_equal(seq("a", 1), 1);
+        assert_int_equal(seq("", 1), 1);            /* NUL is a sequence */
+        assert_int_equal(seq("\xc3\xa9", 2), 2);   /* é */
+        assert_int_equal(seq("\xc3\xa9", 1), 0);   /* cut short */
+        assert_int_equal(seq("\xe2\x82\xac", 3), 3); /* € */
+        assert_int_equal(seq("\xf0\x9f\x8c\xb1", 4), 4); /* 🌱 */
+        assert_int_equal(seq("\xc0\xaf", 2), 0);   /* overlong / */
+        assert_int_equal(seq("\xe0\x80\xaf", 3), 0);
+        assert_int_equal(seq("\xed\xa0\x80", 3), 0); /* a surrogate */
+        assert_int_equal(seq("\xf4\x90\x80\x80", 4), 0); /* above U+10FFFF */
+        assert_int_equal(seq("\x80", 1), 0);       /* a lone continuation */
+        assert_int_equal(seq("\xc3(", 2), 0);
+        assert_int_equal(hex_digit('0'), 0);
+        assert_int_equal(hex_digit('f'), 15);
+        assert_int_equal(hex_digit('F'), 15);
+        assert_int_equal(hex_digit('g'), -1);
+        assert_int_equal(hex_digit('\0'), -1);
 }
 
 /* ---- crypto ------------------------------------------------------------- */
@@ -843,6 +868,7 @@ int main(void) {
                 cmocka_unit_test(test_buf_steal),
                 cmocka_unit_test(test_headtail_head_only),
                 cmocka_unit_test(test_headtail_nul_bytes),
+                cmocka_unit_test(test_utf8_and_hex),
                 cmocka_unit_test(test_headtail_head_and_tail),
                 cmocka_unit_test(test_headtail_tiny_and_zero_tail),
                 cmocka_unit_test(test_crypto_hex_and_hashes),

@@ -1,0 +1,42 @@
+/* text.c — see text.h. */
+#include "base/text.h"
+
+size_t utf8_seq(const unsigned char *s, size_t n) {
+        unsigned char c = s[0];
+        if (c < 0x80)
+                return 1;
+        size_t len;
+        unsigned char lo = 0x80, hi = 0xBF; /* the second byte's range */
+        if (c >= 0xC2 && c <= 0xDF)
+                len = 2;
+        else if (c >= 0xE0 && c <= 0xEF) {
+                len = 3;
+                if (c == 0xE0)
+                        lo = 0xA0; /* overlong */
+                else if (c == 0xED)
+                        hi = 0x9F; /* surrogates */
+        } else if (c >= 0xF0 && c <= 0xF4) {
+                len = 4;
+                if (c == 0xF0)
+                        lo = 0x90; /* overlong */
+                else if (c == 0xF4)
+                        hi = 0x8F; /* above U+10FFFF */
+        } else
+                return 0; /* continuation bytes, C0, C1, F5.. */
+        if (n < len || s[1] < lo || s[1] > hi)
+                return 0;
+        for (size_t i = 2; i < len; i++)
+                if ((s[i] & 0xC0) != 0x80)
+                        return 0;
+        return len;
+}
+
+int hex_digit(char c) {
+        if (c >= '0' && c <= '9')
+                return c - '0';
+        if (c >= 'a' && c <= 'f')
+                return c - 'a' + 10;
+        if (c >= 'A' && c <= 'F')
+                return c - 'A' + 10;
+        return -1;
+}
