@@ -413,6 +413,8 @@ int app_run(const struct app_options *o) {
         int r;
 
         log_set_ident("kernel");
+        if (sandbox_hide_everywhere(o->hide_paths) < 0)
+                return APP_EXIT_FAILURE;
         /* Our memory holds the owner's secrets: no core dumps, and no
          * /proc/<pid>/mem for other processes of our account. */
         prctl(PR_SET_DUMPABLE, 0);
@@ -471,7 +473,7 @@ fail:
 }
 
 static void app_usage(FILE *f) {
-        fputs("Usage: seed-kernel --dir DIR [--addr HOST:PORT] [--secrets-fd FD] [--bridge PATH]\n"
+        fputs("Usage: seed-kernel --dir DIR [--addr HOST:PORT] [--secrets-fd FD] [--bridge PATH] [--hide PATH]...\n"
               "\n"
               "The Seed's kernel daemon. You normally do not start it yourself: 'seed run'\n"
               "builds it from the Seed's own source and supervises it.\n"
@@ -480,6 +482,7 @@ static void app_usage(FILE *f) {
               "  --addr HOST:PORT  listen here instead of seed.yaml's server.addr\n"
               "  --secrets-fd FD   read the owner's secrets (NAME=VALUE\\0 records) from FD\n"
               "  --bridge PATH     the seed-bridge helper built with this kernel\n"
+              "  --hide PATH       a file of the owner's (an env file) that no sandbox may see\n"
               "  -h, --help        show this help\n"
               "\n"
               "Exit codes: 0 stopped, 1 failed, 2 usage, 75 rebuild and restart me.\n",
@@ -490,15 +493,26 @@ int app_main(int argc, char **argv) {
         static const struct option longopts[] = {
                 {"dir", required_argument, NULL, 'd'},     {"addr", required_argument, NULL, 'a'},
                 {"secrets-fd", required_argument, NULL, 's'}, {"bridge", required_argument, NULL, 'b'},
-                {"help", no_argument, NULL, 'h'},          {0},
+                {"hide", required_argument, NULL, 'H'},    {"help", no_argument, NULL, 'h'},
+                {0},
         };
         struct app_options o = {.secrets_fd = -1};
+        _cleanup_strv_free_ char **hide = NULL;
         int c;
         while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
                 switch (c) {
                 case 'd': o.seed_dir = optarg; break;
                 case 'a': o.addr = optarg; break;
                 case 'b': o.bridge_path = optarg; break;
+                case 'H':
+                        if (optarg[0] != '/' || strv_length(hide) >= SANDBOX_HIDE_MAX) {
+                                fprintf(stderr, "seed-kernel: --hide: '%s' is not an absolute path (or too many)\n",
+                                        optarg);
+                                return APP_EXIT_USAGE;
+                        }
+                        if (strv_push(&hide, optarg) < 0)
+                                return APP_EXIT_FAILURE;
+                        break;
                 case 's': {
                         char *end;
                         long fd = strtol(optarg, &end, 10);
@@ -524,5 +538,6 @@ int app_main(int argc, char **argv) {
                 return APP_EXIT_USAGE;
         }
         o.seed_dir = abs;
+        o.hide_paths = hide;
         return app_run(&o);
 }

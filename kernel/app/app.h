@@ -16,6 +16,7 @@ struct app_options {
         const char *addr;        /* overrides server.addr; NULL = from seed.yaml */
         int secrets_fd;          /* pipe from the CLI with the secrets; -1 = none */
         const char *bridge_path; /* the seed-bridge binary built with this kernel */
+        char *const *hide_paths; /* the owner's config (env files): hidden in every sandbox */
 };
 
 /* Runs the kernel until it is told to stop. Returns an APP_EXIT_* code. */

@@ -30,6 +30,7 @@ struct cli_run_options {
         const char *addr;          /* NULL = seed.yaml */
         bool detach, open;
         struct secrets *secrets;   /* borrowed */
+        char *const *hide_paths;   /* the env files' real paths: every sandbox hides them */
 };
 /* Builds the kernel from the Seed's own source and starts it (supervised). */
 int cli_run_seed(const struct cli_run_options *o);
@@ -52,7 +53,8 @@ int cli_login_link(const char *seed_dir, char **ret_url);
 void cli_scrub_arg(char *arg);
 /* Handles -e (c == 'e') or --env-file: adds to s and scrubs the value from
  * argv/environ memory. Prints the error. */
-int cli_parse_secret_opt(int c, const char *arg, struct secrets *s);
+/* -e / --env-file (c 'e' or 'f'); an env file's real path is added to *hide. */
+int cli_parse_secret_opt(int c, const char *arg, struct secrets *s, char ***hide);
 /* Opens url with xdg-open when a desktop session is there; else nothing. */
 void cli_open_in_browser(const char *url);
 /* Whether path (resolved) lies inside dir (absolute, resolved). */

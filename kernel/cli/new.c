@@ -106,6 +106,7 @@ int cli_cmd_new(int argc, char **argv) {
                 {0},
         };
         _cleanup_(secrets_freep) struct secrets *secrets = NULL;
+        _cleanup_strv_free_ char **hide = NULL;
         bool no_run = false, open_link = false;
         const char *addr = NULL;
         if (secrets_new(&secrets) < 0)
@@ -116,7 +117,7 @@ int cli_cmd_new(int argc, char **argv) {
                 switch (c) {
                 case 'e':
                 case 'f':
-                        if (cli_parse_secret_opt(c, optarg, secrets) < 0)
+                        if (cli_parse_secret_opt(c, optarg, secrets, &hide) < 0)
                                 return CLI_EXIT_USAGE;
                         break;
                 case 'n': no_run = true; break;
@@ -171,6 +172,7 @@ int cli_cmd_new(int argc, char **argv) {
                 return CLI_EXIT_OK;
         }
         fflush(stdout);
-        struct cli_run_options o = {.seed_dir = dir, .detach = true, .open = open_link, .secrets = secrets};
+        struct cli_run_options o = {.seed_dir = dir, .detach = true, .open = open_link, .secrets = secrets,
+                                    .hide_paths = hide};
         return cli_run_seed(&o);
 }

@@ -136,11 +136,23 @@ static int spawn_kernel(const struct cli_run_options *o, const struct kernel_bin
                 return -errno;
         char fdnum[16];
         snprintf(fdnum, sizeof fdnum, "%d", p[0]);
-        char *argv[12] = {b->kernel, "--dir", (char *)o->seed_dir, "--secrets-fd", fdnum, "--bridge", b->bridge};
-        size_t n = 7;
+        _cleanup_free_ char **argv = calloc(10 + 2 * strv_length(o->hide_paths), sizeof *argv);
+        if (!argv) {
+                close(p[0]);
+                close(p[1]);
+                return -ENOMEM;
+        }
+        size_t n = 0;
+        char *fixed[] = {b->kernel, "--dir", (char *)o->seed_dir, "--secrets-fd", fdnum, "--bridge", b->bridge};
+        for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
+                argv[n++] = fixed[i];
         if (o->addr) {
                 argv[n++] = "--addr";
                 argv[n++] = (char *)o->addr;
+        }
+        for (char *const *h = o->hide_paths; h && *h; h++) {
+                argv[n++] = "--hide";
+                argv[n++] = *h;
         }
         argv[n] = NULL;
         int r = proc_spawn(&(struct proc_opts){.argv = argv, .envp = fixed_env, .cwd = o->seed_dir, .stdin_fd = -1,
@@ -400,12 +412,21 @@ static void run_usage(FILE *f) {
               f);
 }
 
-int cli_parse_secret_opt(int c, const char *arg, struct secrets *s) {
+int cli_parse_secret_opt(int c, const char *arg, struct secrets *s, char ***hide) {
         _cleanup_free_ char *err = NULL;
         int r = c == 'e' ? secrets_add_arg(s, arg, &err) : secrets_add_env_file(s, arg, &err);
         if (r < 0) {
                 fprintf(stderr, "seed: %s\n", err ? err : strerror(-r));
                 return r;
+        }
+        if (c == 'f') {
+                /* The owner's config: no sandbox may see it, wherever it is. */
+                char *real = realpath(arg, NULL);
+                if (!real || strv_push(hide, real) < 0) {
+                        free(real);
+                        return -ENOMEM;
+                }
+                free(real);
         }
         if (c == 'e' && !strchr(arg, '=')) {
                 /* Taken from our environment: wipe it there too, so it neither
@@ -428,7 +449,7 @@ int cli_cmd_run(int argc, char **argv) {
                 {"help", no_argument, NULL, 'h'},           {0},
         };
         _cleanup_(secrets_freep) struct secrets *secrets = NULL;
-        _cleanup_strv_free_ char **env_files = NULL;
+        _cleanup_strv_free_ char **env_files = NULL, **hide = NULL;
         const char *dir = NULL;
         struct cli_run_options o = {0};
         if (secrets_new(&secrets) < 0)
@@ -441,7 +462,7 @@ int cli_cmd_run(int argc, char **argv) {
                 case 'a': o.addr = optarg; break;
                 case 'e':
                 case 'f':
-                        if (cli_parse_secret_opt(c, optarg, secrets) < 0)
+                        if (cli_parse_secret_opt(c, optarg, secrets, &hide) < 0)
                                 return CLI_EXIT_USAGE;
                         if (c == 'f' && strv_push(&env_files, optarg) < 0)
                                 return CLI_EXIT_FAILURE;
@@ -468,5 +489,6 @@ int cli_cmd_run(int argc, char **argv) {
                 }
         o.seed_dir = seed_dir;
         o.secrets = secrets;
+        o.hide_paths = hide;
         return cli_run_seed(&o);
 }

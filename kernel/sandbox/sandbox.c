@@ -448,6 +448,19 @@ static int add_read_only(struct sandbox_policy *p) {
         return 0;
 }
 
+static char *hidden_everywhere[SANDBOX_HIDE_MAX + 1];
+
+int sandbox_hide_everywhere(char *const *paths) {
+        size_t n = 0;
+        for (char *const *h = paths; h && *h; h++) {
+                if (n >= SANDBOX_HIDE_MAX || !path_is_clean_abs(*h) || streq(*h, "/"))
+                        return log_error_errno(-EINVAL, "sandbox: cannot hide '%s' everywhere", *h);
+                if (!(hidden_everywhere[n++] = strdup(*h)))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
 int sandbox_policy_build(const struct sandbox_spec *spec, struct sandbox_policy **ret) {
         int r = spec_validate(spec);
         if (r < 0)
@@ -482,6 +495,9 @@ int sandbox_policy_build(const struct sandbox_spec *spec, struct sandbox_policy 
                                 streq(spec->seed_dir, spec->workspace) ? SANDBOX_WORKSPACE : NULL)) < 0)
                 return r;
         for (char *const *h = spec->hide_paths; h && *h; h++)
+                if ((r = hide_host_path(p, *h, false, NULL)) < 0)
+                        return r;
+        for (char **h = hidden_everywhere; *h; h++)
                 if ((r = hide_host_path(p, *h, false, NULL)) < 0)
                         return r;
         if ((r = add_read_only(p)) < 0)

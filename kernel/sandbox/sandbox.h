@@ -158,6 +158,13 @@ int sandbox_signal(const struct sandbox_child *c, int sig);
 int sandbox_stop(struct sandbox_child *c, int grace_ms);
 void sandbox_child_done(struct sandbox_child *c);
 
+/* Host paths hidden in every sandbox built from now on, on top of each
+ * spec's hide_paths: the owner's config (the env files secrets came from).
+ * Absolute, clean, at most SANDBOX_HIDE_MAX; copied. Call before any
+ * sandbox is built (not thread-safe against sandbox_policy_build). */
+#define SANDBOX_HIDE_MAX 16
+int sandbox_hide_everywhere(char *const *paths);
+
 /* Start-up doctor: 0 if bwrap exists, can create namespaces here and load
  * the seccomp filter; otherwise -errno and *ret_message (caller frees) says
  * in one message what is wrong and how to fix it. Refuses to run as root

@@ -6,6 +6,7 @@ canary secret appears nowhere it must not. Prints TAP.
 Environment: SEED_BIN (the seed CLI).
 """
 import glob
+import json
 import os
 import re
 import secrets
@@ -42,6 +43,7 @@ def setup():
                  '-e', 'SEED_CANARY_ENV', '--env-file', envfile, cwd=c.tmp, env={'SEED_CANARY_ENV': CANARY_ENV},
                  timeout=900)
     os.unlink(envfile)
+    c.envfile = os.path.realpath(envfile)
     c.base = f'http://127.0.0.1:{c.port}'
     c.browser = Browser(c.base)
     return c
@@ -66,6 +68,16 @@ def planted_as_generation_1(c):
     assert 'name: itest' in open(os.path.join(c.dir, 'seed.yaml')).read()
     ignored = open(os.path.join(c.dir, '.gitignore')).read()
     assert '/.seed/' in ignored
+
+
+@test
+def the_env_files_path_is_hidden_from_every_sandbox(c):
+    # The env file's path (never its content) goes to the kernel, which hides
+    # it in every sandbox it builds (the owner's config).
+    kpid = wait_until(lambda: json.load(open(os.path.join(c.dir, '.seed/kernel.json')))['pid'], timeout=120,
+                      what='the kernel state file')
+    cmd = open(f'/proc/{kpid}/cmdline', 'rb').read().split(b'\0')
+    assert c.envfile.encode() in cmd and cmd[cmd.index(c.envfile.encode()) - 1] == b'--hide', cmd
 
 
 @test

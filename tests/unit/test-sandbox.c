@@ -784,6 +784,26 @@ static void test_refuses_root(void **state) {
         assert_int_equal(c.pid, 0);
 }
 
+/* The owner's env files are hidden in every sandbox of every profile,
+ * without each caller listing them. Last: the list is process-wide. */
+static void test_hidden_everywhere(void **state) {
+        (void)state;
+        _cleanup_free_ char *env = ws_path("organism/owner.env");
+        assert_int_equal(write_file_atomic(env, "OPENAI_API_KEY=x\n", 17, 0600), 0);
+        assert_int_equal(sandbox_hide_everywhere((char *const[]){"relative", NULL}), -EINVAL);
+        assert_int_equal(sandbox_hide_everywhere((char *const[]){env, "/etc/hostname", NULL}), 0);
+        enum sandbox_profile profiles[] = {SANDBOX_EVOLUTION, SANDBOX_BUILD, SANDBOX_TEST, SANDBOX_LIVE, SANDBOX_PREVIEW};
+        for (size_t i = 0; i < ARRAY_SIZE(profiles); i++) {
+                struct sandbox_spec spec = base_spec(profiles[i]);
+                _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+                assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+                assert_true(find_op(p, SB_RO_BIND, "/dev/null", "/workspace/organism/owner.env") >= 0);
+                if (path_exists("/etc/hostname"))
+                        assert_true(find_op(p, SB_RO_BIND, "/dev/null", "/etc/hostname") >= 0);
+        }
+        unlink(env);
+}
+
 int main(void) {
         setenv(CANARY_NAME, CANARY_VALUE, 1);
         const struct CMUnitTest tests[] = {
@@ -805,6 +825,7 @@ int main(void) {
                 cmocka_unit_test(test_invalid_specs),
                 cmocka_unit_test(test_profile_names),
                 cmocka_unit_test(test_refuses_root),
+                cmocka_unit_test(test_hidden_everywhere),
         };
         return cmocka_run_group_tests(tests, setup_ws, teardown_ws);
 }
