@@ -343,14 +343,23 @@ int evo_info_redact_url(const char *url, char **ret) {
 
 /* ---- reading the Seed's folder ---- */
 
-/* Reads rel beneath the Seed's folder (fsx: no symlink anywhere). */
+/* Repository content beneath root, through fsx (no symlink anywhere);
+ * root -1: the folder could not be opened. */
+static bool is_file(int root, const char *rel) {
+        struct fsx_stat st;
+        return root >= 0 && fsx_stat(root, rel, &st, NULL) >= 0 && st.type == FSX_FILE;
+}
+
+static int read_at(int root, const char *rel, size_t max, char **ret, size_t *ret_len) {
+        _cleanup_free_ char *err = NULL;
+        return root < 0 ? -EBADF : fsx_read(root, rel, max, ret, ret_len, &err);
+}
+
+/* The same beneath the Seed's folder. */
 static int read_beneath(const char *seed_dir, const char *rel, size_t max, char **ret, size_t *ret_len) {
         _cleanup_close_ int root = -1;
-        _cleanup_free_ char *err = NULL;
         int r = fsx_open_root(seed_dir, &root);
-        if (r < 0)
-                return r;
-        return fsx_read(root, rel, max, ret, ret_len, &err);
+        return r < 0 ? r : read_at(root, rel, max, ret, ret_len);
 }
 
 static int dump(json_t *o, char **ret_json) {
@@ -373,9 +382,10 @@ int evo_info_identity_json(const char *seed_dir, char **ret_json) {
         char *vals[5] = {0};
         _cleanup_free_ char *self = NULL, *seed_yaml = NULL;
         _cleanup_(cfg_freep) struct cfg *cfg = NULL;
-        json_t *o = NULL;
+        _cleanup_close_ int root = -1;
         size_t len = 0, yl = 0;
-        int r = read_beneath(seed_dir, "knowledge/self.yaml", EVO_INFO_SELF_MAX, &self, &len);
+        (void)fsx_open_root(seed_dir, &root);
+        int r = read_at(root, "knowledge/self.yaml", EVO_INFO_SELF_MAX, &self, &len);
         if (r >= 0)
                 r = evo_info_yaml_scalars(self, len, keys, vals);
         if (r == -ENOMEM)
@@ -384,18 +394,11 @@ int evo_info_identity_json(const char *seed_dir, char **ret_json) {
                 log_info("knowledge/self.yaml is not readable (%s): the control plane shows defaults", strerror(-r));
         /* The logo itself is served by the control plane at /_seed/logo (with
          * Content-Security-Policy: sandbox), which checks it again. */
-        bool logo = false;
-        int root = -1;
-        if (fsx_open_root(seed_dir, &root) >= 0) {
-                struct fsx_stat st;
-                logo = (fsx_stat(root, "knowledge/logo.svg", &st, NULL) >= 0 && st.type == FSX_FILE) ||
-                       (fsx_stat(root, "knowledge/logo.png", &st, NULL) >= 0 && st.type == FSX_FILE);
-                close(root);
-        }
+        bool logo = is_file(root, "knowledge/logo.svg") || is_file(root, "knowledge/logo.png");
         /* The name of the Seed itself (seed.yaml), for when self.yaml has none. */
-        if (read_beneath(seed_dir, "seed.yaml", SEED_YAML_MAX, &seed_yaml, &yl) >= 0)
+        if (read_at(root, "seed.yaml", SEED_YAML_MAX, &seed_yaml, &yl) >= 0)
                 (void)cfg_parse(seed_yaml, yl, "seed.yaml", &cfg, NULL);
-        o = json_object();
+        json_t *o = json_object();
         if (o) {
                 json_object_set_new(o, "seed", str_or_null(cfg ? cfg->name : NULL));
                 json_object_set_new(o, "slug", str_or_null(vals[0]));

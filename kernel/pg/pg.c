@@ -780,11 +780,13 @@ int pg_scratch_create(const struct pg *pg, const char *name) {
 #define PG_BACKUP_TIMEOUT_MS (10 * 60 * 1000)
 
 /* Runs a client tool (pg_dump, pg_restore) as role organism. Its password
- * goes through a passfile in the socket dir (0700; the file 0600, removed
- * after), never through argv or the environment. */
+ * goes through a passfile in .seed/secrets (0700; the file 0600, removed
+ * after), never through argv or the environment, and never in the socket
+ * dir: sandboxes see that one, and a running sandbox would see a file
+ * created there after it started. */
 static int run_client(const struct pg *pg, char **argv, const char *what) {
         _cleanup_free_ char *passfile = NULL, *line = NULL, *envpass = NULL;
-        if (xasprintf(&passfile, "%s/.pgpass-%d", pg->rundir, (int)getpid()) < 0 ||
+        if (xasprintf(&passfile, "%s/.pgpass-%d", pg->secretsdir, (int)getpid()) < 0 ||
             xasprintf(&line, "*:*:*:organism:%s\n", pg->passwords[ROLE_ORGANISM]) < 0 ||
             xasprintf(&envpass, "PGPASSFILE=%s", passfile) < 0)
                 return -ENOMEM;

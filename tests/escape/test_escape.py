@@ -1145,7 +1145,7 @@ def drive(ctx, evo_id, on_approval, timeout=EVO_TIMEOUT):
             e = api(ctx.c, f'/_seed/api/evolutions/{evo_id}').json()
             if e.get('state') in FINAL:
                 return e
-        time.sleep(0.2)
+        time.sleep(0.2)  # polling interval inside the deadline loop
     raise AssertionError(f'evolution {evo_id} did not end within {timeout} s')
 
 

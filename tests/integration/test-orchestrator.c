@@ -341,13 +341,7 @@ static int teardown(void **state) {
 /* (a) */
 static void test_evolution_completes(void **state) {
         /* The live schema is part of what the model is shown. */
-        {
-                _cleanup_free_ char *ci = NULL;
-                _cleanup_(db_closep) struct db *live = NULL;
-                assert_int_equal(pg_conninfo(g_pg, "organism", PG_LIVE_DB, &ci), 0);
-                assert_int_equal(db_connect(ci, &live), 0);
-                assert_int_equal(db_exec(live, "CREATE TABLE IF NOT EXISTS guestbook (id integer, note text)", NULL), 0);
-        }
+        live_exec("CREATE TABLE IF NOT EXISTS guestbook (id integer, note text)");
         load_script("[" PLAN("Greet warmly", "greeting") ","
                     CALL("edit_file", "{\"path\": \"organism/bin/server\", \"old_text\": \"This is a new Seed.\", "
                                       "\"new_text\": \"Hello from generation two.\"}") ","
@@ -682,13 +676,7 @@ static void test_rollback_with_data(void **state) {
 static void test_app_and_db_tools(void **state) {
         int before = current_gen();
         /* A table only the live database has. */
-        _cleanup_free_ char *ci = NULL;
-        struct db *live = NULL;
-        assert_int_equal(pg_conninfo(g_pg, "organism", PG_LIVE_DB, &ci), 0);
-        assert_int_equal(db_connect(ci, &live), 0);
-        assert_int_equal(db_exec(live, "CREATE TABLE live_only_secret (v text); "
-                                       "INSERT INTO live_only_secret VALUES ('live-data-xyz')", NULL), 0);
-        db_close(live);
+        live_exec("CREATE TABLE live_only_secret (v text); INSERT INTO live_only_secret VALUES ('live-data-xyz')");
         load_script("[" PLAN("Notes table", "notes") ","
                     CALL("write_file", "{\"path\": \"organism/migrations/0001_notes.sql\", \"content\": "
                                        "\"CREATE TABLE notes (id serial PRIMARY KEY, body text NOT NULL);\\n"
@@ -733,11 +721,7 @@ static void test_app_and_db_tools(void **state) {
         assert_true(requests_contain("{\\\"ok\\\":true}"));
         assert_true(requests_contain("content-type: text/html"));
         /* The live database got the migration at apply, never db_query's row. */
-        assert_int_equal(db_connect(ci, &live), 0);
-        _cleanup_free_ char *live_rows = NULL;
-        assert_int_equal(db_query_value(live, "SELECT string_agg(body, ',' ORDER BY id) FROM notes", 0, NULL,
-                                        &live_rows), 0);
-        db_close(live);
+        _cleanup_free_ char *live_rows = live_value("SELECT string_agg(body, ',' ORDER BY id) FROM notes");
         assert_string_equal(live_rows, "hello-row");
         /* The evolution's end stopped the app left running (before its
          * worktree went). */

@@ -410,12 +410,15 @@ static void test_live_backup_and_restore(void **state) {
         struct db *rd = must_connect("reader", PG_LIVE_DB);
         db_close(rd);
         /* No passfile is left behind; a missing backup is an error that keeps the live database. */
-        _cleanup_free_ char *run = path_in(".seed/run");
-        DIR *d = opendir(run);
-        assert_non_null(d);
-        for (struct dirent *e; (e = readdir(d));)
-                assert_false(startswith(e->d_name, ".pgpass"));
-        closedir(d);
+        const char *dirs[] = {".seed/run", ".seed/secrets"};
+        for (size_t i = 0; i < ARRAY_SIZE(dirs); i++) {
+                _cleanup_free_ char *where = path_in(dirs[i]);
+                DIR *d = opendir(where);
+                assert_non_null(d);
+                for (struct dirent *e; (e = readdir(d));)
+                        assert_false(startswith(e->d_name, ".pgpass"));
+                closedir(d);
+        }
         assert_true(pg_live_restore(g_pg, missing) < 0);
         struct db *db = must_connect("organism", PG_LIVE_DB);
         db_close(db);
