@@ -46,9 +46,16 @@ int sandbox_check_network(char **ret_message) {
                       "apt-get install slirp4netns'.";
         } else if (access(TUN_PATH, R_OK | W_OK) < 0) {
                 r = -errno;
-                why = TUN_PATH " is not usable, so slirp4netns cannot connect sandboxes: evolution, build and "
-                      "test sandboxes run without any network. Fix: load the tun module ('sudo modprobe tun'), "
-                      "or give the container the device ('--device /dev/net/tun').";
+                if (r == -ENOENT || r == -ENODEV || r == -ENXIO)
+                        why = TUN_PATH " does not exist, so slirp4netns cannot connect sandboxes: evolution, "
+                              "build and test sandboxes run without any network. Fix: load the tun module "
+                              "('sudo modprobe tun'), or give the container the device ('--device "
+                              "/dev/net/tun').";
+                else
+                        why = TUN_PATH " exists but this account may not open it (its mode is probably 0600, "
+                              "root only; Debian's own is 0666), so slirp4netns cannot connect sandboxes: "
+                              "evolution, build and test sandboxes run without any network. Fix: 'sudo chmod "
+                              "0666 /dev/net/tun' (a udev rule or your container runtime can make it last).";
         }
         if (r < 0 && ret_message)
                 *ret_message = strdup(why);

@@ -159,7 +159,8 @@ test('the evolution detail shows plan, phases, checks, events and diff', async (
   assert.ok(await detail.locator('.diff .d-add').count() > 0);
   assert.ok(await detail.locator('.events li').count() > 10);
   await detail.locator('.events li[data-kind="approval"] summary').first().click();
-  assert.match(await detail.locator('.events li[data-kind="approval"] .ev-data').first().textContent(), /NOTES\.md/);
+  // app.js fills .ev-data on the toggle event: wait for the content, not the click.
+  await detail.locator('.events li[data-kind="approval"] .ev-data', { hasText: 'NOTES.md' }).first().waitFor();
   assert.match(await page.textContent('.badge'), /complete/);
   await shots(page, 'evolution-detail');
   await page.click('a[data-view="evolutions"]');

@@ -132,7 +132,7 @@ static int teardown(void **state) {
 
 static void require_env(void) {
         if (unavailable) {
-                print_message("skipped: %s\n", unavailable);
+                print_message("# skipped: %s\n", unavailable);
                 skip();
         }
 }

@@ -14,6 +14,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <sys/stat.h>
 
@@ -665,7 +666,7 @@ static void test_mkdirs(void **state) {
 struct race {
         int root;
         atomic_bool stop;
-        unsigned long swaps;
+        atomic_ulong swaps;
 };
 
 /* Swaps root/d (a directory) and root/d_swap (a symlink to outside) as fast
@@ -675,9 +676,19 @@ static void *swapper(void *p) {
         while (!atomic_load(&r->stop)) {
                 if (renameat2(r->root, "d", r->root, "d_swap", RENAME_EXCHANGE) < 0)
                         break;
-                r->swaps++;
+                atomic_fetch_add(&r->swaps, 1);
         }
         return NULL;
+}
+
+/* Waits until the swapper has swapped at least once more than seen, so the
+ * loop below races it instead of the scheduler (on one CPU a new thread may
+ * not run before a short loop ends). */
+static bool race_wait_swap(struct race *r, unsigned long seen) {
+        int64_t deadline = now_ms() + 10000;
+        while (atomic_load(&r->swaps) <= seen && now_ms() < deadline)
+                sched_yield();
+        return atomic_load(&r->swaps) > seen;
 }
 
 static void test_race_swap_dir_for_symlink(void **state) {
@@ -691,8 +702,11 @@ static void test_race_swap_dir_for_symlink(void **state) {
         struct race r = {.root = e->root};
         pthread_t t;
         assert_int_equal(pthread_create(&t, NULL, swapper, &r), 0);
+        assert_true(race_wait_swap(&r, 0));
         unsigned ok = 0, refused = 0, other = 0;
         for (int i = 0; i < RACE_ITERATIONS; i++) {
+                if (i % 64 == 63) /* let the swapper in, on one CPU too */
+                        assert_true(race_wait_swap(&r, atomic_load(&r.swaps)));
                 char rel[64];
                 char *data = NULL;
                 struct fsx_list *l = NULL;
@@ -725,10 +739,9 @@ static void test_race_swap_dir_for_symlink(void **state) {
         atomic_store(&r.stop, true);
         assert_int_equal(pthread_join(t, NULL), 0);
         print_message("# race: %lu swaps; %u operations succeeded inside, %u refused, %u other\n",
-                      r.swaps, ok, refused, other);
+                      atomic_load(&r.swaps), ok, refused, other);
         assert_int_equal(ok + refused + other, 5 * RACE_ITERATIONS);
         assert_int_equal(other, 0);
-        assert_true(r.swaps > 0);
         assert_outside_untouched(e);
         /* Whatever was written landed beneath the root. */
         assert_int_equal(count_entries(e->root_path, ".fsx-"), 0);

@@ -1120,7 +1120,7 @@ static void test_git_tools(void **state) {
 static void test_run(void **state) {
         char *msg = NULL;
         if (sandbox_check(&msg) < 0) {
-                print_message("skipped: %s\n", msg ? msg : "bubblewrap unavailable");
+                print_message("# skipped: %s\n", msg ? msg : "bubblewrap unavailable");
                 free(msg);
                 skip();
         }
