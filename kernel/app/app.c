@@ -87,6 +87,20 @@ static int app_load_key(struct app *a, const char *name, char **ret) {
         return 0;
 }
 
+/* What the owner opens: the control plane's own origin
+ * ("http://seed.localhost:8080/_seed/"), or in the same-origin fallback the
+ * address the kernel listens on. A control host that is not a localhost name
+ * is reached through a proxy in front, on its own port. */
+static void app_control_url(const struct app *a, unsigned port, char *out, size_t n) {
+        const char *h = a->cfg->server.control_host;
+        if (!*h)
+                snprintf(out, n, "http://127.0.0.1:%u/_seed/", port);
+        else if (streq(h, "localhost") || endswith(h, ".localhost"))
+                snprintf(out, n, "http://%s:%u/_seed/", h, port);
+        else
+                snprintf(out, n, "http://%s/_seed/", h);
+}
+
 static int app_status_json(void *userdata, char **ret_json) {
         struct app *a = userdata;
         int gen = 0;
@@ -102,9 +116,14 @@ static int app_status_json(void *userdata, char **ret_json) {
                               (json_int_t)((now_ms() - a->started_ms) / 1000), "version", "0.1.0");
         if (!o)
                 return -ENOMEM;
-        char url[128];
-        snprintf(url, sizeof url, "http://127.0.0.1:%u/", a->ctl ? ctl_port(a->ctl) : 0);
+        char url[128], control[400];
+        unsigned port = a->ctl ? ctl_port(a->ctl) : 0;
+        snprintf(url, sizeof url, "http://127.0.0.1:%u/", port);
+        app_control_url(a, port, control, sizeof control);
         json_object_set_new(o, "url", json_string(url));
+        json_object_set_new(o, "control_url", json_string(control));
+        json_object_set_new(o, "control_origin",
+                            json_string(*a->cfg->server.control_host ? "own" : "shared with the app"));
         if (a->doctor)
                 json_object_set_new(o, "doctor", json_string(a->doctor));
         else if (a->network_warning)
@@ -134,8 +153,13 @@ static int app_write_state(struct app *a) {
         snprintf(url, sizeof url, "http://%s%s%s:%u", v6 ? "[" : "",
                  streq(host, "0.0.0.0") || streq(host, "::") ? "127.0.0.1" : host, v6 ? "]" : "",
                  ctl_port(a->ctl));
-        json_t *o = json_pack("{s:i, s:s, s:i, s:I}", "pid", (int)getpid(), "url", url, "port",
-                              (int)ctl_port(a->ctl), "started_at", (json_int_t)(wall_ms() / 1000));
+        char control[400], hosthdr[300] = "";
+        app_control_url(a, ctl_port(a->ctl), control, sizeof control);
+        if (*a->cfg->server.control_host)
+                snprintf(hosthdr, sizeof hosthdr, "%s:%u", a->cfg->server.control_host, ctl_port(a->ctl));
+        json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:I}", "pid", (int)getpid(), "url", url, "host",
+                              hosthdr, "control_url", control, "port", (int)ctl_port(a->ctl), "started_at",
+                              (json_int_t)(wall_ms() / 1000));
         char *s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
         json_decref(o);
         if (!s)
@@ -144,7 +168,7 @@ static int app_write_state(struct app *a) {
         free(s);
         if (r < 0)
                 return log_error_errno(r, "cannot write '%s': %m", p);
-        log_info("control plane at %s/_seed/", url);
+        log_info("control plane at %s", control);
         return 0;
 }
 
@@ -324,6 +348,7 @@ static int app_start_ctl(struct app *a) {
         struct ctl_config cc = {
                 .addr = a->opts->addr ? a->opts->addr : a->cfg->server.addr,
                 .allowed_hosts = a->cfg->server.allowed_hosts,
+                .control_host = a->cfg->server.control_host,
                 .seed_name = a->cfg->name,
                 .seed_dir = a->opts->seed_dir,
                 .kdb = a->kdb,

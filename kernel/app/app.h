@@ -25,5 +25,8 @@ int app_run(const struct app_options *o);
 int app_main(int argc, char **argv);
 
 /* Files under the Seed's .seed/ that the CLI reads too. */
-#define APP_STATE_FILE ".seed/kernel.json"      /* {"pid","url","port","started_at"} */
+/* {"pid", "url" (where the CLI connects), "host" (the Host header the control
+ * plane answers to, "" in the same-origin fallback), "control_url" (what the
+ * owner opens), "port", "started_at"} */
+#define APP_STATE_FILE ".seed/kernel.json"
 #define APP_CONTROL_TOKEN_FILE ".seed/control-token"

@@ -38,9 +38,17 @@ int cli_run_seed(const struct cli_run_options *o);
 /* Finds the Seed folder: dir if given, else the current directory or the
  * nearest ancestor holding seed.yaml. Caller frees. */
 int cli_find_seed(const char *dir, char **ret);
-/* Reads .seed/kernel.json's url and .seed/control-token. -ENOENT when the
- * kernel is not running. Caller frees both. */
-int cli_kernel_endpoint(const char *seed_dir, char **ret_url, char **ret_token);
+/* How the CLI reaches a running kernel (.seed/kernel.json and
+ * .seed/control-token). */
+struct cli_endpoint {
+        char *url;         /* where to connect, e.g. "http://127.0.0.1:8080" */
+        char *host;        /* the Host the control plane answers to ("seed.localhost:8080"), or NULL */
+        char *control_url; /* what the owner opens, e.g. "http://seed.localhost:8080/_seed/" */
+        char *token;       /* the CLI token (secret: wiped by cli_endpoint_done) */
+};
+/* -ENOENT when the kernel is not running. Free with cli_endpoint_done(). */
+int cli_kernel_endpoint(const char *seed_dir, struct cli_endpoint *ret);
+void cli_endpoint_done(struct cli_endpoint *e);
 /* Calls the kernel's API with the CLI token. Caller frees *ret_body. */
 int cli_api(const char *seed_dir, const char *method, const char *path, const char *body,
             long *ret_status, char **ret_body);

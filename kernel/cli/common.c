@@ -52,50 +52,73 @@ bool cli_seed_running(const char *seed_dir) {
         return errno == EWOULDBLOCK;
 }
 
-int cli_kernel_endpoint(const char *seed_dir, char **ret_url, char **ret_token) {
+void cli_endpoint_done(struct cli_endpoint *e) {
+        if (e->token)
+                secure_zero(e->token, strlen(e->token));
+        free(e->url);
+        free(e->host);
+        free(e->control_url);
+        free(e->token);
+        *e = (struct cli_endpoint){0};
+}
+
+static char *json_strdup(json_t *o, const char *key, bool *oom) {
+        const char *v = json_string_value(json_object_get(o, key));
+        char *d = v && *v ? strdup(v) : NULL;
+        if (v && *v && !d)
+                *oom = true;
+        return d;
+}
+
+int cli_kernel_endpoint(const char *seed_dir, struct cli_endpoint *ret) {
         _cleanup_free_ char *state = path_join(seed_dir, APP_STATE_FILE);
         _cleanup_free_ char *tokp = path_join(seed_dir, APP_CONTROL_TOKEN_FILE);
-        _cleanup_free_ char *data = NULL, *token = NULL;
+        _cleanup_free_ char *data = NULL;
+        struct cli_endpoint e = {0};
         if (!state || !tokp)
                 return -ENOMEM;
         int r = read_file(state, 64 * 1024, &data, NULL);
         if (r < 0)
-                return r == -ENOENT ? -ENOENT : r;
-        if ((r = read_file(tokp, 4096, &token, NULL)) < 0)
                 return r;
+        if ((r = read_file(tokp, 4096, &e.token, NULL)) < 0)
+                return r;
+        e.token[strcspn(e.token, "\r\n")] = 0;
         json_t *o = json_loads(data, 0, NULL);
-        const char *url = o ? json_string_value(json_object_get(o, "url")) : NULL;
-        if (!url || !startswith(url, "http://")) {
-                json_decref(o);
-                return -EBADMSG;
-        }
-        char *u = strdup(url);
+        bool oom = false;
+        e.url = json_strdup(o, "url", &oom);
+        e.host = json_strdup(o, "host", &oom);
+        e.control_url = json_strdup(o, "control_url", &oom);
         json_decref(o);
-        if (!u)
-                return -ENOMEM;
-        token[strcspn(token, "\r\n")] = 0;
-        *ret_url = u;
-        *ret_token = TAKE_PTR(token);
+        r = oom ? -ENOMEM : 0;
+        if (r == 0 && (!e.url || !startswith(e.url, "http://") ||
+                       (e.host && strpbrk(e.host, "\r\n")) || !e.control_url))
+                r = -EBADMSG;
+        if (r < 0) {
+                cli_endpoint_done(&e);
+                return r;
+        }
+        *ret = e;
         return 0;
 }
 
 int cli_api(const char *seed_dir, const char *method, const char *path, const char *body,
             long *ret_status, char **ret_body) {
-        _cleanup_free_ char *url = NULL, *token = NULL, *full = NULL, *auth = NULL, *err = NULL;
-        int r = cli_kernel_endpoint(seed_dir, &url, &token);
+        _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
+        _cleanup_free_ char *full = NULL, *auth = NULL, *host = NULL, *err = NULL;
+        int r = cli_kernel_endpoint(seed_dir, &e);
         if (r < 0)
                 return r;
-        if (xasprintf(&full, "%s%s", url, path) < 0 || xasprintf(&auth, "Authorization: Bearer %s", token) < 0)
+        if (xasprintf(&full, "%s%s", e.url, path) < 0 || xasprintf(&auth, "Authorization: Bearer %s", e.token) < 0 ||
+            (e.host && xasprintf(&host, "Host: %s", e.host) < 0))
                 return -ENOMEM;
-        char *headers[] = {auth, "Content-Type: application/json", "Accept: application/json", NULL};
+        char *headers[] = {auth, "Content-Type: application/json", "Accept: application/json", host, NULL};
         struct httpc_response res = {0};
         r = httpc_do(&(struct httpc_request){.method = method, .url = full, .headers = headers, .body = body,
                                              .body_len = body ? strlen(body) : 0, .timeout_ms = 30000},
                      &res, &err);
         secure_zero(auth, strlen(auth));
-        secure_zero(token, strlen(token));
         if (r < 0) {
-                fprintf(stderr, "seed: cannot reach the kernel at %s: %s\n", url, err ? err : strerror(-r));
+                fprintf(stderr, "seed: cannot reach the kernel at %s: %s\n", e.url, err ? err : strerror(-r));
                 return r;
         }
         *ret_status = res.status;

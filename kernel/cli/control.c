@@ -153,10 +153,13 @@ int cli_cmd_status(int argc, char **argv) {
         json_t *o = json_loads(body, 0, NULL);
         const char *name = json_string_value(json_object_get(o, "name"));
         const char *url = json_string_value(json_object_get(o, "url"));
+        const char *control = json_string_value(json_object_get(o, "control_url"));
         const char *org = json_string_value(json_object_get(json_object_get(o, "organism"), "state"));
         json_int_t g = json_integer_value(json_object_get(o, "generation"));
-        printf("Seed:        %s (%s)\nRunning:     yes\nGeneration:  %lld\nURL:         %s\nOrganism:    %s\n",
-               name ? name : "?", seed_dir, (long long)g, url ? url : "?", org ? org : "?");
+        printf("Seed:        %s (%s)\nRunning:     yes\nGeneration:  %lld\nApp:         %s\nControl:     %s\n"
+               "Organism:    %s\n",
+               name ? name : "?", seed_dir, (long long)g, url ? url : "?", control ? control : "?",
+               org ? org : "?");
         const char *doctor = json_string_value(json_object_get(o, "doctor"));
         if (doctor)
                 printf("Warning:     %s\n", doctor);

@@ -264,9 +264,9 @@ static int wait_ready(const char *seed_dir, pid_t supervisor) {
                 int status;
                 if (waitpid(supervisor, &status, WNOHANG) == supervisor)
                         return -ECHILD;
-                _cleanup_free_ char *url = NULL, *token = NULL, *health = NULL;
-                if (cli_kernel_endpoint(seed_dir, &url, &token) == 0 &&
-                    xasprintf(&health, "%s/_seed/healthz", url) == 0) {
+                _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
+                _cleanup_free_ char *health = NULL;
+                if (cli_kernel_endpoint(seed_dir, &e) == 0 && xasprintf(&health, "%s/_seed/healthz", e.url) == 0) {
                         struct httpc_response res = {0};
                         if (httpc_do(&(struct httpc_request){.method = "GET", .url = health, .timeout_ms = 2000}, &res,
                                      NULL) == 0) {
@@ -283,9 +283,10 @@ static int wait_ready(const char *seed_dir, pid_t supervisor) {
 }
 
 static void announce(const struct cli_run_options *o) {
-        _cleanup_free_ char *link = NULL, *url = NULL, *token = NULL;
-        if (cli_kernel_endpoint(o->seed_dir, &url, &token) == 0)
-                printf("Seed running at %s/\n", url);
+        _cleanup_free_ char *link = NULL;
+        _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
+        if (cli_kernel_endpoint(o->seed_dir, &e) == 0)
+                printf("Seed running: the app at %s/, the control plane at %s\n", e.url, e.control_url);
         if (cli_login_link(o->seed_dir, &link) < 0)
                 return;
         printf("Sign in (one use, 15 minutes): %s\n", link);
@@ -309,9 +310,9 @@ int cli_run_seed(const struct cli_run_options *o) {
         int lock = -1;
         r = open_run_lock(o->seed_dir, &lock);
         if (r == -EBUSY) {
-                _cleanup_free_ char *url = NULL, *token = NULL;
-                if (cli_kernel_endpoint(o->seed_dir, &url, &token) == 0)
-                        printf("This Seed is already running at %s/ (not started twice).\n", url);
+                _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
+                if (cli_kernel_endpoint(o->seed_dir, &e) == 0)
+                        printf("This Seed is already running at %s (not started twice).\n", e.control_url);
                 else
                         printf("This Seed is already starting (not started twice).\n");
                 return CLI_EXIT_OK;

@@ -337,6 +337,11 @@ static int check_host(struct ctx *x, const char *path, yaml_node_t *n, char *v) 
 
 static const char *const providers[] = {"openrouter", "openai", "anthropic", "openai-compatible"};
 
+/* server.control_host: "" (the same-origin fallback) or a plain host name. */
+static int check_control_host(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
+        return *v ? check_host(x, path, n, v) : 0;
+}
+
 static int check_provider(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
         for (size_t i = 0; i < ARRAY_SIZE(providers); i++)
                 if (streq(v, providers[i]))
@@ -484,6 +489,7 @@ static int check_evolvable(struct ctx *x, const char *path, yaml_node_t *n, char
 /* ---- the schema -------------------------------------------------------- */
 
 static int finish_model(struct ctx *x, yaml_node_t *section);
+static int finish_server(struct ctx *x, yaml_node_t *section);
 
 #define STR(k, member, d, fn) \
         {.key = k, .kind = K_STRING, .off = offsetof(struct cfg, member), .def = d, .check = fn}
@@ -503,6 +509,7 @@ static const char *const default_evolvable[] = {"organism/", "knowledge/", "skil
 static const struct field server_fields[] = {
         STR("addr", server.addr, "127.0.0.1:8080", check_addr),
         LIST("allowed_hosts", server.allowed_hosts, no_hosts, check_host),
+        STR("control_host", server.control_host, "seed.localhost", check_control_host),
         {0},
 };
 
@@ -559,7 +566,7 @@ static const struct field kernel_fields[] = {
 
 static const struct field root_fields[] = {
         STR("name", name, "seed", check_name),
-        SECTION("server", server_fields, NULL),
+        SECTION("server", server_fields, finish_server),
         SECTION("model", model_fields, finish_model),
         SECTION("database", database_fields, NULL),
         SECTION("sandbox", sandbox_fields, NULL),
@@ -571,6 +578,29 @@ static const struct field root_fields[] = {
 };
 
 static const struct field root = SECTION(NULL, root_fields, NULL);
+
+static bool ends_with_label(const char *name, const char *suffix) {
+        size_t n = strlen(name), sl = strlen(suffix);
+        return n > sl + 1 && name[n - sl - 1] == '.' && streq(name + n - sl, suffix);
+}
+
+/* The control plane's own host must be one the kernel answers to, and not
+ * the organism's admin origin. */
+static int finish_server(struct ctx *x, yaml_node_t *section) {
+        const char *h = x->cfg->server.control_host;
+        bool allowed = ends_with_label(h, "localhost");
+        for (char **a = x->cfg->server.allowed_hosts; !allowed && *a; a++)
+                allowed = streq(*a, h);
+        if (!*h || (allowed && !streq(h, "organism.localhost") && !ends_with_label(h, "organism.localhost")))
+                return 0;
+        yaml_node_t *at = section ? find_value(x, section, "control_host") : NULL;
+        if (!allowed)
+                return fail(x, at ? at : section,
+                            "server.control_host: '%s' must be a *.localhost name or one of "
+                            "server.allowed_hosts (or \"\" for the same-origin layout)", h);
+        return fail(x, at ? at : section,
+                    "server.control_host: '%s' is the organism's admin origin, never the control plane's", h);
+}
 
 static int finish_model(struct ctx *x, yaml_node_t *section) {
         const struct cfg *c = x->cfg;

@@ -12,6 +12,10 @@ struct cfg {
         struct {
                 char *addr;              /* HOST:PORT, default 127.0.0.1:8080 */
                 char **allowed_hosts;    /* NULL-terminated, never NULL */
+                /* The control plane's own origin (default seed.localhost): a
+                 * *.localhost name or one of allowed_hosts. "": the same-origin
+                 * fallback, /_seed on every allowed host beside the organism. */
+                char *control_host;
         } server;
         struct {
                 char *provider;          /* openrouter|openai|anthropic|openai-compatible */

@@ -14,9 +14,9 @@ void ctl_cookie_name(const char *session_key, char out[32]) {
         snprintf(out, 32, "seed_%.8s", mac);
 }
 
-int ctl_cookie_header(const char *name, const char *value, long max_age, char **ret) {
-        return xasprintf(ret, "%s=%s; Path=/_seed; HttpOnly; SameSite=Lax; Max-Age=%ld", name,
-                         value, max_age);
+int ctl_cookie_header(const char *name, const char *value, long max_age, bool strict, char **ret) {
+        return xasprintf(ret, "%s=%s; Path=/_seed; HttpOnly; SameSite=%s; Max-Age=%ld", name, value,
+                         strict ? "Strict" : "Lax", max_age);
 }
 
 bool ctl_is_hex(const char *s, size_t n) {
@@ -121,5 +121,57 @@ int ctl_cookie_strip(const char *header, const char *name, char **ret) {
         }
         *ret = c.out.len > 0 ? buf_steal(&c.out) : NULL;
         buf_free(&c.out);
+        return 0;
+}
+
+/* RFC 6265's cookie-name: an RFC 7230 token. Only such names are echoed
+ * back in a Set-Cookie. */
+static bool cookie_name_ok(const char *s, size_t n) {
+        if (n == 0 || n > CTL_FOREIGN_NAME_MAX)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                unsigned char c = (unsigned char)s[i];
+                if (c <= 0x20 || c >= 0x7f || strchr("()<>@,;:\\\"/[]?={}", c))
+                        return false;
+        }
+        return true;
+}
+
+struct foreign_ctx {
+        const char *ours;
+        size_t max;
+        char **v;
+        size_t n;
+};
+
+static int foreign_one(const char *pair, size_t n, void *u) {
+        struct foreign_ctx *c = u;
+        const char *eq = memchr(pair, '=', n);
+        size_t nl = eq ? (size_t)(eq - pair) : 0; /* no '=': a nameless cookie, left alone */
+        while (nl > 0 && (pair[nl - 1] == ' ' || pair[nl - 1] == '\t'))
+                nl--;
+        if (c->n >= c->max || !cookie_name_ok(pair, nl) ||
+            (strlen(c->ours) == nl && strncmp(pair, c->ours, nl) == 0))
+                return 0;
+        for (size_t i = 0; i < c->n; i++)
+                if (strlen(c->v[i]) == nl && strncmp(c->v[i], pair, nl) == 0)
+                        return 0;
+        _cleanup_free_ char *name = strndup(pair, nl);
+        if (!name || strv_push(&c->v, name) < 0)
+                return -ENOMEM;
+        c->n++;
+        return 0;
+}
+
+int ctl_cookie_foreign(const char *header, const char *ours, size_t max, char ***ret) {
+        struct foreign_ctx c = {.ours = ours, .max = max};
+        int r = cookie_each(header, foreign_one, &c);
+        if (r >= 0 && !c.v && !(c.v = calloc(1, sizeof(char *))))
+                r = -ENOMEM;
+        if (r < 0) {
+                strv_free(c.v);
+                return r;
+        }
+        *ret = c.v;
         return 0;
 }

@@ -7,9 +7,18 @@
 #define CTL_SESSION_MAX_AGE_S (30 * 24 * 3600)
 #define CTL_COOKIE_VALUE_BYTES 32 /* 256 random bits, sent as 64 hex chars */
 
-/* "name=value; Path=/_seed; HttpOnly; SameSite=Lax; Max-Age=N". No Secure:
- * the control plane is plain http on localhost. Caller frees. */
-int ctl_cookie_header(const char *name, const char *value, long max_age, char **ret);
+#define CTL_FOREIGN_NAME_MAX 256 /* longer cookie names are never echoed back */
+
+/* "name=value; Path=/_seed; HttpOnly; SameSite=Strict|Lax; Max-Age=N",
+ * host-only (no Domain). Strict on the control plane's own origin, Lax in
+ * the same-origin fallback. No Secure: the control plane is plain http on
+ * localhost. Caller frees. */
+int ctl_cookie_header(const char *name, const char *value, long max_age, bool strict, char **ret);
+/* The distinct names of the cookies in a Cookie header other than ours, at
+ * most max of them, in order; only names that are RFC 6265 tokens (so they
+ * can be echoed in a Set-Cookie that expires them). NULL-terminated strv
+ * (possibly empty). Caller frees. */
+int ctl_cookie_foreign(const char *header, const char *ours, size_t max, char ***ret);
 /* The values of every cookie called name in a Cookie header that look like
  * a session value (64 lowercase hex chars), at most max of them, in order.
  * Returns a NULL-terminated strv (possibly empty). Caller frees. */

@@ -60,6 +60,14 @@ struct ctl_api_route {
 struct ctl_config {
         const char *addr;              /* "HOST:PORT"; if the port is taken the next free one (up to +20) */
         char *const *allowed_hosts;    /* extra Host names from seed.yaml (borrowed) */
+        /* The control plane's own origin (server.control_host, e.g.
+         * "seed.localhost"): the page, the API, sign-in links and the form
+         * answer only on this host, with SameSite=Strict host-only cookies;
+         * /_seed navigations on any other host are redirected to it, and the
+         * organism is never served on it. NULL or "": the same-origin
+         * fallback (/_seed beside the organism on every allowed host, Lax
+         * cookies). Borrowed. */
+        const char *control_host;
         const char *seed_name;         /* for the page title/theme */
         const char *seed_dir;          /* absolute; logs are read from .seed/logs */
         struct db *kdb;                /* kernel-memory DB (borrowed) */

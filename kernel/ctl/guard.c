@@ -95,6 +95,13 @@ bool ctl_host_allowed(const char *host, char *const *allowed_hosts) {
         return false;
 }
 
+bool ctl_host_is(const char *host, const char *name) {
+        if (strempty(host) || strempty(name) || strlen(host) > 300)
+                return false;
+        size_t n = host_name_len(host);
+        return n > 0 && name_eq(host, n, name);
+}
+
 bool ctl_host_is_organism(const char *host) {
         if (strempty(host))
                 return false;

@@ -10,6 +10,9 @@
  * *.localhost and the extra names (exact, or "*.example.com" for its
  * subdomains), each with or without ":port". NULL or empty is refused. */
 bool ctl_host_allowed(const char *host, char *const *allowed_hosts);
+/* Whether a Host header value names host name (case-insensitive, any or
+ * no port). A malformed Host is no name. */
+bool ctl_host_is(const char *host, const char *name);
 /* Whether the Host is the organism's own origin (organism.localhost and its
  * subdomains), where /_seed is never served. */
 bool ctl_host_is_organism(const char *host);

@@ -13,9 +13,17 @@ int ctl_page(const char *title, const char *heading, const char *text, int refre
 
 /* "This Seed is private" (= ctl_page_sign_in without the form). */
 int ctl_page_private(const char *seed_name, char **ret);
-/* The private page; with_form adds the password form, message (escaped; may
- * be NULL) an alert above the text. Caller frees. */
-int ctl_page_sign_in(const char *seed_name, bool with_form, const char *message, char **ret);
+enum {
+        CTL_SIGN_IN_FORM = 1 << 0,     /* the password form */
+        CTL_SIGN_IN_SAVEABLE = 1 << 1, /* ...which a password manager may save (own origin only) */
+        CTL_SIGN_IN_REOPEN = 1 << 2,   /* a link to /_seed/ for a browser that held its cookie back */
+};
+/* The private page with the CTL_SIGN_IN_* parts in flags; message
+ * (escaped; may be NULL) an alert above the text. Caller frees. */
+int ctl_page_sign_in(const char *seed_name, unsigned flags, const char *message, char **ret);
+/* "Signed in": moves on to /_seed/ by itself (a meta refresh, not a
+ * redirect). Caller frees. */
+int ctl_page_signed_in(char **ret);
 /* Answers to a sign-in while limited: per client, or overall. */
 int ctl_page_limited(bool overall, char **ret);
 int ctl_page_password_off(char **ret);

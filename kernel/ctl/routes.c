@@ -55,16 +55,59 @@ static int page_resp(struct ctl_resp *resp, int status, int (*page)(char **ret))
         return 0;
 }
 
+/* Whether the control plane has an origin of its own (server.control_host). */
+static bool own_origin(const struct ctl *c) {
+        return c->control_host != NULL;
+}
+
+/* The ":port" part of a Host value (already checked by ctl_host_allowed),
+ * or "". */
+static const char *host_port(const char *host) {
+        const char *end = host && host[0] == '[' ? strchr(host, ']') : host;
+        const char *colon = end ? strchr(end, ':') : NULL;
+        return colon ? colon : "";
+}
+
+/* The control plane's origin as this request should be sent to it:
+ * scheme ("http:", or "" for a scheme-relative Location) + "//" + the
+ * control host + the port the request's Host names (or, for a localhost
+ * control host reached without one, the port the kernel serves). In the
+ * same-origin fallback: the request's own Host. Caller frees. */
+static int control_origin(const struct ctl_req *q, const char *scheme, char **ret) {
+        const struct ctl *c = q->ctl;
+        const char *host = ctl_req_header(q, "Host");
+        if (!own_origin(c))
+                return xasprintf(ret, "%s//%s", scheme, host ? host : "localhost");
+        const char *port = host_port(host);
+        if (*port)
+                return xasprintf(ret, "%s//%s%s", scheme, c->control_host, port);
+        if (ctl_host_is(c->control_host, "localhost") || endswith(c->control_host, ".localhost"))
+                return xasprintf(ret, "%s//%s:%u", scheme, c->control_host, c->port);
+        return xasprintf(ret, "%s//%s", scheme, c->control_host);
+}
+
+bool ctl_req_on_control_host(const struct ctl_req *q) {
+        return !own_origin(q->ctl) || ctl_host_is(ctl_req_header(q, "Host"), q->ctl->control_host);
+}
+
 /* The private page, with the password form when password sign-in is on and
  * with_form (top-level navigations to the page only) and an alert message
- * (may be NULL). A page with the form sends Referrer-Policy: same-origin:
- * under no-referrer, browsers send "Origin: null" with the form's POST, and
- * /_seed/login wants to see its own origin there. */
+ * (may be NULL). On the own origin the browser may save the password, and a
+ * navigation from another site (which brought no SameSite=Strict cookie)
+ * gets a link to reopen the page. A page with the form sends
+ * Referrer-Policy: same-origin: under no-referrer, browsers send
+ * "Origin: null" with the form's POST, and /_seed/login wants to see its own
+ * origin there. */
 static int sign_in_resp(struct ctl_req *q, struct ctl_resp *resp, int status, bool with_form,
                         const char *message) {
         char *html = NULL;
+        const char *site = ctl_req_header(q, "Sec-Fetch-Site");
         bool form = with_form && q->ctl->owner.enabled;
-        int r = ctl_page_sign_in(q->ctl->seed_name, form, message, &html);
+        unsigned flags = (form ? CTL_SIGN_IN_FORM : 0) | (own_origin(q->ctl) ? CTL_SIGN_IN_SAVEABLE : 0) |
+                         (own_origin(q->ctl) && site && (streq(site, "cross-site") || streq(site, "same-site"))
+                                  ? CTL_SIGN_IN_REOPEN
+                                  : 0);
+        int r = ctl_page_sign_in(q->ctl->seed_name, flags, message, &html);
         if (r < 0)
                 return r;
         ctl_resp_take(resp, status, "text/html; charset=utf-8", html);
@@ -86,7 +129,7 @@ static int json_take(struct ctl_resp *resp, int status, struct buf *b) {
 static int set_session_cookie(struct ctl_req *q, struct ctl_resp *resp, const char *value,
                               long max_age) {
         _cleanup_free_ char *cookie = NULL;
-        int r = ctl_cookie_header(q->ctl->cookie_name, value, max_age, &cookie);
+        int r = ctl_cookie_header(q->ctl->cookie_name, value, max_age, own_origin(q->ctl), &cookie);
         if (r >= 0)
                 r = ctl_hdrs_add(&resp->hdrs, "Set-Cookie", cookie);
         if (cookie)
@@ -180,16 +223,22 @@ static void log_limit(enum ctl_limit lim, const char *who) {
                          CTL_FAIL_OVERALL);
 }
 
-/* A new session for this browser: the cookie, and 303 to /_seed/. */
-static int signed_in_resp(struct ctl_req *q, struct ctl_resp *resp, const char *how, const char *who) {
+/* A new session for this browser: the cookie, and on to /_seed/ — by a
+ * 303 after the form's same-origin POST, by the "Signed in" page after a
+ * link (see ctl_page_signed_in). */
+static int signed_in_resp(struct ctl_req *q, struct ctl_resp *resp, const char *how, const char *who,
+                          bool redirect) {
         _cleanup_free_ char *cookie = NULL, *id = NULL;
         int r = ctl_session_new(q->ctl->kdb, ctl_req_header(q, "User-Agent"), &cookie, &id);
         if (r < 0)
                 return r;
         log_info("signed in a browser with %s (session %s, client %s)", how, id, who);
-        r = ctl_resp_set(resp, 303, "text/plain; charset=utf-8", "Signed in. See /_seed/\n");
-        if (r >= 0)
-                r = ctl_hdrs_add(&resp->hdrs, "Location", "/_seed/");
+        if (redirect) {
+                r = ctl_resp_set(resp, 303, "text/plain; charset=utf-8", "Signed in. See /_seed/\n");
+                if (r >= 0)
+                        r = ctl_hdrs_add(&resp->hdrs, "Location", "/_seed/");
+        } else
+                r = page_resp(resp, 200, ctl_page_signed_in);
         if (r >= 0)
                 r = set_session_cookie(q, resp, cookie, CTL_SESSION_MAX_AGE_S);
         secure_zero(cookie, strlen(cookie));
@@ -220,7 +269,7 @@ static int h_login(struct ctl_req *q, struct ctl_resp *resp) {
         }
         if (r < 0)
                 return r;
-        return signed_in_resp(q, resp, "a one-time link", who);
+        return signed_in_resp(q, resp, "a one-time link", who, false);
 }
 
 /* The form's two fields from the body; -EINVAL if either is missing. */
@@ -292,7 +341,7 @@ static int h_login_password(struct ctl_req *q, struct ctl_resp *resp) {
                 log_limit(lim, who);
                 return sign_in_resp(q, resp, 401, true, "Wrong username or password.");
         }
-        return signed_in_resp(q, resp, "the owner password", who);
+        return signed_in_resp(q, resp, "the owner password", who, true);
 }
 
 static int h_page(struct ctl_req *q, struct ctl_resp *resp) {
@@ -419,9 +468,12 @@ static int h_login_links(struct ctl_req *q, struct ctl_resp *resp) {
         if (r < 0)
                 return r;
         _cleanup_buf_ struct buf b = BUF_INIT(4096);
-        _cleanup_free_ char *url = NULL;
-        if (xasprintf(&url, "http://%s/_seed/login?t=%s", ctl_req_header(q, "Host"), token) < 0)
+        _cleanup_free_ char *url = NULL, *origin = NULL;
+        if (control_origin(q, "http:", &origin) < 0 ||
+            xasprintf(&url, "%s/_seed/login?t=%s", origin, token) < 0) {
+                secure_zero(token, strlen(token));
                 return -ENOMEM;
+        }
         r = buf_puts(&b, "{\"url\":");
         if (r >= 0)
                 r = ctl_json_string(&b, url);
@@ -638,6 +690,73 @@ static int form_guard(struct ctl_req *q, struct ctl_resp *resp) {
         return 0;
 }
 
+/* A /_seed request on a host other than the control plane's own (own
+ * origin only): GET and HEAD outside the API are sent there (a 308 keeps
+ * the path and query, so a sign-in link still works), everything else is
+ * refused. */
+static int elsewhere_resp(struct ctl_req *q, bool api, struct ctl_resp *resp) {
+        _cleanup_free_ char *origin = NULL, *text = NULL;
+        int r;
+        if (!api && (streq(q->method, "GET") || streq(q->method, "HEAD"))) {
+                if (control_origin(q, "", &origin) < 0 ||
+                    xasprintf(&text, "%s%s%s%s", origin, q->path, q->query ? "?" : "", strempty(q->query) ? "" : q->query) < 0)
+                        return -ENOMEM;
+                r = ctl_resp_set(resp, 308, "text/plain; charset=utf-8",
+                                 "The control plane has an address of its own.\n");
+                return r < 0 ? r : ctl_hdrs_add(&resp->hdrs, "Location", text);
+        }
+        if (control_origin(q, "http:", &origin) < 0 ||
+            xasprintf(&text, "the control plane is at %s/_seed/, not on the app's origin", origin) < 0)
+                return -ENOMEM;
+        if (api)
+                return ctl_resp_error(resp, 421, text);
+        return ctl_resp_set(resp, 421, "text/plain; charset=utf-8", text);
+}
+
+#define FOREIGN_COOKIES_MAX 16 /* expired per answer; more go with the next page */
+
+/* Cookies under /_seed that the kernel did not set are expired whenever a
+ * page is loaded (the organism's script can set any path on a shared
+ * origin, and a cookie bomb there would make /_seed answer 431 or push the
+ * session cookie out). On the control plane's own origin nothing else
+ * lives, so "/" is cleared too. Only top-level navigations: API calls stay
+ * small. */
+int ctl_expire_foreign_cookies(const struct ctl_req *q, struct ctl_hdrs *out) {
+        static const char *const fallback_paths[] = {"/_seed", "/_seed/", NULL};
+        static const char *const own_paths[] = {"/", "/_seed", "/_seed/", NULL};
+        const char *dest = ctl_req_header(q, "Sec-Fetch-Dest");
+        if (!dest || !streq(dest, "document"))
+                return 0;
+        const char *const *paths = own_origin(q->ctl) ? own_paths : fallback_paths;
+        size_t left = FOREIGN_COOKIES_MAX;
+        for (size_t i = 0; i < q->hdrs.n && left > 0; i++) {
+                if (strcasecmp(q->hdrs.v[i].name, "Cookie") != 0)
+                        continue;
+                _cleanup_strv_free_ char **names = NULL;
+                int r = ctl_cookie_foreign(q->hdrs.v[i].value, q->ctl->cookie_name, left, &names);
+                if (r < 0)
+                        return r;
+                for (char **n = names; *n; n++, left--)
+                        for (const char *const *p = paths; *p; p++) {
+                                _cleanup_free_ char *h = NULL;
+                                if (xasprintf(&h, "%s=; Path=%s; Max-Age=0", *n, *p) < 0 ||
+                                    ctl_hdrs_add(out, "Set-Cookie", h) < 0)
+                                        return -ENOMEM;
+                        }
+        }
+        return 0;
+}
+
+int ctl_control_host_other(struct ctl_req *q, struct ctl_resp *resp) {
+        if (streq(q->path, "/") && (streq(q->method, "GET") || streq(q->method, "HEAD"))) {
+                int r = ctl_resp_set(resp, 308, "text/plain; charset=utf-8", "See /_seed/\n");
+                return r < 0 ? r : ctl_hdrs_add(&resp->hdrs, "Location", "/_seed/");
+        }
+        return ctl_resp_set(resp, 404, "text/plain; charset=utf-8",
+                            "This is the Seed's control plane: the app it grows is not served on this "
+                            "origin. Open it at its own address (e.g. http://localhost with this port).\n");
+}
+
 static int not_found(struct ctl_req *q, bool api, struct ctl_resp *resp) {
         if (api)
                 return ctl_resp_error(resp, 404, "no such API call");
@@ -725,6 +844,13 @@ int ctl_seed_begin(struct ctl_req *q, struct ctl_resp *resp) {
                 q->param = param;
         }
 
+        /* Off the control plane's own origin only the health check and the
+         * notice pages' stylesheet are served. */
+        bool everywhere = q->route && q->route->auth == AUTH_NONE && q->route->handler != h_redirect_slash;
+        if (!everywhere && !ctl_req_on_control_host(q)) {
+                r = elsewhere_resp(q, api, resp);
+                return r < 0 ? r : 1;
+        }
         enum ctl_auth auth = q->route ? q->route->auth : api ? AUTH_API : AUTH_SESSION;
         r = auth_guard(q, auth, resp);
         if (r != 0)

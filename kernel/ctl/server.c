@@ -1,4 +1,4 @@
-/* server.c — the libmicrohttpd daemon: binding (next free port if taken),
+/* server.c — the libmicrohttpd daemon: binding,
  * limits (connections in all and per client, timeouts, request heads),
  * per-request state, the Host allowlist on every request, and the split
  * between /_seed (routes.c) and the organism (proxy.c). */
@@ -11,7 +11,11 @@
 #include <stdarg.h>
 #include <sys/socket.h>
 
-#define CONNECTION_MEMORY (128 * 1024)   /* bounds the request head (431 past it) */
+/* Bounds the request head (431 past it). Room for a browser's whole cookie
+ * jar (about 180 cookies of 4 KiB), so a cookie bomb on a shared origin
+ * cannot keep a sign-in link from being answered (and its cookies from being
+ * expired). Pages are touched only as a head fills them. */
+#define CONNECTION_MEMORY (1024 * 1024)
 #define PORT_TRIES 21                    /* the port and the next 20 */
 
 /* Per connection: the request in flight, so a request that never reached the
@@ -201,7 +205,7 @@ out:
 static enum MHD_Result queue_seed(struct ctl_req *q, struct MHD_Connection *conn,
                                   struct ctl_resp *resp) {
         q->kind = CTL_REQ_DONE;
-        if (ctl_add_security_headers(&resp->hdrs) < 0) {
+        if (ctl_expire_foreign_cookies(q, &resp->hdrs) < 0 || ctl_add_security_headers(&resp->hdrs) < 0) {
                 ctl_resp_done(resp);
                 return MHD_NO;
         }
@@ -282,11 +286,18 @@ static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, con
                                   "Bad request framing: send either one Content-Length (plain "
                                   "decimal) or Transfer-Encoding: chunked, not both.\n");
         }
-        if (kind == CTL_PATH_ORGANISM)
+        /* On the control plane's own origin the organism is never served. */
+        bool no_app = kind == CTL_PATH_ORGANISM && q->ctl->control_host && ctl_req_on_control_host(q);
+        if (kind == CTL_PATH_ORGANISM && !no_app)
                 return ctl_proxy_begin(q, conn);
         if (ctl_req_header(q, "Service-Worker"))
                 return queue_text(q, conn, 403,
                                   "Service workers are not allowed: one at / would also control /_seed.\n");
+        if (no_app) {
+                if (ctl_control_host_other(q, &resp) < 0)
+                        return MHD_NO;
+                return queue_seed(q, conn, &resp);
+        }
 
         q->kind = CTL_REQ_SEED;
         r = ctl_seed_begin(q, &resp);
@@ -456,6 +467,7 @@ static void ctl_free(struct ctl *c) {
         free(c->seed_name);
         free(c->seed_dir);
         free(c->organism_socket_override);
+        free(c->control_host);
         strv_free(c->allowed_hosts);
         ctl_owner_clear(&c->owner);
         ctl_limiter_free(c->limiter);
@@ -526,6 +538,7 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         c->cli_token = strdup_or_null(cfg->cli_token, &oom);
         c->session_key = strdup_or_null(cfg->session_key, &oom);
         c->organism_socket_override = strdup_or_null(cfg->organism_socket_override, &oom);
+        c->control_host = strdup_or_null(strempty(cfg->control_host) ? NULL : cfg->control_host, &oom);
         c->allowed_hosts = calloc(1, sizeof(char *));
         for (char *const *a = cfg->allowed_hosts; a && *a && !oom; a++)
                 oom = strv_push(&c->allowed_hosts, *a) < 0;

@@ -32,6 +32,7 @@ struct ctl {
         /* Copies of the configuration's strings (secrets wiped on free). */
         char *seed_name, *seed_dir, *cli_token, *session_key, *organism_socket_override;
         char **allowed_hosts;
+        char *control_host;            /* NULL: the same-origin fallback */
         struct db *kdb;
         struct organism *organism;
         int (*status)(void *userdata, char **ret_json);
@@ -108,6 +109,15 @@ const char *ctl_req_header(const struct ctl_req *q, const char *name);
  * *resp holds the answer, 0 when the body must be read first (then finish). */
 int ctl_seed_begin(struct ctl_req *q, struct ctl_resp *resp);
 int ctl_seed_finish(struct ctl_req *q, struct ctl_resp *resp);
+/* Whether the request's Host is the control plane's own origin (always true
+ * in the same-origin fallback). */
+bool ctl_req_on_control_host(const struct ctl_req *q);
+/* A path outside /_seed on the control plane's own origin, where the
+ * organism is never served: "/" goes to /_seed/, the rest is 404. */
+int ctl_control_host_other(struct ctl_req *q, struct ctl_resp *resp);
+/* Adds Set-Cookie headers to out that expire the cookies under /_seed the
+ * kernel did not set (page loads only; a bounded number per answer). */
+int ctl_expire_foreign_cookies(const struct ctl_req *q, struct ctl_hdrs *out);
 
 /* auth.c */
 int ctl_link_consume(struct db *kdb, const char *token);

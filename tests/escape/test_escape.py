@@ -1286,7 +1286,7 @@ def evolution_b(ctx, attempts):
     out = os.path.join(ctx.dir, 'organism', 'escape-build.out')
     ctx.build_out = open(out, errors='replace').read() if os.path.isfile(out) else None
     log('evolution B is live: GET /probe through the kernel')
-    r = request(ctx.c.base + '/probe', timeout=180)
+    r = request(ctx.c.app + '/probe', timeout=180)
     if r.status != 200:
         raise AssertionError(f'GET /probe answered {r.status}: {r.text[:500]}')
     ctx.live_json = r.json()

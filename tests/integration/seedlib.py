@@ -14,6 +14,16 @@ NAV = {'Sec-Fetch-Dest': 'document', 'Sec-Fetch-Mode': 'navigate', 'Sec-Fetch-Si
        'Sec-Fetch-User': '?1'}
 
 
+def ctl_origin(port):
+    """The control plane's own origin (server.control_host's default)."""
+    return f'http://seed.localhost:{port}'
+
+
+def app_origin(port):
+    """The organism's origin: everything but the control plane's host."""
+    return f'http://127.0.0.1:{port}'
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(('127.0.0.1', 0))
@@ -62,11 +72,17 @@ class Response:
 
 
 def request(url, method='GET', headers=None, body=None, timeout=30):
+    """One HTTP request. *.localhost names go to 127.0.0.1, as browsers
+    resolve them, with the name in Host."""
     u = urllib.parse.urlsplit(url)
-    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=timeout)
+    host = '127.0.0.1' if (u.hostname or '').endswith('.localhost') else u.hostname
+    conn = http.client.HTTPConnection(host, u.port, timeout=timeout)
     path = u.path + ('?' + u.query if u.query else '')
+    h = dict(headers or {})
+    if not any(k.lower() == 'host' for k in h):
+        h['Host'] = u.netloc
     try:
-        conn.request(method, path, body=body, headers=headers or {})
+        conn.request(method, path, body=body, headers=h)
         r = conn.getresponse()
         return Response(r.status, r.getheaders(), r.read())
     finally:
@@ -161,7 +177,8 @@ class ScriptedSeed:
         seed('new', name, '--no-run', '--addr', f'127.0.0.1:{self.port}', cwd=self.tmp, timeout=900)
         self._point_at_model_server()
         seed('run', '--detach', '--addr', f'127.0.0.1:{self.port}', cwd=self.dir, timeout=900)
-        self.base = f'http://127.0.0.1:{self.port}'
+        self.base = ctl_origin(self.port)
+        self.app = app_origin(self.port)
         wait_until(lambda: request(self.base + '/_seed/healthz').status == 200, timeout=120, what='the kernel')
 
     def _point_at_model_server(self):

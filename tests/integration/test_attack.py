@@ -32,7 +32,7 @@ import time
 import urllib.parse
 
 import taplib
-from seedlib import free_port, link_from, seed, wait_until
+from seedlib import ctl_origin, free_port, link_from, seed, wait_until
 from taplib import test
 
 PASSWORD = 'attack-matrix pässword ' + os.urandom(6).hex()
@@ -60,7 +60,7 @@ class Ctx:
 def req(c, method, path, headers=None, body=None, src='127.0.0.1', host=None):
     """One request from source address src; host overrides the Host header."""
     conn = http.client.HTTPConnection('127.0.0.1', c.port, timeout=60, source_address=(src, 0))
-    h = {'Host': host or f'127.0.0.1:{c.port}'}
+    h = {'Host': host or f'seed.localhost:{c.port}'}  # the control plane's own origin
     h.update(headers or {})
     try:
         conn.request(method, path, body=body, headers=h)
@@ -150,7 +150,7 @@ class Browser:
             h['X-Seed-Token'] = t
         if body is not None:
             h['Content-Type'] = 'application/json'
-            h['Origin'] = f'http://127.0.0.1:{self.c.port}'
+            h['Origin'] = ctl_origin(self.c.port)
             body = json.dumps(body)
         h.update(extra or {})
         return req(self.c, method, path, h, body, **kw)
@@ -167,13 +167,13 @@ def cookie_from(c, r):
 def sign_in_with_link(c, src='127.0.0.1'):
     path, _ = new_link(c)
     r = req(c, 'GET', path, NAV, src=src)
-    assert r.status == 303, r.status
+    assert r.status == 200, r.status
     return Browser(c, cookie_from(c, r)).load()
 
 
 def form_headers(c, extra=None):
     h = {'Sec-Fetch-Dest': 'document', 'Sec-Fetch-Mode': 'navigate', 'Sec-Fetch-Site': 'same-origin',
-         'Sec-Fetch-User': '?1', 'Origin': f'http://127.0.0.1:{c.port}',
+         'Sec-Fetch-User': '?1', 'Origin': ctl_origin(c.port),
          'Content-Type': 'application/x-www-form-urlencoded'}
     h.update(extra or {})
     return h
@@ -213,7 +213,7 @@ def setup():
     link = link_from(out.stdout)
     u = urllib.parse.urlsplit(link)
     r = req(c, 'GET', u.path + '?' + u.query, NAV)
-    assert r.status == 303, r.status
+    assert r.status == 200, r.status
     c.cookie_name = r.cookies()[0].split('=', 1)[0]
     c.owner = Browser(c, cookie_from(c, r)).load()
     return c
@@ -268,6 +268,103 @@ def seed_is_not_served_on_the_organism_origin(c):
     r = req(c, 'GET', path, NAV, host=f'organism.localhost:{c.port}')
     assert_refused(r, 421, c, before)
     assert link_used(c, token) == 'f'
+
+
+# ---- the control plane's own origin -------------------------------------------
+
+APP_HOSTS = ('127.0.0.1', 'localhost', 'app.localhost', '[::1]')
+
+
+@test
+def the_app_origin_never_answers_for_the_control_plane(c):
+    # The owner's cookie, the API token and even the CLI token are useless
+    # on the app's origin: the API answers only on seed.localhost.
+    before = session_ids(c)
+    for name in APP_HOSTS:
+        host = f'{name}:{c.port}'
+        r = c.owner.api('/_seed/api/status', host=host)
+        assert_refused(r, 421, c, before)
+        assert 'seed.localhost' in json.loads(r.body)['error'], r.text
+        r = cli(c, 'GET', '/_seed/api/status', headers={'Host': host})
+        assert_refused(r, 421, c, before)
+        r = c.owner.api('/_seed/api/owner/logout', method='POST', body={}, host=host)
+        assert_refused(r, 421, c, before)
+        r = c.owner.page(host=host)  # a navigation is sent to the control plane's origin
+        assert_refused(r, 308, c, before)
+        assert r.header('Location') == f'//seed.localhost:{c.port}/_seed/', r.header('Location')
+        assert c.owner.token not in r.text
+    assert req(c, 'GET', '/_seed/healthz', host=f'127.0.0.1:{c.port}').status == 200
+    assert c.owner.api('/_seed/api/status').status == 200
+
+
+@test
+def a_sign_in_link_on_the_app_origin_moves_unused(c):
+    before = session_ids(c)
+    path, token = new_link(c)
+    assert path.startswith('/_seed/login?t=')
+    r = req(c, 'GET', path, NAV, host=f'localhost:{c.port}')
+    assert_refused(r, 308, c, before)
+    assert r.header('Location') == f'//seed.localhost:{c.port}{path}'
+    assert link_used(c, token) == 'f'
+    r = req(c, 'GET', path, NAV)  # where it was sent: signed in
+    assert r.status == 200 and cookie_from(c, r)
+    assert link_used(c, token) == 't'
+
+
+@test
+def the_password_form_answers_only_on_its_own_origin(c):
+    before = session_ids(c)
+    h = dict(form_headers(c), Origin=f'http://127.0.0.1:{c.port}')
+    r = req(c, 'POST', '/_seed/login', h, GOOD, src='127.0.0.90', host=f'127.0.0.1:{c.port}')
+    assert_refused(r, 421, c, before)
+    r = req(c, 'GET', '/_seed/', NAV, src='127.0.0.90')
+    assert r.status == 401
+    assert 'autocomplete="current-password"' in r.text  # its own origin: the browser may save it
+    assert 'autocomplete="off"' not in r.text
+
+
+@test
+def the_control_plane_origin_serves_no_app(c):
+    r = req(c, 'GET', '/', NAV)
+    assert r.status == 308 and r.header('Location') == '/_seed/', (r.status, r.header('Location'))
+    for path in ('/healthz', '/probe', '/x/y'):
+        r = req(c, 'GET', path, NAV)
+        assert r.status == 404, (path, r.status)
+        assert 'not served on this origin' in r.text
+    r = req(c, 'POST', '/api/things', {'Content-Type': 'application/json'}, '{}')
+    assert r.status == 404
+    assert req(c, 'GET', '/healthz', host=f'127.0.0.1:{c.port}').status == 200  # the app, on its own origin
+
+
+@test
+def the_session_cookie_is_strict_and_host_only(c):
+    path, _ = new_link(c)
+    r = req(c, 'GET', path, NAV, src='127.0.0.91')
+    assert r.status == 200, r.status
+    assert b'<meta http-equiv="refresh" content="0;url=/_seed/">' in r.body
+    sc = [x for x in r.cookies() if x.startswith(c.cookie_name + '=')][0]
+    attrs = [a.strip().lower() for a in sc.split(';')[1:]]
+    assert 'samesite=strict' in attrs and 'httponly' in attrs and 'path=/_seed' in attrs, sc
+    assert not any(a.startswith('domain') for a in attrs), sc
+
+
+@test
+def foreign_cookies_are_expired_and_a_cookie_bomb_does_not_stop_a_link(c):
+    # 40 cookies of 4000 bytes (160 KB of Cookie header): what a page on a
+    # shared origin can plant. The link still signs in, and every one of
+    # them is expired with the answers to page loads (16 at a time).
+    bomb = '; '.join(f'bomb{i}=' + 'x' * 4000 for i in range(40))
+    path, token = new_link(c)
+    r = req(c, 'GET', path, dict(NAV, Cookie=bomb), src='127.0.0.92')
+    assert r.status == 200, r.status
+    assert link_used(c, token) == 't'
+    expired = {x.split('=', 1)[0] for x in r.cookies() if 'Max-Age=0' in x}
+    assert {f'bomb{i}' for i in range(16)} <= expired, sorted(expired)[:5]  # 16 an answer
+    assert 'bomb0=; Path=/_seed; Max-Age=0' in r.cookies(), r.cookies()[:3]
+    assert 'bomb0=; Path=/; Max-Age=0' in r.cookies(), r.cookies()[:3]
+    r = c.owner.page(headers=dict(NAV, Cookie=bomb + '; ' + c.owner.cookie_header()))
+    assert r.status == 200 and c.owner.token in r.text
+    assert c.owner.api('/_seed/api/status', extra={'Cookie': bomb + '; ' + c.owner.cookie_header()}).status == 200
 
 
 # ---- the API token ----------------------------------------------------------
@@ -328,9 +425,9 @@ def organism_page_calling_the_api_gets_401(c):
     # An organism script's fetch('/_seed/api/...'): the browser sends the
     # cookie (same origin) but the script has no token.
     before = session_ids(c)
-    h = dict(FETCH, Cookie=c.owner.cookie_header(), Referer=f'http://127.0.0.1:{c.port}/')
+    h = dict(FETCH, Cookie=c.owner.cookie_header(), Referer=ctl_origin(c.port) + '/')
     assert_refused(req(c, 'GET', '/_seed/api/status', h), 401, c, before)
-    h.update({'Content-Type': 'application/json', 'Origin': f'http://127.0.0.1:{c.port}'})
+    h.update({'Content-Type': 'application/json', 'Origin': ctl_origin(c.port)})
     r = req(c, 'POST', '/_seed/api/owner/logout', h, '{}')
     assert_refused(r, 401, c, before)
     assert c.owner.api('/_seed/api/status').status == 200  # still signed in
@@ -354,7 +451,7 @@ def form_encoded_post_to_an_api_is_refused(c):
     before = session_ids(c)
     h = dict(FETCH, Cookie=c.owner.cookie_header(), **{'X-Seed-Token': c.owner.token,
                                                       'Content-Type': 'application/x-www-form-urlencoded',
-                                                      'Origin': f'http://127.0.0.1:{c.port}'})
+                                                      'Origin': ctl_origin(c.port)})
     r = req(c, 'POST', '/_seed/api/owner/logout', h, 'a=1')
     assert_refused(r, 415, c, before)
     h['Content-Type'] = 'text/plain'
@@ -366,7 +463,7 @@ def form_encoded_post_to_an_api_is_refused(c):
 def browser_post_without_fetch_metadata_is_refused(c):
     before = session_ids(c)
     h = {'Cookie': c.owner.cookie_header(), 'X-Seed-Token': c.owner.token, 'Content-Type': 'application/json',
-         'Origin': f'http://127.0.0.1:{c.port}'}
+         'Origin': ctl_origin(c.port)}
     assert_refused(req(c, 'POST', '/_seed/api/owner/logout', h, '{}'), 403, c, before)
     assert c.owner.api('/_seed/api/status').status == 200
 
@@ -406,7 +503,7 @@ def link_without_fetch_metadata_stays_unused(c):
     assert_refused(req(c, 'GET', path, {}), 400, c, before)
     assert link_used(c, token) == 'f'
     r = req(c, 'GET', path, NAV)  # a real navigation still signs in
-    assert r.status == 303
+    assert r.status == 200
     assert link_used(c, token) == 't'
 
 
@@ -437,7 +534,7 @@ def service_worker_registration_is_refused(c):
 def link_reuse_is_refused(c):
     path, token = new_link(c)
     r = req(c, 'GET', path, NAV, src='127.0.0.60')
-    assert r.status == 303
+    assert r.status == 200
     before = session_ids(c)
     r = req(c, 'GET', path, NAV, src='127.0.0.60')
     assert_refused(r, 403, c, before)
@@ -467,7 +564,7 @@ def login_links_need_the_cli_token(c):
     assert live_links(c) == links
     r = cli(c, 'POST', '/_seed/api/login-links', {})
     assert r.status == 201, r.text
-    assert json.loads(r.body)['url'].startswith(f'http://127.0.0.1:{c.port}/_seed/login?t=')
+    assert json.loads(r.body)['url'].startswith(ctl_origin(c.port) + '/_seed/login?t=')
     assert live_links(c) == links + 1
 
 
@@ -566,7 +663,7 @@ def correct_password_while_limited_is_not_checked(c):
 def limited_client_can_still_use_a_link(c):
     path, token = new_link(c)
     r = req(c, 'GET', path, NAV, src='127.0.0.73')
-    assert r.status == 303, r.status
+    assert r.status == 200, r.status
     assert link_used(c, token) == 't'
 
 
@@ -632,7 +729,7 @@ def sign_in_form_post_must_be_a_same_origin_navigation(c):
         assert r.status == status, (extra, r.status)
         assert_refused(r, status, c, before)
     r = post_login(c, GOOD, '127.0.0.77', headers={'Content-Type': 'application/x-www-form-urlencoded',
-                                                    'Origin': f'http://127.0.0.1:{port}'})
+                                                    'Origin': ctl_origin(port)})
     assert_refused(r, 400, c, before)  # no Fetch Metadata: a browser too old
     # None of those was a password check: the client is not limited.
     assert post_login(c, GOOD, '127.0.0.77').status == 303

@@ -107,7 +107,7 @@ def sigkill_mid_evolution_fails_it_and_generation_1_serves(c):
     assert 'interrupted by a kernel restart' in (e.get('error') or ''), e
     g = api(c, '/_seed/api/generations').json()
     assert g['current'] == 1, g
-    r = wait_until(lambda: (lambda x: x if x.status == 200 else None)(request(c.base + '/')), timeout=120,
+    r = wait_until(lambda: (lambda x: x if x.status == 200 else None)(request(c.app + '/')), timeout=120,
                    what='the organism page')
     assert GREETING in r.text, r.text[:300]
     wait_until(lambda: not os.path.exists(worktree), timeout=60, what='the worktree to be removed')

@@ -52,6 +52,7 @@ static void assert_defaults(const struct cfg *c) {
         assert_string_equal(c->name, "seed");
         assert_string_equal(c->server.addr, "127.0.0.1:8080");
         assert_strv(c->server.allowed_hosts, NULL, 0);
+        assert_string_equal(c->server.control_host, "seed.localhost");
         assert_string_equal(c->model.provider, "openrouter");
         assert_string_equal(c->model.name, "anthropic/claude-sonnet-4.5");
         assert_string_equal(c->model.base_url, "");
@@ -190,6 +191,7 @@ static void test_partial_and_flow(void **state) {
                                  "evolution: {max_agent_turns: 7}\n"
                                  "kernel: {evolvable: []}\n");
         assert_string_equal(c->server.addr, "0.0.0.0:80");
+        assert_string_equal(c->server.control_host, "seed.localhost");
         assert_int_equal(c->evolution.max_agent_turns, 7);
         assert_int_equal(c->evolution.max_repair_attempts, 3);
         assert_int_equal(strv_length(c->kernel.evolvable), 0);
@@ -208,6 +210,19 @@ static void test_partial_and_flow(void **state) {
         assert_string_equal(c->model.provider, "anthropic");
         assert_string_equal(c->model.name, "claude-x");
         assert_int_equal(c->model.max_tokens, 16000);
+        cfg_free(c);
+}
+
+static void test_control_host(void **state) {
+        struct cfg *c = parse_ok("server: {control_host: ''}\n");
+        assert_string_equal(c->server.control_host, ""); /* the same-origin fallback */
+        cfg_free(c);
+        c = parse_ok("server: {allowed_hosts: [tasks.example.com, seed.tasks.example.com],\n"
+                     "         control_host: Seed.Tasks.Example.com}\n");
+        assert_string_equal(c->server.control_host, "seed.tasks.example.com");
+        cfg_free(c);
+        c = parse_ok("server: {control_host: cp.localhost}\n");
+        assert_string_equal(c->server.control_host, "cp.localhost");
         cfg_free(c);
 }
 
@@ -230,6 +245,15 @@ static void test_error_messages(void **state) {
                      "seed.yaml:2:17: server.allowed_hosts: expected a sequence, got null");
         expect_error("kernel:\n  evolvable: [organism/, {a: b}]\n",
                      "seed.yaml:2:26: kernel.evolvable[1]: expected a string, got a mapping");
+        expect_error("server:\n  control_host: seed.example.com\n",
+                     "seed.yaml:2:17: server.control_host: 'seed.example.com' must be a *.localhost name or one "
+                     "of server.allowed_hosts (or \"\" for the same-origin layout)");
+        expect_error("server:\n  control_host: organism.localhost\n",
+                     "seed.yaml:2:17: server.control_host: 'organism.localhost' is the organism's admin origin, "
+                     "never the control plane's");
+        expect_error("server:\n  control_host: 'http://x'\n",
+                     "seed.yaml:2:17: server.control_host: 'http://x' is not a plain host name (no scheme, port, "
+                     "path or wildcard)");
         expect_error("- a\n- b\n", "seed.yaml:1:1: expected a mapping at the top level, got a sequence");
         expect_error("hello\n", "seed.yaml:1:1: expected a mapping at the top level, got a string");
         /* Name. */
@@ -602,7 +626,8 @@ int main(void) {
                 cmocka_unit_test(test_empty_gives_defaults),
                 cmocka_unit_test(test_full_file),
                 cmocka_unit_test(test_partial_and_flow),
-                cmocka_unit_test(test_error_messages),
+                cmocka_unit_test(test_control_host),
+        cmocka_unit_test(test_error_messages),
                 cmocka_unit_test(test_error_duplicates),
                 cmocka_unit_test(test_error_yaml_level),
                 cmocka_unit_test(test_error_model),

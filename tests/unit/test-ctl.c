@@ -75,6 +75,13 @@ static void test_host_allowed_extra(void **state) {
 }
 
 static void test_host_organism(void **state) {
+        assert_true(ctl_host_is("seed.localhost:8080", "seed.localhost"));
+        assert_true(ctl_host_is("SEED.localhost", "seed.localhost"));
+        assert_false(ctl_host_is("seed.localhost.evil.com", "seed.localhost"));
+        assert_false(ctl_host_is("x.seed.localhost", "seed.localhost"));
+        assert_false(ctl_host_is("seed.localhost:99999", "seed.localhost"));
+        assert_false(ctl_host_is("seed.localhost:8080", ""));
+        assert_false(ctl_host_is(NULL, "seed.localhost"));
         assert_true(ctl_host_is_organism("organism.localhost"));
         assert_true(ctl_host_is_organism("organism.localhost:8080"));
         assert_true(ctl_host_is_organism("Organism.LOCALHOST:1"));
@@ -201,16 +208,42 @@ static void test_query(void **state) {
 
 static void test_cookie_header(void **state) {
         char *h = NULL;
-        assert_int_equal(ctl_cookie_header("seed_1234abcd", COOKIE64, 2592000, &h), 0);
+        assert_int_equal(ctl_cookie_header("seed_1234abcd", COOKIE64, 2592000, true, &h), 0);
         char want[256];
         snprintf(want, sizeof want,
-                 "seed_1234abcd=%s; Path=/_seed; HttpOnly; SameSite=Lax; Max-Age=2592000", COOKIE64);
+                 "seed_1234abcd=%s; Path=/_seed; HttpOnly; SameSite=Strict; Max-Age=2592000", COOKIE64);
         assert_string_equal(h, want);
         assert_null(strstr(h, "Secure"));
+        assert_null(strstr(h, "Domain")); /* host-only */
         free(h);
-        assert_int_equal(ctl_cookie_header("seed_1234abcd", "", 0, &h), 0);
+        assert_int_equal(ctl_cookie_header("seed_1234abcd", "", 0, false, &h), 0);
         assert_string_equal(h, "seed_1234abcd=; Path=/_seed; HttpOnly; SameSite=Lax; Max-Age=0");
         free(h);
+}
+
+static void test_cookie_foreign(void **state) {
+        char **v = NULL;
+        assert_int_equal(ctl_cookie_foreign("a=1; seed_1234abcd=x; b=2;a=3; noval; bad name=4; c\"=5; =6; "
+                                            " d = 7",
+                                            "seed_1234abcd", 10, &v),
+                         0);
+        assert_int_equal(strv_length(v), 3);
+        assert_string_equal(v[0], "a");
+        assert_string_equal(v[1], "b");
+        assert_string_equal(v[2], "d");
+        strv_free(v);
+        assert_int_equal(ctl_cookie_foreign("a=1; b=2; c=3", "x", 2, &v), 0);
+        assert_int_equal(strv_length(v), 2); /* at most max */
+        strv_free(v);
+        assert_int_equal(ctl_cookie_foreign(NULL, "x", 2, &v), 0);
+        assert_int_equal(strv_length(v), 0);
+        strv_free(v);
+        char big[CTL_FOREIGN_NAME_MAX + 8];
+        memset(big, 'n', sizeof big - 3);
+        memcpy(big + sizeof big - 3, "=1", 3);
+        assert_int_equal(ctl_cookie_foreign(big, "x", 2, &v), 0);
+        assert_int_equal(strv_length(v), 0); /* too long to echo */
+        strv_free(v);
 }
 
 static void test_cookie_name(void **state) {
@@ -1169,18 +1202,35 @@ static void test_owner(void **state) {
 
 static void test_sign_in_pages(void **state) {
         char *p = NULL;
-        assert_int_equal(ctl_page_sign_in("tasks", true, "Wrong <b>", &p), 0);
+        assert_int_equal(ctl_page_sign_in("tasks", CTL_SIGN_IN_FORM, "Wrong <b>", &p), 0);
         assert_non_null(strstr(p, "<form class=\"sign-in\" method=\"post\" action=\"/_seed/login\""));
         assert_non_null(strstr(p, "name=\"user\""));
-        assert_non_null(strstr(p, "name=\"password\" type=\"password\""));
+        assert_non_null(strstr(p, "name=\"password\" type=\"password\" autocomplete=\"off\""));
+        assert_non_null(strstr(p, "Don't let the browser save this password"));
         assert_non_null(strstr(p, "Wrong &lt;b&gt;"));
         assert_null(strstr(p, "<script"));
         assert_null(strstr(p, "style="));
         assert_null(strstr(p, " on")); /* no inline handlers */
+        assert_null(strstr(p, "Open the control plane"));
         free(p);
-        assert_int_equal(ctl_page_sign_in("tasks", false, NULL, &p), 0);
+        /* On the own origin a password manager may save it. */
+        assert_int_equal(ctl_page_sign_in("tasks", CTL_SIGN_IN_FORM | CTL_SIGN_IN_SAVEABLE, NULL, &p), 0);
+        assert_non_null(strstr(p, "autocomplete=\"username\""));
+        assert_non_null(strstr(p, "autocomplete=\"current-password\""));
+        assert_null(strstr(p, "autocomplete=\"off\""));
+        assert_null(strstr(p, "Don't let the browser save"));
+        free(p);
+        assert_int_equal(ctl_page_sign_in("tasks", CTL_SIGN_IN_REOPEN, NULL, &p), 0);
+        assert_null(strstr(p, "<form"));
+        assert_non_null(strstr(p, "<a href=\"/_seed/\">Open the control plane</a>"));
+        free(p);
+        assert_int_equal(ctl_page_sign_in("tasks", 0, NULL, &p), 0);
         assert_null(strstr(p, "<form"));
         assert_null(strstr(p, "role=\"alert\""));
+        free(p);
+        assert_int_equal(ctl_page_signed_in(&p), 0);
+        assert_non_null(strstr(p, "<meta http-equiv=\"refresh\" content=\"0;url=/_seed/\">"));
+        assert_null(strstr(p, "<script"));
         free(p);
         assert_int_equal(ctl_page_limited(false, &p), 0);
         assert_non_null(strstr(p, "Too many failed sign-ins"));
@@ -1442,6 +1492,7 @@ int main(void) {
                 cmocka_unit_test(test_target_clean),
                 cmocka_unit_test(test_query),
                 cmocka_unit_test(test_cookie_header),
+                cmocka_unit_test(test_cookie_foreign),
                 cmocka_unit_test(test_cookie_name),
                 cmocka_unit_test(test_api_token),
                 cmocka_unit_test(test_cookie_values),
