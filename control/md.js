@@ -371,6 +371,26 @@ const SeedMd = (() => {
 
   // ---- render ----
 
+  function effectivePort(u) {
+    return u.port || (u.protocol === 'https:' ? '443' : '80');
+  }
+
+  // The href a link may have, or null: http(s) only, and never the control
+  // plane's own host on another port (here: the page's location). Cookies
+  // ignore ports, so whatever listens on another port of this host would
+  // get the owner's session from a click.
+  function linkHref(href, here) {
+    let u;
+    try {
+      u = new URL(href);
+    } catch (e) {
+      return null;
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') return null;
+    if (here && here.hostname && u.hostname === here.hostname && effectivePort(u) !== effectivePort(here)) return null;
+    return u.href;
+  }
+
   function renderInline(nodes, doc) {
     const frag = doc.createDocumentFragment();
     for (const n of nodes) {
@@ -382,13 +402,7 @@ const SeedMd = (() => {
         case 'em': el = doc.createElement('em'); el.append(renderInline(n.c, doc)); break;
         case 'strong': el = doc.createElement('strong'); el.append(renderInline(n.c, doc)); break;
         case 'link': {
-          let href = null;
-          try {
-            const u = new URL(n.href);
-            if (u.protocol === 'http:' || u.protocol === 'https:') href = u.href;
-          } catch (e) {
-            href = null;
-          }
+          const href = linkHref(n.href, doc.location);
           if (!href) {
             el = doc.createElement('span');
           } else {
@@ -495,7 +509,7 @@ const SeedMd = (() => {
     return div;
   }
 
-  return { parse, parseInline: (s) => parseInline(String(s), 0), render, frontMatter };
+  return { parse, parseInline: (s) => parseInline(String(s), 0), render, frontMatter, linkHref };
 })();
 
 if (typeof module === 'object' && module.exports) module.exports = SeedMd;

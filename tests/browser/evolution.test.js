@@ -11,7 +11,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert');
 const fs = require('node:fs');
 const path = require('node:path');
-const { TestSeed, launch, shots, waitUntil, OUT } = require('./lib.js');
+const { TestSeed, launch, shots, waitUntil, httpJson, OUT } = require('./lib.js');
 
 const MARKER = 'Generation two greets you ' + Math.random().toString(16).slice(2, 10);
 const NOTE = 'A protected root file.\nWritten only with the owner\'s approval.\n';
@@ -45,8 +45,8 @@ function evolutionScript(server) {
 }
 
 async function organismText() {
-  const res = await fetch(s.base + '/');
-  return res.ok ? res.text() : '';
+  const res = await httpJson(s.app + '/');
+  return res.status === 200 ? String(res.body) : '';
 }
 
 before(async () => {
@@ -67,7 +67,7 @@ after(async () => {
 
 test('sign in with a one-time link', async () => {
   await page.goto(s.login());
-  assert.strictEqual(new URL(page.url()).pathname, '/_seed/');
+  await page.waitForURL((u) => u.pathname === '/_seed/'); // "Signed in" moves on by itself
   token = await page.getAttribute('meta[name="seed-token"]', 'content');
   assert.match(token, /^[0-9a-f]{64}$/);
   // The identity (knowledge/self.yaml) themes the page; the logo is an <img>.
@@ -137,7 +137,7 @@ test('approve it: the evolution completes and generation 2 is live at /', async 
   await page.locator('.live-evo', { hasText: 'generation 2 is live' }).waitFor({ timeout: 30000 });
   await shots(page, 'evolution-complete');
   const organism = await context.newPage();
-  await organism.goto(s.base + '/');
+  await organism.goto(s.app + '/');
   assert.strictEqual(await organism.textContent('#gen2'), MARKER);
   await shots(organism, 'organism-generation-2');
   await organism.close();
@@ -249,7 +249,7 @@ test('sign out', async () => {
   await page.waitForFunction(() => /private/i.test(document.body.textContent), null, { timeout: 30000 });
   await shots(page, 'signed-out');
   // The old cookie and API token are dead too.
-  const r = await fetch(s.base + '/_seed/api/status', {
+  const r = await httpJson(s.base + '/_seed/api/status', {
     headers: { 'X-Seed-Token': token, Cookie: `${cookie.name}=${cookie.value}` },
   });
   assert.strictEqual(r.status, 401);

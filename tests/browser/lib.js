@@ -8,6 +8,7 @@
 const assert = require('node:assert');
 const { execFileSync, spawn } = require('node:child_process');
 const fs = require('node:fs');
+const http = require('node:http');
 const net = require('node:net');
 const os = require('node:os');
 const path = require('node:path');
@@ -55,16 +56,34 @@ async function waitUntil(fn, { timeout = 120000, interval = 250, what = 'conditi
   throw new Error(`timed out waiting for ${what}` + (last ? ` (last error: ${last.message})` : ''));
 }
 
-async function httpJson(url, init) {
-  const res = await fetch(url, init);
-  const text = await res.text();
-  let body = null;
-  try {
-    body = JSON.parse(text);
-  } catch (e) {
-    body = text;
-  }
-  return { status: res.status, body };
+// One request from Node (not the browser). *.localhost names go to
+// 127.0.0.1 with the name in Host, as browsers resolve them (Node's own
+// resolver does not). Resolves {status, body (JSON when it parses)}.
+function httpJson(url, init = {}) {
+  const u = new URL(url);
+  const headers = Object.assign({ Host: u.host }, init.headers || {});
+  if (init.body !== undefined) headers['Content-Length'] = Buffer.byteLength(init.body);
+  const host = u.hostname.endsWith('.localhost') ? '127.0.0.1' : u.hostname;
+  return new Promise((resolve, reject) => {
+    const req = http.request({ host, port: u.port, path: u.pathname + u.search, method: init.method || 'GET', headers },
+      (res) => {
+        const chunks = [];
+        res.on('data', (c) => chunks.push(c));
+        res.on('end', () => {
+          const text = Buffer.concat(chunks).toString('utf8');
+          let body = text;
+          try {
+            body = JSON.parse(text);
+          } catch (e) {
+            // not JSON: the text
+          }
+          resolve({ status: res.statusCode, body, headers: res.headers });
+        });
+      });
+    req.on('error', reject);
+    if (init.body !== undefined) req.write(init.body);
+    req.end();
+  });
 }
 
 // A planted, running Seed. With scripted: true its model is the scripted
@@ -78,7 +97,8 @@ class TestSeed {
     s.dir = path.join(s.tmp, name);
     if (scripted) await s.startModel();
     s.port = await freePort();
-    s.base = `http://127.0.0.1:${s.port}`;
+    s.base = `http://seed.localhost:${s.port}`; // the control plane's own origin
+    s.app = `http://127.0.0.1:${s.port}`; // the organism's
     const addr = `127.0.0.1:${s.port}`;
     const env = Object.entries(secrets).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
     if (scripted) {
@@ -92,7 +112,7 @@ class TestSeed {
       s.firstLink = m[1];
     }
     s.started = true;
-    await waitUntil(async () => (await fetch(s.base + '/_seed/healthz')).status === 200, { what: 'the kernel' });
+    await waitUntil(async () => (await httpJson(s.app + '/_seed/healthz')).status === 200, { what: 'the kernel' });
     return s;
   }
 
@@ -175,4 +195,4 @@ async function shots(page, name, { fullPage = true } = {}) {
   assert.ok(overflow <= 1, `${name}: the page is ${overflow}px wider than a phone`);
 }
 
-module.exports = { TestSeed, launch, shots, waitUntil, sleep, freePort, DESKTOP, PHONE, OUT };
+module.exports = { TestSeed, launch, shots, waitUntil, sleep, freePort, httpJson, DESKTOP, PHONE, OUT };

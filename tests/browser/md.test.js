@@ -41,6 +41,18 @@ test('headings, paragraphs, rules and fenced code', () => {
   assert.strictEqual(b[4].level, 2);
 });
 
+test('no link to the control plane\'s host on another port', () => {
+  const here = new URL('http://seed.localhost:8080/_seed/');
+  assert.strictEqual(SeedMd.linkHref('http://seed.localhost:8080/_seed/#evolutions', here),
+    'http://seed.localhost:8080/_seed/#evolutions');
+  assert.strictEqual(SeedMd.linkHref('http://seed.localhost:8081/_seed/', here), null);
+  assert.strictEqual(SeedMd.linkHref('http://SEED.localhost/x', here), null); // port 80
+  assert.strictEqual(SeedMd.linkHref('https://seed.localhost/', here), null); // 443
+  assert.strictEqual(SeedMd.linkHref('http://127.0.0.1:9999/', here), 'http://127.0.0.1:9999/');
+  assert.strictEqual(SeedMd.linkHref('javascript:alert(1)', here), null);
+  assert.strictEqual(SeedMd.linkHref('https://example.com/', null), 'https://example.com/');
+});
+
 test('raw HTML stays text', () => {
   const b = SeedMd.parse('<script>alert(1)</script>\n\n<img src=x onerror=alert(2)>');
   assert.deepStrictEqual(kinds(b), ['p', 'p']);

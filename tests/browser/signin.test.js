@@ -6,8 +6,9 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert');
+const http = require('node:http');
 const path = require('node:path');
-const { TestSeed, launch, OUT } = require('./lib.js');
+const { TestSeed, launch, waitUntil, OUT } = require('./lib.js');
 
 let s, base, link, browser;
 
@@ -39,7 +40,8 @@ test('the sign-in link opens the signed-in control plane', async () => {
   page.on('console', (msg) => { if (msg.type() === 'error') errors.push(msg.text()); });
   page.on('pageerror', (err) => errors.push(String(err)));
   await page.goto(link);
-  assert.strictEqual(new URL(page.url()).pathname, '/_seed/');
+  // "Signed in" moves on to /_seed/ by itself (a refresh, not a redirect).
+  await page.waitForURL((u) => u.pathname === '/_seed/');
   assert.strictEqual(await page.getAttribute('meta[name="seed-name"]', 'content'), 'browsertest');
   // The header shows the identity's name (knowledge/self.yaml), fetched with the token.
   await page.waitForFunction(() => document.querySelector('#seed-name').textContent === 'Seed');
@@ -50,7 +52,8 @@ test('the sign-in link opens the signed-in control plane', async () => {
   const session = cookies.find((c) => c.name.startsWith('seed_'));
   assert.ok(session, 'no session cookie');
   assert.strictEqual(session.httpOnly, true);
-  assert.strictEqual(session.sameSite, 'Lax');
+  assert.strictEqual(session.sameSite, 'Strict');
+  assert.strictEqual(session.domain, 'seed.localhost'); // host-only, on the control plane's own origin
   assert.strictEqual(session.path, '/_seed');
   // The page's own script cannot read the cookie.
   assert.strictEqual(await page.evaluate(() => document.cookie), '');
@@ -63,9 +66,12 @@ test('the sign-in link opens the signed-in control plane', async () => {
 
 test('the organism is served at /', async () => {
   const page = await browser.newPage();
-  const res = await page.goto(base + '/');
+  const res = await page.goto(s.app + '/');
   assert.strictEqual(res.status(), 200);
   assert.match(await page.textContent('body'), /I don't have a purpose yet/);
+  // The control plane's origin never serves it: / there is the control plane.
+  await page.goto(base + '/');
+  assert.strictEqual(new URL(page.url()).pathname, '/_seed/');
   await page.screenshot({ path: path.join(OUT, 'organism.png') });
   await page.close();
 });
@@ -77,14 +83,93 @@ test('an organism page cannot read the control plane API', async () => {
   const signedIn = await context.newPage();
   const fresh = s.login();
   await signedIn.goto(fresh);
+  await signedIn.waitForURL((u) => u.pathname === '/_seed/');
   // Now the browser holds the owner's cookie. A script on the organism's
-  // origin (same origin!) tries the API with the cookie alone.
+  // origin tries the API: it is not served there at all.
   const organism = await context.newPage();
-  await organism.goto(base + '/');
-  const status = await organism.evaluate(async () => (await fetch('/_seed/api/status')).status);
-  assert.strictEqual(status, 401);
+  await organism.goto(s.app + '/');
+  // (421 Misdirected Request, which Chromium reports as a failed fetch.)
+  const status = await organism.evaluate(async () => {
+    try {
+      return (await fetch('/_seed/api/status')).status;
+    } catch (e) {
+      return 'failed';
+    }
+  });
+  assert.ok(status === 421 || status === 'failed', String(status));
   // And it cannot fetch the page that carries the token.
-  const pageStatus = await organism.evaluate(async () => (await fetch('/_seed/')).status);
+  const pageStatus = await organism.evaluate(async () => {
+    try {
+      return (await fetch('/_seed/')).status;
+    } catch (e) {
+      return 'failed';
+    }
+  });
   assert.notStrictEqual(pageStatus, 200);
   await context.close();
+});
+
+// What another local account could run: a listener on another port of
+// loopback, for each name the browser resolves there.
+async function captureServer() {
+  const seen = [];
+  const srv = http.createServer((req, res) => {
+    seen.push({ host: req.headers.host, url: req.url, cookie: req.headers.cookie || '' });
+    res.writeHead(200, { 'Content-Type': 'text/html' });
+    res.end('<p>captured</p>');
+  });
+  await new Promise((resolve) => srv.listen(0, '127.0.0.1', resolve));
+  const srv6 = http.createServer(srv.listeners('request')[0]);
+  await new Promise((resolve) => srv6.listen(srv.address().port, '::1', resolve)).catch(() => {});
+  return { seen, port: srv.address().port, close: () => { srv.close(); srv6.close(); } };
+}
+
+test('the session cookie reaches no other port, whatever the organism does', async () => {
+  const context = await browser.newContext();
+  const signedIn = await context.newPage();
+  await signedIn.goto(s.login());
+  await signedIn.waitForURL((u) => u.pathname === '/_seed/');
+  await signedIn.waitForFunction(() => document.querySelector('#organism-state').textContent !== '',
+    null, { timeout: 60000 });
+  const cookie = (await context.cookies()).find((c) => c.name.startsWith('seed_'));
+  assert.ok(cookie, 'not signed in');
+  const cap = await captureServer();
+  try {
+    const targets = ['127.0.0.1', 'localhost', 'seed.localhost'].map((h) => `http://${h}:${cap.port}/_seed/x-${h}`);
+    const organism = await context.newPage();
+    await organism.goto(s.app + '/');
+    // Subresources: images and credentialed fetches.
+    await organism.evaluate(async (urls) => {
+      for (const u of urls) {
+        const img = new Image();
+        img.src = u + '.png';
+        document.body.append(img);
+        await fetch(u + '/fetch', { mode: 'no-cors', credentials: 'include' }).catch(() => {});
+      }
+    }, targets);
+    // Top-level navigations started by the organism's script.
+    for (const u of targets) {
+      await organism.goto(s.app + '/');
+      await Promise.all([organism.waitForURL(u + '/nav'), organism.evaluate((to) => { location.href = to; }, u + '/nav')]);
+    }
+    await waitUntil(() => cap.seen.filter((r) => r.url.endsWith('/nav')).length >= targets.length,
+      { timeout: 30000, what: 'the navigations' });
+    const leaked = cap.seen.filter((r) => r.cookie.includes(cookie.name));
+    assert.deepStrictEqual(leaked, [], 'the session cookie reached another port');
+    // The organism's requests to the real control plane carry no cookie
+    // either (another site: SameSite=Strict), so they see the private page.
+    await organism.goto(s.app + '/');
+    const nav = await Promise.all([organism.waitForURL(`${base}/_seed/`),
+      organism.evaluate((to) => { location.href = to; }, `${base}/_seed/`)]);
+    assert.ok(nav);
+    assert.match(await organism.textContent('body'), /This Seed is private/);
+    assert.strictEqual(await organism.locator('meta[name="seed-token"]').count(), 0);
+    // The owner's own click on the page's link is a navigation of that
+    // origin: signed in.
+    await Promise.all([organism.waitForNavigation(), organism.click('a[href="/_seed/"]')]);
+    await organism.locator('meta[name="seed-token"]').waitFor({ state: 'attached' });
+  } finally {
+    cap.close();
+    await context.close();
+  }
 });
