@@ -594,10 +594,13 @@ int evo_info_settings_json(const char *seed_dir, char **ret_json) {
                 return -ENOMEM;
         /* Never the database URL (it may hold a password): only whether one is set. */
         json_t *o = json_pack(
-                "{s:s, s:{s:s, s:o}, s:{s:s, s:s, s:s, s:s, s:i}, s:{s:b}, s:{s:s},"
+                "{s:s, s:{s:s, s:o, s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:i}, s:{s:b}, s:{s:s},"
                 " s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:{s:i, s:i, s:i}, s:{s:s, s:s, s:s, s:b, s:b}, s:{s:o}}",
                 "name", c->name,
                 "server", "addr", c->server.addr, "allowed_hosts", strv_json(c->server.allowed_hosts),
+                "control_host", c->server.control_host, "control_plane",
+                *c->server.control_host ? "its own origin: cookies and pages never shared with the app"
+                                        : "the app's origin (the same-origin fallback)",
                 "model", "provider", c->model.provider, "name", c->model.name, "base_url", base_url, "api_key_env",
                 c->model.api_key_env, "max_tokens", c->model.max_tokens,
                 "database", "external", !strempty(c->database.url),

@@ -211,6 +211,8 @@ test('logs and settings (sessions, usage, configuration without secrets)', async
   const settings = await page.textContent('#view-settings');
   assert.doesNotMatch(settings, /postgres(ql)?:\/\//i);
   assert.match(settings, /External\s*false/);
+  assert.match(settings, /seed\.localhost/);
+  assert.match(settings, /its own origin/); // which layout is in force
   await shots(page, 'settings');
 });
 

@@ -113,7 +113,8 @@ class Stream:
 
     def __init__(self, c):
         self.conn = http.client.HTTPConnection('127.0.0.1', c.port, timeout=60)
-        self.conn.request('GET', '/_seed/api/events', headers={'Authorization': 'Bearer ' + token(c)})
+        self.conn.request('GET', '/_seed/api/events', headers={'Authorization': 'Bearer ' + token(c),
+                                                               'Host': f'seed.localhost:{c.port}'})
         self.resp = self.conn.getresponse()
 
     def next_event(self, deadline):
