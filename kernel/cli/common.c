@@ -90,9 +90,10 @@ int cli_kernel_endpoint(const char *seed_dir, struct cli_endpoint *ret) {
         e.control_url = json_strdup(o, "control_url", &oom);
         json_decref(o);
         r = oom ? -ENOMEM : 0;
-        if (r == 0 && (!e.url || !startswith(e.url, "http://") ||
-                       (e.host && strpbrk(e.host, "\r\n")) || !e.control_url))
+        if (r == 0 && (!e.url || !startswith(e.url, "http://") || (e.host && strpbrk(e.host, "\r\n"))))
                 r = -EBADMSG;
+        if (r == 0 && !e.control_url && xasprintf(&e.control_url, "%s/_seed/", e.url) < 0)
+                r = -ENOMEM; /* a kernel from before the control plane had an origin of its own */
         if (r < 0) {
                 cli_endpoint_done(&e);
                 return r;
