@@ -173,3 +173,35 @@ test('the session cookie reaches no other port, whatever the organism does', asy
     await context.close();
   }
 });
+
+test('a cookie bomb on the organism\'s origins leaves the control plane alone', async () => {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  await page.goto(s.login());
+  await page.waitForURL((u) => u.pathname === '/_seed/');
+  const jar = async () => (await context.cookies()).map((c) => `${c.domain}${c.path}:${c.name}`);
+  for (const origin of [s.app, s.app.replace('127.0.0.1', 'localhost')]) {
+    const organism = await context.newPage();
+    await organism.goto(origin + '/');
+    await organism.evaluate(() => {
+      const big = 'x'.repeat(4000);
+      for (let i = 0; i < 40; i++) {
+        document.cookie = `bomb${i}=${big}; path=/_seed`;
+        document.cookie = `dom${i}=${big}; domain=localhost; path=/`;
+      }
+      for (let i = 0; i < 200; i++) document.cookie = `many${i}=1; path=/`;
+    });
+    await organism.close();
+  }
+  // Not one of them lives on seed.localhost: the session cookie is still there.
+  const cookies = await jar();
+  assert.deepStrictEqual(cookies.filter((c) => c.startsWith('seed.localhost') && !/:seed_/.test(c)), []);
+  assert.ok(cookies.some((c) => /^seed\.localhost\/_seed:seed_/.test(c)), cookies.slice(0, 5).join(' '));
+  const res = await page.goto(s.base + '/_seed/');
+  assert.strictEqual(res.status(), 200);
+  assert.ok(await page.getAttribute('meta[name="seed-token"]', 'content'));
+  const fresh = await context.newPage();
+  const r2 = await fresh.goto(s.login());
+  assert.strictEqual(r2.status(), 200);
+  await context.close();
+});
