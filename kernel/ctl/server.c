@@ -70,12 +70,15 @@ static bool capped_client(struct ctl *c, const struct sockaddr *sa, size_t len, 
 }
 
 void ctl_conns_log(struct ctl *c, int report, const struct ctl_client *client) {
-        char who[CTL_CLIENT_STRLEN] = "a client";
-        if (client)
-                ctl_client_str(client, who);
+        char who[CTL_CLIENT_STRLEN + 8] = "a client";
+        if (client) {
+                char ip[CTL_CLIENT_STRLEN];
+                ctl_client_str(client, ip);
+                snprintf(who, sizeof who, "client %s", ip);
+        }
         if (report & CTL_CONNS_CUT_CLIENT)
-                log_warn("client %s holds %d connections without a signed-in request, the most one "
-                         "client may: closing its oldest ones as it opens more",
+                log_warn("%s holds %d connections without a signed-in request, the most one client "
+                         "may: closing its oldest ones as it opens more",
                          who, CTL_ANON_PER_CLIENT);
         if (report & CTL_CONNS_CUT_ANON)
                 log_warn("%u connections without a signed-in request are open, the most allowed: "
