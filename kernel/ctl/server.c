@@ -499,6 +499,19 @@ static void reaper_log(struct ctl *c, unsigned n, int64_t now) {
         c->reaper_logged_ms = now;
 }
 
+/* CLOCK_MONOTONIC ms milliseconds from now (reaper_wake's clock). */
+static struct timespec mono_after(int64_t ms) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        t.tv_sec += ms / 1000;
+        t.tv_nsec += (ms % 1000) * 1000000;
+        if (t.tv_nsec >= 1000000000) {
+                t.tv_sec++;
+                t.tv_nsec -= 1000000000;
+        }
+        return t;
+}
+
 /* The reaper thread: cuts the connections whose head deadline passed, at
  * the next deadline or every second, until ctl_stop. */
 static void *reaper_main(void *arg) {
@@ -509,15 +522,7 @@ static void *reaper_main(void *arg) {
                 int64_t now = now_ms(), next;
                 unsigned n = ctl_conns_reap(c->conns, now, &next);
                 reaper_log(c, n, now);
-                int64_t wait = next == INT64_MAX || next - now > 1000 ? 1000 : next - now;
-                struct timespec until;
-                clock_gettime(CLOCK_MONOTONIC, &until);
-                until.tv_sec += wait / 1000;
-                until.tv_nsec += (wait % 1000) * 1000000;
-                if (until.tv_nsec >= 1000000000) {
-                        until.tv_sec++;
-                        until.tv_nsec -= 1000000000;
-                }
+                struct timespec until = mono_after(next == INT64_MAX || next - now > 1000 ? 1000 : next - now);
                 pthread_mutex_lock(&c->lock);
                 if (!c->stopping)
                         (void)pthread_cond_timedwait(&c->reaper_wake, &c->lock, &until);
