@@ -31,12 +31,11 @@ import shutil
 import socket
 import subprocess
 import tempfile
-import threading
 import time
 import urllib.parse
 
 import taplib
-from seedlib import free_port, link_from, seed, wait_until
+from seedlib import Slowloris, free_port, link_from, seed, wait_until
 from taplib import test
 
 PASSWORD = 'attack-matrix pässword ' + os.urandom(6).hex()
@@ -846,64 +845,14 @@ def a_head_trickled_byte_by_byte_is_cut_at_its_deadline(c):
         s.close()
 
 
-class Slowloris:
-    """addrs x per_addr connections from 127.0.0.x, each trickling a byte of a
-    request head every second and reconnecting whenever it is closed."""
-
-    def __init__(self, c, addrs, per_addr, first=100):
-        self.c, self.stop, self.opened, self.rounds = c, threading.Event(), 0, 0
-        self.srcs = [f'127.0.0.{first + i // per_addr}' for i in range(addrs * per_addr)]
-        self.socks = [None] * len(self.srcs)
-        self.thread = threading.Thread(target=self.run, daemon=True)
-
-    def connect(self, i):
-        try:
-            s = connect_from(self.c, self.srcs[i])
-            s.send(f'GET /_seed/healthz HTTP/1.1\r\nHost: {ctl_host(self.c)}\r\nX-Slow: '.encode())
-        except OSError:
-            return None
-        self.opened += 1
-        return s
-
-    def run(self):
-        while not self.stop.is_set():
-            end = time.monotonic() + 1
-            for i, s in enumerate(self.socks):
-                if s is not None and closed_by_server(s):
-                    s.close()
-                    s = None
-                if s is None:
-                    self.socks[i] = self.connect(i)
-                    continue
-                try:
-                    s.send(b'a')
-                except OSError:
-                    s.close()
-                    self.socks[i] = None
-            self.rounds += 1
-            self.stop.wait(max(0, end - time.monotonic()))
-        for s in self.socks:
-            if s is not None:
-                s.close()
-
-    def __enter__(self):
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc):
-        self.stop.set()
-        self.thread.join(timeout=30)
-
-
 @test
 def slowloris_from_many_addresses_leaves_the_owner_answered(c):
     # 20 loopback addresses x 15 slow heads (more than all connections): each
     # of the owner's calls, signed-in browser and CLI, is still answered.
     calls = 28
     answered = []
-    with Slowloris(c, 20, 15) as loris:
-        wait_until(lambda: loris.opened >= 300 and loris.rounds >= 2, timeout=60, interval=0.05,
-                   what='the slow connections open')
+    with Slowloris(c.port, ctl_host(c), 20, 15) as loris:
+        loris.started()
         t0 = time.monotonic()
         for i in range(calls):  # one every 0.4 s: through the 10 s wave of cut heads too
             if time.monotonic() - t0 > 40:
