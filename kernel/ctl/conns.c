@@ -142,7 +142,9 @@ static bool flood_reported(struct ctl_conns *t, const struct conn_entry *e) {
  * anonymous pool or the total are over their caps. Returns what to report. */
 static int enforce(struct ctl_conns *t, struct conn_entry *newcomer) {
         int report = 0;
-        while (newcomer->capped && anon_count(t, &newcomer->client) > t->lim.anon_per_client) {
+        /* (no client can be over its cap while the pool in all is not: skip the scan) */
+        while (newcomer->capped && t->pool[CTL_POOL_ANON] > t->lim.anon_per_client &&
+               anon_count(t, &newcomer->client) > t->lim.anon_per_client) {
                 if (!flood_reported(t, newcomer))
                         report |= CTL_CONNS_CUT_CLIENT;
                 newcomer->flood = true; /* the newest keeps the mark */
