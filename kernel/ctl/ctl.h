@@ -91,9 +91,11 @@ struct ctl_config {
          * Borrowed. */
         const char *organism_socket_override;
         /* At most this many client connections at once (0: 256, the most
-         * allowed; at least 33). 32 of them are kept for /_seed: requests
-         * proxied to the organism beyond connection_limit - 32 get 503 at
-         * once. Tests use a small limit. */
+         * allowed; at least 34). 32 of them are kept for the CLI token and
+         * signed-in sessions; of the rest, half may be anonymous (no
+         * authenticated request yet: the oldest are closed past that, and
+         * past 16 per client) and half proxied to the organism (503 at once
+         * past that). Tests use a small limit. */
         unsigned connection_limit;
         /* Fills *ret_json with the status object (caller frees). */
         int (*status)(void *userdata, char **ret_json);

@@ -2,8 +2,8 @@
  * through its bridge's Unix socket. The request body and the response body
  * are streamed, the request body framed by the kernel (never the client's
  * headers); the header policy lives in proxy-policy.c. At most
- * ctl.proxy_limit requests are proxied at once (503 "My body is busy" past
- * that), and connecting to the organism gives up after 5 seconds, so a hung
+ * ctl.proxy_limit requests are proxied at once (the proxied pool of
+ * conns.h; 503 "My body is busy" past that), and connecting to the organism gives up after 5 seconds, so a hung
  * organism or a flood of / leaves connections for /_seed. */
 #include "ctl/mhd.h"
 #include "ctl/pages.h"
@@ -25,7 +25,8 @@ struct ctl_proxy {
         struct ctl *ctl;
         int fd;
         bool head_request;
-        bool has_slot;            /* counted in ctl.proxied */
+        bool has_slot;            /* its connection is in the proxied pool (ctl.conns)... */
+        uint64_t conn_id, ticket; /* ...as this connection and request */
         enum ctl_body req_body;
         uint64_t req_left;        /* CTL_BODY_LENGTH: body bytes still to send */
         bool upload_failed;
@@ -57,37 +58,33 @@ void ctl_upstream_unregister(struct ctl *c, int fd) {
         pthread_mutex_unlock(&c->lock);
 }
 
-/* Takes one of the proxy_limit places; false when all are in use. */
-static bool proxy_slot_take(struct ctl *c) {
-        pthread_mutex_lock(&c->lock);
-        bool ok = c->proxied < c->proxy_limit;
-        if (ok)
-                c->proxied++;
-        bool log_full = !ok && !c->proxy_full_logged;
-        if (log_full)
-                c->proxy_full_logged = true;
-        pthread_mutex_unlock(&c->lock);
-        if (log_full)
+/* Moves q's connection to the proxied pool (conns.h); false when it is full. */
+static bool proxy_slot_take(struct ctl_req *q, struct ctl_proxy *px) {
+        struct ctl *c = q->ctl;
+        bool report = false;
+        px->has_slot = ctl_conns_proxy_begin(c->conns, q->conn_id, &px->ticket, &report) >= 0;
+        px->conn_id = q->conn_id;
+        if (report)
                 log_warn("proxy: %u requests to the organism are in flight, the most allowed; "
-                         "answering 503 until one ends (/_seed keeps %u connections of its own)",
-                         c->proxy_limit, (unsigned)CTL_SEED_RESERVE);
-        return ok;
+                         "answering 503 until one ends (/_seed keeps connections of its own)",
+                         c->proxy_limit);
+        return px->has_slot;
 }
 
-static void proxy_slot_put(struct ctl *c) {
-        pthread_mutex_lock(&c->lock);
-        if (c->proxied > 0)
-                c->proxied--;
-        if (c->proxied <= c->proxy_limit / 2) /* the overload has passed: log the next one */
-                c->proxy_full_logged = false;
-        pthread_mutex_unlock(&c->lock);
+/* Back to its pool; a connection of a request that ended long ago (closed,
+ * or carrying another request by now) is left alone (the ticket). */
+static void proxy_slot_put(struct ctl_proxy *px) {
+        int report = ctl_conns_proxy_end(px->ctl->conns, px->conn_id, px->ticket);
+        if (report)
+                ctl_conns_log(px->ctl, report, NULL);
+        px->has_slot = false;
 }
 
 void ctl_proxy_free(struct ctl_proxy *px) {
         if (!px)
                 return;
         if (px->has_slot)
-                proxy_slot_put(px->ctl);
+                proxy_slot_put(px);
         if (px->fd >= 0) {
                 ctl_upstream_unregister(px->ctl, px->fd);
                 close(px->fd);
@@ -230,16 +227,15 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
                 return ctl_queue(conn, &resp);
         }
 
-        if (!proxy_slot_take(c))
-                return queue_busy(q, conn);
         struct ctl_proxy *px = calloc(1, sizeof *px);
-        if (!px) {
-                proxy_slot_put(c);
+        if (!px)
                 return MHD_NO;
-        }
         px->ctl = c;
         px->fd = -1;
-        px->has_slot = true;
+        if (!proxy_slot_take(q, px)) {
+                ctl_proxy_free(px);
+                return queue_busy(q, conn);
+        }
         px->head_request = streq(q->method, "HEAD");
         q->px = px;
         q->kind = CTL_REQ_PROXY;

@@ -855,6 +855,8 @@ int ctl_seed_begin(struct ctl_req *q, struct ctl_resp *resp) {
         r = auth_guard(q, auth, resp);
         if (r != 0)
                 return r < 0 ? r : 1;
+        if (q->via_cli || q->session_id) /* the owner's: out of the anonymous pool */
+                ctl_req_authenticated(q);
         if (!q->route && !q->api_route) {
                 if (method_mismatch) {
                         r = api ? ctl_resp_error(resp, 405, "method not allowed")

@@ -1,5 +1,5 @@
 /* server.c — the libmicrohttpd daemon: binding,
- * limits (connections in all and per client, timeouts, request heads),
+ * limits (connection pools and head deadlines, timeouts, request heads),
  * per-request state, the Host allowlist on every request, and the split
  * between /_seed (routes.c) and the organism (proxy.c). */
 #include "ctl/mhd.h"
@@ -19,12 +19,11 @@
 #define PORT_TRIES 21                    /* the port and the next 20 */
 
 /* Per connection: the request in flight, so a request that never reached the
- * access handler (e.g. a head too large) is still freed on close; and the
- * client it is counted for (ctl.conns). */
+ * access handler (e.g. a head too large) is still freed on close; and its id
+ * in ctl.conns (0: not counted; it was shut down at once). */
 struct ctl_conn {
         struct ctl_req *req;
-        struct ctl_client client;
-        bool counted;
+        uint64_t id;
 };
 
 const char *ctl_req_header(const struct ctl_req *q, const char *name) {
@@ -63,57 +62,93 @@ void ctl_conn_timeout(struct MHD_Connection *conn, unsigned seconds) {
                 (void)MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
 }
 
-/* The client a peer address is counted for, or false when it is not
- * counted (no cap, an address family without one, a trusted proxy). */
-static bool counted_client(struct ctl *c, const struct sockaddr *sa, size_t len, struct ctl_client *ret) {
+/* The client a peer address is capped for, or false when it is not capped
+ * per client (an address family without one, a trusted proxy). */
+static bool capped_client(struct ctl *c, const struct sockaddr *sa, size_t len, struct ctl_client *ret) {
         struct ctl_ip ip;
-        if (!c->conns || ctl_ip_from_sockaddr(sa, len, &ip) < 0 || ctl_proxies_trusts(&c->proxies, &ip))
+        if (c->proxies.hops > 0 || ctl_ip_from_sockaddr(sa, len, &ip) < 0 ||
+            ctl_proxies_trusts(&c->proxies, &ip))
                 return false;
         ctl_client_from_ip(&ip, ret);
         return true;
 }
 
-/* Before a connection is accepted (after libmicrohttpd's own limit): a
- * client at its cap is closed at once, before it can hold a thread. Runs
- * on the listening thread, as do the STARTED and CLOSED notifications that
- * count, so the check and the count cannot race. */
-static enum MHD_Result on_accept(void *cls, const struct sockaddr *sa, socklen_t len) {
-        struct ctl *c = cls;
-        struct ctl_client client;
-        if (!counted_client(c, sa, len, &client))
-                return MHD_YES;
-        enum ctl_conns_verdict v = ctl_conns_check(c->conns, &client);
-        if (v == CTL_CONNS_FULL_FIRST) {
-                char who[CTL_CLIENT_STRLEN];
-                ctl_client_str(&client, who);
-                log_warn("client %s has %d connections open, the most one client may have: closing "
-                         "its new ones until some end",
-                         who, CTL_CONNS_PER_CLIENT);
+void ctl_conns_log(struct ctl *c, int report, const struct ctl_client *client) {
+        char who[CTL_CLIENT_STRLEN + 8] = "a client";
+        if (client) {
+                char ip[CTL_CLIENT_STRLEN];
+                ctl_client_str(client, ip);
+                snprintf(who, sizeof who, "client %s", ip);
         }
-        return v == CTL_CONNS_OK ? MHD_YES : MHD_NO;
+        if (report & CTL_CONNS_CUT_CLIENT)
+                log_warn("%s holds %d connections without a signed-in request, the most one client "
+                         "may: closing its oldest ones as it opens more",
+                         who, CTL_ANON_PER_CLIENT);
+        if (report & CTL_CONNS_CUT_ANON)
+                log_warn("%u connections without a signed-in request are open, the most allowed: "
+                         "closing the oldest ones as more open (the CLI and signed-in browsers "
+                         "keep %u connections of their own)",
+                         c->connection_limit - c->proxy_limit - CTL_SEED_RESERVE, CTL_SEED_RESERVE);
+        if (report & CTL_CONNS_CUT_TOTAL)
+                log_warn("all %u connections are open: closing the oldest ones without a signed-in "
+                         "request as more open",
+                         c->connection_limit);
 }
 
+/* The cut of conns.h: the connection's thread sees the end of its stream
+ * and libmicrohttpd closes it. */
+static void cut_connection(void *userdata, int fd) {
+        (void)shutdown(fd, SHUT_RDWR);
+}
+
+/* Before a connection is accepted (after libmicrohttpd's own limit): closed
+ * at once, before it can hold a thread, only when every connection is taken
+ * by signed-in or proxied requests (otherwise the oldest anonymous one makes
+ * room: on_connection). */
+static enum MHD_Result on_accept(void *cls, const struct sockaddr *sa, socklen_t len) {
+        struct ctl *c = cls;
+        return ctl_conns_admit(c->conns) ? MHD_YES : MHD_NO;
+}
+
+static void conn_open(struct ctl *c, struct MHD_Connection *conn, struct ctl_conn *cc) {
+        const union MHD_ConnectionInfo *ai = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        if (!ai || !fi)
+                return;
+        struct ctl_client client;
+        bool capped = capped_client(c, ai->client_addr, sizeof(struct sockaddr_storage), &client);
+        int r = ctl_conns_open(c->conns, capped ? &client : NULL, fi->connect_fd, now_ms(), &cc->id);
+        if (r < 0) {
+                log_debug("no entry left for a connection: closing it");
+                cut_connection(c, fi->connect_fd);
+                return;
+        }
+        ctl_conns_log(c, r, capped ? &client : NULL);
+}
+
+/* STARTED and CLOSED run on the listening thread; libmicrohttpd closes the
+ * socket only after CLOSED, so ctl.conns never cuts a reused fd. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
         struct ctl *c = cls;
         if (code == MHD_CONNECTION_NOTIFY_STARTED) {
                 struct ctl_conn *cc = calloc(1, sizeof *cc);
-                const union MHD_ConnectionInfo *ci =
-                        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-                if (cc && ci && counted_client(c, ci->client_addr, sizeof(struct sockaddr_storage),
-                                               &cc->client))
-                        cc->counted = ctl_conns_open(c->conns, &cc->client) >= 0;
+                if (cc)
+                        conn_open(c, conn, cc);
                 *socket_context = cc;
                 return;
         }
         struct ctl_conn *cc = *socket_context;
         if (cc) {
-                if (cc->counted)
-                        ctl_conns_close(c->conns, &cc->client);
+                ctl_conns_close(c->conns, cc->id);
                 req_free(cc->req);
                 free(cc);
         }
         *socket_context = NULL;
+}
+
+void ctl_req_authenticated(struct ctl_req *q) {
+        ctl_conns_authenticated(q->ctl->conns, q->conn_id);
 }
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
@@ -124,6 +159,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
                 return NULL;
         }
         q->ctl = cls;
+        q->conn_id = cc->id;
         q->uri = strdup(uri);
         q->body = BUF_INIT(CTL_MAX_BODY);
         req_free(cc->req); /* a previous request that never reached the handler */
@@ -133,10 +169,13 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe) {
+        struct ctl *c = cls;
         struct ctl_req *q = *con_cls;
         struct ctl_conn *cc = conn_ctx(conn);
         if (cc && cc->req == q)
                 cc->req = NULL;
+        if (cc) /* the next head is due within CTL_HEAD_TIMEOUT_S from now */
+                ctl_conns_request_done(c->conns, cc->id, now_ms());
         req_free(q);
         *con_cls = NULL;
         ctl_conn_timeout(conn, CTL_HEAD_TIMEOUT_S); /* until the next request's head is in */
@@ -260,6 +299,7 @@ static int req_parse(struct ctl_req *q, struct MHD_Connection *conn, const char 
 
 static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, const char *method) {
         struct ctl_resp resp = {0};
+        ctl_conns_head_done(q->ctl->conns, q->conn_id);
         ctl_conn_timeout(conn, CTL_REQUEST_TIMEOUT_S); /* the head is in */
         int r = req_parse(q, conn, method);
         if (r == -E2BIG)
@@ -455,9 +495,74 @@ static int bind_listen(const char *addr, int *ret_fd, uint16_t *ret_port, bool *
         return log_error_errno(r, "cannot listen on %s or the next %u ports: %m", addr, tries - 1);
 }
 
+/* ---- the head deadlines ---- */
+
+/* At most once a minute: how many heads were late since the last report. */
+static void reaper_log(struct ctl *c, unsigned n, int64_t now) {
+        c->reaper_cuts += n;
+        if (c->reaper_cuts == 0 || (c->reaper_logged_ms != 0 && now - c->reaper_logged_ms < 60000))
+                return;
+        log_warn("closed %u connection%s whose request head was not complete within %u seconds "
+                 "(slow clients, or a slowloris)%s",
+                 c->reaper_cuts, c->reaper_cuts == 1 ? "" : "s", CTL_HEAD_TIMEOUT_S,
+                 c->reaper_logged_ms ? " in the last minute" : "");
+        c->reaper_cuts = 0;
+        c->reaper_logged_ms = now;
+}
+
+/* CLOCK_MONOTONIC ms milliseconds from now (reaper_wake's clock). */
+static struct timespec mono_after(int64_t ms) {
+        struct timespec t;
+        clock_gettime(CLOCK_MONOTONIC, &t);
+        t.tv_sec += ms / 1000;
+        t.tv_nsec += (ms % 1000) * 1000000;
+        if (t.tv_nsec >= 1000000000) {
+                t.tv_sec++;
+                t.tv_nsec -= 1000000000;
+        }
+        return t;
+}
+
+/* The reaper thread: cuts the connections whose head deadline passed, at
+ * the next deadline or every second, until ctl_stop. */
+static void *reaper_main(void *arg) {
+        struct ctl *c = arg;
+        pthread_mutex_lock(&c->lock);
+        while (!c->stopping) {
+                pthread_mutex_unlock(&c->lock);
+                int64_t now = now_ms(), next;
+                unsigned n = ctl_conns_reap(c->conns, now, &next);
+                reaper_log(c, n, now);
+                struct timespec until = mono_after(next == INT64_MAX || next - now > 1000 ? 1000 : next - now);
+                pthread_mutex_lock(&c->lock);
+                if (!c->stopping)
+                        (void)pthread_cond_timedwait(&c->reaper_wake, &c->lock, &until);
+        }
+        pthread_mutex_unlock(&c->lock);
+        return NULL;
+}
+
+static int reaper_start(struct ctl *c) {
+        int r = -pthread_create(&c->reaper, NULL, reaper_main, c);
+        c->reaper_started = r == 0;
+        return r;
+}
+
+static void reaper_stop(struct ctl *c) {
+        if (!c->reaper_started)
+                return;
+        pthread_mutex_lock(&c->lock);
+        c->stopping = true;
+        pthread_cond_broadcast(&c->reaper_wake);
+        pthread_mutex_unlock(&c->lock);
+        pthread_join(c->reaper, NULL);
+        c->reaper_started = false;
+}
+
 static void ctl_free(struct ctl *c) {
         if (!c)
                 return;
+        reaper_stop(c);
         if (c->cli_token)
                 secure_zero(c->cli_token, strlen(c->cli_token));
         if (c->session_key)
@@ -472,6 +577,7 @@ static void ctl_free(struct ctl *c) {
         ctl_owner_clear(&c->owner);
         ctl_limiter_free(c->limiter);
         ctl_conns_free(c->conns);
+        pthread_cond_destroy(&c->reaper_wake);
         pthread_mutex_destroy(&c->lock);
         free(c);
 }
@@ -520,16 +626,34 @@ static void sign_in_setup(struct ctl *c, const struct ctl_config *cfg) {
                          c->proxies.n, c->proxies.n == 1 ? "" : "es");
 }
 
+/* The pools of conns.h for a connection limit: CTL_SEED_RESERVE only for
+ * signed-in requests, the rest half anonymous, half proxied. */
+static struct ctl_conns_limits conns_limits(unsigned limit) {
+        unsigned shared = limit - CTL_SEED_RESERVE;
+        return (struct ctl_conns_limits){
+                .total = limit,
+                .anon = shared / 2,
+                .anon_per_client = CTL_ANON_PER_CLIENT,
+                .proxied = shared - shared / 2,
+                .head_ms = CTL_HEAD_TIMEOUT_S * 1000,
+        };
+}
+
 int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         if (!cfg || strempty(cfg->addr) || strempty(cfg->session_key))
                 return -EINVAL;
         unsigned limit = cfg->connection_limit ? cfg->connection_limit : CTL_MAX_CONNECTIONS;
-        if (limit <= CTL_SEED_RESERVE || limit > CTL_MAX_CONNECTIONS)
+        if (limit < CTL_SEED_RESERVE + 2 || limit > CTL_MAX_CONNECTIONS)
                 return -EINVAL;
         struct ctl *c = calloc(1, sizeof *c);
         if (!c)
                 return -ENOMEM;
         pthread_mutex_init(&c->lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&c->reaper_wake, &ca);
+        pthread_condattr_destroy(&ca);
         for (size_t i = 0; i < ARRAY_SIZE(c->upstream); i++)
                 c->upstream[i] = -1;
         bool oom = false;
@@ -553,7 +677,7 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         c->api_routes = cfg->api_routes;
         c->api_userdata = cfg->api_userdata ? cfg->api_userdata : cfg->userdata;
         c->connection_limit = limit;
-        c->proxy_limit = limit - CTL_SEED_RESERVE;
+        c->proxy_limit = conns_limits(limit).proxied;
         ctl_cookie_name(c->session_key, c->cookie_name);
         int r = ctl_limiter_new(&ctl_limits_default, &c->limiter);
         if (r < 0) {
@@ -561,8 +685,9 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
                 return r;
         }
         sign_in_setup(c, cfg);
-        if (c->proxies.hops == 0 && (r = ctl_conns_new(CTL_CONNS_PER_CLIENT, c->connection_limit,
-                                                       &c->conns)) < 0) {
+        const struct ctl_conns_limits lim = conns_limits(limit);
+        r = ctl_conns_new(&lim, cut_connection, c, &c->conns);
+        if (r < 0) {
                 ctl_free(c);
                 return r;
         }
@@ -573,6 +698,12 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         if (r < 0) {
                 ctl_free(c);
                 return r;
+        }
+        r = reaper_start(c);
+        if (r < 0) {
+                close(fd);
+                ctl_free(c);
+                return log_error_errno(r, "could not start the connection reaper: %m");
         }
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
                          MHD_USE_POLL | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);

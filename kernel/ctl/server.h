@@ -15,13 +15,18 @@
 #include <pthread.h>
 
 #define CTL_MAX_CONNECTIONS 256   /* the default and largest connection_limit */
-#define CTL_SEED_RESERVE 32       /* connections proxied requests never take: kept for /_seed */
+/* Connections only signed-in requests may take: of connection_limit, the
+ * rest is shared evenly between anonymous and proxied connections (conns.h),
+ * e.g. 112 + 112 of 256. */
+#define CTL_SEED_RESERVE 32
 #define CTL_MAX_BODY (1024 * 1024)   /* /_seed request bodies; larger → 413 */
 #define CTL_LINK_TTL_MS (15 * 60 * 1000LL)
 #define CTL_MAX_LIVE_LINKS 20
-/* Idle seconds a connection may wait before its request head is complete
- * (and between two requests on one connection). Short: a client that opens
- * connections and sends nothing gives them up soon. */
+/* Seconds a connection may take to send a complete request head, from its
+ * start or from the end of its previous request: a total deadline
+ * (ctl_conns_reap), and an idle timeout too. Short: a client that opens
+ * connections and sends nothing, or a head a byte at a time, gives them up
+ * soon. */
 #define CTL_HEAD_TIMEOUT_S 10u
 /* Idle seconds once the head is in: a request body arriving, an answer
  * being read (the event stream pings every 15 s). Proxied answers get the
@@ -45,20 +50,27 @@ struct ctl {
         struct ctl_owner owner;
         struct ctl_proxies proxies;
         struct ctl_limiter *limiter;
-        /* Connections open per client (CTL_CONNS_PER_CLIENT each); NULL
-         * when SEED_TRUSTED_PROXIES gives a count of proxies, since then
-         * every peer may be the proxy in front. */
+        /* Every connection of every listening socket, in its pool (conns.h):
+         * anonymous ones capped per client and in all, proxied ones capped,
+         * the rest kept for signed-in requests; and their head deadlines,
+         * enforced by the reaper thread. Peers that may be trusted proxies
+         * are not capped per client (their clients share their address). */
         struct ctl_conns *conns;
+        pthread_t reaper;
+        bool reaper_started;
+        pthread_cond_t reaper_wake;   /* with lock: ctl_stop wakes the reaper */
+        /* Reaper thread only: late heads cut since the last log, and when. */
+        unsigned reaper_cuts;
+        int64_t reaper_logged_ms;
 
         struct MHD_Daemon *daemon;
         uint16_t port;
 
         /* At most connection_limit connections (one thread each); at most
-         * proxy_limit = connection_limit - CTL_SEED_RESERVE of them proxy to the
-         * organism at once, so a hung organism or a flood of / cannot take
-         * the owner's way to /_seed. Counted under lock. */
-        unsigned connection_limit, proxy_limit, proxied;
-        bool proxy_full_logged;
+         * proxy_limit of them proxy to the organism at once (conns.h), so a
+         * hung organism or a flood of / cannot take the owner's way to
+         * /_seed. */
+        unsigned connection_limit, proxy_limit;
 
         /* Open upstream sockets, shut down by ctl_stop so no thread blocks. */
         pthread_mutex_t lock;
@@ -83,6 +95,7 @@ struct ctl_req {
         struct ctl_hdrs hdrs;
         char client_ip[INET6_ADDRSTRLEN];
         enum ctl_req_kind kind;
+        uint64_t conn_id;          /* its connection in ctl.conns (0: not counted) */
         enum ctl_body body_kind;   /* the body's framing (ctl_request_framing) */
         uint64_t body_len;         /* CTL_BODY_LENGTH */
 
@@ -101,6 +114,13 @@ struct ctl_req {
         /* / → organism */
         struct ctl_proxy *px;
 };
+
+/* routes.c calls this once a request carried the CLI token or a signed-in
+ * session: its connection leaves the anonymous pool (conns.h). */
+void ctl_req_authenticated(struct ctl_req *q);
+/* Logs what ctl_conns_open or ctl_conns_proxy_end reported (CTL_CONNS_CUT_*)
+ * for a connection of client (NULL: not capped per client). */
+void ctl_conns_log(struct ctl *c, int report, const struct ctl_client *client);
 
 /* Header lookup on the request (first value). */
 const char *ctl_req_header(const struct ctl_req *q, const char *name);

@@ -5,6 +5,7 @@ import os
 import re
 import socket
 import subprocess
+import threading
 import time
 import urllib.parse
 
@@ -46,6 +47,72 @@ def link_from(output):
     m = re.search(r'(http://[^\s]+/_seed/login\?t=[0-9a-f]+)', output)
     assert m, f"no sign-in link in output:\n{output}"
     return m.group(1)
+
+
+class Slowloris:
+    """addrs x per_addr connections to port from 127.0.0.<first>.., each
+    trickling a byte of a request head (Host: host) every second and
+    reconnecting whenever it is closed. A context manager: runs in a thread."""
+
+    def __init__(self, port, host, addrs, per_addr, first=100):
+        self.port, self.host, self.stop, self.opened, self.rounds = port, host, threading.Event(), 0, 0
+        self.srcs = [f'127.0.0.{first + i // per_addr}' for i in range(addrs * per_addr)]
+        self.socks = [None] * len(self.srcs)
+        self.thread = threading.Thread(target=self.run, daemon=True)
+
+    def connect(self, i):
+        try:
+            s = socket.create_connection(('127.0.0.1', self.port), timeout=30, source_address=(self.srcs[i], 0))
+            s.setblocking(False)
+            s.send(f'GET /_seed/healthz HTTP/1.1\r\nHost: {self.host}\r\nX-Slow: '.encode())
+        except OSError:
+            return None
+        self.opened += 1
+        return s
+
+    @staticmethod
+    def closed(s):
+        try:
+            return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b''
+        except BlockingIOError:
+            return False
+        except OSError:
+            return True
+
+    def run(self):
+        while not self.stop.is_set():
+            end = time.monotonic() + 1
+            for i, s in enumerate(self.socks):
+                if s is not None and self.closed(s):
+                    s.close()
+                    s = None
+                if s is None:
+                    self.socks[i] = self.connect(i)
+                    continue
+                try:
+                    s.send(b'a')
+                except OSError:
+                    s.close()
+                    self.socks[i] = None
+            self.rounds += 1
+            self.stop.wait(max(0, end - time.monotonic()))
+        for s in self.socks:
+            if s is not None:
+                s.close()
+
+    def started(self, timeout=60):
+        """Waits until every connection opened once and two rounds passed."""
+        wait_until(lambda: self.opened >= len(self.srcs) and self.rounds >= 2, timeout=timeout, interval=0.05,
+                   what='the slow connections open')
+        return self
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join(timeout=30)
 
 
 class Response:

@@ -11,6 +11,7 @@
 #include <arpa/inet.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -1339,10 +1340,11 @@ static int64_t mono_ms(void) {
         return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-/* A second server with a small connection limit (40: 8 proxied at once)
- * in front of an organism that accepts and never answers. */
+/* A second server with a small connection limit (40: 32 kept for the
+ * owner, 4 anonymous, 4 proxied at once) in front of an organism that
+ * accepts and never answers. */
 #define SMALL_LIMIT 40
-#define SMALL_PROXIED (SMALL_LIMIT - 32)
+#define SMALL_PROXIED ((SMALL_LIMIT - 32) - (SMALL_LIMIT - 32) / 2)
 
 static void test_proxy_busy_keeps_seed_reachable(void **state) {
         char hang_path[sizeof seed_dir + 16];
@@ -1355,6 +1357,8 @@ static void test_proxy_busy_keeps_seed_reachable(void **state) {
         struct ctl *small = NULL;
         /* The limit must leave room for proxied requests and fit the server. */
         cfg.connection_limit = 32;
+        assert_int_equal(ctl_start(&cfg, &small), -EINVAL);
+        cfg.connection_limit = 33; /* no room for both anonymous and proxied ones */
         assert_int_equal(ctl_start(&cfg, &small), -EINVAL);
         cfg.connection_limit = 257;
         assert_int_equal(ctl_start(&cfg, &small), -EINVAL);
@@ -2008,19 +2012,6 @@ static int count_closed(const int *fds, int n) {
         return k;
 }
 
-/* A request from src gets no answer: the connection is closed at once. */
-static void assert_refused_from(uint16_t port, const char *src) {
-        int fd = connect_from(port, src);
-        char req[128];
-        snprintf(req, sizeof req, "GET /_seed/healthz HTTP/1.1\r\nHost: 127.0.0.1:%u\r\n\r\n", port);
-        (void)send(fd, req, strlen(req), MSG_NOSIGNAL);
-        char buf[64];
-        ssize_t k = recv(fd, buf, sizeof buf, 0);
-        if (k > 0)
-                fail_msg("a client over its connection cap got an answer: %.*s", (int)k, buf);
-        close(fd);
-}
-
 static int healthz_from(uint16_t port, const char *src) {
         struct resp r;
         http_from(port, src, "GET", "/_seed/healthz", NULL, NULL, &r);
@@ -2035,19 +2026,25 @@ static int healthz_from(uint16_t port, const char *src) {
 static void connection_limits(uint16_t port) {
         int idle[IDLE_CONNS];
         int64_t t0 = mono_ms();
-        /* 40 connections from one client that never send a byte: 16 are
-         * kept (until the head timeout), the rest are closed at once. */
+        /* 40 connections from one client that never send a byte: the
+         * newest 16 are kept (until the head timeout), the oldest closed
+         * as the newer ones come. */
         for (int i = 0; i < IDLE_CONNS; i++)
                 idle[i] = connect_from(port, "127.0.0.60");
         int64_t deadline = t0 + 5000;
         while (count_closed(idle, IDLE_CONNS) < IDLE_CONNS - CAP && mono_ms() < deadline)
                 poll(NULL, 0, 10);
         assert_int_equal(count_closed(idle, IDLE_CONNS), IDLE_CONNS - CAP);
-        for (int i = 0; i < CAP; i++)
+        for (int i = IDLE_CONNS - CAP; i < IDLE_CONNS; i++)
                 if (closed_by_server(idle[i]))
-                        fail_msg("connection %d of the first %d was closed", i, CAP);
-        /* That client gets nothing more; another one is served. */
-        assert_refused_from(port, "127.0.0.60");
+                        fail_msg("connection %d of the newest %d was closed", i, CAP);
+        /* A request of that client's that comes at once is answered (its
+         * oldest idle connection makes room); another client is served. */
+        assert_int_equal(healthz_from(port, "127.0.0.60"), 200);
+        deadline = mono_ms() + 5000;
+        while (count_closed(idle, IDLE_CONNS) < IDLE_CONNS - CAP + 1 && mono_ms() < deadline)
+                poll(NULL, 0, 10);
+        assert_true(closed_by_server(idle[IDLE_CONNS - CAP]));
         assert_int_equal(healthz_from(port, "127.0.0.61"), 200);
 
         /* Once the head is in, the longer timeout holds: a body sent after
@@ -2165,6 +2162,277 @@ static void test_connection_cap_behind_proxies(void **state) {
         with_server(OWNER_PASSWORD, "1", any_peer_uncapped);
 }
 
+/* ---- the pools: held organism answers, slowloris, slow heads ---- */
+
+/* A hanging organism at seed_dir/hang2.sock (holds every request). */
+static void hang_start(char *path, size_t len) {
+        snprintf(path, len, "%s/hang2.sock", seed_dir);
+        pthread_mutex_lock(&hang.lock);
+        hang.answer = false;
+        hang.n_held = 0;
+        pthread_mutex_unlock(&hang.lock);
+        hang.listen_fd = unix_listen(path, 64);
+        assert_int_equal(pthread_create(&hang.thread, NULL, hang_main, NULL), 0);
+}
+
+static void hang_stop(const char *path) {
+        hang_release();
+        shutdown(hang.listen_fd, SHUT_RDWR);
+        pthread_join(hang.thread, NULL);
+        close(hang.listen_fd);
+        unlink(path);
+}
+
+/* One request (raw text) from src to port, never asserting: its status, or
+ * -1 when the connection is closed without an answer or none comes within
+ * timeout_ms. */
+static int try_request(uint16_t port, const char *src, const char *req, int timeout_ms) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons(port)};
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        if (fd < 0 || inet_pton(AF_INET, src, &from.sin_addr) != 1 ||
+            bind(fd, (struct sockaddr *)&from, sizeof from) < 0 ||
+            connect(fd, (struct sockaddr *)&to, sizeof to) < 0 ||
+            send(fd, req, strlen(req), MSG_NOSIGNAL) != (ssize_t)strlen(req)) {
+                if (fd >= 0)
+                        close(fd);
+                return -1;
+        }
+        char buf[64] = "";
+        size_t got = 0;
+        int64_t deadline = mono_ms() + timeout_ms;
+        while (got < 12 && mono_ms() < deadline) {
+                struct pollfd pf = {.fd = fd, .events = POLLIN};
+                if (poll(&pf, 1, (int)(deadline - mono_ms())) <= 0)
+                        continue;
+                ssize_t k = recv(fd, buf + got, sizeof buf - 1 - got, 0);
+                if (k <= 0)
+                        break;
+                got += (size_t)k;
+        }
+        close(fd);
+        int status = -1;
+        return got >= 12 && sscanf(buf, "HTTP/1.%*d %d", &status) == 1 ? status : -1;
+}
+
+static struct ctl *pools_server(const char *organism_sock, uint16_t *ret_port) {
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        cfg.trusted_proxies = NULL; /* 127.0.0.1 is a client like any other: capped */
+        if (organism_sock)
+                cfg.organism_socket_override = organism_sock;
+        struct ctl *c = NULL;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        *ret_port = ctl_port(c);
+        return c;
+}
+
+/* Signs in with a fresh link at port; fills cookie (65 bytes). */
+static void sign_in_at(uint16_t port, char *cookie) {
+        _cleanup_free_ char *t = NULL, *target = NULL;
+        struct resp r;
+        assert_int_equal(ctl_login_link_new(g_kdb, &t), 0);
+        assert_int_equal(xasprintf(&target, "/_seed/login?t=%s", t), 0);
+        http_from(port, "127.0.0.1", "GET", target, NAV, NULL, &r);
+        assert_int_equal(r.status, 200);
+        const char *sc = resp_header(&r, "Set-Cookie");
+        assert_non_null(sc);
+        assert_true(startswith(sc, g_cookie_name));
+        memcpy(cookie, sc + strlen(g_cookie_name) + 1, 64);
+        cookie[64] = 0;
+        resp_done(&r);
+}
+
+#define HELD 20  /* more than the 16 connections one client may hold anonymously */
+
+/* Slow organism answers held by the owner's own address (the organism's
+ * pages open there, through *.localhost) do not lock out the CLI. */
+static void test_held_organism_answers_leave_the_cli_room(void **state) {
+        char hang_path[sizeof seed_dir + 16];
+        hang_start(hang_path, sizeof hang_path);
+        uint16_t port;
+        struct ctl *c = pools_server(hang_path, &port);
+        char ctl_host[64], req[512];
+        snprintf(ctl_host, sizeof ctl_host, "127.0.0.1:%u", port);
+
+        int held[HELD];
+        snprintf(req, sizeof req, "GET /slow HTTP/1.1\r\nHost: %s\r\n\r\n", ctl_host);
+        for (int i = 0; i < HELD; i++) {
+                held[i] = connect_from(port, "127.0.0.1");
+                send_all(held[i], req, strlen(req));
+        }
+        int64_t deadline = mono_ms() + 20000;
+        while (hang_count() < HELD && mono_ms() < deadline)
+                poll(NULL, 0, 10);
+        int reached = hang_count();
+        /* The CLI, an anonymous request and a new page of the organism's
+         * from the same address are all answered at once. */
+        snprintf(req, sizeof req,
+                 "GET /_seed/api/status HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+                 "Authorization: Bearer %s\r\n\r\n",
+                 ctl_host, CLI_TOKEN);
+        int64_t t0 = mono_ms();
+        int cli_status = try_request(port, "127.0.0.1", req, 5000);
+        int64_t cli_ms = mono_ms() - t0;
+        snprintf(req, sizeof req, "GET /_seed/healthz HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+                 ctl_host);
+        int health = try_request(port, "127.0.0.1", req, 5000);
+        int closed = count_closed(held, HELD);
+
+        for (int i = 0; i < HELD; i++)
+                close(held[i]);
+        ctl_stop(c);
+        hang_stop(hang_path);
+        printf("# %d organism answers held from 127.0.0.1; the CLI got %d in %lld ms, healthz %d\n", reached,
+               cli_status, (long long)cli_ms, health);
+        assert_int_equal(cli_status, 200);
+        if (cli_ms > 2000)
+                fail_msg("the CLI waited %lld ms", (long long)cli_ms);
+        assert_int_equal(health, 200);
+        assert_int_equal(reached, HELD);
+        assert_int_equal(closed, 0);
+}
+
+#define LORIS_ADDRS 20
+#define LORIS_PER_ADDR 15
+#define LORIS_N (LORIS_ADDRS * LORIS_PER_ADDR)
+
+/* Slowloris: LORIS_N connections from 127.0.0.10-29, each trickling one
+ * byte of a request head a second, reconnecting whenever one is closed. */
+static struct {
+        pthread_t thread;
+        uint16_t port;
+        atomic_bool stop;
+        atomic_int opened, rounds;
+        int fds[LORIS_N];
+} loris;
+
+static int loris_connect(int i) {
+        char src[32];
+        snprintf(src, sizeof src, "127.0.0.%d", 10 + i / LORIS_PER_ADDR);
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in from = {.sin_family = AF_INET}, to = {.sin_family = AF_INET, .sin_port = htons(loris.port)};
+        to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        inet_pton(AF_INET, src, &from.sin_addr);
+        char head[128];
+        snprintf(head, sizeof head, "GET /_seed/healthz HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nX-Slow: ", loris.port);
+        if (fd < 0 || bind(fd, (struct sockaddr *)&from, sizeof from) < 0 ||
+            connect(fd, (struct sockaddr *)&to, sizeof to) < 0 ||
+            send(fd, head, strlen(head), MSG_NOSIGNAL) < 0) {
+                if (fd >= 0)
+                        close(fd);
+                return -1;
+        }
+        atomic_fetch_add(&loris.opened, 1);
+        return fd;
+}
+
+static void *loris_main(void *arg) {
+        for (int i = 0; i < LORIS_N; i++)
+                loris.fds[i] = loris_connect(i);
+        while (!atomic_load(&loris.stop)) {
+                int64_t next = mono_ms() + 1000;
+                for (int i = 0; i < LORIS_N && !atomic_load(&loris.stop); i++) {
+                        if (loris.fds[i] >= 0 && closed_by_server(loris.fds[i])) {
+                                close(loris.fds[i]);
+                                loris.fds[i] = -1;
+                        }
+                        if (loris.fds[i] < 0)
+                                loris.fds[i] = loris_connect(i);
+                        else if (send(loris.fds[i], "a", 1, MSG_NOSIGNAL) < 0) {
+                                close(loris.fds[i]);
+                                loris.fds[i] = -1;
+                        }
+                }
+                atomic_fetch_add(&loris.rounds, 1);
+                while (!atomic_load(&loris.stop) && mono_ms() < next)
+                        poll(NULL, 0, 50);
+        }
+        for (int i = 0; i < LORIS_N; i++)
+                if (loris.fds[i] >= 0)
+                        close(loris.fds[i]);
+        return NULL;
+}
+
+#define OWNER_CALLS 28
+
+/* 20 loopback addresses x 15 slow heads: every one of the owner's calls
+ * (the CLI's and a signed-in browser's, from 127.0.0.1) is answered. */
+static void test_slowloris_leaves_the_owner_room(void **state) {
+        uint16_t port;
+        struct ctl *c = pools_server(NULL, &port);
+        char ctl_host[64], cli_req[512], browser_req[1024];
+        snprintf(ctl_host, sizeof ctl_host, "127.0.0.1:%u", port);
+        char cookie[65], token[65];
+        sign_in_at(port, cookie);
+        ctl_api_token(SESSION_KEY, cookie, token);
+        snprintf(cli_req, sizeof cli_req,
+                 "GET /_seed/api/status HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
+                 "Authorization: Bearer %s\r\n\r\n",
+                 ctl_host, CLI_TOKEN);
+        snprintf(browser_req, sizeof browser_req,
+                 "GET /_seed/api/status HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n" FETCH
+                 "Cookie: %s=%s\r\nX-Seed-Token: %s\r\n\r\n",
+                 ctl_host, g_cookie_name, cookie, token);
+
+        loris.port = port;
+        atomic_store(&loris.stop, false);
+        atomic_store(&loris.opened, 0);
+        atomic_store(&loris.rounds, 0);
+        assert_int_equal(pthread_create(&loris.thread, NULL, loris_main, NULL), 0);
+        /* Every slow connection opened, and two rounds of trickling. */
+        int64_t deadline = mono_ms() + 30000;
+        while ((atomic_load(&loris.opened) < LORIS_N || atomic_load(&loris.rounds) < 2) &&
+               mono_ms() < deadline)
+                poll(NULL, 0, 20);
+        int answered = 0, slowest = 0;
+        int64_t t0 = mono_ms();
+        for (int i = 0; i < OWNER_CALLS && mono_ms() - t0 < 40000; i++) {
+                /* One every 400 ms: through the 10 s wave of cut heads too. */
+                while (mono_ms() < t0 + 400 * i)
+                        poll(NULL, 0, (int)(t0 + 400 * i - mono_ms()));
+                int64_t t1 = mono_ms();
+                int st = try_request(port, "127.0.0.1", i % 2 ? browser_req : cli_req, 10000);
+                answered += st == 200;
+                if (mono_ms() - t1 > slowest)
+                        slowest = (int)(mono_ms() - t1);
+        }
+        int opened = atomic_load(&loris.opened);
+        atomic_store(&loris.stop, true);
+        pthread_join(loris.thread, NULL);
+        ctl_stop(c);
+        printf("# slowloris: %d of %d owner calls answered over %lld ms, the slowest in %d ms; %d slow "
+               "connections opened in all\n",
+               answered, OWNER_CALLS, (long long)(mono_ms() - t0), slowest, opened);
+        assert_true(opened >= LORIS_N);
+        assert_int_equal(answered, OWNER_CALLS);
+}
+
+/* A head sent a byte every half second is cut once its 10 s are up: the
+ * deadline is total, not idle. */
+static void test_trickled_head_is_cut(void **state) {
+        uint16_t port;
+        struct ctl *c = pools_server(NULL, &port);
+        int fd = connect_from(port, "127.0.0.70");
+        char head[128];
+        snprintf(head, sizeof head, "GET /_seed/healthz HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nX-Slow: ", port);
+        int64_t t0 = mono_ms();
+        send_all(fd, head, strlen(head));
+        bool closed = false;
+        while (!closed && mono_ms() - t0 < 20000) {
+                (void)send(fd, "a", 1, MSG_NOSIGNAL);
+                struct pollfd pf = {.fd = fd, .events = POLLIN};
+                (void)poll(&pf, 1, 500);
+                closed = closed_by_server(fd);
+        }
+        int64_t took = mono_ms() - t0;
+        close(fd);
+        ctl_stop(c);
+        if (!closed)
+                fail_msg("a head trickled for %lld ms was never cut", (long long)took);
+        if (took < 9500 || took > 12500)
+                fail_msg("the trickled head was cut after %lld ms, not about 10 s", (long long)took);
+}
+
 
 int main(void) {
         if (priv_drop_if_root(NULL) < 0) {
@@ -2172,6 +2440,8 @@ int main(void) {
                 return 1;
         }
         log_set_level(LOG_WARN);
+        if (getenv("CTL_TEST_FILTER")) /* e.g. "test_slowloris*": one test (those needing no earlier ones) */
+                cmocka_set_test_filter(getenv("CTL_TEST_FILTER"));
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_start_and_healthz),
                 cmocka_unit_test(test_port_taken_uses_next),
@@ -2207,6 +2477,9 @@ int main(void) {
                 cmocka_unit_test(test_logo),
                 cmocka_unit_test(test_connection_limits),
                 cmocka_unit_test(test_connection_cap_behind_proxies),
+                cmocka_unit_test(test_held_organism_answers_leave_the_cli_room),
+                cmocka_unit_test(test_slowloris_leaves_the_owner_room),
+                cmocka_unit_test(test_trickled_head_is_cut),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -1301,69 +1301,296 @@ static struct ctl_client conn_client(const char *ip) {
         return c;
 }
 
-static void test_conns_cap(void **state) {
+/* The cut function of the conns tests: records the fds it was given. */
+static struct {
+        int fds[64];
+        int n;
+} cuts;
+
+static void record_cut(void *userdata, int fd) {
+        assert_true(cuts.n < (int)ARRAY_SIZE(cuts.fds));
+        cuts.fds[cuts.n++] = fd;
+}
+
+static struct ctl_conns *conns_new(unsigned total, unsigned anon, unsigned per_client, unsigned proxied) {
+        const struct ctl_conns_limits lim = {.total = total, .anon = anon, .anon_per_client = per_client,
+                                             .proxied = proxied, .head_ms = 1000};
         struct ctl_conns *t = NULL;
-        assert_int_equal(ctl_conns_new(0, 8, &t), -EINVAL);
-        assert_int_equal(ctl_conns_new(4, 0, &t), -EINVAL);
-        assert_int_equal(ctl_conns_new(4, 8, &t), 0);
-        struct ctl_client a = conn_client("192.0.2.1"), b = conn_client("192.0.2.2");
-        for (int i = 0; i < 4; i++) {
-                assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_OK);
-                assert_int_equal(ctl_conns_open(t, &a), 0);
-        }
-        assert_int_equal(ctl_conns_count(t, &a), 4);
-        /* The fifth is refused; only the first refusal is to be logged. */
-        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_FULL_FIRST);
-        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_FULL);
-        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_FULL);
-        assert_int_equal(ctl_conns_count(t, &a), 4); /* checking counts nothing */
-        /* Another client is not affected. */
-        assert_int_equal(ctl_conns_check(t, &b), CTL_CONNS_OK);
-        assert_int_equal(ctl_conns_open(t, &b), 0);
-        assert_int_equal(ctl_conns_count(t, &b), 1);
-        /* One closes: room for one more, and still no new log line. */
-        ctl_conns_close(t, &a);
-        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_OK);
-        assert_int_equal(ctl_conns_open(t, &a), 0);
-        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_FULL);
-        /* Back under half the cap, a new flood is reported again. */
-        ctl_conns_close(t, &a);
-        ctl_conns_close(t, &a);
-        assert_int_equal(ctl_conns_count(t, &a), 2);
-        assert_int_equal(ctl_conns_open(t, &a), 0);
-        assert_int_equal(ctl_conns_open(t, &a), 0);
-        assert_int_equal(ctl_conns_check(t, &a), CTL_CONNS_FULL_FIRST);
-        /* All closed: the client is forgotten. */
-        for (int i = 0; i < 4; i++)
-                ctl_conns_close(t, &a);
-        assert_int_equal(ctl_conns_count(t, &a), 0);
-        ctl_conns_close(t, &a); /* one too many changes nothing */
-        assert_int_equal(ctl_conns_count(t, &a), 0);
-        assert_int_equal(ctl_conns_count(t, &b), 1);
+        assert_int_equal(ctl_conns_new(&lim, record_cut, NULL, &t), 0);
+        cuts.n = 0;
+        return t;
+}
+
+/* Opens a connection at time 0 on fd; returns its id. */
+static uint64_t conn_open(struct ctl_conns *t, const struct ctl_client *c, int fd, int want_report) {
+        uint64_t id = 0;
+        assert_int_equal(ctl_conns_open(t, c, fd, 0, &id), want_report);
+        assert_true(id != 0);
+        return id;
+}
+
+static void test_conns_limits_checked(void **state) {
+        struct ctl_conns *t = NULL;
+        const struct ctl_conns_limits ok = {.total = 10, .anon = 4, .anon_per_client = 2, .proxied = 4,
+                                            .head_ms = 1};
+        struct ctl_conns_limits l = ok;
+        assert_int_equal(ctl_conns_new(&l, NULL, NULL, &t), -EINVAL);
+        l.proxied = 6; /* anonymous + proxied must leave room for the owner */
+        assert_int_equal(ctl_conns_new(&l, record_cut, NULL, &t), -EINVAL);
+        l = ok, l.anon = 0;
+        assert_int_equal(ctl_conns_new(&l, record_cut, NULL, &t), -EINVAL);
+        l = ok, l.anon_per_client = 0;
+        assert_int_equal(ctl_conns_new(&l, record_cut, NULL, &t), -EINVAL);
+        l = ok, l.head_ms = 0;
+        assert_int_equal(ctl_conns_new(&l, record_cut, NULL, &t), -EINVAL);
+        assert_int_equal(ctl_conns_new(&ok, record_cut, NULL, &t), 0);
         ctl_conns_free(t);
         ctl_conns_free(NULL);
 }
 
-static void test_conns_grouping_and_table(void **state) {
-        struct ctl_conns *t = NULL;
-        assert_int_equal(ctl_conns_new(2, 3, &t), 0);
+static void test_conns_cut_oldest_of_client(void **state) {
+        struct ctl_conns *t = conns_new(40, 20, 3, 4);
+        struct ctl_client a = conn_client("192.0.2.1"), b = conn_client("192.0.2.2");
+        uint64_t ids[10];
+        for (int i = 0; i < 3; i++)
+                ids[i] = conn_open(t, &a, 100 + i, 0);
+        assert_int_equal(cuts.n, 0);
+        /* The fourth is counted; the oldest is cut (reported once). */
+        ids[3] = conn_open(t, &a, 103, CTL_CONNS_CUT_CLIENT);
+        ids[4] = conn_open(t, &a, 104, 0);
+        assert_int_equal(cuts.n, 2);
+        assert_int_equal(cuts.fds[0], 100);
+        assert_int_equal(cuts.fds[1], 101);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, &a), 3);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_N, NULL), 3);
+        /* Another client is not affected. */
+        conn_open(t, &b, 200, 0);
+        assert_int_equal(cuts.n, 2);
+        /* A cut connection counts for nothing, and its close changes nothing
+         * more (twice neither); nor do calls on it. */
+        ctl_conns_authenticated(t, ids[0]);
+        ctl_conns_close(t, ids[0]);
+        ctl_conns_close(t, ids[0]);
+        ctl_conns_close(t, 0);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, &a), 3);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_OWNER, NULL), 0);
+        /* A newcomer the client authenticates is out of the pool: no cut. */
+        ids[5] = conn_open(t, &a, 105, 0);
+        assert_int_equal(cuts.fds[cuts.n - 1], 102);
+        int before = cuts.n;
+        ctl_conns_close(t, ids[1]);
+        ctl_conns_close(t, ids[2]);
+        ctl_conns_authenticated(t, ids[5]);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, &a), 2);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_OWNER, &a), 1);
+        conn_open(t, &a, 106, 0);
+        assert_int_equal(cuts.n, before);
+        /* Once the flood is gone, the next one is reported again. */
+        ctl_conns_close(t, ids[3]);
+        ctl_conns_close(t, ids[4]);
+        uint64_t more[4];
+        for (int i = 0; i < 4; i++)
+                more[i] = conn_open(t, &a, 110 + i, i == 2 ? CTL_CONNS_CUT_CLIENT : 0);
+        assert_int_equal(cuts.fds[cuts.n - 1], 110);
+        assert_int_not_equal(more[3], 0);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, &a), 3);
+        ctl_conns_free(t);
+}
+
+static void test_conns_untrusted_grouping(void **state) {
+        struct ctl_conns *t = conns_new(40, 20, 2, 4);
         /* One IPv6 /48 is one client. */
         struct ctl_client x = conn_client("2001:db8:aa:1::1"), y = conn_client("2001:db8:aa:ffff::9");
-        assert_int_equal(ctl_conns_open(t, &x), 0);
-        assert_int_equal(ctl_conns_open(t, &y), 0);
-        assert_int_equal(ctl_conns_check(t, &x), CTL_CONNS_FULL_FIRST);
-        assert_int_equal(ctl_conns_count(t, &y), 2);
-        /* A full table cannot count another client (the caller accepts it
-         * uncounted, which the server's own limit makes impossible). */
-        struct ctl_client c1 = conn_client("192.0.2.1"), c2 = conn_client("192.0.2.2"),
-                          c3 = conn_client("192.0.2.3");
-        assert_int_equal(ctl_conns_open(t, &c1), 0);
-        assert_int_equal(ctl_conns_open(t, &c2), 0);
-        assert_int_equal(ctl_conns_open(t, &c3), -ENOSPC);
-        assert_int_equal(ctl_conns_count(t, &c3), 0);
-        ctl_conns_close(t, &c1);
-        assert_int_equal(ctl_conns_open(t, &c3), 0); /* the freed entry is reused */
-        assert_int_equal(ctl_conns_count(t, &c3), 1);
+        conn_open(t, &x, 1, 0);
+        conn_open(t, &y, 2, 0);
+        conn_open(t, &x, 3, CTL_CONNS_CUT_CLIENT);
+        assert_int_equal(cuts.n, 1);
+        assert_int_equal(cuts.fds[0], 1);
+        /* A peer that may be a trusted proxy is capped only in all. */
+        for (int i = 0; i < 10; i++)
+                conn_open(t, NULL, 10 + i, 0);
+        assert_int_equal(cuts.n, 1);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, NULL), 12);
+        ctl_conns_free(t);
+}
+
+static void test_conns_cut_oldest_in_all(void **state) {
+        struct ctl_conns *t = conns_new(40, 6, 4, 4);
+        char ip[32];
+        struct ctl_client c[8];
+        for (int i = 0; i < 8; i++) {
+                snprintf(ip, sizeof ip, "198.51.100.%d", i + 1);
+                c[i] = conn_client(ip);
+        }
+        /* 20 clients' worth of slow connections: the anonymous pool stays at
+         * 6, the oldest going first, reported once. */
+        for (int i = 0; i < 6; i++)
+                conn_open(t, &c[i % 3], i, 0);
+        conn_open(t, &c[3], 6, CTL_CONNS_CUT_ANON);
+        for (int i = 7; i < 30; i++)
+                conn_open(t, &c[i % 8], i, 0);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, NULL), 6);
+        assert_int_equal(cuts.n, 24);
+        for (int i = 0; i < 24; i++)
+                assert_int_equal(cuts.fds[i], i);
+        /* The owner's newcomer gets in (cutting the oldest), authenticates
+         * and is never cut by what comes after. */
+        uint64_t owner = conn_open(t, &c[0], 100, 0);
+        assert_int_equal(cuts.fds[cuts.n - 1], 24);
+        ctl_conns_authenticated(t, owner);
+        for (int i = 0; i < 20; i++)
+                conn_open(t, &c[i % 8], 200 + i, 0);
+        for (int i = 0; i < cuts.n; i++)
+                assert_int_not_equal(cuts.fds[i], 100);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_OWNER, NULL), 1);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, NULL), 6);
+        ctl_conns_free(t);
+}
+
+static void test_conns_total_and_admit(void **state) {
+        struct ctl_conns *t = conns_new(6, 2, 2, 2);
+        struct ctl_client a = conn_client("192.0.2.1");
+        uint64_t ids[6];
+        for (int i = 0; i < 6; i++) {
+                assert_true(ctl_conns_admit(t));
+                ids[i] = conn_open(t, &a, i, 0);
+                ctl_conns_authenticated(t, ids[i]);
+        }
+        assert_int_equal(cuts.n, 0);
+        /* Every connection is the owner's: nothing to cut for a newcomer. */
+        assert_false(ctl_conns_admit(t));
+        /* One counted anyway (two listeners racing) is cut itself. */
+        conn_open(t, &a, 50, CTL_CONNS_CUT_TOTAL);
+        assert_int_equal(cuts.n, 1);
+        assert_int_equal(cuts.fds[0], 50);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_N, NULL), 6);
+        ctl_conns_close(t, ids[0]);
+        assert_true(ctl_conns_admit(t));
+        ctl_conns_free(t);
+}
+
+static void test_conns_table_full(void **state) {
+        /* Cut connections keep their entry until closed: twice the total. */
+        struct ctl_conns *t = conns_new(3, 1, 1, 1);
+        struct ctl_client a = conn_client("192.0.2.1");
+        uint64_t ids[6], id = 0;
+        for (int i = 0; i < 6; i++)
+                ids[i] = conn_open(t, &a, i, i == 1 ? CTL_CONNS_CUT_CLIENT : 0);
+        assert_int_equal(cuts.n, 5);
+        assert_int_equal(ctl_conns_open(t, &a, 9, 0, &id), -ENOSPC);
+        assert_int_equal(id, 0);
+        assert_int_equal(cuts.n, 5); /* the caller shuts that one down */
+        ctl_conns_close(t, ids[0]);
+        id = conn_open(t, &a, 10, 0);
+        assert_int_not_equal(id, ids[0]); /* the entry is reused, the id is not */
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_N, &a), 1);
+        ctl_conns_free(t);
+}
+
+static void test_conns_proxied_pool(void **state) {
+        struct ctl_conns *t = conns_new(20, 4, 4, 2);
+        struct ctl_client a = conn_client("192.0.2.1");
+        uint64_t ticket[3] = {0}, id[3];
+        bool report = true;
+        for (int i = 0; i < 3; i++)
+                id[i] = conn_open(t, &a, i, 0);
+        assert_int_equal(ctl_conns_proxy_begin(t, id[0], &ticket[0], &report), 0);
+        assert_false(report);
+        assert_int_equal(ctl_conns_proxy_begin(t, id[1], &ticket[1], &report), 0);
+        /* Full: refused, reported once, the connection stays anonymous. */
+        assert_int_equal(ctl_conns_proxy_begin(t, id[2], &ticket[2], &report), -EBUSY);
+        assert_true(report);
+        assert_int_equal(ctl_conns_proxy_begin(t, id[2], &ticket[2], &report), -EBUSY);
+        assert_false(report);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_PROXIED, NULL), 2);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, &a), 1);
+        /* Held proxied answers are not anonymous: the client's newcomers are
+         * not cut for them. */
+        for (int i = 0; i < 3; i++)
+                conn_open(t, &a, 10 + i, 0);
+        assert_int_equal(cuts.n, 0);
+        /* A stale ticket is ignored; the right one ends it. */
+        assert_int_equal(ctl_conns_proxy_end(t, id[0], ticket[0] + 1000), 0);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_PROXIED, NULL), 2);
+        ctl_conns_proxy_end(t, id[0], ticket[0]);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_PROXIED, NULL), 1);
+        /* Back in the anonymous pool, over the client's cap: the oldest goes. */
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, &a), 4);
+        assert_int_equal(cuts.n, 1);
+        assert_int_equal(cuts.fds[0], 2);
+        ctl_conns_proxy_end(t, id[0], ticket[0]); /* twice: nothing */
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, &a), 4);
+        /* A proxied connection that closes leaves the pool; a late end of
+         * its request changes nothing. */
+        ctl_conns_close(t, id[1]);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_PROXIED, NULL), 0);
+        ctl_conns_proxy_end(t, id[1], ticket[1]);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_N, NULL), 4);
+        ctl_conns_free(t);
+}
+
+static void test_conns_keep_alive_mix(void **state) {
+        /* One keep-alive connection carrying requests of every kind. */
+        struct ctl_conns *t = conns_new(20, 4, 4, 2);
+        struct ctl_client a = conn_client("192.0.2.1");
+        uint64_t id = conn_open(t, &a, 7, 0), tk = 0;
+        bool report;
+#define POOLS(an, ow, px)                                                       \
+        do {                                                                    \
+                assert_int_equal(ctl_conns_count(t, CTL_POOL_ANON, NULL), an);  \
+                assert_int_equal(ctl_conns_count(t, CTL_POOL_OWNER, NULL), ow); \
+                assert_int_equal(ctl_conns_count(t, CTL_POOL_PROXIED, NULL), px); \
+        } while (0)
+        POOLS(1, 0, 0);
+        assert_int_equal(ctl_conns_proxy_begin(t, id, &tk, &report), 0); /* GET / */
+        assert_int_equal(ctl_conns_proxy_begin(t, id, &tk, &report), -EBUSY); /* never twice */
+        POOLS(0, 0, 1);
+        ctl_conns_proxy_end(t, id, tk);
+        POOLS(1, 0, 0);
+        ctl_conns_authenticated(t, id); /* GET /_seed/api/status, CLI token */
+        POOLS(0, 1, 0);
+        ctl_conns_authenticated(t, id);
+        POOLS(0, 1, 0);
+        assert_int_equal(ctl_conns_proxy_begin(t, id, &tk, &report), 0); /* GET / again */
+        POOLS(0, 0, 1);
+        ctl_conns_proxy_end(t, id, tk);
+        POOLS(0, 1, 0); /* once the owner's, always */
+        assert_int_equal(ctl_conns_proxy_begin(t, id, &tk, &report), 0);
+        ctl_conns_close(t, id); /* closed mid-answer */
+        POOLS(0, 0, 0);
+        ctl_conns_proxy_end(t, id, tk);
+        POOLS(0, 0, 0);
+        assert_int_equal(cuts.n, 0);
+#undef POOLS
+        ctl_conns_free(t);
+}
+
+static void test_conns_head_deadline(void **state) {
+        struct ctl_conns *t = conns_new(20, 4, 4, 2); /* heads within 1000 ms */
+        struct ctl_client a = conn_client("192.0.2.1");
+        int64_t next = 0;
+        uint64_t slow = conn_open(t, &a, 1, 0);          /* opened at 0 */
+        uint64_t quick = conn_open(t, &a, 2, 0);
+        assert_int_equal(ctl_conns_reap(t, 999, &next), 0);
+        assert_int_equal(next, 1000);
+        ctl_conns_head_done(t, quick);                   /* its head is in */
+        /* However it trickles, the slow head is cut at its deadline. */
+        assert_int_equal(ctl_conns_reap(t, 1000, &next), 1);
+        assert_int_equal(cuts.n, 1);
+        assert_int_equal(cuts.fds[0], 1);
+        assert_int_equal(next, INT64_MAX);
+        assert_int_equal(ctl_conns_reap(t, 5000, &next), 0); /* a request in: no deadline */
+        /* The request ends at 5000: the next head is due by 6000, also for
+         * the owner's connections. */
+        ctl_conns_authenticated(t, quick);
+        ctl_conns_request_done(t, quick, 5000);
+        assert_int_equal(ctl_conns_reap(t, 5999, &next), 0);
+        assert_int_equal(next, 6000);
+        assert_int_equal(ctl_conns_reap(t, 6000, &next), 1);
+        assert_int_equal(cuts.fds[1], 2);
+        assert_int_equal(ctl_conns_count(t, CTL_POOL_N, NULL), 0);
+        ctl_conns_close(t, slow);
+        ctl_conns_close(t, quick);
         ctl_conns_free(t);
 }
 
@@ -1523,8 +1750,15 @@ int main(void) {
                 cmocka_unit_test(test_sign_in_pages),
                 cmocka_unit_test(test_ip_from_sockaddr),
                 cmocka_unit_test(test_proxies_trusts),
-                cmocka_unit_test(test_conns_cap),
-                cmocka_unit_test(test_conns_grouping_and_table),
+                cmocka_unit_test(test_conns_limits_checked),
+                cmocka_unit_test(test_conns_cut_oldest_of_client),
+                cmocka_unit_test(test_conns_untrusted_grouping),
+                cmocka_unit_test(test_conns_cut_oldest_in_all),
+                cmocka_unit_test(test_conns_total_and_admit),
+                cmocka_unit_test(test_conns_table_full),
+                cmocka_unit_test(test_conns_proxied_pool),
+                cmocka_unit_test(test_conns_keep_alive_mix),
+                cmocka_unit_test(test_conns_head_deadline),
                 cmocka_unit_test(test_logo_read),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
