@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct ctl_listen;
 struct db;
 struct organism;
 
@@ -58,7 +59,12 @@ struct ctl_api_route {
 };
 
 struct ctl_config {
-        const char *addr;              /* "HOST:PORT"; if the port is taken the next free one (up to +20) */
+        /* "HOST:PORT", bound with ctl_listen_open() (never another port
+         * when it is taken: ctl_start fails) unless listen is set. */
+        const char *addr;
+        /* Sockets to serve instead (the supervisor's, see listen.h). Borrowed:
+         * ctl_start keeps its own duplicates. */
+        const struct ctl_listen *listen;
         char *const *allowed_hosts;    /* extra Host names from seed.yaml (borrowed) */
         const char *seed_name;         /* for the page title/theme */
         const char *seed_dir;          /* absolute; logs are read from .seed/logs */
@@ -100,7 +106,7 @@ struct ctl_config {
 struct ctl;
 
 int ctl_start(const struct ctl_config *cfg, struct ctl **ret);
-/* The port actually bound. */
+/* The port served (the same on every socket). */
 uint16_t ctl_port(const struct ctl *c);
 void ctl_stop(struct ctl *c);
 

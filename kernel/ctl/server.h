@@ -8,6 +8,7 @@
 #include "ctl/conns.h"
 #include "ctl/http.h"
 #include "ctl/limit.h"
+#include "ctl/listen.h"
 #include "ctl/owner.h"
 #include "ctl/proxy-policy.h"
 
@@ -49,7 +50,11 @@ struct ctl {
          * every peer may be the proxy in front. */
         struct ctl_conns *conns;
 
-        struct MHD_Daemon *daemon;
+        /* One daemon per listening socket (127.0.0.1 and [::1] for a
+         * loopback address), all sharing this state and its callbacks. Each
+         * has connection_limit on its own. */
+        struct MHD_Daemon *daemon[CTL_LISTEN_MAX];
+        size_t n_daemons;
         uint16_t port;
 
         /* At most connection_limit connections (one thread each); at most
