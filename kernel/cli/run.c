@@ -344,6 +344,25 @@ static void announce(const struct cli_run_options *o) {
                 cli_open_in_browser(link);
 }
 
+/* The Seed's folder is its account's alone: one readable by other local
+ * users (planted before `seed new` made it 0700, or chmod-ed since) loses
+ * its group and other bits, and says so. */
+static void make_folder_private(const char *seed_dir) {
+        _cleanup_close_ int fd = open(seed_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || (st.st_mode & 077) == 0)
+                return;
+        if (fchmod(fd, st.st_mode & 07700) < 0) {
+                fprintf(stderr, "seed: warning: %s is open to other local users (mode %04o) and could not be "
+                                "made private: %s; run 'chmod 700 %s'\n",
+                        seed_dir, (unsigned)(st.st_mode & 07777), strerror(errno), seed_dir);
+                return;
+        }
+        fprintf(stderr, "seed: %s was open to other local users (mode %04o); it is now 0700 (the Seed's "
+                        "account only)\n",
+                seed_dir, (unsigned)(st.st_mode & 07777));
+}
+
 int cli_run_seed(const struct cli_run_options *o) {
         _cleanup_free_ char *dot = path_join(o->seed_dir, ".seed");
         _cleanup_free_ char *logs = path_join(o->seed_dir, ".seed/logs");
@@ -352,6 +371,7 @@ int cli_run_seed(const struct cli_run_options *o) {
         int r = priv_drop_if_root(chown_paths);
         if (r < 0)
                 return CLI_EXIT_FAILURE;
+        make_folder_private(o->seed_dir);
         if (!dot || !logs || mkdir_mode(dot, 0700) < 0 || mkdir_mode(logs, 0700) < 0) {
                 fprintf(stderr, "seed: cannot create %s/.seed: %s\n", o->seed_dir, strerror(errno));
                 return CLI_EXIT_FAILURE;
