@@ -105,6 +105,8 @@ struct ctl_config {
 
 struct ctl;
 
+/* Serves cfg->listen, or binds cfg->addr (ctl/listen.h: -EADDRINUSE, logged,
+ * when the port is taken on either loopback family). */
 int ctl_start(const struct ctl_config *cfg, struct ctl **ret);
 /* The port served (the same on every socket). */
 uint16_t ctl_port(const struct ctl *c);
