@@ -1,7 +1,8 @@
 /* server.c — the libmicrohttpd daemons, one per listening socket (listen.h:
  * a taken port is never swapped for another), limits (connections in all
- * and per client, timeouts, request heads), per-request state, the Host allowlist on every request, and the split
- * between /_seed (routes.c) and the organism (proxy.c). */
+ * and per client, timeouts, request heads), per-request state, the Host
+ * allowlist on every request, and the split between /_seed (routes.c) and
+ * the organism (proxy.c). */
 #include "ctl/mhd.h"
 #include "ctl/guard.h"
 #include "base/log.h"

@@ -321,6 +321,7 @@ def a_crash_restart_keeps_the_port(c):
                process_age(pid) > GOOD_AFTER_S + 2, timeout=GOOD_AFTER_S + 180, interval=1,
                what='the kernel to count as good (the supervisor restarts only those)')
     race = Race(c)
+    new_pid, err = None, None
     try:
         os.kill(pid, signal.SIGKILL)
         wait_until(lambda: not alive(pid), timeout=30, what='the kernel to die')
@@ -329,10 +330,14 @@ def a_crash_restart_keeps_the_port(c):
             p = kernel_pid(c)
             return p if p != pid and alive(p) and healthy_on_both(c) else None
         new_pid = wait_until(restarted, timeout=240, what='the supervisor to restart the kernel')
+    except AssertionError as e:
+        err = e
     finally:
         got, tries = race.finish()
     print(f'# kernel {pid} -> {new_pid}; the other account tried bind() {tries} times', flush=True)
     assert got == [], f'the other account got the port during the restart: {got}'
+    if err:
+        raise err
     assert healthy_on_both(c)
 
 
@@ -357,7 +362,7 @@ def an_exit_75_restart_keeps_the_port(c):
         f.write(src.replace(anchor, anchor + patch, 1))
     run = subprocess.Popen([os.environ.get('SEED_BIN', 'seed'), 'run', '--detach', '--addr', c.addr], cwd=c.dir,
                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    race = None
+    race, err = None, None
     try:
         wait_until(lambda: os.path.exists(os.path.join(c.dir, '.seed', 'supervisor.pid')) or run.poll() is not None,
                    timeout=900, interval=0.05, what='the supervisor')
@@ -366,15 +371,19 @@ def an_exit_75_restart_keeps_the_port(c):
         out, _ = run.communicate(timeout=900)
         assert run.returncode == 0, out
         wait_until(lambda: healthy_on_both(c), timeout=120, what='the restarted kernel on both addresses')
+    except AssertionError as e:
+        err = e
     finally:
         if run.poll() is None:
             run.kill()
         got, tries = race.finish() if race else ([], 0)
+    assert got == [], f'the other account got the port: {got}'
+    if err:
+        raise err
     log = open(os.path.join(c.dir, '.seed', 'logs', 'supervisor.log')).read()
     assert not os.path.exists(marker), 'the patched kernel never ran'
     assert 'asked to be rebuilt and restarted' in log, log[-2000:]
     print(f'# the other account tried bind() {tries} times through the exit-75 restart', flush=True)
-    assert got == [], f'the other account got the port: {got}'
 
 
 if __name__ == '__main__':
