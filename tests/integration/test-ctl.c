@@ -602,6 +602,10 @@ static void test_start_and_healthz(void **state) {
 static int listen_loopback(int family, uint16_t port, uint16_t *ret_port) {
         int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
         assert_true(fd >= 0);
+        /* Past other programs' connections using the port locally; a listener
+         * still refuses us. */
+        int reuse = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse);
         struct sockaddr_storage ss = {.ss_family = (sa_family_t)family};
         socklen_t sl;
         if (family == AF_INET6) {

@@ -43,6 +43,8 @@ import signal, socket, sys, time
 def sock(host, port):
     fam = socket.AF_INET6 if ':' in host else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # every trick an attacker has
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     if fam == socket.AF_INET6:
         s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
     try:
