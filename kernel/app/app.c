@@ -35,6 +35,7 @@ struct app {
         struct evo_api *api;     /* the evolution API routes and their event stream */
         atomic_bool restart;     /* an applied generation changed the kernel: exit 75 */
         struct ctl *ctl;
+        struct ctl_listen listen;  /* the supervisor's sockets until ctl_start took them */
         char *control_token;
         char *session_key;
         char *live_url;
@@ -87,14 +88,34 @@ static int app_load_key(struct app *a, const char *name, char **ret) {
         return 0;
 }
 
+#define APP_URL_MAX 300
+
+/* The control plane's base URL, e.g. "http://127.0.0.1:8080": the one place
+ * that names it (kernel.json, hence every printed address and sign-in link,
+ * and the status). A loopback address is served on 127.0.0.1 and [::1]
+ * (ctl/listen.h); a wildcard one is named by its family's loopback. */
+static int app_base_url(const struct app *a, char *buf, size_t size) {
+        _cleanup_free_ char *host = NULL;
+        int port = 0;
+        int r = cfg_split_addr(a->opts->addr ? a->opts->addr : a->cfg->server.addr, &host, &port);
+        if (r < 0)
+                return r;
+        const char *name = streq(host, "0.0.0.0") ? "127.0.0.1" : streq(host, "::") ? "::1" : host;
+        bool v6 = strchr(name, ':') != NULL;
+        int n = snprintf(buf, size, "http://%s%s%s:%u", v6 ? "[" : "", name, v6 ? "]" : "",
+                         a->ctl ? ctl_port(a->ctl) : 0);
+        return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
 /* What the owner opens: the control plane's own origin
  * ("http://seed.localhost:8080/_seed/"), or in the same-origin fallback the
  * address the kernel listens on. A control host that is not a localhost name
  * is reached through a proxy in front, on its own port. */
 static void app_control_url(const struct app *a, unsigned port, char *out, size_t n) {
         const char *h = a->cfg->server.control_host;
+        char base[APP_URL_MAX];
         if (!*h)
-                snprintf(out, n, "http://127.0.0.1:%u/_seed/", port);
+                snprintf(out, n, "%s/_seed/", app_base_url(a, base, sizeof base) == 0 ? base : "http://127.0.0.1");
         else if (streq(h, "localhost") || endswith(h, ".localhost"))
                 snprintf(out, n, "http://%s:%u/_seed/", h, port);
         else
@@ -116,14 +137,11 @@ static int app_status_json(void *userdata, char **ret_json) {
                               (json_int_t)((now_ms() - a->started_ms) / 1000), "version", "0.1.0");
         if (!o)
                 return -ENOMEM;
-        char url[128], control[400];
-        unsigned port = a->ctl ? ctl_port(a->ctl) : 0;
-        snprintf(url, sizeof url, "http://127.0.0.1:%u/", port);
-        app_control_url(a, port, control, sizeof control);
-        json_object_set_new(o, "url", json_string(url));
+        char url[APP_URL_MAX + 1], control[APP_URL_MAX + 16];
+        if (app_base_url(a, url, sizeof url - 1) == 0)
+                json_object_set_new(o, "url", json_string(strcat(url, "/")));
+        app_control_url(a, a->ctl ? ctl_port(a->ctl) : 0, control, sizeof control);
         json_object_set_new(o, "control_url", json_string(control));
-        json_object_set_new(o, "control_origin",
-                            json_string(*a->cfg->server.control_host ? "own" : "shared with the app"));
         if (a->doctor)
                 json_object_set_new(o, "doctor", json_string(a->doctor));
         else if (a->network_warning)
@@ -139,21 +157,14 @@ static int app_status_json(void *userdata, char **ret_json) {
 static int app_write_state(struct app *a) {
         _cleanup_free_ char *p = seed_path(a, APP_STATE_FILE);
         _cleanup_free_ char *tok = seed_path(a, APP_CONTROL_TOKEN_FILE);
-        _cleanup_free_ char *host = NULL;
-        int port = 0;
         if (!p || !tok)
                 return -ENOMEM;
         int r = write_file_atomic(tok, a->control_token, strlen(a->control_token), 0600);
         if (r < 0)
                 return log_error_errno(r, "cannot write '%s': %m", tok);
-        if (cfg_split_addr(a->opts->addr ? a->opts->addr : a->cfg->server.addr, &host, &port) < 0)
-                return -EINVAL;
-        bool v6 = strchr(host, ':') != NULL;
-        char url[300];
-        snprintf(url, sizeof url, "http://%s%s%s:%u", v6 ? "[" : "",
-                 streq(host, "0.0.0.0") || streq(host, "::") ? "127.0.0.1" : host, v6 ? "]" : "",
-                 ctl_port(a->ctl));
-        char control[400], hosthdr[300] = "";
+        char url[APP_URL_MAX], control[APP_URL_MAX + 16], hosthdr[APP_URL_MAX] = "";
+        if ((r = app_base_url(a, url, sizeof url)) < 0)
+                return log_error_errno(r, "cannot name the control plane's address: %m");
         app_control_url(a, ctl_port(a->ctl), control, sizeof control);
         if (*a->cfg->server.control_host)
                 snprintf(hosthdr, sizeof hosthdr, "%s:%u", a->cfg->server.control_host, ctl_port(a->ctl));
@@ -347,6 +358,7 @@ static int app_start_ctl(struct app *a) {
         __atomic_store_n(&a->api, api, __ATOMIC_RELEASE);
         struct ctl_config cc = {
                 .addr = a->opts->addr ? a->opts->addr : a->cfg->server.addr,
+                .listen = a->listen.n ? &a->listen : NULL,
                 .allowed_hosts = a->cfg->server.allowed_hosts,
                 .control_host = a->cfg->server.control_host,
                 .seed_name = a->cfg->name,
@@ -364,6 +376,7 @@ static int app_start_ctl(struct app *a) {
                 .api_userdata = api,
         };
         r = ctl_start(&cc, &a->ctl);
+        ctl_listen_close(&a->listen); /* the control plane holds its own now */
         /* The control plane keeps only a keyed hash: wipe the plain password. */
         if (secrets_get(a->secrets, "SEED_OWNER_PASSWORD"))
                 (void)secrets_set(a->secrets, "SEED_OWNER_PASSWORD", "");
@@ -378,6 +391,7 @@ static void app_stop(struct app *a) {
         evo_api_shutdown(a->api);
         if (a->ctl)
                 ctl_stop(a->ctl);
+        ctl_listen_close(&a->listen);
         orch_stop(a->orch);
         a->orch = NULL;
         evo_api_free(__atomic_exchange_n(&a->api, NULL, __ATOMIC_ACQ_REL));
@@ -409,6 +423,21 @@ static void app_stop(struct app *a) {
         free(a->network_warning);
 }
 
+/* The supervisor's listening sockets (--listen-fd): each proven a listening
+ * TCP socket on the one port before anything else runs, and closed on exec
+ * from here on (nothing the kernel starts inherits them). */
+static int app_take_listeners(struct app *a) {
+        for (size_t i = 0; i < a->opts->n_listen_fds; i++) {
+                int fd = a->opts->listen_fds[i];
+                int r = ctl_listen_adopt(&a->listen, fd);
+                if (r < 0)
+                        return log_error_errno(r, "--listen-fd %d is not a listening TCP socket on the Seed's port "
+                                                  "(%m): refusing it",
+                                               fd);
+        }
+        return 0;
+}
+
 /* Reads the secrets from the CLI's pipe and makes sure none of them is left
  * in our environment, so nothing the kernel starts can inherit one. */
 static int app_take_secrets(struct app *a) {
@@ -433,7 +462,7 @@ static int app_take_secrets(struct app *a) {
 }
 
 int app_run(const struct app_options *o) {
-        struct app a = {.opts = o, .started_ms = now_ms()};
+        struct app a = {.opts = o, .started_ms = now_ms(), .listen = CTL_LISTEN_INIT};
         _cleanup_free_ char *cfg_path = NULL, *err = NULL, *log_path = NULL;
         int r;
 
@@ -449,6 +478,8 @@ int app_run(const struct app_options *o) {
                           "seed");
                 return APP_EXIT_USAGE;
         }
+        if ((r = app_take_listeners(&a)) < 0)
+                goto fail;
         sigset_t stop;
         sigemptyset(&stop);
         sigaddset(&stop, SIGTERM);
@@ -498,13 +529,17 @@ fail:
 }
 
 static void app_usage(FILE *f) {
-        fputs("Usage: seed-kernel --dir DIR [--addr HOST:PORT] [--secrets-fd FD] [--bridge PATH] [--hide PATH]...\n"
+        fputs("Usage: seed-kernel --dir DIR [--addr HOST:PORT] [--listen-fd FD]... [--secrets-fd FD]\n"
+              "                   [--bridge PATH] [--hide PATH]...\n"
               "\n"
               "The Seed's kernel daemon. You normally do not start it yourself: 'seed run'\n"
               "builds it from the Seed's own source and supervises it.\n"
               "\n"
               "  --dir DIR         the Seed's folder (required)\n"
-              "  --addr HOST:PORT  listen here instead of seed.yaml's server.addr\n"
+              "  --addr HOST:PORT  listen here instead of seed.yaml's server.addr (on a taken\n"
+              "                    port it does not start; on localhost, 127.0.0.1 and [::1])\n"
+              "  --listen-fd FD    serve this inherited listening TCP socket instead of binding\n"
+              "                    (at most 2, one per address family; 'seed run' passes them)\n"
               "  --secrets-fd FD   read the owner's secrets (NAME=VALUE\\0 records) from FD\n"
               "  --bridge PATH     the seed-bridge helper built with this kernel\n"
               "  --hide PATH       a file of the owner's (an env file) that no sandbox may see\n"
@@ -514,12 +549,24 @@ static void app_usage(FILE *f) {
               f);
 }
 
+/* An inherited descriptor number (3 to 1024), or -1 (printed). */
+static int parse_fd(const char *opt, const char *arg) {
+        char *end;
+        errno = 0;
+        long fd = strtol(arg, &end, 10);
+        if (errno || end == arg || *end || fd < 3 || fd > 1024) {
+                fprintf(stderr, "seed-kernel: %s: '%s' is not a file descriptor\n", opt, arg);
+                return -1;
+        }
+        return (int)fd;
+}
+
 int app_main(int argc, char **argv) {
         static const struct option longopts[] = {
                 {"dir", required_argument, NULL, 'd'},     {"addr", required_argument, NULL, 'a'},
                 {"secrets-fd", required_argument, NULL, 's'}, {"bridge", required_argument, NULL, 'b'},
                 {"hide", required_argument, NULL, 'H'},    {"help", no_argument, NULL, 'h'},
-                {0},
+                {"listen-fd", required_argument, NULL, 'l'}, {0},
         };
         struct app_options o = {.secrets_fd = -1};
         _cleanup_strv_free_ char **hide = NULL;
@@ -538,16 +585,18 @@ int app_main(int argc, char **argv) {
                         if (strv_push(&hide, optarg) < 0)
                                 return APP_EXIT_FAILURE;
                         break;
-                case 's': {
-                        char *end;
-                        long fd = strtol(optarg, &end, 10);
-                        if (*end || fd < 3 || fd > 1024) {
-                                fprintf(stderr, "seed-kernel: --secrets-fd: '%s' is not a file descriptor\n", optarg);
+                case 's':
+                        if ((o.secrets_fd = parse_fd("--secrets-fd", optarg)) < 0)
+                                return APP_EXIT_USAGE;
+                        break;
+                case 'l':
+                        if (o.n_listen_fds >= ARRAY_SIZE(o.listen_fds)) {
+                                fprintf(stderr, "seed-kernel: --listen-fd: at most %zu\n", ARRAY_SIZE(o.listen_fds));
                                 return APP_EXIT_USAGE;
                         }
-                        o.secrets_fd = (int)fd;
+                        if ((o.listen_fds[o.n_listen_fds++] = parse_fd("--listen-fd", optarg)) < 0)
+                                return APP_EXIT_USAGE;
                         break;
-                }
                 case 'h': app_usage(stdout); return APP_EXIT_OK;
                 default: app_usage(stderr); return APP_EXIT_USAGE;
                 }

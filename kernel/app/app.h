@@ -4,6 +4,7 @@
 #pragma once
 
 #include "base/base.h"
+#include "ctl/listen.h"
 
 /* Exit codes of the kernel, read by `seed run`. */
 #define APP_EXIT_OK 0
@@ -17,6 +18,10 @@ struct app_options {
         int secrets_fd;          /* pipe from the CLI with the secrets; -1 = none */
         const char *bridge_path; /* the seed-bridge binary built with this kernel */
         char *const *hide_paths; /* the owner's config (env files): hidden in every sandbox */
+        /* The supervisor's listening sockets (--listen-fd), served instead of
+         * binding addr, which then only names them. */
+        int listen_fds[CTL_LISTEN_MAX];
+        size_t n_listen_fds;
 };
 
 /* Runs the kernel until it is told to stop. Returns an APP_EXIT_* code. */

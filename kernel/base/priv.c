@@ -107,9 +107,11 @@ int priv_path_reachable(const char *path, uid_t uid, gid_t gid, char **ret_block
         _cleanup_free_ char *p = strdup(path);
         if (!p)
                 return -ENOMEM;
+        /* The ancestors only: the directory itself is about to be handed
+         * to uid (and is 0700 when `seed new` made it). */
         for (char *s = p;; s++) {
                 bool end = *s == 0;
-                if (*s == '/' || end) {
+                if (*s == '/') {
                         char saved = *s;
                         *s = 0;
                         struct stat st;

@@ -22,6 +22,6 @@ int priv_drop_if_root(char *const *chown_paths);
  * to uid. Never follows a symlink, never enters <path>/.seed, skips files
  * with more than one hard link. */
 int priv_chown_tree(const char *path, uid_t uid, gid_t gid);
-/* Whether a directory is reachable (search permission on every ancestor) by
- * uid/gid. Fills *ret_blocker with the first blocking ancestor (caller frees). */
+/* Whether a directory is reachable (search permission on every ancestor,
+ * not the directory itself) by uid/gid. Fills *ret_blocker with the first blocking ancestor (caller frees). */
 int priv_path_reachable(const char *path, uid_t uid, gid_t gid, char **ret_blocker);

@@ -149,7 +149,9 @@ int cli_cmd_new(int argc, char **argv) {
                 fprintf(stderr, "seed: ./%s already exists; choose another name or remove it\n", name);
                 return CLI_EXIT_FAILURE;
         }
-        if (mkdir(name, 0755) < 0) {
+        /* Only the Seed's account (and root) may enter: .git, seed.yaml and
+         * the source are nobody else's to read. */
+        if (mkdir(name, 0700) < 0) {
                 fprintf(stderr, "seed: cannot create ./%s: %s\n", name, strerror(errno));
                 return CLI_EXIT_FAILURE;
         }

@@ -7,6 +7,8 @@
 #include "base/priv.h"
 #include "base/proc.h"
 #include "cli/cli.h"
+#include "config/config.h"
+#include "ctl/listen.h"
 #include "httpc/httpc.h"
 #include "secrets/secrets.h"
 
@@ -130,25 +132,39 @@ static int load_bins(const char *seed_dir, struct kernel_bins *ret) {
         return r;
 }
 
-static int spawn_kernel(const struct cli_run_options *o, const struct kernel_bins *b, pid_t *ret_pid) {
+/* What every kernel this supervisor starts gets: the control plane's
+ * sockets (bound once, in cli_run_seed) and the address they serve. */
+struct kernel_listen {
+        struct ctl_listen sockets;
+        char *addr;
+};
+
+static int spawn_kernel(const struct cli_run_options *o, const struct kernel_bins *b, const struct kernel_listen *l,
+                        pid_t *ret_pid) {
         int p[2];
         if (pipe2(p, O_CLOEXEC) < 0)
                 return -errno;
-        char fdnum[16];
+        char fdnum[16], lfd[CTL_LISTEN_MAX][16];
+        int keep[1 + CTL_LISTEN_MAX] = {p[0]};
         snprintf(fdnum, sizeof fdnum, "%d", p[0]);
-        _cleanup_free_ char **argv = calloc(10 + 2 * strv_length(o->hide_paths), sizeof *argv);
+        _cleanup_free_ char **argv = calloc(10 + 2 * CTL_LISTEN_MAX + 2 * strv_length(o->hide_paths), sizeof *argv);
         if (!argv) {
                 close(p[0]);
                 close(p[1]);
                 return -ENOMEM;
         }
         size_t n = 0;
-        char *fixed[] = {b->kernel, "--dir", (char *)o->seed_dir, "--secrets-fd", fdnum, "--bridge", b->bridge};
+        char *fixed[] = {b->kernel, "--dir", (char *)o->seed_dir, "--secrets-fd", fdnum, "--bridge", b->bridge,
+                         "--addr", l->addr};
         for (size_t i = 0; i < ARRAY_SIZE(fixed); i++)
                 argv[n++] = fixed[i];
-        if (o->addr) {
-                argv[n++] = "--addr";
-                argv[n++] = (char *)o->addr;
+        /* The same sockets for every kernel: inherited (only by this child),
+         * so a restart never lets the port go. */
+        for (size_t i = 0; i < l->sockets.n; i++) {
+                snprintf(lfd[i], sizeof lfd[i], "%d", l->sockets.fd[i]);
+                keep[1 + i] = l->sockets.fd[i];
+                argv[n++] = "--listen-fd";
+                argv[n++] = lfd[i];
         }
         for (char *const *h = o->hide_paths; h && *h; h++) {
                 argv[n++] = "--hide";
@@ -156,13 +172,47 @@ static int spawn_kernel(const struct cli_run_options *o, const struct kernel_bin
         }
         argv[n] = NULL;
         int r = proc_spawn(&(struct proc_opts){.argv = argv, .envp = fixed_env, .cwd = o->seed_dir, .stdin_fd = -1,
-                                               .out_fd = STDERR_FILENO, .keep_fds = &p[0], .n_keep_fds = 1},
+                                               .out_fd = STDERR_FILENO, .keep_fds = keep,
+                                               .n_keep_fds = 1 + l->sockets.n},
                            ret_pid);
         close(p[0]);
         if (r == 0 && o->secrets)
                 r = secrets_write_fd(o->secrets, p[1]);
         close(p[1]);
         return r;
+}
+
+/* Binds the control plane's port once, for the supervisor's whole life:
+ * --addr or seed.yaml's server.addr, never another port when it is taken
+ * (ctl_listen_open says which address, and how to choose another). */
+static int bind_control_plane(const struct cli_run_options *o, struct kernel_listen *ret) {
+        _cleanup_(cfg_freep) struct cfg *cfg = NULL;
+        const char *addr = o->addr;
+        if (!addr) {
+                _cleanup_free_ char *path = path_join(o->seed_dir, "seed.yaml"), *err = NULL;
+                if (!path)
+                        return -ENOMEM;
+                int r = cfg_load(path, &cfg, &err);
+                if (r < 0) {
+                        fprintf(stderr, "seed: %s\n", err ? err : "cannot load seed.yaml");
+                        return r;
+                }
+                addr = cfg->server.addr;
+        }
+        _cleanup_free_ char *copy = strdup(addr);
+        if (!copy)
+                return -ENOMEM;
+        int r = ctl_listen_open(addr, &ret->sockets);
+        if (r < 0)
+                return r;
+        ret->addr = TAKE_PTR(copy);
+        return 0;
+}
+
+static void kernel_listen_done(struct kernel_listen *l) {
+        ctl_listen_close(&l->sockets);
+        free(l->addr);
+        l->addr = NULL;
 }
 
 /* Waits for the kernel to exit, forwarding a stop request. Returns its exit
@@ -196,7 +246,7 @@ static int supervise_once(const char *seed_dir, struct kernel_bins *b, pid_t pid
 }
 
 /* The supervisor: runs in its own session until the Seed is stopped. */
-static int supervise(const struct cli_run_options *o, struct kernel_bins *b) {
+static int supervise(const struct cli_run_options *o, struct kernel_bins *b, const struct kernel_listen *l) {
         sigset_t mask;
         sigemptyset(&mask);
         sigaddset(&mask, SIGTERM);
@@ -207,7 +257,7 @@ static int supervise(const struct cli_run_options *o, struct kernel_bins *b) {
         int crashes = 0;
         for (;;) {
                 pid_t pid;
-                int r = spawn_kernel(o, b, &pid);
+                int r = spawn_kernel(o, b, l, &pid);
                 if (r < 0)
                         return log_error_errno(r, "cannot start the kernel: %m");
                 log_info("kernel started (pid %d, %s)", (int)pid, b->fresh ? "new build" : "last good build");
@@ -295,6 +345,25 @@ static void announce(const struct cli_run_options *o) {
                 cli_open_in_browser(link);
 }
 
+/* The Seed's folder is its account's alone: one readable by other local
+ * users (planted before `seed new` made it 0700, or chmod-ed since) loses
+ * its group and other bits, and says so. */
+static void make_folder_private(const char *seed_dir) {
+        _cleanup_close_ int fd = open(seed_dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0 || (st.st_mode & 077) == 0)
+                return;
+        if (fchmod(fd, st.st_mode & 07700) < 0) {
+                fprintf(stderr, "seed: warning: %s is open to other local users (mode %04o) and could not be "
+                                "made private: %s; run 'chmod 700 %s'\n",
+                        seed_dir, (unsigned)(st.st_mode & 07777), strerror(errno), seed_dir);
+                return;
+        }
+        fprintf(stderr, "seed: %s was open to other local users (mode %04o); it is now 0700 (the Seed's "
+                        "account only)\n",
+                seed_dir, (unsigned)(st.st_mode & 07777));
+}
+
 int cli_run_seed(const struct cli_run_options *o) {
         _cleanup_free_ char *dot = path_join(o->seed_dir, ".seed");
         _cleanup_free_ char *logs = path_join(o->seed_dir, ".seed/logs");
@@ -303,6 +372,7 @@ int cli_run_seed(const struct cli_run_options *o) {
         int r = priv_drop_if_root(chown_paths);
         if (r < 0)
                 return CLI_EXIT_FAILURE;
+        make_folder_private(o->seed_dir);
         if (!dot || !logs || mkdir_mode(dot, 0700) < 0 || mkdir_mode(logs, 0700) < 0) {
                 fprintf(stderr, "seed: cannot create %s/.seed: %s\n", o->seed_dir, strerror(errno));
                 return CLI_EXIT_FAILURE;
@@ -321,8 +391,15 @@ int cli_run_seed(const struct cli_run_options *o) {
                 fprintf(stderr, "seed: cannot lock %s/.seed/run.lock: %s\n", o->seed_dir, strerror(-r));
                 return CLI_EXIT_FAILURE;
         }
+        /* Before the build: a taken port refuses the start at once. */
+        struct kernel_listen listen = {.sockets = CTL_LISTEN_INIT};
+        if (bind_control_plane(o, &listen) < 0) {
+                close(lock);
+                return CLI_EXIT_FAILURE;
+        }
         struct kernel_bins bins = {0};
         if (load_bins(o->seed_dir, &bins) < 0) {
+                kernel_listen_done(&listen);
                 close(lock);
                 return CLI_EXIT_FAILURE;
         }
@@ -331,6 +408,7 @@ int cli_run_seed(const struct cli_run_options *o) {
         pid_t sup = fork();
         if (sup < 0) {
                 kernel_bins_done(&bins);
+                kernel_listen_done(&listen);
                 return CLI_EXIT_FAILURE;
         }
         if (sup == 0) {
@@ -351,14 +429,16 @@ int cli_run_seed(const struct cli_run_options *o) {
                 int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
                 if (pidp)
                         (void)write_file_atomic(pidp, pid, (size_t)n, 0644);
-                int code = supervise(o, &bins);
+                int code = supervise(o, &bins, &listen);
                 if (pidp)
                         unlink(pidp);
                 kernel_bins_done(&bins);
+                kernel_listen_done(&listen);
                 _exit(code);
         }
         close(lock);
         kernel_bins_done(&bins);
+        kernel_listen_done(&listen); /* the supervisor holds them */
 
         /* While we wait, Ctrl-C stops the Seed (the supervisor forwards it). */
         sigset_t mask;
@@ -400,10 +480,13 @@ static void run_usage(FILE *f) {
               "and starts it, then prints a one-time sign-in link. Exit code 75 from the\n"
               "kernel means 'rebuild and restart'; a kernel that fails to build or dies\n"
               "within 60 s falls back to the last good kernel. A running Seed is not\n"
-              "started twice. Run as root, it switches to the unprivileged account 'seed'.\n"
+              "started twice. The port is bound once and kept across those restarts.\n"
+              "Run as root, it switches to the unprivileged account 'seed'.\n"
               "\n"
               "  --dir DIR          the Seed's folder (default: the one you are in)\n"
-              "  --addr HOST:PORT   listen here instead of seed.yaml's server.addr\n"
+              "  --addr HOST:PORT   listen here instead of seed.yaml's server.addr. A Seed\n"
+              "                     keeps its port: if it is taken, the Seed does not start\n"
+              "                     (on localhost it listens on both 127.0.0.1 and [::1])\n"
               "  -e NAME[=VALUE]    pass a secret (e.g. a model API key); without =VALUE it is\n"
               "                     taken from your environment. Secrets live only in memory.\n"
               "  --env-file FILE    pass the secrets listed in FILE (NAME=VALUE lines)\n"
@@ -476,6 +559,12 @@ int cli_cmd_run(int argc, char **argv) {
         }
         if (optind != argc) {
                 run_usage(stderr);
+                return CLI_EXIT_USAGE;
+        }
+        _cleanup_free_ char *host = NULL;
+        int port;
+        if (o.addr && cfg_split_addr(o.addr, &host, &port) < 0) {
+                fprintf(stderr, "seed: --addr '%s' is not HOST:PORT\n", o.addr);
                 return CLI_EXIT_USAGE;
         }
         _cleanup_free_ char *seed_dir = NULL;

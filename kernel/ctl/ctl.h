@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+struct ctl_listen;
 struct db;
 struct organism;
 
@@ -58,7 +59,12 @@ struct ctl_api_route {
 };
 
 struct ctl_config {
-        const char *addr;              /* "HOST:PORT"; if the port is taken the next free one (up to +20) */
+        /* "HOST:PORT", bound with ctl_listen_open() (never another port
+         * when it is taken: ctl_start fails) unless listen is set. */
+        const char *addr;
+        /* Sockets to serve instead (the supervisor's, see listen.h). Borrowed:
+         * ctl_start keeps its own duplicates. */
+        const struct ctl_listen *listen;
         char *const *allowed_hosts;    /* extra Host names from seed.yaml (borrowed) */
         /* The control plane's own origin (server.control_host, e.g.
          * "seed.localhost"): the page, the API, sign-in links and the form
@@ -109,8 +115,10 @@ struct ctl_config {
 
 struct ctl;
 
+/* Serves cfg->listen, or binds cfg->addr (ctl/listen.h: -EADDRINUSE, logged,
+ * when the port is taken on either loopback family). */
 int ctl_start(const struct ctl_config *cfg, struct ctl **ret);
-/* The port actually bound. */
+/* The port served (the same on every socket). */
 uint16_t ctl_port(const struct ctl *c);
 void ctl_stop(struct ctl *c);
 

@@ -1,13 +1,14 @@
-/* server.c — the libmicrohttpd daemon: binding,
- * limits (connection pools and head deadlines, timeouts, request heads),
- * per-request state, the Host allowlist on every request, and the split
- * between /_seed (routes.c) and the organism (proxy.c). */
+/* server.c — the libmicrohttpd daemons, one per listening socket (listen.h:
+ * a taken port is never swapped for another), limits (connection pools and
+ * head deadlines, timeouts, request heads), per-request state, the Host
+ * allowlist on every request, and the split between /_seed (routes.c) and
+ * the organism (proxy.c). */
 #include "ctl/mhd.h"
 #include "ctl/guard.h"
 #include "base/log.h"
 
 #include <arpa/inet.h>
-#include <netdb.h>
+#include <fcntl.h>
 #include <stdarg.h>
 #include <sys/socket.h>
 
@@ -16,7 +17,6 @@
  * cannot keep a sign-in link from being answered (and its cookies from being
  * expired). Pages are touched only as a head fills them. */
 #define CONNECTION_MEMORY (1024 * 1024)
-#define PORT_TRIES 21                    /* the port and the next 20 */
 
 /* Per connection: the request in flight, so a request that never reached the
  * access handler (e.g. a head too large) is still freed on close; and its id
@@ -410,89 +410,82 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_NO;
 }
 
-/* ---- binding ---- */
+/* ---- serving the listening sockets ---- */
 
-static int parse_addr(const char *addr, char **ret_host, unsigned *ret_port) {
-        const char *colon;
-        _cleanup_free_ char *host = NULL;
-        if (strempty(addr))
+/* Duplicates of the sockets to serve: the configured ones, or addr bound here. */
+static int listen_sockets(const struct ctl_config *cfg, struct ctl_listen *ret) {
+        if (!cfg->listen)
+                return ctl_listen_open(cfg->addr, ret);
+        if (cfg->listen->n == 0 || cfg->listen->n > CTL_LISTEN_MAX)
                 return -EINVAL;
-        if (addr[0] == '[') {
-                const char *end = strchr(addr, ']');
-                if (!end || end[1] != ':')
-                        return -EINVAL;
-                host = strndup(addr + 1, (size_t)(end - addr - 1));
-                colon = end + 1;
-        } else {
-                colon = strrchr(addr, ':');
-                if (!colon)
-                        return -EINVAL;
-                host = strndup(addr, (size_t)(colon - addr));
+        struct ctl_listen l = CTL_LISTEN_INIT;
+        for (size_t i = 0; i < cfg->listen->n; i++) {
+                int fd = fcntl(cfg->listen->fd[i], F_DUPFD_CLOEXEC, 3);
+                if (fd < 0) {
+                        int r = -errno;
+                        ctl_listen_close(&l);
+                        return log_error_errno(r, "cannot duplicate the listening socket: %m");
+                }
+                l.fd[l.n++] = fd;
         }
-        if (!host)
-                return -ENOMEM;
-        char *end = NULL;
-        errno = 0;
-        unsigned long port = strtoul(colon + 1, &end, 10);
-        if (errno || end == colon + 1 || *end || port > 65535)
-                return -EINVAL;
-        *ret_host = TAKE_PTR(host);
-        *ret_port = (unsigned)port;
+        l.port = cfg->listen->port;
+        *ret = l;
         return 0;
 }
 
-static int bind_listen(const char *addr, int *ret_fd, uint16_t *ret_port, bool *ret_v6) {
-        _cleanup_free_ char *host = NULL;
-        unsigned port;
-        int r = parse_addr(addr, &host, &port);
-        if (r < 0)
-                return log_error_errno(r, "server.addr '%s' is not HOST:PORT", addr);
-        struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_NUMERICSERV}, *ai = NULL;
-        int g = getaddrinfo(streq(host, "localhost") ? "127.0.0.1" : host, "0", &hints, &ai);
-        if (g != 0)
-                return log_error_errno(-EADDRNOTAVAIL, "cannot use '%s' to listen on: %s", host,
-                                       gai_strerror(g));
-        struct sockaddr_storage ss;
-        socklen_t sl = ai->ai_addrlen;
-        memcpy(&ss, ai->ai_addr, sl);
-        freeaddrinfo(ai);
+static int socket_family(int fd) {
+        int v = 0;
+        socklen_t vl = sizeof v;
+        return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &vl) < 0 ? -errno : v;
+}
 
-        unsigned tries = port == 0 ? 1 : PORT_TRIES;
-        r = -EADDRINUSE;
-        for (unsigned i = 0; i < tries && port + i <= 65535; i++) {
-                uint16_t p = (uint16_t)(port + i);
-                if (ss.ss_family == AF_INET6)
-                        ((struct sockaddr_in6 *)&ss)->sin6_port = htons(p);
-                else
-                        ((struct sockaddr_in *)&ss)->sin_port = htons(p);
-                _cleanup_close_ int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-                if (fd < 0)
-                        return log_error_errno(-errno, "socket: %m");
-                int one = 1;
-                (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-                if (ss.ss_family == AF_INET6)
-                        (void)setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
-                if (bind(fd, (struct sockaddr *)&ss, sl) < 0) {
-                        r = -errno;
-                        if (r == -EADDRINUSE)
-                                continue;
-                        return log_error_errno(r, "cannot listen on %s: %m", addr);
+/* One daemon on fd, which it owns from here (on failure too). */
+static struct MHD_Daemon *start_daemon(struct ctl *c, int fd) {
+        /* MHD_USE_ITC: stopping wakes the listening thread through a pipe,
+         * not by shutting the listening socket down, which would also end
+         * the supervisor's copy of it (and so free the port). */
+        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                         MHD_USE_ERROR_LOG | MHD_USE_ITC | (socket_family(fd) == AF_INET6 ? MHD_USE_IPv6 : 0);
+        struct MHD_Daemon *d = MHD_start_daemon(
+                flags, 0, on_accept, c, on_request, c,
+                MHD_OPTION_LISTEN_SOCKET, fd,
+                MHD_OPTION_CONNECTION_LIMIT, c->connection_limit,
+                MHD_OPTION_CONNECTION_TIMEOUT, CTL_HEAD_TIMEOUT_S,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+                MHD_OPTION_URI_LOG_CALLBACK, on_uri, c,
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, c,
+                MHD_OPTION_NOTIFY_CONNECTION, on_connection, c,
+                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, c,
+                MHD_OPTION_END);
+        if (!d)
+                close(fd);
+        return d;
+}
+
+/* Stops accepting first, so the daemon hands the socket back instead of
+ * shutting it down, then closes only our descriptor of it. */
+static void stop_daemon(struct MHD_Daemon *d) {
+        MHD_socket fd = MHD_quiesce_daemon(d);
+        MHD_stop_daemon(d);
+        if (fd != MHD_INVALID_SOCKET)
+                close(fd);
+}
+
+static int start_daemons(struct ctl *c, const struct ctl_config *cfg) {
+        struct ctl_listen l = CTL_LISTEN_INIT;
+        int r = listen_sockets(cfg, &l);
+        if (r < 0)
+                return r;
+        c->port = l.port;
+        for (size_t i = 0; i < l.n; i++) {
+                c->daemon[i] = start_daemon(c, TAKE_FD(l.fd[i]));
+                if (!c->daemon[i]) {
+                        ctl_listen_close(&l); /* the ones not handed over yet */
+                        return log_error_errno(-EIO, "could not start the HTTP server");
                 }
-                if (listen(fd, 128) < 0)
-                        return log_error_errno(-errno, "listen: %m");
-                struct sockaddr_storage bound;
-                socklen_t bl = sizeof bound;
-                if (getsockname(fd, (struct sockaddr *)&bound, &bl) < 0)
-                        return -errno;
-                *ret_port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                                              : ((struct sockaddr_in *)&bound)->sin_port);
-                *ret_v6 = ss.ss_family == AF_INET6;
-                if (i > 0)
-                        log_info("port %u is taken; using %u", port, *ret_port);
-                *ret_fd = TAKE_FD(fd);
-                return 0;
+                c->n_daemons = i + 1;
         }
-        return log_error_errno(r, "cannot listen on %s or the next %u ports: %m", addr, tries - 1);
+        return 0;
 }
 
 /* ---- the head deadlines ---- */
@@ -692,38 +685,16 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
                 return r;
         }
 
-        int fd = -1;
-        bool v6 = false;
-        r = bind_listen(cfg->addr, &fd, &c->port, &v6);
-        if (r < 0) {
-                ctl_free(c);
-                return r;
-        }
-        r = reaper_start(c);
-        if (r < 0) {
-                close(fd);
+        if ((r = reaper_start(c)) < 0) {
                 ctl_free(c);
                 return log_error_errno(r, "could not start the connection reaper: %m");
         }
-        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                         MHD_USE_POLL | MHD_USE_ERROR_LOG | (v6 ? MHD_USE_IPv6 : 0);
-        c->daemon = MHD_start_daemon(
-                flags, 0, on_accept, c, on_request, c,
-                MHD_OPTION_LISTEN_SOCKET, fd,
-                MHD_OPTION_CONNECTION_LIMIT, c->connection_limit,
-                MHD_OPTION_CONNECTION_TIMEOUT, CTL_HEAD_TIMEOUT_S,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-                MHD_OPTION_URI_LOG_CALLBACK, on_uri, c,
-                MHD_OPTION_NOTIFY_COMPLETED, on_completed, c,
-                MHD_OPTION_NOTIFY_CONNECTION, on_connection, c,
-                MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, c,
-                MHD_OPTION_END);
-        if (!c->daemon) {
-                close(fd);
-                ctl_free(c);
-                return log_error_errno(-EIO, "could not start the HTTP server");
+        if ((r = start_daemons(c, cfg)) < 0) {
+                ctl_stop(c);
+                return r;
         }
-        log_info("control plane listening on port %u", c->port);
+        log_info("control plane listening on port %u%s", c->port,
+                 c->n_daemons > 1 ? " of 127.0.0.1 and [::1]" : "");
         *ret = c;
         return 0;
 }
@@ -741,7 +712,7 @@ void ctl_stop(struct ctl *c) {
                 if (c->upstream[i] >= 0)
                         shutdown(c->upstream[i], SHUT_RDWR);
         pthread_mutex_unlock(&c->lock);
-        if (c->daemon)
-                MHD_stop_daemon(c->daemon);
+        for (size_t i = 0; i < c->n_daemons; i++)
+                stop_daemon(c->daemon[i]);
         ctl_free(c);
 }

@@ -8,6 +8,7 @@
 #include "ctl/conns.h"
 #include "ctl/http.h"
 #include "ctl/limit.h"
+#include "ctl/listen.h"
 #include "ctl/owner.h"
 #include "ctl/proxy-policy.h"
 
@@ -63,7 +64,11 @@ struct ctl {
         unsigned reaper_cuts;
         int64_t reaper_logged_ms;
 
-        struct MHD_Daemon *daemon;
+        /* One daemon per listening socket (127.0.0.1 and [::1] for a
+         * loopback address), all sharing this state and its callbacks. Each
+         * has connection_limit on its own. */
+        struct MHD_Daemon *daemon[CTL_LISTEN_MAX];
+        size_t n_daemons;
         uint16_t port;
 
         /* At most connection_limit connections (one thread each); at most

@@ -22,6 +22,7 @@
 #include "base/log.h"
 #include "base/priv.h"
 #include "ctl/ctl.h"
+#include "ctl/listen.h"
 #include "db/db.h"
 #include "pg/pg.h"
 
@@ -598,22 +599,122 @@ static void test_start_and_healthz(void **state) {
         resp_done(&r);
 }
 
-static void test_port_taken_uses_next(void **state) {
-        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-        socklen_t sl = sizeof sa;
-        assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof sa), 0);
-        assert_int_equal(listen(fd, 1), 0);
-        assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
-        unsigned taken = ntohs(sa.sin_port);
-        char addr[64];
-        snprintf(addr, sizeof addr, "127.0.0.1:%u", taken);
-        struct ctl_config cfg = ctl_cfg(addr);
+/* A listening socket of ours on family's loopback (port 0: any). */
+static int listen_loopback(int family, uint16_t port, uint16_t *ret_port) {
+        int fd = socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        /* Past other programs' connections using the port locally; a listener
+         * still refuses us. */
+        int reuse = 1;
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &reuse, sizeof reuse);
+        struct sockaddr_storage ss = {.ss_family = (sa_family_t)family};
+        socklen_t sl;
+        if (family == AF_INET6) {
+                int one = 1;
+                setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+                ((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
+                ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+                sl = sizeof(struct sockaddr_in6);
+        } else {
+                ((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                ((struct sockaddr_in *)&ss)->sin_port = htons(port);
+                sl = sizeof(struct sockaddr_in);
+        }
+        if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || listen(fd, 1) < 0) {
+                close(fd);
+                return -errno;
+        }
+        assert_int_equal(getsockname(fd, (struct sockaddr *)&ss, &sl), 0);
+        *ret_port = ntohs(family == AF_INET6 ? ((struct sockaddr_in6 *)&ss)->sin6_port
+                                             : ((struct sockaddr_in *)&ss)->sin_port);
+        return fd;
+}
+
+static int healthz_status(int family, uint16_t port) {
+        int fd = connect_tcp(family, port);
+        if (fd < 0)
+                return fd;
+        char req[256];
+        snprintf(req, sizeof req, "GET /_seed/healthz HTTP/1.1\r\nHost: %s:%u\r\nConnection: close\r\n\r\n",
+                 family == AF_INET6 ? "[::1]" : "127.0.0.1", port);
+        send_all(fd, req, strlen(req));
+        struct resp r;
+        read_response(fd, &r);
+        close(fd);
+        int st = r.status;
+        resp_done(&r);
+        return st;
+}
+
+/* A Seed keeps its port: taken on either loopback family, the start fails
+ * (no next free port, which another account could be waiting for). */
+static void test_port_taken_refuses(void **state) {
+        static const int families[] = {AF_INET, AF_INET6};
+        for (size_t i = 0; i < ARRAY_SIZE(families); i++) {
+                uint16_t taken = 0;
+                int fd = listen_loopback(families[i], 0, &taken);
+                if (fd < 0 && families[i] == AF_INET6)
+                        continue; /* no IPv6 loopback here */
+                assert_true(fd >= 0);
+                char addr[64];
+                snprintf(addr, sizeof addr, "127.0.0.1:%u", taken);
+                struct ctl_config cfg = ctl_cfg(addr);
+                struct ctl *c = NULL;
+                assert_int_equal(ctl_start(&cfg, &c), -EADDRINUSE);
+                assert_null(c);
+                /* and nothing of ours is left on the other family */
+                uint16_t again = 0;
+                int other = listen_loopback(families[i] == AF_INET ? AF_INET6 : AF_INET, taken, &again);
+                assert_true(other >= 0 || families[i] == AF_INET);
+                if (other >= 0)
+                        close(other);
+                close(fd);
+        }
+}
+
+/* 127.0.0.1 is served on [::1] too, with the same port (browsers try
+ * [::1] first for localhost names); port 0 picks one free on both. */
+static void test_loopback_serves_both_families(void **state) {
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
         struct ctl *c = NULL;
         assert_int_equal(ctl_start(&cfg, &c), 0);
-        assert_true(ctl_port(c) > taken && ctl_port(c) <= taken + 20);
+        uint16_t port = ctl_port(c);
+        assert_int_equal(healthz_status(AF_INET, port), 200);
+        uint16_t p6 = 0;
+        int probe = listen_loopback(AF_INET6, 0, &p6);
+        if (probe >= 0) { /* the host has IPv6 loopback */
+                close(probe);
+                assert_int_equal(healthz_status(AF_INET6, port), 200);
+        }
         ctl_stop(c);
-        close(fd);
+        assert_true(healthz_status(AF_INET, port) < 0);
+}
+
+/* Served from sockets the supervisor bound (ctl_config.listen): stopping
+ * hands them back untouched, so the supervisor's copies keep the port. */
+static void test_given_sockets_outlive_ctl(void **state) {
+        struct ctl_listen l = CTL_LISTEN_INIT;
+        assert_int_equal(ctl_listen_open("127.0.0.1:0", &l), 0);
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:1");
+        cfg.listen = &l;
+        for (int round = 0; round < 2; round++) {
+                struct ctl *c = NULL;
+                assert_int_equal(ctl_start(&cfg, &c), 0);
+                assert_int_equal(ctl_port(c), l.port);
+                for (size_t i = 0; i < l.n; i++)
+                        assert_int_equal(healthz_status(i == 0 ? AF_INET : AF_INET6, l.port), 200);
+                ctl_stop(c);
+                /* still listening (queued until the next kernel), and nobody else can bind */
+                for (size_t i = 0; i < l.n; i++) {
+                        int v = 0;
+                        socklen_t vl = sizeof v;
+                        assert_int_equal(getsockopt(l.fd[i], SOL_SOCKET, SO_ACCEPTCONN, &v, &vl), 0);
+                        assert_int_equal(v, 1);
+                        uint16_t got = 0;
+                        assert_int_equal(listen_loopback(i == 0 ? AF_INET : AF_INET6, l.port, &got), -EADDRINUSE);
+                }
+        }
+        ctl_listen_close(&l);
 }
 
 static void test_ipv6(void **state) {
@@ -2444,7 +2545,9 @@ int main(void) {
                 cmocka_set_test_filter(getenv("CTL_TEST_FILTER"));
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_start_and_healthz),
-                cmocka_unit_test(test_port_taken_uses_next),
+                cmocka_unit_test(test_port_taken_refuses),
+                cmocka_unit_test(test_loopback_serves_both_families),
+                cmocka_unit_test(test_given_sockets_outlive_ctl),
                 cmocka_unit_test(test_ipv6),
                 cmocka_unit_test(test_forged_host),
                 cmocka_unit_test(test_link_sign_in),

@@ -15,6 +15,7 @@
 #include "ctl/guard.h"
 #include "ctl/http.h"
 #include "ctl/limit.h"
+#include "ctl/listen.h"
 #include "ctl/logo.h"
 #include "ctl/owner.h"
 #include "ctl/pages.h"
@@ -1706,6 +1707,104 @@ static void test_logo_read(void **state) {
         assert_int_equal(rm_rf(other), 0);
 }
 
+/* ---- listening sockets handed over by the supervisor ---- */
+
+static int tcp_socket(int family, bool do_listen, uint16_t port) {
+        int fd = socket(family, SOCK_STREAM, 0); /* no O_CLOEXEC: as inherited */
+        assert_true(fd >= 0);
+        struct sockaddr_storage ss = {.ss_family = (sa_family_t)family};
+        socklen_t sl = sizeof(struct sockaddr_in);
+        if (family == AF_INET6) {
+                int one = 1;
+                setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+                ((struct sockaddr_in6 *)&ss)->sin6_addr = in6addr_loopback;
+                ((struct sockaddr_in6 *)&ss)->sin6_port = htons(port);
+                sl = sizeof(struct sockaddr_in6);
+        } else {
+                ((struct sockaddr_in *)&ss)->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+                ((struct sockaddr_in *)&ss)->sin_port = htons(port);
+        }
+        if (bind(fd, (struct sockaddr *)&ss, sl) < 0 || (do_listen && listen(fd, 1) < 0)) {
+                close(fd);
+                return -errno;
+        }
+        return fd;
+}
+
+static void test_listen_adopt_takes_only_listening_tcp(void **state) {
+        struct ctl_listen l = CTL_LISTEN_INIT;
+        int bound = tcp_socket(AF_INET, false, 0);
+        int udp = socket(AF_INET, SOCK_DGRAM, 0);
+        int unix_listening = socket(AF_UNIX, SOCK_STREAM, 0);
+        int pipefd[2];
+        assert_int_equal(pipe(pipefd), 0);
+        struct sockaddr_un un = {.sun_family = AF_UNIX}; /* autobind: an abstract name */
+        assert_int_equal(bind(unix_listening, (struct sockaddr *)&un, sizeof(sa_family_t)), 0);
+        assert_int_equal(listen(unix_listening, 1), 0);
+        assert_int_equal(ctl_listen_adopt(&l, bound), -EINVAL);          /* not listening */
+        assert_int_equal(ctl_listen_adopt(&l, udp), -EINVAL);            /* not TCP */
+        assert_int_equal(ctl_listen_adopt(&l, unix_listening), -EINVAL); /* not IP */
+        assert_int_equal(ctl_listen_adopt(&l, pipefd[0]), -ENOTSOCK);
+        assert_int_equal(ctl_listen_adopt(&l, 1000), -EBADF);
+        assert_int_equal(l.n, 0);
+
+        int v4 = tcp_socket(AF_INET, true, 0);
+        assert_int_equal(ctl_listen_adopt(&l, v4), 0);
+        assert_int_equal(l.n, 1);
+        assert_true(l.port > 0);
+        assert_true(fcntl(v4, F_GETFD) & FD_CLOEXEC); /* nothing the kernel starts gets it */
+        assert_true(fcntl(v4, F_GETFL) & O_NONBLOCK);
+        assert_int_equal(ctl_listen_adopt(&l, v4), -EINVAL);              /* twice */
+        int v4b = tcp_socket(AF_INET, true, 0);
+        assert_int_equal(ctl_listen_adopt(&l, v4b), -EINVAL);             /* another port, same family */
+        int v6 = tcp_socket(AF_INET6, true, l.port);
+        if (v6 >= 0) {
+                assert_int_equal(ctl_listen_adopt(&l, v6), 0);
+                assert_int_equal(l.n, 2);
+                int v6b = tcp_socket(AF_INET6, true, 0);
+                assert_int_equal(ctl_listen_adopt(&l, v6b), -E2BIG);
+                close(v6b);
+        }
+        ctl_listen_close(&l);
+        assert_int_equal(l.n, 0);
+        assert_true(fcntl(v4, F_GETFD) < 0); /* closed with l */
+        close(v4b);
+        close(bound);
+        close(udp);
+        close(unix_listening);
+        close(pipefd[0]);
+        close(pipefd[1]);
+}
+
+static void test_listen_open(void **state) {
+        static const char *const bad[] = {"", "127.0.0.1", "[::1", "[::1]8080", "127.0.0.1:x", "127.0.0.1:70000"};
+        struct ctl_listen l = CTL_LISTEN_INIT;
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                assert_int_equal(ctl_listen_open(bad[i], &l), -EINVAL);
+        assert_true(ctl_listen_is_loopback("localhost") && ctl_listen_is_loopback("::1") &&
+                    ctl_listen_is_loopback("127.0.0.1"));
+        assert_false(ctl_listen_is_loopback("0.0.0.0") || ctl_listen_is_loopback("127.0.0.2") ||
+                     ctl_listen_is_loopback("localhost.evil.com"));
+        /* localhost: both families on one port (one when the host has no IPv6) */
+        assert_int_equal(ctl_listen_open("localhost:0", &l), 0);
+        assert_true(l.n >= 1 && l.port > 0);
+        int probe = tcp_socket(AF_INET6, true, 0);
+        if (probe >= 0) {
+                close(probe);
+                assert_int_equal(l.n, 2);
+        }
+        struct ctl_listen again = CTL_LISTEN_INIT;
+        char addr[32];
+        snprintf(addr, sizeof addr, "127.0.0.1:%u", l.port);
+        assert_int_equal(ctl_listen_open(addr, &again), -EADDRINUSE); /* never the next port */
+        assert_int_equal(again.n, 0);
+        ctl_listen_close(&l);
+        /* not loopback: exactly the address given */
+        assert_int_equal(ctl_listen_open("0.0.0.0:0", &l), 0);
+        assert_int_equal(l.n, 1);
+        ctl_listen_close(&l);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_host_allowed_defaults),
@@ -1760,6 +1859,8 @@ int main(void) {
                 cmocka_unit_test(test_conns_keep_alive_mix),
                 cmocka_unit_test(test_conns_head_deadline),
                 cmocka_unit_test(test_logo_read),
+                cmocka_unit_test(test_listen_adopt_takes_only_listening_tcp),
+                cmocka_unit_test(test_listen_open),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

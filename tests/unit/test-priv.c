@@ -92,6 +92,9 @@ static void test_reachable(void **state) {
         assert_string_equal(blocker, tmpl);
         assert_int_equal(chmod(tmpl, 0755), 0);
         assert_int_equal(priv_path_reachable(inner, me + 1, OTHER_GID, NULL), 1);
+        /* The directory itself is not asked: a Seed's folder is 0700 until handed over. */
+        assert_int_equal(chmod(inner, 0700), 0);
+        assert_int_equal(priv_path_reachable(inner, me + 1, OTHER_GID, NULL), 1);
         rm_rf(tmpl);
 }
 
