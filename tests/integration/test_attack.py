@@ -937,7 +937,8 @@ def a_head_trickled_byte_by_byte_is_cut_at_its_deadline(c):
             select.select([s], [], [], 0.5)
         took = time.monotonic() - t0
         assert closed_by_server(s), f'a head trickled for {took:.1f} s was never cut'
-        assert HEAD_TIMEOUT_S - 0.5 <= took <= HEAD_TIMEOUT_S + 2.5, f'cut after {took:.1f} s'
+        # Not before the deadline; the upper bound only says it was cut, with room for a loaded machine.
+        assert HEAD_TIMEOUT_S - 0.5 <= took <= HEAD_TIMEOUT_S + 15, f'cut after {took:.1f} s'
     finally:
         s.close()
 
