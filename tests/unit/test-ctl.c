@@ -1096,6 +1096,21 @@ static void test_limiter_success_and_links(void **state) {
         ctl_limiter_free(l);
 }
 
+/* Bad links from a client that is limited already add nothing overall: a
+ * thousand of them from one address do not lock every address out. */
+static void test_limiter_limited_client_adds_nothing_overall(void **state) {
+        struct ctl_limiter *l = NULL;
+        assert_int_equal(ctl_limiter_new(&ctl_limits_default, &l), 0);
+        struct ctl_client a = client_of("192.0.2.1"), b = client_of("192.0.2.2");
+        for (int i = 0; i < 3 * CTL_FAIL_OVERALL; i++)
+                assert_int_equal(ctl_limiter_fail(l, &a, 1000 + i),
+                                 i < CTL_FAIL_PER_CLIENT - 1 ? CTL_LIMIT_NONE : CTL_LIMIT_CLIENT);
+        assert_int_equal(ctl_limiter_state(l, &b, 5000), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_begin(l, &b, 5000), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_end(l, &b, true, 5000), CTL_LIMIT_NONE);
+        ctl_limiter_free(l);
+}
+
 static void test_limiter_parallel_attempts(void **state) {
         struct ctl_limiter *l = NULL;
         assert_int_equal(ctl_limiter_new(&ctl_limits_default, &l), 0);
@@ -1542,6 +1557,7 @@ int main(void) {
                 cmocka_unit_test(test_limiter_per_client),
                 cmocka_unit_test(test_limiter_success_and_links),
                 cmocka_unit_test(test_limiter_parallel_attempts),
+                cmocka_unit_test(test_limiter_limited_client_adds_nothing_overall),
                 cmocka_unit_test(test_limiter_overall),
                 cmocka_unit_test(test_limiter_eviction),
                 cmocka_unit_test(test_limiter_all_slots_busy),
