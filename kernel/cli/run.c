@@ -310,8 +310,14 @@ static void detach_output(const char *seed_dir, int lock) {
                 rotlog_free(l);
                 return;
         }
-        pid_t pump = fork();
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        pid_t pump = devnull >= 0 ? fork() : -1;
         if (pump == 0) {
+                /* Not the caller's terminal or pipes: `seed run --detach`
+                 * must not wait for this process to close them. */
+                dup2(devnull, STDIN_FILENO);
+                dup2(devnull, STDOUT_FILENO);
+                dup2(devnull, STDERR_FILENO);
                 close(fds[1]);
                 close(lock);
                 signal(SIGTERM, SIG_IGN); /* drain to the end: it ends with the writers */
@@ -323,8 +329,7 @@ static void detach_output(const char *seed_dir, int lock) {
         }
         rotlog_free(l);
         close(fds[0]);
-        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-        if (pump > 0 && devnull >= 0) {
+        if (pump > 0) {
                 dup2(devnull, STDIN_FILENO);
                 dup2(fds[1], STDOUT_FILENO);
                 dup2(fds[1], STDERR_FILENO);

@@ -70,8 +70,10 @@ async function httpJson(url, init) {
 // A planted, running Seed. With scripted: true its model is the scripted
 // server (provider openai-compatible), loaded with script().
 class TestSeed {
-  // secrets: {NAME: value} passed at start with -e NAME=VALUE.
-  static async start(name, { scripted = false, secrets = {} } = {}) {
+  // secrets: {NAME: value} passed at start with -e NAME=VALUE. organism:
+  // {path under organism/: content} committed into the planted Seed before
+  // its first start (then sign in with login()).
+  static async start(name, { scripted = false, secrets = {}, organism = null } = {}) {
     const s = new TestSeed();
     s.tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'seed-browser-'));
     fs.chmodSync(s.tmp, 0o755); // the unprivileged account must reach it when we are root
@@ -81,9 +83,10 @@ class TestSeed {
     s.base = `http://127.0.0.1:${s.port}`;
     const addr = `127.0.0.1:${s.port}`;
     const env = Object.entries(secrets).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
-    if (scripted) {
+    if (scripted || organism) {
       seed(s.tmp, 'new', name, '--no-run', '--addr', addr);
-      s.pointAtModel();
+      if (scripted) s.pointAtModel();
+      if (organism) s.plantOrganism(organism);
       seed(s.dir, 'run', '--detach', '--addr', addr, ...env);
     } else {
       const out = seed(s.tmp, 'new', name, '--addr', addr, ...env);
@@ -105,6 +108,19 @@ class TestSeed {
       { timeout: 30000, what: 'the model server port' });
     this.modelBase = `http://127.0.0.1:${port}`;
     await waitUntil(async () => (await fetch(this.modelBase + '/_health')).ok, { timeout: 30000, what: 'the model server' });
+  }
+
+  // Writes organism files and commits them, as if an evolution had.
+  plantOrganism(files) {
+    for (const [rel, content] of Object.entries(files)) {
+      const p = path.join(this.dir, 'organism', rel);
+      fs.mkdirSync(path.dirname(p), { recursive: true });
+      fs.writeFileSync(p, content, { mode: 0o755 });
+    }
+    const git = (...args) => execFileSync('git', ['-c', 'safe.directory=*', '-c', 'user.name=Seed test',
+      '-c', 'user.email=test@localhost', '-C', this.dir, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    git('add', 'organism');
+    git('commit', '-q', '-m', 'test: a planted organism');
   }
 
   pointAtModel() {
