@@ -79,14 +79,16 @@
   // again within a minute, something else is wrong, and reloading again
   // would only loop; the owner is told instead.
   const RELOAD_KEY = 'seed-reloaded-on-401';
+  let reloadGaveUp = false; // this page never reloads on a 401 again
   function signedOut() {
     const last = Number(sessionStorage.getItem(RELOAD_KEY)) || 0;
     const now = Date.now();
-    if (!(now - last >= 0 && now - last < 60000)) {
+    if (!reloadGaveUp && !(now - last >= 0 && now - last < 60000)) {
       sessionStorage.setItem(RELOAD_KEY, String(now));
       window.location.reload();
       return;
     }
+    reloadGaveUp = true;
     showError($('global-error'), new ApiError(401, 'The kernel refused this page\'s calls (401) again right after ' +
       'a reload, so the page is not reloading again. Reload it yourself to sign in again.'));
   }

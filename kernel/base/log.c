@@ -188,7 +188,11 @@ struct log_limiter {
         pthread_mutex_t lock;
         int64_t interval_ms;
         struct log_limit_slot slots[LOG_LIMIT_KEYS];
-        struct log_limit_slot others; /* stands for everything past the table */
+        /* Past the table: one slot per reason (any key), so a flood of one
+         * reason from many clients does not silence the others; then one
+         * for everything. */
+        struct log_limit_slot reasons[LOG_LIMIT_REASONS];
+        struct log_limit_slot others;
 };
 
 int log_limiter_new(int64_t interval_ms, struct log_limiter **ret) {
@@ -214,24 +218,32 @@ static bool slot_is(const struct log_limit_slot *s, const char *reason, const ch
         return s->reason && streq(s->reason, reason) && strncmp(s->key, key, LOG_LIMIT_KEY_MAX - 1) == 0;
 }
 
-/* The slot for (reason, key): its own, else a free one or one whose
- * interval is over (the oldest), else the shared one. */
-static struct log_limit_slot *slot_find(struct log_limiter *l, const char *reason, const char *key,
-                                        int64_t now) {
+/* In v[0..n): the slot for (reason, key), else a free one or one whose
+ * interval is over (the oldest), claimed; NULL when all are busy. */
+static struct log_limit_slot *slot_pick(struct log_limit_slot *v, size_t n, int64_t interval, const char *reason,
+                                        const char *key, int64_t now) {
         struct log_limit_slot *spare = NULL;
-        for (size_t i = 0; i < LOG_LIMIT_KEYS; i++) {
-                struct log_limit_slot *s = &l->slots[i];
+        for (size_t i = 0; i < n; i++) {
+                struct log_limit_slot *s = &v[i];
                 if (slot_is(s, reason, key))
                         return s;
-                bool over = !s->reason || !s->open || now - s->start >= l->interval_ms;
+                bool over = !s->reason || !s->open || now - s->start >= interval;
                 if (over && (!spare || (spare->reason && (!s->reason || s->start < spare->start))))
                         spare = s;
         }
-        if (!spare)
-                return &l->others;
-        *spare = (struct log_limit_slot){.reason = reason};
-        snprintf(spare->key, sizeof spare->key, "%s", key);
+        if (spare) {
+                *spare = (struct log_limit_slot){.reason = reason};
+                snprintf(spare->key, sizeof spare->key, "%s", key);
+        }
         return spare;
+}
+
+static struct log_limit_slot *slot_find(struct log_limiter *l, const char *reason, const char *key,
+                                        int64_t now) {
+        struct log_limit_slot *s = slot_pick(l->slots, LOG_LIMIT_KEYS, l->interval_ms, reason, key, now);
+        if (!s)
+                s = slot_pick(l->reasons, LOG_LIMIT_REASONS, l->interval_ms, reason, "*", now);
+        return s ? s : &l->others;
 }
 
 bool log_limiter_admit(struct log_limiter *l, const char *reason, const char *key, int64_t now,

@@ -28,11 +28,14 @@ void log_msg(enum log_level l, int err, const char *fmt, ...) _printf_(3, 4);
  * (the client) per LOG_LIMIT_INTERVAL_MS; the others are counted, and the
  * count is added to the next line logged for that reason and key. At most
  * LOG_LIMIT_KEYS reasons and keys are tracked at once; past that, one line
- * per interval stands for all the others. So a flood writes a bounded
+ * per reason and interval stands for all its other keys (for at most
+ * LOG_LIMIT_REASONS reasons; then one line for everything). A count kept
+ * for a key that is pushed out of the table is lost. So a flood writes a bounded
  * number of lines however long it lasts, and cannot rotate history out of
  * the log. fmt is the reason: pass a literal. */
 #define LOG_LIMIT_INTERVAL_MS (60 * 1000LL)
 #define LOG_LIMIT_KEYS 64
+#define LOG_LIMIT_REASONS 32
 void log_limited(enum log_level l, const char *key, const char *fmt, ...) _printf_(3, 4);
 
 /* The decision behind log_limited, as data (tests use their own clock). */

@@ -885,6 +885,18 @@ static void test_log_limiter_bounded_keys(void **state) {
         }
         /* Within one interval: a line per tracked key, one for the rest. */
         assert_int_equal(lines, LOG_LIMIT_KEYS + 1);
+        /* Another reason still gets its line, even from yet another key. */
+        assert_true(log_limiter_admit(l, "the overall limit %s", "", 1500, &n));
+        assert_false(log_limiter_admit(l, "the overall limit %s", "", 1501, &n));
+        /* Past every per-reason slot too: one line for all the rest. */
+        char reason[LOG_LIMIT_REASONS + 8][16];
+        lines = 0;
+        for (int i = 0; i < LOG_LIMIT_REASONS + 8; i++) {
+                snprintf(reason[i], sizeof reason[i], "reason %d", i);
+                lines += log_limiter_admit(l, reason[i], "x", 1600, &n);
+                lines += log_limiter_admit(l, reason[i], "y", 1600, &n);
+        }
+        assert_int_equal(lines, LOG_LIMIT_REASONS - 2 + 1);
         log_limiter_free(l);
 }
 
