@@ -66,15 +66,31 @@
     } catch (e) {
       data = null;
     }
-    if (res.status === 401) {
-      // Signed out (here or elsewhere) or the session expired: show the private page.
-      window.location.reload();
-    }
+    if (res.status === 401) signedOut();
     if (!res.ok) {
       throw new ApiError(res.status, (data && typeof data.error === 'string' && data.error) ||
         res.status + ' ' + res.statusText);
     }
     return data;
+  }
+
+  // A 401: signed out (here or elsewhere) or the session expired, so
+  // reloading shows the private page. Once: if the reloaded page is refused
+  // again within a minute, something else is wrong, and reloading again
+  // would only loop; the owner is told instead.
+  const RELOAD_KEY = 'seed-reloaded-on-401';
+  let reloadGaveUp = false; // this page never reloads on a 401 again
+  function signedOut() {
+    const last = Number(sessionStorage.getItem(RELOAD_KEY)) || 0;
+    const now = Date.now();
+    if (!reloadGaveUp && !(now - last >= 0 && now - last < 60000)) {
+      sessionStorage.setItem(RELOAD_KEY, String(now));
+      window.location.reload();
+      return;
+    }
+    reloadGaveUp = true;
+    showError($('global-error'), new ApiError(401, 'The kernel refused this page\'s calls (401) again right after ' +
+      'a reload, so the page is not reloading again. Reload it yourself to sign in again.'));
   }
 
   function debounce(fn, ms) {
@@ -495,6 +511,7 @@
     setSending(true);
     state.pendingText = text;
     ta.value = '';
+    $('composer-ask').hidden = true;
     renderMessages();
     try {
       const res = await api('POST', 'messages', { text });
@@ -981,18 +998,36 @@
     settings: { show: () => { renderIdentityFacts(); renderStatus(); refreshSessions(); refreshUsage(); refreshConfig(); } },
   };
 
+  // The path an #ask= fragment names, or null: "/" then URL path
+  // characters only (no spaces, newlines or other controls), at most
+  // ASK_PATH_MAX of them once decoded.
+  const ASK_PATH_MAX = 200;
+  function askPath(raw) {
+    let path;
+    try {
+      path = decodeURIComponent(raw);
+    } catch (e) {
+      return null;
+    }
+    return path.length <= ASK_PATH_MAX && /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@%\/]*$/.test(path) ? path : null;
+  }
+
   function parseHash() {
     let hash = window.location.hash.slice(1);
     if (hash.startsWith('ask=')) {
-      // The owner's badge on an organism page opens /_seed/#ask=… : the text
-      // only fills the composer; nothing is sent until the owner presses Send.
-      let text = '';
-      try {
-        text = decodeURIComponent(hash.slice(4));
-      } catch (e) {
-        text = '';
+      // The owner's badge on an organism page opens /_seed/#ask=<path>. A
+      // page can forge that link, so it carries only the page's path: the
+      // composer gets one short visible line, nothing is sent until the
+      // owner presses Send, and anything else is dropped (and said so).
+      const path = askPath(hash.slice(4));
+      const note = $('composer-ask');
+      if (path) {
+        $('composer-text').value = 'On the page ' + path + ': ';
+        note.textContent = 'Filled in from a link on the page ' + path + '. Nothing is sent until you press Send.';
+      } else {
+        note.textContent = 'A link tried to fill in a message here that was not a page path; it was dropped.';
       }
-      $('composer-text').value = text.slice(0, 16384);
+      note.hidden = false;
       history.replaceState(null, '', '#chat');
       hash = 'chat';
     }
@@ -1120,7 +1155,7 @@
       onEvent,
       onState: onLiveState,
       onOpen: onStreamOpen,
-      onUnauthorized: () => window.location.reload(),
+      onUnauthorized: signedOut,
     });
     setInterval(() => {
       if (document.visibilityState !== 'visible') return;

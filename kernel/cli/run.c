@@ -24,6 +24,8 @@
 #define GOOD_AFTER_MS (60 * 1000)
 #define STOP_GRACE_MS (30 * 1000)
 #define READY_TIMEOUT_MS (240 * 1000)
+#define SUPERVISOR_LOG_BYTES (10u << 20)
+#define SUPERVISOR_LOG_KEEP 3
 
 /* The fixed environment of kernel builds and of the kernel: nothing is taken
  * from the caller's (no CC, CFLAGS, PKG_CONFIG_PATH, secrets …). */
@@ -364,6 +366,49 @@ static void make_folder_private(const char *seed_dir) {
                 seed_dir, (unsigned)(st.st_mode & 07777));
 }
 
+/* A detached supervisor's stdout and stderr (and so the kernel's): a pipe
+ * that a small process copies into .seed/logs/supervisor.log, rotated like
+ * every log (10 MiB x 3). It ends when the last writer is gone. Called
+ * while the supervisor is still single-threaded. */
+static void detach_output(const char *seed_dir, int lock) {
+        _cleanup_free_ char *slog = path_join(seed_dir, ".seed/logs/supervisor.log");
+        struct rotlog *l = NULL;
+        int fds[2];
+        if (!slog || rotlog_open(slog, SUPERVISOR_LOG_BYTES, SUPERVISOR_LOG_KEEP, &l) < 0)
+                return;
+        if (pipe2(fds, O_CLOEXEC) < 0) {
+                rotlog_free(l);
+                return;
+        }
+        int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+        pid_t pump = devnull >= 0 ? fork() : -1;
+        if (pump == 0) {
+                /* Not the caller's terminal or pipes: `seed run --detach`
+                 * must not wait for this process to close them. */
+                dup2(devnull, STDIN_FILENO);
+                dup2(devnull, STDOUT_FILENO);
+                dup2(devnull, STDERR_FILENO);
+                close(fds[1]);
+                close(lock);
+                signal(SIGTERM, SIG_IGN); /* drain to the end: it ends with the writers */
+                signal(SIGINT, SIG_IGN);
+                signal(SIGHUP, SIG_IGN);
+                rotlog_pump(l, fds[0], 0);
+                rotlog_free(l);
+                _exit(0);
+        }
+        rotlog_free(l);
+        close(fds[0]);
+        if (pump > 0) {
+                dup2(devnull, STDIN_FILENO);
+                dup2(fds[1], STDOUT_FILENO);
+                dup2(fds[1], STDERR_FILENO);
+        }
+        if (devnull >= 0)
+                close(devnull);
+        close(fds[1]);
+}
+
 int cli_run_seed(const struct cli_run_options *o) {
         _cleanup_free_ char *dot = path_join(o->seed_dir, ".seed");
         _cleanup_free_ char *logs = path_join(o->seed_dir, ".seed/logs");
@@ -414,16 +459,8 @@ int cli_run_seed(const struct cli_run_options *o) {
         if (sup == 0) {
                 setsid();
                 prctl(PR_SET_DUMPABLE, 0); /* it holds the secrets for every restart */
-                if (o->detach) {
-                        _cleanup_free_ char *slog = path_join(o->seed_dir, ".seed/logs/supervisor.log");
-                        int fd = slog ? open(slog, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600) : -1;
-                        int devnull = open("/dev/null", O_RDONLY | O_CLOEXEC);
-                        if (fd >= 0 && devnull >= 0) {
-                                dup2(devnull, STDIN_FILENO);
-                                dup2(fd, STDOUT_FILENO);
-                                dup2(fd, STDERR_FILENO);
-                        }
-                }
+                if (o->detach)
+                        detach_output(o->seed_dir, lock);
                 _cleanup_free_ char *pidp = path_join(o->seed_dir, ".seed/supervisor.pid");
                 char pid[32];
                 int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());

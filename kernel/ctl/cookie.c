@@ -175,3 +175,42 @@ int ctl_cookie_foreign(const char *header, const char *ours, size_t max, char **
         *ret = c.v;
         return 0;
 }
+
+static bool is_wsp(char c) {
+        return c == ' ' || c == '\t';
+}
+
+/* [*s, *s + *n) without SP and HTAB at either end. */
+static void trim_wsp(const char **s, size_t *n) {
+        while (*n > 0 && is_wsp(**s))
+                (*s)++, (*n)--;
+        while (*n > 0 && is_wsp((*s)[*n - 1]))
+                (*n)--;
+}
+
+void ctl_set_cookie_name(const char *value, const char **ret_name, size_t *ret_len) {
+        size_t pair = strcspn(value, ";");
+        const char *eq = memchr(value, '=', pair);
+        const char *name = value;
+        size_t n = eq ? (size_t)(eq - value) : 0;
+        trim_wsp(&name, &n);
+        *ret_name = name;
+        *ret_len = n;
+}
+
+bool ctl_set_cookie_sets(const char *value, const char *name) {
+        const char *n;
+        size_t len;
+        ctl_set_cookie_name(value, &n, &len);
+        if (len == 0) { /* sent back as its value: read by what precedes its first '=' */
+                size_t pair = strcspn(value, ";");
+                const char *eq = memchr(value, '=', pair);
+                const char *v = eq ? eq + 1 : value;
+                size_t rest = pair - (size_t)(v - value);
+                const char *veq = memchr(v, '=', rest);
+                n = v;
+                len = veq ? (size_t)(veq - v) : rest;
+                trim_wsp(&n, &len);
+        }
+        return len == strlen(name) && memcmp(n, name, len) == 0;
+}

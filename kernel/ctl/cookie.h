@@ -26,5 +26,16 @@ int ctl_cookie_values(const char *header, const char *name, size_t max, char ***
 /* The Cookie header without the pairs called name; *ret = NULL when nothing
  * is left. Caller frees. */
 int ctl_cookie_strip(const char *header, const char *name, char **ret);
+/* The name a Set-Cookie value gives its cookie, as browsers parse it
+ * (RFC 6265bis §5.6): the name-value pair ends at the first ';'; without an
+ * '=' the name is empty and the whole pair is the value; otherwise the name
+ * is what precedes the first '='. SP and HTAB around name and value are
+ * trimmed; quotes are part of the name. *ret_name points into value. */
+void ctl_set_cookie_name(const char *value, const char **ret_name, size_t *ret_len);
+/* Whether a Set-Cookie value would give the browser a cookie that it sends
+ * back as name (compared as the Cookie header is read: by what precedes the
+ * first '='). A cookie with an empty name is sent as its bare value, so
+ * "=name=x" and "name" set name as well. */
+bool ctl_set_cookie_sets(const char *value, const char *name);
 /* Whether s is n lowercase hex characters. */
 bool ctl_is_hex(const char *s, size_t n);

@@ -189,3 +189,26 @@ int ctl_json_string_n(struct buf *b, const char *s, size_t n) {
 int ctl_json_string(struct buf *b, const char *s) {
         return ctl_json_string_n(b, s ? s : "", s ? strlen(s) : 0);
 }
+
+int ctl_auth_bearer(const char *value, const char **ret_token, size_t *ret_len) {
+        if (!value || strncasecmp(value, "Bearer", 6) != 0 || (value[6] && value[6] != ' ' && value[6] != '\t'))
+                return -ENOENT;
+        const char *t = value + 6;
+        t += strspn(t, " \t");
+        size_t n = strlen(t);
+        while (n > 0 && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+                n--;
+        if (n == 0)
+                return -EINVAL;
+        *ret_token = t;
+        *ret_len = n;
+        return 0;
+}
+
+bool ctl_token_eq(const char *s, size_t n, const char *want) {
+        size_t wl = strlen(want);
+        unsigned char d = n != wl;
+        for (size_t i = 0; i < wl; i++)
+                d |= (unsigned char)(want[i] ^ (i < n ? s[i] : 0));
+        return d == 0;
+}

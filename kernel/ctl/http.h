@@ -57,5 +57,15 @@ int ctl_html_escape(struct buf *b, const char *s);
 int ctl_json_string(struct buf *b, const char *s);
 int ctl_json_string_n(struct buf *b, const char *s, size_t len);
 
+/* The token of an Authorization value in the Bearer scheme (RFC 6750:
+ * "Bearer", case-insensitive, then SP/HTAB, then the token; SP and HTAB
+ * around the token are dropped). -ENOENT for any other scheme (Basic,
+ * Digest, …: not the CLI's), -EINVAL for Bearer without a token. *ret_token
+ * points into value. */
+int ctl_auth_bearer(const char *value, const char **ret_token, size_t *ret_len);
+/* Constant-time (for a given want length) comparison of the n bytes at s
+ * with the string want. */
+bool ctl_token_eq(const char *s, size_t n, const char *want);
+
 /* Case-insensitive equality / prefix. */
 bool ctl_strcaseeq(const char *a, const char *b);

@@ -477,9 +477,13 @@ enum ctl_limit ctl_limiter_fail(struct ctl_limiter *l, const struct ctl_client *
         pthread_mutex_lock(&l->lock);
         ring_prune(l, now);
         struct client_entry *e = entry_find(l, c, now);
+        /* A client already over its limit adds nothing to the overall
+         * count: one address cannot lock every other one out. */
+        bool limited = e && e->nfails + e->pending >= l->lim.per_client;
         if (!e)
                 e = entry_add(l, c, now);
-        ring_add(l, now);
+        if (!limited)
+                ring_add(l, now);
         if (e)
                 entry_fail(l, e, now);
         enum ctl_limit s = state_locked(l, e);

@@ -117,7 +117,9 @@ enum ctl_limit ctl_limiter_begin(struct ctl_limiter *l, const struct ctl_client 
 enum ctl_limit ctl_limiter_end(struct ctl_limiter *l, const struct ctl_client *c, bool failed,
                                int64_t now);
 /* Records a failure that was checked without a reservation (a bad sign-in
- * link); returns the state afterwards as ctl_limiter_end does. */
+ * link); returns the state afterwards as ctl_limiter_end does. A client
+ * that is limited already keeps its place in the window but adds nothing to
+ * the overall count. */
 enum ctl_limit ctl_limiter_fail(struct ctl_limiter *l, const struct ctl_client *c, int64_t now);
 /* The state for c right now, changing nothing. */
 enum ctl_limit ctl_limiter_state(struct ctl_limiter *l, const struct ctl_client *c, int64_t now);

@@ -56,12 +56,9 @@ static bool is_token(const char *s) {
 }
 
 static bool bearer_is(const char *value, const char *token) {
-        if (strempty(token) || strncasecmp(value, "Bearer ", 7) != 0)
-                return false;
-        const char *v = value + 7;
-        while (*v == ' ')
-                v++;
-        return crypto_streq_ct(v, token);
+        const char *t;
+        size_t n;
+        return !strempty(token) && ctl_auth_bearer(value, &t, &n) >= 0 && ctl_token_eq(t, n, token);
 }
 
 /* A Content-Length value: plain decimal, 1 to 18 digits (no sign, spaces or
@@ -289,16 +286,6 @@ int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
         return 0;
 }
 
-/* The cookie name a Set-Cookie value sets. */
-static bool set_cookie_names(const char *value, const char *name) {
-        while (*value == ' ' || *value == '\t')
-                value++;
-        size_t n = strcspn(value, "=;");
-        while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
-                n--;
-        return strlen(name) == n && strncmp(value, name, n) == 0;
-}
-
 int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name,
                                struct ctl_hdrs *out) {
         static const char *const drop[] = {
@@ -314,7 +301,7 @@ int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_nam
                 for (size_t k = 0; !skip && k < ARRAY_SIZE(drop); k++)
                         skip = strcasecmp(h->name, drop[k]) == 0;
                 if (!skip && strcasecmp(h->name, "set-cookie") == 0)
-                        skip = set_cookie_names(h->value, cookie_name);
+                        skip = ctl_set_cookie_sets(h->value, cookie_name);
                 if (skip)
                         continue;
                 int r = ctl_hdrs_add(out, h->name, h->value);

@@ -185,7 +185,7 @@ static enum MHD_Result queue_busy(struct ctl_req *q, struct MHD_Connection *conn
 static enum MHD_Result queue_bad_gateway(struct ctl_req *q, struct MHD_Connection *conn,
                                          int status, const char *why) {
         ctl_proxy_free(TAKE_PTR(q->px));
-        log_warn("proxy: %s (%s %s)", why, q->method, q->path);
+        log_limited(LOG_WARN, q->client_ip, "proxy: %s (%s %s, client %s)", why, q->method, q->path, q->client_ip);
         return queue_own(q, conn, status, status == 504 ? "My body took too long to answer"
                                                        : "My body gave an answer I cannot pass on",
                          why, false, false);
@@ -247,11 +247,11 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
         if (c->organism_socket_override || !c->organism || organism_state(c->organism) == ORGANISM_RUNNING)
                 r = upstream_connect(c, &px->fd);
         if (r == -ETIMEDOUT)
-                log_warn("proxy: the organism did not accept a connection within %d seconds",
-                         UPSTREAM_CONNECT_TIMEOUT_S);
+                log_limited(LOG_WARN, "", "proxy: the organism did not accept a connection within %d seconds",
+                            UPSTREAM_CONNECT_TIMEOUT_S);
         if (r < 0) {
                 if (r != -ETIMEDOUT)
-                        log_debug("proxy: organism not reachable: %s", strerror(-r));
+                        log_limited(LOG_DEBUG, "", "proxy: organism not reachable: %s", strerror(-r));
                 ctl_proxy_free(TAKE_PTR(q->px));
                 return queue_unavailable(q, conn);
         }
@@ -416,7 +416,8 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
                 return MHD_NO;
         if (px->body_mismatch) {
                 ctl_proxy_free(TAKE_PTR(q->px));
-                log_warn("proxy: a request body did not match its framing (%s %s)", q->method, q->path);
+                log_limited(LOG_WARN, q->client_ip, "proxy: a request body did not match its framing (%s %s, client %s)",
+                            q->method, q->path, q->client_ip);
                 return queue_own(q, conn, 400, "Bad request",
                                  "The request body did not match its framing.", false, true);
         }
@@ -460,7 +461,7 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
         }
         for (size_t i = 0; i < out.n; i++)
                 if (MHD_add_response_header(m, out.v[i].name, out.v[i].value) != MHD_YES)
-                        log_debug("proxy: dropped a response header MHD refused: %s", out.v[i].name);
+                        log_limited(LOG_DEBUG, "", "proxy: dropped a response header MHD refused: %s", out.v[i].name);
         ctl_hdrs_free(&out);
         q->kind = CTL_REQ_DONE;
         /* The organism may pause its answer (a stream, a long poll) for as

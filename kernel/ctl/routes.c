@@ -211,16 +211,19 @@ static int h_logo(struct ctl_req *q, struct ctl_resp *resp) {
         return r;
 }
 
-/* Logs once when a failure just put a client, or everyone, over the limit. */
+/* Logs when a failure put a client, or everyone, over the limit (a
+ * limited client's further bad links say so again: at a bounded rate). */
 static void log_limit(enum ctl_limit lim, const char *who) {
         if (lim == CTL_LIMIT_CLIENT)
-                log_warn("client %s made %d failed sign-ins within 15 minutes: no password from it is "
-                         "checked until that many are older than 15 minutes",
-                         who, CTL_FAIL_PER_CLIENT);
+                log_limited(LOG_WARN, who,
+                            "client %s made %d failed sign-ins within 15 minutes: no password from it is "
+                            "checked until that many are older than 15 minutes",
+                            who, CTL_FAIL_PER_CLIENT);
         else if (lim == CTL_LIMIT_OVERALL)
-                log_warn("%d failed sign-ins within 15 minutes: no password is checked for now "
-                         "(sign-in links and signed-in browsers still work)",
-                         CTL_FAIL_OVERALL);
+                log_limited(LOG_WARN, "",
+                            "%d failed sign-ins within 15 minutes: no password is checked for now "
+                            "(sign-in links and signed-in browsers still work)",
+                            CTL_FAIL_OVERALL);
 }
 
 /* A new session for this browser: the cookie, and on to /_seed/ — by a
@@ -262,7 +265,7 @@ static int h_login(struct ctl_req *q, struct ctl_resp *resp) {
         if (token)
                 secure_zero(token, strlen(token));
         if (r == -ENOENT) {
-                log_info("refused a sign-in link that is used, expired or unknown (client %s)", who);
+                log_limited(LOG_INFO, who, "refused a sign-in link that is used, expired or unknown (client %s)", who);
                 if (given) /* nothing was tried without one */
                         log_limit(ctl_limiter_fail(q->ctl->limiter, &client, now_ms()), who);
                 return page_resp(resp, 403, ctl_page_link_invalid);
@@ -321,8 +324,8 @@ static int h_login_password(struct ctl_req *q, struct ctl_resp *resp) {
         if (lim != CTL_LIMIT_NONE) {
                 if (q->body.data)
                         secure_zero(q->body.data, q->body.len);
-                log_debug("refused a password sign-in unchecked: %s is limited (client %s)",
-                          lim == CTL_LIMIT_OVERALL ? "everyone" : "this client", who);
+                log_limited(LOG_DEBUG, who, "refused a password sign-in unchecked: %s is limited (client %s)",
+                            lim == CTL_LIMIT_OVERALL ? "everyone" : "this client", who);
                 return limited_resp(resp, lim == CTL_LIMIT_OVERALL);
         }
         int r = form_fields(q, &user, &password);
@@ -337,7 +340,7 @@ static int h_login_password(struct ctl_req *q, struct ctl_resp *resp) {
         free_secret(password);
         lim = ctl_limiter_end(c->limiter, &client, !ok, now_ms());
         if (!ok) {
-                log_info("refused a password sign-in: wrong username or password (client %s)", who);
+                log_limited(LOG_INFO, who, "refused a password sign-in: wrong username or password (client %s)", who);
                 log_limit(lim, who);
                 return sign_in_resp(q, resp, 401, true, "Wrong username or password.");
         }
@@ -598,17 +601,22 @@ static int load_session(struct ctl_req *q) {
                                 &q->session_id);
 }
 
-/* 0 if the request may use the API; 1 with *resp filled if not. */
+/* 0 if the request may use the API; 1 with *resp filled if not. Only an
+ * Authorization in the Bearer scheme is the CLI's: any other (e.g. Basic
+ * credentials a browser cached for a page of the organism and now adds to
+ * every request to this origin) is ignored, and session auth decides. */
 static int api_guard(struct ctl_req *q, bool cli_only, struct ctl_resp *resp) {
-        const char *authz = ctl_req_header(q, "Authorization");
-        if (authz) {
-                const char *tok = strncasecmp(authz, "Bearer ", 7) == 0 ? authz + 7 : "";
-                if (!strempty(q->ctl->cli_token) && ctl_hdrs_count(&q->hdrs, "Authorization") == 1 &&
-                    crypto_streq_ct(tok, q->ctl->cli_token)) {
+        const char *tok = NULL;
+        size_t n = 0;
+        int b = ctl_auth_bearer(ctl_req_header(q, "Authorization"), &tok, &n);
+        if (b != -ENOENT) {
+                if (b >= 0 && !strempty(q->ctl->cli_token) && ctl_hdrs_count(&q->hdrs, "Authorization") == 1 &&
+                    ctl_token_eq(tok, n, q->ctl->cli_token)) {
                         q->via_cli = true;
                         return 0;
                 }
-                log_info("refused an API call with a wrong bearer token (client %s)", q->client_ip);
+                log_limited(LOG_INFO, q->client_ip, "refused an API call with a wrong bearer token (client %s)",
+                            q->client_ip);
                 return ctl_resp_error(resp, 401, "wrong CLI token") < 0 ? -ENOMEM : 1;
         }
         if (cli_only)
@@ -628,6 +636,22 @@ static int api_guard(struct ctl_req *q, bool cli_only, struct ctl_resp *resp) {
         return 0;
 }
 
+/* A prefetch or prerender (speculation rules, <link rel=prefetch>): the
+ * browser's guess, not the owner's click. Sign-in routes answer it 503 and
+ * look at nothing, so a page cannot make bad links count as failures, nor
+ * spend a good one before the owner opens it. */
+static bool is_speculative(const struct ctl_req *q) {
+        return ctl_req_header(q, "Sec-Purpose") || ctl_req_header(q, "Purpose");
+}
+
+static int speculative_resp(struct ctl_resp *resp) {
+        int r = ctl_resp_set(resp, 503, "text/plain; charset=utf-8",
+                             "Sign-in links and forms are not prefetched or prerendered.\n");
+        if (r >= 0)
+                r = ctl_hdrs_add(&resp->hdrs, "Cache-Control", "no-store");
+        return r < 0 ? -ENOMEM : 1;
+}
+
 /* Runs the auth level's checks: 0 = go on, 1 = *resp holds the refusal. */
 static int auth_guard(struct ctl_req *q, enum ctl_auth auth, struct ctl_resp *resp) {
         int r;
@@ -636,7 +660,7 @@ static int auth_guard(struct ctl_req *q, enum ctl_auth auth, struct ctl_resp *re
                 return 0;
         case AUTH_LINK:
         case AUTH_FORM:
-                return nav_guard(q, resp);
+                return is_speculative(q) ? speculative_resp(resp) : nav_guard(q, resp);
         case AUTH_PAGE:
         case AUTH_SESSION:
                 if (auth == AUTH_PAGE && (r = nav_guard(q, resp)) != 0)
@@ -656,7 +680,8 @@ static int auth_guard(struct ctl_req *q, enum ctl_auth auth, struct ctl_resp *re
 static int write_guard(struct ctl_req *q, struct ctl_resp *resp) {
         if (ctl_check_same_origin(ctl_req_header(q, "Sec-Fetch-Site"), ctl_req_header(q, "Origin"),
                                   ctl_req_header(q, "Host"), q->via_cli) < 0) {
-                log_info("refused a cross-origin %s %s (client %s)", q->method, q->path, q->client_ip);
+                log_limited(LOG_INFO, q->client_ip, "refused a cross-origin %s %s (client %s)", q->method, q->path,
+                            q->client_ip);
                 return ctl_resp_error(resp, 403, "state-changing calls must come from the same origin") < 0
                                ? -ENOMEM
                                : 1;
@@ -676,7 +701,7 @@ static int write_guard(struct ctl_req *q, struct ctl_resp *resp) {
 static int form_guard(struct ctl_req *q, struct ctl_resp *resp) {
         if (ctl_check_same_origin(ctl_req_header(q, "Sec-Fetch-Site"), ctl_req_header(q, "Origin"),
                                   ctl_req_header(q, "Host"), false) < 0) {
-                log_info("refused a cross-origin sign-in form (client %s)", q->client_ip);
+                log_limited(LOG_INFO, q->client_ip, "refused a cross-origin sign-in form (client %s)", q->client_ip);
                 return page_resp(resp, 403, ctl_page_cross_origin) < 0 ? -ENOMEM : 1;
         }
         const char *ct = ctl_req_header(q, "Content-Type");

@@ -185,7 +185,7 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap) {
         char line[512];
         vsnprintf(line, sizeof line, fmt, ap);
         line[strcspn(line, "\r\n")] = 0;
-        log_debug("http: %s", line);
+        log_limited(LOG_DEBUG, "", "http: %s", line);
 }
 
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max) {
@@ -312,7 +312,8 @@ static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, con
         if (ctl_hdrs_count(&q->hdrs, "Host") > 1)
                 return queue_text(q, conn, 400, "More than one Host header.\n");
         if (!ctl_host_allowed(ctl_req_header(q, "Host"), q->ctl->allowed_hosts)) {
-                log_debug("refused a request for a Host that is not allowed (client %s)", q->client_ip);
+                log_limited(LOG_DEBUG, q->client_ip, "refused a request for a Host that is not allowed (client %s)",
+                            q->client_ip);
                 return queue_text(q, conn, 421,
                                   "Misdirected Request: this Seed answers only to localhost names "
                                   "and server.allowed_hosts.\n");
@@ -321,7 +322,8 @@ static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, con
         if (r == -EOPNOTSUPP)
                 return queue_text(q, conn, 501, "Only the chunked transfer coding is supported.\n");
         if (r < 0) {
-                log_info("refused a request with ambiguous body framing (client %s)", q->client_ip);
+                log_limited(LOG_INFO, q->client_ip, "refused a request with ambiguous body framing (client %s)",
+                            q->client_ip);
                 return queue_text(q, conn, 400,
                                   "Bad request framing: send either one Content-Length (plain "
                                   "decimal) or Transfer-Encoding: chunked, not both.\n");
@@ -370,6 +372,26 @@ static enum MHD_Result finish_seed(struct ctl_req *q, struct MHD_Connection *con
         return queue_seed(q, conn, &resp);
 }
 
+/* A piece of a /_seed request body. Past CTL_MAX_BODY (only a chunked body
+ * gets there: a Content-Length that large is refused from the head) the
+ * rest is read and dropped, so the client can read its 413; one that sends
+ * far more than that loses the connection. */
+static enum MHD_Result seed_upload(struct ctl_req *q, const char *data, size_t n) {
+        if (!q->body_overflow && buf_append(&q->body, data, n) >= 0)
+                return MHD_YES;
+        if (!q->body_overflow) {
+                q->body_overflow = true;
+                q->body_dropped = q->body.len;
+                buf_free(&q->body);
+        }
+        q->body_dropped += n;
+        if (q->body_dropped <= CTL_MAX_DRAIN)
+                return MHD_YES;
+        log_limited(LOG_INFO, q->client_ip, "closed a connection whose body passed %d MiB (client %s)",
+                    CTL_MAX_DRAIN >> 20, q->client_ip);
+        return MHD_NO;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version,
                                   const char *upload_data, size_t *upload_data_size,
@@ -384,12 +406,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                 if (*upload_data_size > 0) {
                         size_t n = *upload_data_size;
                         *upload_data_size = 0;
-                        if (buf_append(&q->body, upload_data, n) < 0) {
-                                log_info("closed a connection whose body passed 1 MiB (client %s)",
-                                         q->client_ip);
-                                return MHD_NO;
-                        }
-                        return MHD_YES;
+                        return seed_upload(q, upload_data, n);
                 }
                 if (q->has_pending) {
                         q->has_pending = false;

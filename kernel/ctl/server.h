@@ -21,6 +21,7 @@
  * e.g. 112 + 112 of 256. */
 #define CTL_SEED_RESERVE 32
 #define CTL_MAX_BODY (1024 * 1024)   /* /_seed request bodies; larger → 413 */
+#define CTL_MAX_DRAIN (16 * 1024 * 1024) /* read and dropped past CTL_MAX_BODY before 413; then closed */
 #define CTL_LINK_TTL_MS (15 * 60 * 1000LL)
 #define CTL_MAX_LIVE_LINKS 20
 /* Seconds a connection may take to send a complete request head, from its
@@ -109,7 +110,8 @@ struct ctl_req {
         const struct ctl_api_route *api_route; /* one from ctl_config.api_routes */
         char *param;               /* the "*" segment of the route, if any */
         struct buf body;
-        bool body_overflow;
+        bool body_overflow;        /* past CTL_MAX_BODY: answered 413 once it is all in */
+        uint64_t body_dropped;     /* bytes read since (and before) */
         bool via_cli;              /* authenticated with the CLI bearer token */
         char *session_id;          /* public id of the browser session */
         char *cookie_value;        /* the session cookie (secret) */

@@ -11,6 +11,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <locale.h>
 #include <signal.h>
 #include <sys/stat.h>
@@ -25,7 +26,10 @@
 #define PG_READY_TIMEOUT_MS 60000
 #define PG_STOP_TIMEOUT_MS 30000
 #define PG_INITDB_TIMEOUT_MS 180000
-#define PG_LOG_ROTATE_BYTES (16u << 20)
+#define PG_LOG_MAX_BYTES (10u << 20) /* postgres.log rotates like the kernel's logs: 10 MiB x 3 */
+#define PG_LOG_KEEP 3
+#define PG_LOG_LINE_MAX 4096         /* a longer line (a huge value in a message) is cut */
+#define PG_LOG_JOIN_MS 5000
 #define PG_SECRET_MAX 1024
 #define PG_PASSWORD_BYTES 32
 
@@ -37,11 +41,33 @@ struct pg {
         char *datadir, *rundir, *secretsdir, *logpath, *bindir;
         char *passwords[ROLE_COUNT];
         pid_t pid;
+        /* The thread copying postgres's stderr into postgres.log. */
+        pthread_t pump;
+        bool pump_started;
 };
+
+/* Waits up to ms for the log thread (it ends once every postgres process
+ * has closed the pipe); past that it is left to end on its own. */
+static void pump_join(struct pg *pg, int ms) {
+        if (!pg->pump_started)
+                return;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_sec += ms / 1000;
+        ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        if (pthread_timedjoin_np(pg->pump, NULL, &ts) != 0)
+                pthread_detach(pg->pump);
+        pg->pump_started = false;
+}
 
 static void pg_free(struct pg *pg) {
         if (!pg)
                 return;
+        pump_join(pg, PG_LOG_JOIN_MS);
         for (int i = 0; i < ROLE_COUNT; i++)
                 if (pg->passwords[i]) {
                         secure_zero(pg->passwords[i], strlen(pg->passwords[i]));
@@ -403,19 +429,48 @@ static int handle_stale_postmaster(const struct pg *pg) {
         return 0;
 }
 
-/* Keeps postgres.log bounded across restarts: one previous file. */
-static int open_log(const struct pg *pg, int *ret_fd) {
-        struct stat st;
-        if (stat(pg->logpath, &st) == 0 && (size_t)st.st_size > PG_LOG_ROTATE_BYTES) {
-                _cleanup_free_ char *old = NULL;
-                if (xasprintf(&old, "%s.1", pg->logpath) < 0)
-                        return -ENOMEM;
-                (void)rename(pg->logpath, old);
+/* What the log thread owns: postgres.log and the pipe's read end. */
+struct pg_pump {
+        struct rotlog *log;
+        int fd;
+};
+
+static void *pump_main(void *arg) {
+        struct pg_pump *p = arg;
+        rotlog_pump(p->log, p->fd, PG_LOG_LINE_MAX);
+        close(p->fd);
+        rotlog_free(p->log);
+        free(p);
+        return NULL;
+}
+
+/* postgres's stderr: a pipe that a thread copies into postgres.log,
+ * rotated (10 MiB x 3) and with long lines cut, however much PostgreSQL
+ * logs while it runs. *ret_fd is the write end, for postgres. */
+static int start_log_pump(struct pg *pg, int *ret_fd) {
+        struct pg_pump *p = calloc(1, sizeof *p);
+        int fds[2] = {-1, -1};
+        if (!p)
+                return -ENOMEM;
+        int r = rotlog_open(pg->logpath, PG_LOG_MAX_BYTES, PG_LOG_KEEP, &p->log);
+        if (r < 0) {
+                free(p);
+                return log_error_errno(r, "cannot open %s: %m", pg->logpath);
         }
-        int fd = open(pg->logpath, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-                return log_error_errno(-errno, "cannot open %s: %m", pg->logpath);
-        *ret_fd = fd;
+        if (pipe2(fds, O_CLOEXEC) < 0)
+                r = log_error_errno(-errno, "cannot make a pipe for %s: %m", pg->logpath);
+        p->fd = fds[0];
+        if (r >= 0 && (r = -pthread_create(&pg->pump, NULL, pump_main, p)) < 0)
+                log_error_errno(r, "cannot start the thread writing %s: %m", pg->logpath);
+        if (r < 0) {
+                if (fds[0] >= 0)
+                        close(fds[0]), close(fds[1]);
+                rotlog_free(p->log);
+                free(p);
+                return r;
+        }
+        pg->pump_started = true;
+        *ret_fd = fds[1];
         return 0;
 }
 
@@ -446,7 +501,8 @@ static int spawn_postgres(struct pg *pg) {
         if (!postgres || xasprintf(&sockdir, "unix_socket_directories=%s", pg->rundir) < 0)
                 return -ENOMEM;
         _cleanup_close_ int logfd = -1;
-        int r = open_log(pg, &logfd);
+        pump_join(pg, PG_LOG_JOIN_MS); /* a previous start's */
+        int r = start_log_pump(pg, &logfd);
         if (r < 0)
                 return r;
         char lang[32];
@@ -460,6 +516,14 @@ static int spawn_postgres(struct pg *pg) {
                         "-c", "password_encryption=scram-sha-256",
                         "-c", "logging_collector=off",
                         "-c", "log_destination=stderr",
+                        /* No statement text in the log: a failing statement
+                         * of the organism's could be megabytes of it. */
+                        "-c", "log_min_error_statement=panic",
+                        "-c", "log_statement=none",
+                        "-c", "log_min_duration_statement=-1",
+                        "-c", "log_min_duration_sample=-1",
+                        "-c", "log_parameter_max_length=0",
+                        "-c", "log_parameter_max_length_on_error=0",
                         NULL};
         r = proc_spawn(&(struct proc_opts){.argv = argv, .envp = envp, .cwd = "/", .stdin_fd = -1, .out_fd = logfd},
                        &pg->pid);
@@ -565,6 +629,7 @@ static int wait_ready(struct pg *pg) {
                         if (k == pg->pid)
                                 snprintf(code, sizeof code, "exit %d", proc_exit_code(status));
                         pg->pid = 0;
+                        pump_join(pg, PG_LOG_JOIN_MS); /* all it wrote is in the file */
                         _cleanup_free_ char *tail = log_tail(pg);
                         log_error("PostgreSQL exited during start-up (%s); end of %s:\n%s", code, pg->logpath,
                                   tail ? tail : "");
@@ -632,6 +697,40 @@ out:
         return r;
 }
 
+/* What one role may take of the server: connections (CONNECTION LIMIT) and
+ * the per-session defaults set on it. temp_file_limit only a superuser can
+ * change; the others are defaults a session may SET itself, so they stop
+ * runaway code, not a determined one (CONNECTION LIMIT and temp_file_limit
+ * do). Together the limits leave max_connections (100) room for the kernel. */
+static const struct role_limits {
+        int connections;
+        const char *settings[3][2];
+} role_limits[ROLE_COUNT] = {
+        [ROLE_ORGANISM] = {40, {{"statement_timeout", "60s"}, {"idle_in_transaction_session_timeout", "60s"},
+                                {"temp_file_limit", "1GB"}}},
+        [ROLE_EVOLVER] = {20, {{"statement_timeout", "60s"}, {"idle_in_transaction_session_timeout", "60s"},
+                               {"temp_file_limit", "1GB"}}},
+        [ROLE_READER] = {10, {{"statement_timeout", "60s"}, {"idle_in_transaction_session_timeout", "60s"},
+                              {"temp_file_limit", "1GB"}}},
+};
+
+static int set_role_limits(struct db *db, int i) {
+        const struct role_limits *l = &role_limits[i];
+        _cleanup_free_ char *stmt = NULL;
+        if (xasprintf(&stmt, "ALTER ROLE %s CONNECTION LIMIT %d", role_names[i], l->connections) < 0)
+                return -ENOMEM;
+        int r = sql(db, "limiting a role's connections", stmt);
+        for (size_t k = 0; r >= 0 && k < ARRAY_SIZE(l->settings) && l->settings[k][0]; k++) {
+                free(stmt);
+                stmt = NULL;
+                if (xasprintf(&stmt, "ALTER ROLE %s SET %s = '%s'", role_names[i], l->settings[k][0],
+                              l->settings[k][1]) < 0)
+                        return -ENOMEM;
+                r = sql(db, "setting a role's limits", stmt);
+        }
+        return r;
+}
+
 static int ensure_role(struct pg *pg, struct db *db, int i) {
         const char *role = role_names[i];
         _cleanup_free_ char *path = NULL, *stmt = NULL;
@@ -646,7 +745,7 @@ static int ensure_role(struct pg *pg, struct db *db, int i) {
         const char *attrs = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS";
         if (xasprintf(&stmt, "%s ROLE %s %s", have ? "ALTER" : "CREATE", role, attrs) < 0)
                 return -ENOMEM;
-        if ((r = sql(db, "creating a role", stmt)) < 0)
+        if ((r = sql(db, "creating a role", stmt)) < 0 || (r = set_role_limits(db, i)) < 0)
                 return r;
         if (have) {
                 r = secret_read(path, &pg->passwords[i]);

@@ -89,21 +89,27 @@ function httpJson(url, init = {}) {
 // A planted, running Seed. With scripted: true its model is the scripted
 // server (provider openai-compatible), loaded with script().
 class TestSeed {
-  // secrets: {NAME: value} passed at start with -e NAME=VALUE.
-  static async start(name, { scripted = false, secrets = {} } = {}) {
+  // secrets: {NAME: value} passed at start with -e NAME=VALUE. organism:
+  // {path under organism/: content} committed into the planted Seed before
+  // its first start (then sign in with login()). sameOrigin: the control
+  // plane beside the organism (server.control_host ""), the fallback layout
+  // whose layered guards are tested against a hostile organism sharing it.
+  static async start(name, { scripted = false, secrets = {}, organism = null, sameOrigin = false } = {}) {
     const s = new TestSeed();
     s.tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'seed-browser-'));
     fs.chmodSync(s.tmp, 0o755); // the unprivileged account must reach it when we are root
     s.dir = path.join(s.tmp, name);
     if (scripted) await s.startModel();
     s.port = await freePort();
-    s.base = `http://seed.localhost:${s.port}`; // the control plane's own origin
     s.app = `http://127.0.0.1:${s.port}`; // the organism's
+    s.base = sameOrigin ? s.app : `http://seed.localhost:${s.port}`; // the control plane's
     const addr = `127.0.0.1:${s.port}`;
     const env = Object.entries(secrets).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
-    if (scripted) {
+    if (scripted || organism || sameOrigin) {
       seed(s.tmp, 'new', name, '--no-run', '--addr', addr);
-      s.pointAtModel();
+      if (sameOrigin) s.editConfig(/^  control_host: seed\.localhost$/m, '  control_host: ""');
+      if (scripted) s.pointAtModel();
+      if (organism) s.plantOrganism(organism);
       seed(s.dir, 'run', '--detach', '--addr', addr, ...env);
     } else {
       const out = seed(s.tmp, 'new', name, '--addr', addr, ...env);
@@ -125,6 +131,28 @@ class TestSeed {
       { timeout: 30000, what: 'the model server port' });
     this.modelBase = `http://127.0.0.1:${port}`;
     await waitUntil(async () => (await fetch(this.modelBase + '/_health')).ok, { timeout: 30000, what: 'the model server' });
+  }
+
+  // Writes organism files and commits them, as if an evolution had.
+  plantOrganism(files) {
+    for (const [rel, content] of Object.entries(files)) {
+      const p = path.join(this.dir, 'organism', rel);
+      fs.mkdirSync(path.dirname(p), { recursive: true });
+      fs.writeFileSync(p, content, { mode: 0o755 });
+    }
+    const git = (...args) => execFileSync('git', ['-c', 'safe.directory=*', '-c', 'user.name=Seed test',
+      '-c', 'user.email=test@localhost', '-C', this.dir, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+    git('add', 'organism');
+    git('commit', '-q', '-m', 'test: a planted organism');
+  }
+
+  // Replaces what re matches in seed.yaml (which must match).
+  editConfig(re, replacement) {
+    const p = path.join(this.dir, 'seed.yaml');
+    const text = fs.readFileSync(p, 'utf8');
+    const next = text.replace(re, replacement);
+    assert.notStrictEqual(next, text, `${re} is not in seed.yaml`);
+    fs.writeFileSync(p, next);
   }
 
   pointAtModel() {

@@ -14,6 +14,7 @@
 #include <stdatomic.h>
 #include <strings.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 
 #include "base/buf.h"
@@ -23,6 +24,7 @@
 #include "base/priv.h"
 #include "ctl/ctl.h"
 #include "ctl/listen.h"
+#include "ctl/limit.h"
 #include "db/db.h"
 #include "pg/pg.h"
 
@@ -1774,6 +1776,144 @@ static void test_bad_links_count(void **state) {
         assert_int_equal(post_form(g_port, "127.0.0.25", NULL, GOOD_FORM), 303);
 }
 
+/* Speculative loads (speculation rules, <link rel=prefetch>, prerender)
+ * of the sign-in routes are answered 503 and checked not at all: bad links
+ * do not count as failures, and a good one is not used up. */
+static void test_prefetch_is_not_a_sign_in(void **state) {
+        struct resp r;
+        static const char *const purposes[] = {"Sec-Purpose: prefetch\r\n", "Sec-Purpose: prefetch;prerender\r\n",
+                                               "Purpose: prefetch\r\n"};
+        for (int i = 0; i < 20; i++) {
+                char h[256];
+                snprintf(h, sizeof h, NAV "%s", purposes[i % 3]);
+                http_from(g_port, "127.0.0.26", "GET",
+                          "/_seed/login?t=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", h,
+                          NULL, &r);
+                assert_int_equal(r.status, 503);
+                assert_null(resp_header(&r, "Set-Cookie"));
+                resp_done(&r);
+        }
+        _cleanup_free_ char *t = NULL, *target = NULL;
+        assert_int_equal(ctl_login_link_new(g_kdb, &t), 0);
+        assert_int_equal(xasprintf(&target, "/_seed/login?t=%s", t), 0);
+        http_from(g_port, "127.0.0.26", "GET", target, NAV "Sec-Purpose: prefetch;prerender\r\n", NULL, &r);
+        assert_int_equal(r.status, 503);
+        assert_null(resp_header(&r, "Set-Cookie"));
+        resp_done(&r);
+        /* The form's POST is not prefetched either. */
+        _cleanup_free_ char *pf = form_headers(g_port, "Sec-Purpose: prefetch\r\n");
+        http_from(g_port, "127.0.0.26", "POST", "/_seed/login", pf, GOOD_FORM, &r);
+        assert_int_equal(r.status, 503);
+        assert_null(resp_header(&r, "Set-Cookie"));
+        resp_done(&r);
+        /* The good link still works, and the client is not limited. */
+        http_from(g_port, "127.0.0.26", "GET", target, NAV, NULL, &r);
+        assert_int_equal(r.status, 303);
+        resp_done(&r);
+        assert_int_equal(post_form(g_port, "127.0.0.26", NULL, GOOD_FORM), 303);
+}
+
+/* A chunked API body past 1 MiB: 413, as with a Content-Length. */
+static void test_chunked_body_too_large(void **state) {
+        int fd = connect_tcp(AF_INET, g_port);
+        assert_true(fd >= 0);
+        struct timeval tv = {.tv_sec = 20};
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+        _cleanup_free_ char *head = NULL;
+        assert_int_equal(xasprintf(&head,
+                                   "POST /_seed/api/login-links HTTP/1.1\r\nHost: %s\r\n"
+                                   "Authorization: Bearer " CLI_TOKEN "\r\nContent-Type: application/json\r\n"
+                                   "Transfer-Encoding: chunked\r\n\r\n",
+                                   g_host),
+                         0);
+        send_all(fd, head, strlen(head));
+        static char chunk[65536 + 16];
+        int n = snprintf(chunk, sizeof chunk, "10000\r\n");
+        memset(chunk + n, ' ', 65536);
+        memcpy(chunk + n + 65536, "\r\n", 2);
+        for (int i = 0; i < 24; i++) /* 1.5 MiB */
+                send_all(fd, chunk, (size_t)n + 65536 + 2);
+        send_all(fd, "0\r\n\r\n", 5);
+        struct resp r;
+        read_response(fd, &r);
+        close(fd);
+        assert_int_equal(r.status, 413);
+        assert_non_null(strstr(r.body, "too large"));
+        resp_done(&r);
+        /* The server is fine afterwards. */
+        http("GET", "/_seed/healthz", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+}
+
+/* Basic credentials (the browser adds them to every request to this origin
+ * once an organism page asked for them) are not a wrong CLI token: session
+ * auth decides, and the owner's calls work. */
+static void test_basic_auth_is_ignored_by_the_api(void **state) {
+        char cookie[65], token[65];
+        sign_in(cookie);
+        ctl_api_token(SESSION_KEY, cookie, token);
+        struct resp r;
+        _cleanup_free_ char *api = browser(cookie, token, FETCH "Authorization: Basic b3duZXI6cGFzc3dvcmQ=\r\n");
+        http("GET", "/_seed/api/status", api, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        /* Without a session it is still refused, and a wrong Bearer is still wrong. */
+        http("GET", "/_seed/api/status", FETCH "Authorization: Basic b3duZXI6cGFzc3dvcmQ=\r\n", NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        _cleanup_free_ char *bad = browser(cookie, token, FETCH "Authorization: Bearer nope\r\n");
+        http("GET", "/_seed/api/status", bad, NULL, &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        /* The CLI-only route still needs the CLI token. */
+        http("POST", "/_seed/api/login-links", "Authorization: Basic b3duZXI6cGFzc3dvcmQ=\r\nContent-Type: application/json\r\n",
+             "{}", &r);
+        assert_int_equal(r.status, 401);
+        resp_done(&r);
+        /* The CLI token with trailing whitespace is the CLI token. */
+        http("GET", "/_seed/api/status", "Authorization: Bearer " CLI_TOKEN " \t\r\n", NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+}
+
+static size_t log_count(const char *path, const char *needle) {
+        _cleanup_free_ char *data = NULL;
+        size_t n = 0;
+        assert_int_equal(read_file(path, 64 << 20, &data, NULL), 0);
+        for (const char *p = data; (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
+/* A flood of refused requests writes a bounded number of lines. */
+static void test_refusal_flood_is_logged_at_a_bounded_rate(void **state) {
+        _cleanup_free_ char *path = path_join(seed_dir, "flood.log");
+        assert_int_equal(log_open(path, 10u << 20, 3), 0);
+        log_set_level(LOG_INFO);
+        struct resp r;
+        for (int i = 0; i < 300; i++) {
+                http_from(g_port, "127.0.0.31", "GET", "/_seed/api/status", "Authorization: Bearer wrong\r\n", NULL,
+                          &r);
+                assert_int_equal(r.status, 401);
+                resp_done(&r);
+                http_from(g_port, "127.0.0.32", "GET",
+                          "/_seed/login?t=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", NAV,
+                          NULL, &r);
+                assert_int_equal(r.status, 403);
+                resp_done(&r);
+        }
+        log_set_level(LOG_WARN);
+        log_close();
+        assert_int_equal(log_count(path, "wrong bearer token (client 127.0.0.31)"), 1);
+        assert_int_equal(log_count(path, "used, expired or unknown (client 127.0.0.32)"), 1);
+        assert_true(log_count(path, "made 5 failed sign-ins") <= 1);
+        struct stat st;
+        assert_int_equal(stat(path, &st), 0);
+        print_message("# 600 refused requests wrote %lld bytes of log\n", (long long)st.st_size);
+        assert_true(st.st_size < 4096);
+}
+
 static void test_forwarded_for(void **state) {
         /* From the trusted proxy (127.0.0.1): the client is X-Forwarded-For,
          * IPv6 grouped by /48. */
@@ -1901,6 +2041,26 @@ static void overall_limit(uint16_t port) {
 
 static void test_overall_limit(void **state) {
         with_server(OWNER_PASSWORD, "127.0.0.1", overall_limit);
+}
+
+/* 1000+ bad links from one client that is limited already: another client
+ * still signs in with its password. */
+static void limited_client_adds_nothing(uint16_t port) {
+        struct resp r;
+        for (int i = 0; i < CTL_FAIL_OVERALL + 100; i++) {
+                http_from(port, "127.0.0.43", "GET",
+                          "/_seed/login?t=00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff", NAV,
+                          NULL, &r);
+                if (r.status != 403)
+                        fail_msg("bad link %d answered %d", i, r.status);
+                resp_done(&r);
+        }
+        assert_int_equal(post_form(port, "127.0.0.43", NULL, GOOD_FORM), 429);
+        assert_int_equal(post_form(port, "127.0.0.44", NULL, GOOD_FORM), 303);
+}
+
+static void test_limited_client_does_not_lock_out_others(void **state) {
+        with_server(OWNER_PASSWORD, "127.0.0.1", limited_client_adds_nothing);
 }
 
 static void password_off(uint16_t port) {
@@ -2569,9 +2729,14 @@ int main(void) {
                 cmocka_unit_test(test_password_sign_in),
                 cmocka_unit_test(test_password_failures_limited),
                 cmocka_unit_test(test_bad_links_count),
+                cmocka_unit_test(test_prefetch_is_not_a_sign_in),
+                cmocka_unit_test(test_chunked_body_too_large),
+                cmocka_unit_test(test_basic_auth_is_ignored_by_the_api),
+                cmocka_unit_test(test_refusal_flood_is_logged_at_a_bounded_rate),
                 cmocka_unit_test(test_forwarded_for),
                 cmocka_unit_test(test_form_guards),
                 cmocka_unit_test(test_overall_limit),
+                cmocka_unit_test(test_limited_client_does_not_lock_out_others),
                 cmocka_unit_test(test_short_password_turns_password_sign_in_off),
                 cmocka_unit_test(test_session_survives_restart),
                 cmocka_unit_test(test_proxy),

@@ -261,6 +261,91 @@ static void test_roles(void **state) {
         assert_string_equal(open_dbs, "0");
 }
 
+/* The organism's and the evolver's roles carry limits: connections,
+ * statement and idle-in-transaction timeouts, temp files. */
+static void test_role_limits(void **state) {
+        need_pg();
+        static const char *const roles[][2] = {{"organism", PG_LIVE_DB}, {"evolver", PG_LIVE_DB}};
+        for (size_t i = 0; i < ARRAY_SIZE(roles); i++) {
+                _cleanup_(db_closep) struct db *db = NULL;
+                _cleanup_free_ char *err = NULL;
+                if (connect_as(roles[i][0], roles[i][1], &db, &err) < 0) {
+                        /* evolver may not reach the live database: its own scratch ones */
+                        assert_int_equal(pg_scratch_create(g_pg, "limits_probe"), 0);
+                        db = must_connect(roles[i][0], "limits_probe");
+                }
+                _cleanup_free_ char *st = value(db, "SHOW statement_timeout");
+                _cleanup_free_ char *idle = value(db, "SHOW idle_in_transaction_session_timeout");
+                _cleanup_free_ char *temp = value(db, "SHOW temp_file_limit");
+                assert_string_equal(st, "1min");
+                assert_string_equal(idle, "1min");
+                assert_string_equal(temp, "1GB");
+                /* temp_file_limit is the superuser's to change. */
+                _cleanup_free_ char *set_err = NULL;
+                assert_true(db_exec(db, "SET temp_file_limit = -1", &set_err) < 0);
+        }
+        (void)pg_scratch_drop(g_pg, "limits_probe");
+        _cleanup_(db_closep) struct db *su = must_connect("postgres", "postgres");
+        _cleanup_free_ char *limits = value(su,
+                "SELECT string_agg(rolname || ':' || rolconnlimit, ',' ORDER BY rolname) FROM pg_roles "
+                "WHERE rolname IN ('organism', 'evolver')");
+        assert_string_equal(limits, "evolver:20,organism:40");
+}
+
+static off_t file_size(const char *rel) {
+        _cleanup_free_ char *p = path_in(rel);
+        struct stat st;
+        return stat(p, &st) == 0 ? st.st_size : 0;
+}
+
+/* Whether postgres.log holds needle, polled until deadline_ms (the log is
+ * written by a thread). */
+static bool log_has(const char *needle, int deadline_ms) {
+        for (int64_t end = now_ms() + deadline_ms;;) {
+                _cleanup_free_ char *p = path_in(".seed/logs/postgres.log");
+                _cleanup_free_ char *log = NULL;
+                if (read_file(p, 64 << 20, &log, NULL) == 0 && strstr(log, needle))
+                        return true;
+                if (now_ms() >= end)
+                        return false;
+                struct timespec ts = {0, 20 * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+}
+
+/* Failing statements of many megabytes (the organism's to send) put
+ * neither their text nor their huge values into postgres.log. */
+static void test_failing_statements_stay_out_of_the_log(void **state) {
+        need_pg();
+        _cleanup_(db_closep) struct db *db = must_connect("organism", PG_LIVE_DB);
+        size_t big = 4 << 20;
+        _cleanup_free_ char *pad = malloc(big + 1);
+        assert_non_null(pad);
+        memset(pad, 'q', big);
+        pad[big] = 0;
+        off_t before = file_size(".seed/logs/postgres.log");
+        for (int i = 0; i < 5; i++) {
+                _cleanup_free_ char *stmt = NULL, *err = NULL;
+                /* One error names a column (the statement is the big part),
+                 * the other quotes the huge value itself. */
+                if (i % 2 == 0)
+                        assert_int_equal(xasprintf(&stmt, "SELECT no_such_column_%d, '%s'", i, pad), 0);
+                else
+                        assert_int_equal(xasprintf(&stmt, "SELECT '%d%s'::int", i, pad), 0);
+                assert_true(db_exec(db, stmt, &err) < 0);
+        }
+        assert_true(log_has("no_such_column_4", 10000));
+        assert_true(log_has("bytes not logged]", 10000));
+        _cleanup_free_ char *p = path_in(".seed/logs/postgres.log");
+        _cleanup_free_ char *log = NULL;
+        assert_int_equal(read_file(p, 64 << 20, &log, NULL), 0);
+        assert_null(strstr(log, "STATEMENT:"));
+        off_t grown = file_size(".seed/logs/postgres.log") - before;
+        print_message("# postgres.log grew %lld bytes for 5 failing statements of %zu bytes\n", (long long)grown,
+                      big);
+        assert_true(grown < 64 * 1024);
+}
+
 static void assert_denied(const char *role, const char *dbname) {
         struct db *db = NULL;
         _cleanup_free_ char *err = NULL;
@@ -879,6 +964,8 @@ int main(void) {
                 cmocka_unit_test(test_no_tcp_listener),
                 cmocka_unit_test(test_file_modes),
                 cmocka_unit_test(test_roles),
+                cmocka_unit_test(test_role_limits),
+                cmocka_unit_test(test_failing_statements_stay_out_of_the_log),
                 cmocka_unit_test(test_access_control),
                 cmocka_unit_test(test_urls),
                 cmocka_unit_test(test_scratch_databases),

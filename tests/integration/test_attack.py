@@ -968,6 +968,93 @@ def slowloris_from_many_addresses_leaves_the_owner_answered(c):
     assert opened >= 300
 
 
+# ---- a hostile page's floods and speculative loads ---------------------------------
+
+
+
+def bad_link():
+    return '/_seed/login?t=' + os.urandom(32).hex()
+
+
+@test
+def prefetched_sign_in_links_are_not_checked(c):
+    # Speculation rules on an organism page prefetch or prerender links: a
+    # bad one does not count as a failure, a good one is not used up.
+    before = session_ids(c)
+    src = '127.0.0.100'
+    for purpose in ['prefetch', 'prefetch;prerender'] * 10:
+        r = req(c, 'GET', bad_link(), {**NAV, 'Sec-Purpose': purpose}, src=src)
+        assert_refused(r, 503, c, before)
+    path, token = new_link(c)
+    assert_refused(req(c, 'GET', path, {**NAV, 'Sec-Purpose': 'prefetch;prerender'}, src=src), 503, c, before)
+    assert link_used(c, token) == 'f'
+    assert_refused(post_login(c, GOOD, src, {'Sec-Purpose': 'prefetch'}), 503, c, before)
+    assert req(c, 'GET', path, NAV, src=src).status == 303
+    assert post_login(c, GOOD, src).status == 303
+
+
+@test
+def a_limited_address_does_not_lock_out_the_others(c):
+    before = session_ids(c)
+    for i in range(1010):
+        r = req(c, 'GET', bad_link(), NAV, src='127.0.0.101')
+        assert r.status == 403, (i, r.status)
+    assert_refused(post_login(c, GOOD, '127.0.0.101'), 429, c, before)
+    assert post_login(c, GOOD, '127.0.0.102').status == 303
+
+
+@test
+def chunked_api_body_over_1_mib_gets_413(c):
+    links = live_links(c)
+    token = open(os.path.join(c.dir, '.seed', 'control-token')).read().strip()
+    s = socket.create_connection(('127.0.0.1', c.port), timeout=30)
+    try:
+        s.sendall((f'POST /_seed/api/login-links HTTP/1.1\r\nHost: {ctl_host(c)}\r\n'
+                   f'Authorization: Bearer {token}\r\nContent-Type: application/json\r\n'
+                   'Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n').encode())
+        chunk = b'10000\r\n' + b' ' * 65536 + b'\r\n'
+        for _ in range(24):  # 1.5 MiB
+            s.sendall(chunk)
+        s.sendall(b'0\r\n\r\n')
+        data = b''
+        while True:
+            d = s.recv(65536)
+            if not d:
+                break
+            data += d
+    finally:
+        s.close()
+    assert data.startswith(b'HTTP/1.1 413'), data[:300]
+    assert live_links(c) == links
+
+
+def log_count(c, name, needle):
+    try:
+        return open(os.path.join(c.dir, '.seed/logs', name), errors='replace').read().count(needle)
+    except FileNotFoundError:
+        return 0
+
+
+@test
+def a_flood_of_refused_requests_is_logged_at_a_bounded_rate(c):
+    kernel_log = os.path.join(c.dir, '.seed/logs/kernel.log')
+    size = os.path.getsize(kernel_log)
+    src = '127.0.0.103'
+    for _ in range(500):
+        assert req(c, 'GET', '/_seed/api/status', {'Authorization': 'Bearer wrong'}, src=src).status == 401
+        assert req(c, 'GET', '/_seed/', NAV, src=src, host='evil.example').status == 421
+        assert req(c, 'GET', bad_link(), NAV, src=src).status == 403
+    needle = f'wrong bearer token (client {src})'
+    assert log_count(c, 'kernel.log', needle) == 1
+    # supervisor.log (the kernel's stderr, rotated too) gets the same one line.
+    wait_until(lambda: log_count(c, 'supervisor.log', needle) >= 1, timeout=10, interval=0.1,
+               what='the line in supervisor.log')
+    assert log_count(c, 'supervisor.log', needle) == 1
+    assert log_count(c, 'kernel.log', f'used, expired or unknown (client {src})') == 1
+    grown = os.path.getsize(kernel_log) - size
+    assert grown < 8192, f'kernel.log grew {grown} bytes for 1500 refused requests'
+
+
 # ---- last: the overall limit locks password sign-in for everyone --------------------
 
 @test

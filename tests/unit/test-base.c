@@ -23,6 +23,7 @@
 #include "base/crypto.h"
 #include "base/fileio.h"
 #include "base/proc.h"
+#include "base/log.h"
 
 static char tmpdir[] = "/tmp/seed-test-base-XXXXXX";
 
@@ -851,6 +852,103 @@ static void test_secure_zero(void **state) {
         secure_zero(NULL, 10);
 }
 
+/* ---- rate-limited log lines ---- */
+
+static void test_log_limiter_counts(void **state) {
+        struct log_limiter *l = NULL;
+        uint64_t n = 99;
+        assert_int_equal(log_limiter_new(60000, &l), 0);
+        assert_true(log_limiter_admit(l, "refused %s", "192.0.2.1", 1000, &n));
+        assert_int_equal(n, 0);
+        for (int i = 0; i < 5000; i++)
+                assert_false(log_limiter_admit(l, "refused %s", "192.0.2.1", 1001 + i, &n));
+        /* Another client, another reason: lines of their own. */
+        assert_true(log_limiter_admit(l, "refused %s", "192.0.2.2", 2000, &n));
+        assert_true(log_limiter_admit(l, "other %s", "192.0.2.1", 2000, &n));
+        assert_false(log_limiter_admit(l, "refused %s", "192.0.2.1", 60999, &n));
+        /* The next interval: one line, with the count of those not written. */
+        assert_true(log_limiter_admit(l, "refused %s", "192.0.2.1", 61000, &n));
+        assert_int_equal(n, 5001);
+        assert_false(log_limiter_admit(l, "refused %s", "192.0.2.1", 61001, &n));
+        log_limiter_free(l);
+}
+
+static void test_log_limiter_bounded_keys(void **state) {
+        struct log_limiter *l = NULL;
+        uint64_t n = 0;
+        char key[32];
+        assert_int_equal(log_limiter_new(60000, &l), 0);
+        int lines = 0;
+        for (int i = 0; i < 100000; i++) { /* a client per request */
+                snprintf(key, sizeof key, "10.%d.%d.%d", i >> 16 & 255, i >> 8 & 255, i & 255);
+                lines += log_limiter_admit(l, "refused %s", key, 1000 + i / 100, &n);
+        }
+        /* Within one interval: a line per tracked key, one for the rest. */
+        assert_int_equal(lines, LOG_LIMIT_KEYS + 1);
+        /* Another reason still gets its line, even from yet another key. */
+        assert_true(log_limiter_admit(l, "the overall limit %s", "", 1500, &n));
+        assert_false(log_limiter_admit(l, "the overall limit %s", "", 1501, &n));
+        /* Past every per-reason slot too: one line for all the rest. */
+        char reason[LOG_LIMIT_REASONS + 8][16];
+        lines = 0;
+        for (int i = 0; i < LOG_LIMIT_REASONS + 8; i++) {
+                snprintf(reason[i], sizeof reason[i], "reason %d", i);
+                lines += log_limiter_admit(l, reason[i], "x", 1600, &n);
+                lines += log_limiter_admit(l, reason[i], "y", 1600, &n);
+        }
+        assert_int_equal(lines, LOG_LIMIT_REASONS - 2 + 1);
+        log_limiter_free(l);
+}
+
+static size_t count_lines(const char *path, const char *needle) {
+        _cleanup_free_ char *data = NULL;
+        size_t len = 0, n = 0;
+        assert_int_equal(read_file(path, 1 << 24, &data, &len), 0);
+        for (const char *p = data; (p = strstr(p, needle)); p++)
+                n++;
+        return n;
+}
+
+static void test_log_limited_writes_one_line(void **state) {
+        _cleanup_free_ char *path = path_join(tmpdir, "limited.log");
+        assert_int_equal(log_open(path, 10u << 20, 3), 0);
+        for (int i = 0; i < 10000; i++)
+                log_limited(LOG_WARN, "198.51.100.7", "refused a flood request (client %s)", "198.51.100.7");
+        log_limited(LOG_WARN, "198.51.100.8", "refused a flood request (client %s)", "198.51.100.8");
+        log_close();
+        assert_int_equal(count_lines(path, "refused a flood request (client 198.51.100.7)"), 1);
+        assert_int_equal(count_lines(path, "refused a flood request (client 198.51.100.8)"), 1);
+}
+
+/* A stream copied into a rotated log: long lines cut, the files bounded. */
+static void test_rotlog_pump_bounds(void **state) {
+        _cleanup_free_ char *src = path_join(tmpdir, "pump-src"), *dst = path_join(tmpdir, "pump.log");
+        size_t line = 100000, lines = 300;
+        _cleanup_free_ char *data = malloc(line * lines);
+        assert_non_null(data);
+        memset(data, 'z', line * lines);
+        for (size_t i = 1; i <= lines; i++)
+                data[i * line - 1] = '\n';
+        assert_int_equal(write_file_atomic(src, data, line * lines, 0600), 0);
+        struct rotlog *l = NULL;
+        assert_int_equal(rotlog_open(dst, 64 * 1024, 2, &l), 0);
+        int fd = open(src, O_RDONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        rotlog_pump(l, fd, 4096);
+        close(fd);
+        rotlog_free(l);
+        struct stat st;
+        assert_int_equal(stat(dst, &st), 0);
+        assert_true(st.st_size <= 64 * 1024);
+        _cleanup_free_ char *one = NULL, *two = NULL, *three = NULL;
+        assert_true(xasprintf(&one, "%s.1", dst) >= 0 && xasprintf(&two, "%s.2", dst) >= 0 &&
+                    xasprintf(&three, "%s.3", dst) >= 0);
+        assert_int_equal(stat(one, &st), 0);
+        assert_true(st.st_size <= 64 * 1024);
+        assert_false(path_exists(three));
+        assert_int_equal(count_lines(dst, "[... 95903 bytes not logged]\n"), count_lines(dst, "\n"));
+}
+
 static int setup(void **state) {
         if (!mkdtemp(tmpdir))
                 return -1;
@@ -864,6 +962,10 @@ static int teardown(void **state) {
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_buf_cap),
+                cmocka_unit_test(test_log_limiter_counts),
+                cmocka_unit_test(test_log_limiter_bounded_keys),
+                cmocka_unit_test(test_log_limited_writes_one_line),
+                cmocka_unit_test(test_rotlog_pump_bounds),
                 cmocka_unit_test(test_buf_grow_and_printf),
                 cmocka_unit_test(test_buf_steal),
                 cmocka_unit_test(test_headtail_head_only),

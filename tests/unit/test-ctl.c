@@ -385,6 +385,75 @@ static void test_proxy_request_keeps_other_auth(void **state) {
         assert_false(ctl_proxy_drop_request_header("Accept-Language", "en", "close", NULL));
 }
 
+/* The CLI token is the CLI's however the header spaces it: trailing or
+ * doubled whitespace does not let it through to the organism. */
+static void test_proxy_drops_cli_token_with_whitespace(void **state) {
+        static const char *const spaced[] = {
+                "Bearer cli-secret ", "Bearer cli-secret\t", "Bearer  cli-secret  ", "BEARER\tcli-secret",
+                "bearer cli-secret \t ",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(spaced); i++)
+                if (!ctl_proxy_drop_request_header("Authorization", spaced[i], NULL, "cli-secret"))
+                        fail_msg("forwarded the CLI token in '%s'", spaced[i]);
+        assert_false(ctl_proxy_drop_request_header("Authorization", "Bearer cli-secre", NULL, "cli-secret"));
+        assert_false(ctl_proxy_drop_request_header("Authorization", "Bearercli-secret", NULL, "cli-secret"));
+        assert_false(ctl_proxy_drop_request_header("Authorization", "Basic cli-secret", NULL, "cli-secret"));
+}
+
+static void test_auth_bearer(void **state) {
+        const char *t = NULL;
+        size_t n = 0;
+        assert_int_equal(ctl_auth_bearer("Bearer abc", &t, &n), 0);
+        assert_int_equal(n, 3);
+        assert_memory_equal(t, "abc", 3);
+        assert_int_equal(ctl_auth_bearer("bearer \t abc \t", &t, &n), 0);
+        assert_int_equal(n, 3);
+        assert_memory_equal(t, "abc", 3);
+        assert_int_equal(ctl_auth_bearer("Basic dXNlcjpwYXNz", &t, &n), -ENOENT);
+        assert_int_equal(ctl_auth_bearer("Digest username=\"a\"", &t, &n), -ENOENT);
+        assert_int_equal(ctl_auth_bearer("Bearerabc", &t, &n), -ENOENT);
+        assert_int_equal(ctl_auth_bearer(NULL, &t, &n), -ENOENT);
+        assert_int_equal(ctl_auth_bearer("Bearer", &t, &n), -EINVAL);
+        assert_int_equal(ctl_auth_bearer("Bearer   ", &t, &n), -EINVAL);
+        assert_true(ctl_token_eq("abc", 3, "abc"));
+        assert_false(ctl_token_eq("abc", 2, "abc"));
+        assert_false(ctl_token_eq("abcd", 4, "abc"));
+        assert_false(ctl_token_eq("abd", 3, "abc"));
+        assert_true(ctl_token_eq("", 0, ""));
+}
+
+/* Set-Cookie names as a browser reads them, and the name it sends back. */
+static void test_set_cookie_name(void **state) {
+        static const struct {
+                const char *value, *name;
+        } cases[] = {
+                {"a=b", "a"},       {" a =b; Path=/", "a"}, {"\ta\t=b", "a"},  {"=a=b", ""},
+                {"a", ""},          {"\"a\"=b", "\"a\""},   {"a b=c", "a b"},  {"a;b=c", ""},
+                {"", ""},           {"==", ""},             {"a==b", "a"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                const char *n = NULL;
+                size_t len = 99;
+                ctl_set_cookie_name(cases[i].value, &n, &len);
+                if (len != strlen(cases[i].name) || memcmp(n, cases[i].name, len) != 0)
+                        fail_msg("'%s': name '%.*s', want '%s'", cases[i].value, (int)len, n, cases[i].name);
+        }
+        static const char *const sets[] = {
+                "seed_ab=x", " seed_ab\t=x", "=seed_ab=x", " = seed_ab =x; Path=/", "seed_ab", " seed_ab ",
+                "=seed_ab", "seed_ab; Path=/", "= seed_ab",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(sets); i++)
+                if (!ctl_set_cookie_sets(sets[i], "seed_ab"))
+                        fail_msg("'%s' would set seed_ab unnoticed", sets[i]);
+        static const char *const others[] = {
+                "\"seed_ab\"=x", "seed_abc=x", "xseed_ab=x", "=x=seed_ab", "seed_a=b", "=", "", "a=seed_ab",
+                "Seed_ab=x",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(others); i++)
+                if (ctl_set_cookie_sets(others[i], "seed_ab"))
+                        fail_msg("'%s' does not set seed_ab", others[i]);
+}
+
 /* Header names that are not RFC 9110 tokens are dropped, so a name such as
  * "Transfer-Encoding\t" cannot pass the exact-name checks and reach the
  * organism, which might trim it into a framing header. */
@@ -645,6 +714,10 @@ static void test_proxy_response_policy(void **state) {
                 {"Set-Cookie", " seed_ab =evil2"},
                 {"Set-Cookie", "app=1; Path=/"},
                 {"Set-Cookie", "seed_abc=1"},
+                {"Set-Cookie", "=seed_ab=evil3; Path=/_seed"},
+                {"Set-Cookie", "seed_ab"},
+                {"Set-Cookie", " = seed_ab=evil4"},
+                {"Set-Cookie", "\"seed_ab\"=q"},
                 {"Content-Length", "10"},
                 {"Transfer-Encoding", "chunked"},
                 {"Connection", "close, X-Hop"},
@@ -670,10 +743,11 @@ static void test_proxy_response_policy(void **state) {
         assert_null(ctl_hdrs_get(&out, "X-Hop"));
         assert_null(ctl_hdrs_get(&out, "Keep-Alive"));
         assert_null(ctl_hdrs_get(&out, "Clear-Site-Data"));
-        assert_int_equal(ctl_hdrs_count(&out, "Set-Cookie"), 2);
+        assert_int_equal(ctl_hdrs_count(&out, "Set-Cookie"), 3);
         for (size_t i = 0; i < out.n; i++)
                 if (ctl_strcaseeq(out.v[i].name, "Set-Cookie"))
-                        assert_true(streq(out.v[i].value, "app=1; Path=/") || streq(out.v[i].value, "seed_abc=1"));
+                        assert_true(streq(out.v[i].value, "app=1; Path=/") || streq(out.v[i].value, "seed_abc=1") ||
+                                    streq(out.v[i].value, "\"seed_ab\"=q"));
         ctl_hdrs_free(&out);
         ctl_hdrs_free(&up);
 
@@ -1053,6 +1127,21 @@ static void test_limiter_success_and_links(void **state) {
         assert_int_equal(ctl_limiter_fail(l, &same48, t + 5), CTL_LIMIT_CLIENT);
         assert_int_equal(ctl_limiter_begin(l, &a, t + 6), CTL_LIMIT_CLIENT);
         assert_int_equal(ctl_limiter_tracked(l, t + 6), 1);
+        ctl_limiter_free(l);
+}
+
+/* Bad links from a client that is limited already add nothing overall: a
+ * thousand of them from one address do not lock every address out. */
+static void test_limiter_limited_client_adds_nothing_overall(void **state) {
+        struct ctl_limiter *l = NULL;
+        assert_int_equal(ctl_limiter_new(&ctl_limits_default, &l), 0);
+        struct ctl_client a = client_of("192.0.2.1"), b = client_of("192.0.2.2");
+        for (int i = 0; i < 3 * CTL_FAIL_OVERALL; i++)
+                assert_int_equal(ctl_limiter_fail(l, &a, 1000 + i),
+                                 i < CTL_FAIL_PER_CLIENT - 1 ? CTL_LIMIT_NONE : CTL_LIMIT_CLIENT);
+        assert_int_equal(ctl_limiter_state(l, &b, 5000), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_begin(l, &b, 5000), CTL_LIMIT_NONE);
+        assert_int_equal(ctl_limiter_end(l, &b, true, 5000), CTL_LIMIT_NONE);
         ctl_limiter_free(l);
 }
 
@@ -1826,6 +1915,9 @@ int main(void) {
                 cmocka_unit_test(test_proxy_request_head),
                 cmocka_unit_test(test_proxy_request_keeps_other_auth),
                 cmocka_unit_test(test_proxy_drops_non_token_names),
+                cmocka_unit_test(test_proxy_drops_cli_token_with_whitespace),
+                cmocka_unit_test(test_auth_bearer),
+                cmocka_unit_test(test_set_cookie_name),
                 cmocka_unit_test(test_proxy_drops_control_chars_in_values),
                 cmocka_unit_test(test_request_framing),
                 cmocka_unit_test(test_proxy_request_head_framing),
@@ -1842,6 +1934,7 @@ int main(void) {
                 cmocka_unit_test(test_limiter_per_client),
                 cmocka_unit_test(test_limiter_success_and_links),
                 cmocka_unit_test(test_limiter_parallel_attempts),
+                cmocka_unit_test(test_limiter_limited_client_adds_nothing_overall),
                 cmocka_unit_test(test_limiter_overall),
                 cmocka_unit_test(test_limiter_eviction),
                 cmocka_unit_test(test_limiter_all_slots_busy),
