@@ -1,6 +1,9 @@
 /* text.c — see text.h. */
 #include "base/text.h"
 
+#include <ctype.h>
+#include <string.h>
+
 size_t utf8_seq(const unsigned char *s, size_t n) {
         unsigned char c = s[0];
         if (c < 0x80)
@@ -39,4 +42,20 @@ int hex_digit(char c) {
         if (c >= 'A' && c <= 'F')
                 return c - 'A' + 10;
         return -1;
+}
+
+bool http_token_ok(const char *s) {
+        if (!s || !*s)
+                return false;
+        for (; *s; s++)
+                if (!isalnum((unsigned char)*s) && !strchr("!#$%&'*+-.^_`|~", *s))
+                        return false;
+        return true;
+}
+
+bool http_field_value_ok(const char *s) {
+        for (; *s; s++)
+                if (((unsigned char)*s < ' ' && *s != '\t') || *s == 127)
+                        return false;
+        return true;
 }
