@@ -12,6 +12,7 @@
 #include "config/config.h"
 
 #include "base/fileio.h"
+#include "model/providers.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -335,20 +336,20 @@ static int check_host(struct ctx *x, const char *path, yaml_node_t *n, char *v) 
         return 0;
 }
 
-static const char *const providers[] = {"openrouter", "openai", "anthropic", "openai-compatible"};
-
 /* server.control_host: "" (the same-origin fallback) or a plain host name. */
 static int check_control_host(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
         return *v ? check_host(x, path, n, v) : 0;
 }
 
+/* model.provider: a row of kernel/model's providers table. */
 static int check_provider(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
-        for (size_t i = 0; i < ARRAY_SIZE(providers); i++)
-                if (streq(v, providers[i]))
-                        return 0;
+        if (model_provider_find(v))
+                return 0;
         char e[ESC_MAX];
-        return fail(x, n, "%s: unknown provider '%s' (expected openrouter, openai, anthropic or openai-compatible)",
-                    path, esc(e, v, strlen(v)));
+        _cleanup_free_ char *names = model_provider_names(" or ");
+        if (!names)
+                return -ENOMEM;
+        return fail(x, n, "%s: unknown provider '%s' (expected %s)", path, esc(e, v, strlen(v)), names);
 }
 
 static int check_model_name(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
@@ -604,11 +605,12 @@ static int finish_server(struct ctx *x, yaml_node_t *section) {
 
 static int finish_model(struct ctx *x, yaml_node_t *section) {
         const struct cfg *c = x->cfg;
-        bool compat = streq(c->model.provider, "openai-compatible");
+        const struct model_provider *p = model_provider_find(c->model.provider);
+        bool compat = p && !p->endpoint; /* its endpoint and key variable come from here */
         yaml_node_t *at;
         if (compat && !*c->model.base_url) {
                 at = find_value(x, section, "provider");
-                return fail(x, at ? at : section, "model: provider 'openai-compatible' needs base_url");
+                return fail(x, at ? at : section, "model: provider '%s' needs base_url", c->model.provider);
         }
         if (!compat && *c->model.base_url) {
                 at = find_value(x, section, "base_url");

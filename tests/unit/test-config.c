@@ -8,6 +8,7 @@
 
 #include "base/fileio.h"
 #include "config/config.h"
+#include "model/providers.h"
 
 #include <sys/stat.h>
 
@@ -537,6 +538,20 @@ static void test_split_addr(void **state) {
         assert_int_equal(cfg_split_addr(NULL, NULL, NULL), -EINVAL);
 }
 
+/* model.provider accepts exactly the rows of kernel/model's providers table. */
+static void test_every_provider_accepted(void **state) {
+        size_t n;
+        const struct model_provider *p = model_providers(&n);
+        for (size_t i = 0; i < n; i++) {
+                char yaml[256];
+                snprintf(yaml, sizeof yaml, "model:\n  provider: %s\n%s", p[i].name,
+                         p[i].endpoint ? "" : "  base_url: http://127.0.0.1:9/v1\n");
+                struct cfg *c = parse_ok(yaml);
+                assert_string_equal(c->model.provider, p[i].name);
+                cfg_free(c);
+        }
+}
+
 static void test_repo_seed_yaml_is_defaults(void **state) {
         struct cfg *c = NULL, *d = NULL;
         char *err = NULL;
@@ -635,6 +650,7 @@ int main(void) {
                 cmocka_unit_test(test_error_evolvable),
                 cmocka_unit_test(test_secrets_not_echoed),
                 cmocka_unit_test(test_split_addr),
+                cmocka_unit_test(test_every_provider_accepted),
                 cmocka_unit_test(test_repo_seed_yaml_is_defaults),
                 cmocka_unit_test(test_load),
         };
