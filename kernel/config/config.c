@@ -64,7 +64,7 @@ static int _printf_(3, 4) fail_at(struct ctx *x, yaml_mark_t m, const char *fmt,
         va_list ap;
         char *msg = NULL;
         va_start(ap, fmt);
-        int k = vasprintf(&msg, fmt, ap);
+        int k = xvasprintf(&msg, fmt, ap);
         va_end(ap);
         if (k < 0)
                 return -ENOMEM;

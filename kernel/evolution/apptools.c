@@ -44,20 +44,8 @@ struct orch_app {
         char *log_path;          /* .seed/logs/preview-<evo_id>-app.log */
 };
 
-static int result(struct tool_result *ret, bool is_error, const char *fmt, ...) _printf_(3, 4);
-static int result(struct tool_result *ret, bool is_error, const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        char *t = NULL;
-        int k = vasprintf(&t, fmt, ap);
-        va_end(ap);
-        if (k < 0)
-                return -ENOMEM;
-        free(ret->output);
-        ret->output = t;
-        ret->is_error = is_error;
-        return 0;
-}
+/* Every answer to the model goes through tool_result_printf (kernel/tools). */
+#define result tool_result_printf
 
 int orch_app_new(const struct orch_app_config *c, struct orch_app **ret) {
         if (!c || !c->seed_dir || !c->worktree || !c->evo_id || !c->cfg || !ret)

@@ -270,7 +270,7 @@ static int fail(const struct model *m, int r, char **ret_error, const char *fmt,
         va_list ap;
         char *what = NULL, *full = NULL;
         va_start(ap, fmt);
-        int k = vasprintf(&what, fmt, ap);
+        int k = xvasprintf(&what, fmt, ap);
         va_end(ap);
         if (k >= 0 && xasprintf(&full, "%s: %s", m->provider->name, what) >= 0 && ret_error)
                 *ret_error = model_redact(full, m->api_key);

@@ -125,6 +125,11 @@ struct tool_ctx {
         void *userdata;                  /* the callbacks' */
 };
 
+/* Sets ret->output (replacing any) to the formatted text and ret->is_error:
+ * what a tool callback outside kernel/tools (the orchestrator's app tools)
+ * answers with. 0 or -ENOMEM. */
+int tool_result_printf(struct tool_result *ret, bool is_error, const char *fmt, ...) _printf_(3, 4);
+
 /* Fills the permissions of ctx from seed.yaml. */
 void tools_ctx_set_permissions(struct tool_ctx *ctx, const struct cfg *c);
 
