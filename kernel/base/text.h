@@ -14,6 +14,11 @@ size_t utf8_seq(const unsigned char *s, size_t n);
 /* The value of a hex digit (either case), or -1. */
 int hex_digit(char c);
 
+/* Percent-decodes len bytes of s ('+' is a space when plus_is_space) into a
+ * new NUL-terminated string (caller frees). -EINVAL for a malformed escape
+ * or a NUL (raw or %00), -ENOMEM. */
+int percent_decode(const char *s, size_t len, bool plus_is_space, char **ret);
+
 /* Whether s is a non-empty HTTP token (RFC 9110 §5.6.2: a method or a field
  * name): no spaces, tabs, quotes, separators or controls. */
 bool http_token_ok(const char *s);

@@ -43,29 +43,7 @@ static int query_param(const char *query, const char *name, char **ret) {
                         size_t vl = len - nl - 1;
                         if (vl > QUERY_VALUE_MAX)
                                 return -E2BIG;
-                        char *out = malloc(vl + 1);
-                        size_t o = 0;
-                        if (!out)
-                                return -ENOMEM;
-                        for (size_t i = 0; i < vl; i++) {
-                                int c = (unsigned char)v[i];
-                                if (c == '+')
-                                        c = ' ';
-                                else if (c == '%') {
-                                        int hi = i + 1 < vl ? hex_digit(v[i + 1]) : -1;
-                                        int lo = i + 2 < vl ? hex_digit(v[i + 2]) : -1;
-                                        c = hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-                                        i += 2;
-                                }
-                                if (c <= 0) {
-                                        free(out);
-                                        return -EINVAL;
-                                }
-                                out[o++] = (char)c;
-                        }
-                        out[o] = 0;
-                        *ret = out;
-                        return 0;
+                        return percent_decode(v, vl, true, ret);
                 }
                 p += len + (p[len] == '&');
         }

@@ -829,6 +829,22 @@ static void test_format_helpers(void **state) {
         assert_int_equal(errorf(-ENOENT, NULL, "ignored %d", 1), -ENOENT);
 }
 
+static void test_percent_decode(void **state) {
+        char *s = NULL;
+        assert_int_equal(percent_decode("a%2Fb+c%7e", 10, true, &s), 0);
+        assert_string_equal(s, "a/b c~");
+        free(s);
+        assert_int_equal(percent_decode("a+b", 3, false, &s), 0);
+        assert_string_equal(s, "a+b");
+        free(s);
+        s = NULL;
+        assert_int_equal(percent_decode("%00", 3, true, &s), -EINVAL);
+        assert_int_equal(percent_decode("%4", 2, true, &s), -EINVAL);
+        assert_int_equal(percent_decode("%zz", 3, true, &s), -EINVAL);
+        assert_int_equal(percent_decode("a\0b", 3, true, &s), -EINVAL);
+        assert_null(s);
+}
+
 static void test_read_fd_bounded(void **state) {
         int p[2];
         assert_int_equal(pipe2(p, O_CLOEXEC), 0);
@@ -965,6 +981,7 @@ int main(void) {
                 cmocka_unit_test(test_proc_spawn_wait_kill),
                 cmocka_unit_test(test_proc_exit_codes),
                 cmocka_unit_test(test_format_helpers),
+                cmocka_unit_test(test_percent_decode),
                 cmocka_unit_test(test_read_fd_bounded),
                 cmocka_unit_test(test_fd_wait_readable),
                 cmocka_unit_test(test_strv),
