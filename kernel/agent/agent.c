@@ -184,7 +184,7 @@ static int finish(struct run *run, enum agent_outcome o, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
         char *s = NULL;
-        int k = vasprintf(&s, fmt, ap);
+        int k = xvasprintf(&s, fmt, ap);
         va_end(ap);
         if (k < 0)
                 return -ENOMEM;

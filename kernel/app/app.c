@@ -9,6 +9,7 @@
 #include "evolution/api.h"
 #include "evolution/orchestrator.h"
 #include "model/model.h"
+#include "model/providers.h"
 #include "organism/organism.h"
 #include "pg/pg.h"
 #include "repo/repo.h"
@@ -279,17 +280,13 @@ static void app_model_usage(void *userdata, const char *purpose, const char *ref
  * evolutions fail saying how to give one. */
 static int app_create_model(struct app *a) {
         const char *provider = a->cfg->model.provider;
-        const char *key_name = NULL;
-        if (streq(provider, "openai-compatible"))
-                key_name = strempty(a->cfg->model.api_key_env) ? NULL : a->cfg->model.api_key_env;
-        else if (streq(provider, "openrouter"))
-                key_name = "OPENROUTER_API_KEY";
-        else if (streq(provider, "openai"))
-                key_name = "OPENAI_API_KEY";
-        else if (streq(provider, "anthropic"))
-                key_name = "ANTHROPIC_API_KEY";
-        /* Named providers always need their key; a local openai-compatible
-         * server may need none (no api_key_env). */
+        const struct model_provider *p = model_provider_find(provider);
+        /* Named providers always need their key (the table's variable); a
+         * local openai-compatible server may need none (no api_key_env). */
+        const char *key_name = !p                           ? NULL
+                               : p->key_env                 ? p->key_env
+                               : strempty(a->cfg->model.api_key_env) ? NULL
+                                                            : a->cfg->model.api_key_env;
         const char *key = key_name ? secrets_get(a->secrets, key_name) : NULL;
         if (key_name && !key) {
                 log_warn("no model key: evolutions will fail until the Seed is started with -e %s", key_name);

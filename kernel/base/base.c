@@ -38,10 +38,10 @@ int strv_pushf(char ***v, const char *fmt, ...) {
         va_list ap;
         char *s = NULL;
         va_start(ap, fmt);
-        int k = vasprintf(&s, fmt, ap);
+        int k = xvasprintf(&s, fmt, ap);
         va_end(ap);
         if (k < 0)
-                return -ENOMEM;
+                return k;
         int r = strv_push(v, s);
         free(s);
         return r;
@@ -65,16 +65,32 @@ static int64_t clock_ms(clockid_t id) {
 int64_t now_ms(void) { return clock_ms(CLOCK_MONOTONIC); }
 int64_t wall_ms(void) { return clock_ms(CLOCK_REALTIME); }
 
-int xasprintf(char **ret, const char *fmt, ...) {
-        va_list ap;
+int xvasprintf(char **ret, const char *fmt, va_list ap) {
         char *s = NULL;
-        va_start(ap, fmt);
         int k = vasprintf(&s, fmt, ap);
-        va_end(ap);
         if (k < 0)
                 return -ENOMEM;
         *ret = s;
-        return 0;
+        return k;
+}
+
+int xasprintf(char **ret, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = xvasprintf(ret, fmt, ap);
+        va_end(ap);
+        return k < 0 ? k : 0;
+}
+
+int errorf(int r, char **ret_error, const char *fmt, ...) {
+        if (!ret_error)
+                return r;
+        va_list ap;
+        va_start(ap, fmt);
+        *ret_error = NULL;
+        (void)xvasprintf(ret_error, fmt, ap);
+        va_end(ap);
+        return r;
 }
 
 void secure_zero(void *p, size_t n) {

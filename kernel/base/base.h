@@ -5,6 +5,8 @@
  * written only on success. */
 #pragma once
 
+#include <stdarg.h>
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -80,6 +82,13 @@ int64_t wall_ms(void);
 
 /* Formatting into a fresh string; returns -ENOMEM on failure. */
 int xasprintf(char **ret, const char *fmt, ...) _printf_(2, 3);
+/* The va_list form, the one formatter every variadic helper calls: the
+ * length (>= 0) with *ret set (caller frees), or -ENOMEM with *ret untouched. */
+int xvasprintf(char **ret, const char *fmt, va_list ap) _printf_(2, 0);
+/* Sets *ret_error (when ret_error is not NULL; caller frees; NULL when out of
+ * memory) to the formatted message and returns r: `return errorf(-EINVAL,
+ * ret_error, "bad %s", x);`. */
+int errorf(int r, char **ret_error, const char *fmt, ...) _printf_(3, 4);
 
 /* Overwrites memory in a way the compiler may not elide (for secrets). */
 void secure_zero(void *p, size_t n);

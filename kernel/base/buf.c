@@ -1,4 +1,5 @@
 #include "base/buf.h"
+#include "base/fileio.h"
 
 #include <stdarg.h>
 
@@ -28,10 +29,10 @@ int buf_printf(struct buf *b, const char *fmt, ...) {
         va_list ap;
         char *s = NULL;
         va_start(ap, fmt);
-        int k = vasprintf(&s, fmt, ap);
+        int k = xvasprintf(&s, fmt, ap);
         va_end(ap);
         if (k < 0)
-                return -ENOMEM;
+                return k;
         int r = buf_append(b, s, (size_t)k);
         free(s);
         return r;
@@ -120,4 +121,21 @@ void headtail_free(struct headtail *h) {
         buf_free(&h->head);
         free(h->tail);
         h->tail = NULL;
+}
+
+int headtail_read_fd(struct headtail *h, int fd, int64_t deadline) {
+        char chunk[65536];
+        for (;;) {
+                int r = fd_wait_readable(fd, deadline);
+                if (r == -ETIMEDOUT)
+                        return r;
+                if (r < 0)
+                        return 0;
+                ssize_t n = read(fd, chunk, sizeof chunk);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0)
+                        return 0;
+                headtail_feed(h, chunk, (size_t)n);
+        }
 }

@@ -31,6 +31,9 @@ struct headtail {
         size_t dropped;
 };
 int headtail_init(struct headtail *h, size_t head_max, size_t tail_max);
+/* Feeds what fd gives into h until EOF (or a read error): 0; -ETIMEDOUT when
+ * the deadline (now_ms() time; INT64_MAX: none) passes first. */
+int headtail_read_fd(struct headtail *h, int fd, int64_t deadline);
 void headtail_feed(struct headtail *h, const char *data, size_t len);
 /* The kept output with a "[… N bytes omitted …]" marker, as a C string:
  * NUL bytes in the stream become U+FFFD. Caller frees. */

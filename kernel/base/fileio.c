@@ -3,44 +3,28 @@
 #include <fcntl.h>
 #include <ftw.h>
 #include <limits.h>
+#include <poll.h>
 #include <sys/stat.h>
 
-int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
-        /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
-         * below); it is cleared again before reading. */
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
-        if (fd < 0)
-                return -errno;
-        struct stat st;
-        if (fstat(fd, &st) < 0)
-                return -errno;
-        if (!S_ISREG(st.st_mode))
-                return -EINVAL;
-        int fl = fcntl(fd, F_GETFL);
-        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
-                return -errno;
+int read_fd_bounded(int fd, size_t size_hint, size_t max, char **ret, size_t *ret_len) {
         if (max > SIZE_MAX / 2)
                 max = SIZE_MAX / 2; /* keeps max + 1 and cap * 2 from overflowing */
-        if ((uint64_t)st.st_size > max)
-                return -EFBIG;
         /* Sized for the file as it is now; it grows only if the file does
          * (or, like /proc files, reports no size). */
-        size_t cap = (size_t)st.st_size + 1, len = 0;
+        size_t cap = (size_hint < max ? size_hint : max) + 1, len = 0;
         _cleanup_free_ char *data = malloc(cap);
         if (!data)
                 return -ENOMEM;
         for (;;) {
-                ssize_t k;
                 if (len + 1 == cap) {
                         /* Full: probe for EOF before growing, so a file of
                          * exactly max bytes is accepted. */
                         char probe;
-                        k = read(fd, &probe, 1);
-                        if (k < 0) {
-                                if (errno == EINTR)
-                                        continue;
+                        ssize_t k = read(fd, &probe, 1);
+                        if (k < 0 && errno == EINTR)
+                                continue;
+                        if (k < 0)
                                 return -errno;
-                        }
                         if (k == 0)
                                 break;
                         if (len >= max)
@@ -56,12 +40,11 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
                         data[len++] = probe;
                         continue;
                 }
-                k = read(fd, data + len, cap - 1 - len);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
+                ssize_t k = read(fd, data + len, cap - 1 - len);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
                         return -errno;
-                }
                 if (k == 0)
                         break;
                 len += (size_t)k;
@@ -71,6 +54,44 @@ int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
                 *ret_len = len;
         *ret = TAKE_PTR(data);
         return 0;
+}
+
+int fd_wait_readable(int fd, int64_t deadline) {
+        for (;;) {
+                /* A passed deadline still looks once (timeout 0). */
+                int64_t left = deadline == INT64_MAX ? -1 : deadline - now_ms();
+                if (deadline != INT64_MAX && left < 0)
+                        left = 0;
+                struct pollfd pf = {.fd = fd, .events = POLLIN};
+                int k = poll(&pf, 1, left < 0 ? -1 : left > INT_MAX ? INT_MAX : (int)left);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0)
+                        return -errno;
+                if (k > 0)
+                        return 0;
+                if (deadline != INT64_MAX && now_ms() >= deadline)
+                        return -ETIMEDOUT;
+        }
+}
+
+int read_file(const char *path, size_t max, char **ret, size_t *ret_len) {
+        /* O_NONBLOCK: opening a FIFO must not wait for a writer (it is refused
+         * below); it is cleared again before reading. */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0)
+                return -errno;
+        if (!S_ISREG(st.st_mode))
+                return -EINVAL;
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+                return -errno;
+        if ((uint64_t)st.st_size > max)
+                return -EFBIG;
+        return read_fd_bounded(fd, (size_t)st.st_size, max, ret, ret_len);
 }
 
 int write_file_atomic(const char *path, const void *data, size_t len, mode_t mode) {

@@ -1,9 +1,9 @@
 #include "base/proc.h"
+#include "base/fileio.h"
 #include "base/buf.h"
 
 #include <fcntl.h>
 #include <linux/close_range.h>
-#include <poll.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
@@ -138,26 +138,9 @@ int proc_run(const struct proc_opts *o, struct proc_result *ret) {
         r = headtail_init(&ht, head, tail);
         bool timed_out = false;
         int64_t deadline = o->timeout_ms > 0 ? now_ms() + o->timeout_ms : INT64_MAX;
-        while (capture && r == 0) {
-                int64_t left = deadline - now_ms();
-                if (left <= 0) {
-                        timed_out = true;
-                        proc_kill_group(pid, SIGKILL);
-                        break;
-                }
-                struct pollfd p = {.fd = pipefd[0], .events = POLLIN};
-                int k = poll(&p, 1, left > 1000 ? 1000 : (int)left);
-                if (k < 0 && errno != EINTR)
-                        break;
-                if (k <= 0)
-                        continue;
-                char chunk[65536];
-                ssize_t n = read(pipefd[0], chunk, sizeof chunk);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                headtail_feed(&ht, chunk, (size_t)n);
+        if (capture && r == 0 && headtail_read_fd(&ht, pipefd[0], deadline) == -ETIMEDOUT) {
+                timed_out = true;
+                proc_kill_group(pid, SIGKILL);
         }
         if (capture)
                 close(pipefd[0]);

@@ -1,6 +1,11 @@
 /* text.c — see text.h. */
 #include "base/text.h"
 
+#include <ctype.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
 size_t utf8_seq(const unsigned char *s, size_t n) {
         unsigned char c = s[0];
         if (c < 0x80)
@@ -39,4 +44,44 @@ int hex_digit(char c) {
         if (c >= 'A' && c <= 'F')
                 return c - 'A' + 10;
         return -1;
+}
+
+bool http_token_ok(const char *s) {
+        if (!s || !*s)
+                return false;
+        for (; *s; s++)
+                if (!isalnum((unsigned char)*s) && !strchr("!#$%&'*+-.^_`|~", *s))
+                        return false;
+        return true;
+}
+
+bool http_field_value_ok(const char *s) {
+        for (; *s; s++)
+                if (((unsigned char)*s < ' ' && *s != '\t') || *s == 127)
+                        return false;
+        return true;
+}
+
+int percent_decode(const char *s, size_t len, bool plus_is_space, char **ret) {
+        char *out = malloc(len + 1), *o = out;
+        if (!out)
+                return -ENOMEM;
+        for (size_t i = 0; i < len; i++) {
+                int c = (unsigned char)s[i];
+                if (c == '%') {
+                        int hi = i + 1 < len ? hex_digit(s[i + 1]) : -1;
+                        int lo = i + 2 < len ? hex_digit(s[i + 2]) : -1;
+                        c = hi < 0 || lo < 0 ? 0 : hi * 16 + lo;
+                        i += 2;
+                } else if (c == '+' && plus_is_space)
+                        c = ' ';
+                if (c == 0) {
+                        free(out);
+                        return -EINVAL;
+                }
+                *o++ = (char)c;
+        }
+        *o = 0;
+        *ret = out;
+        return 0;
 }

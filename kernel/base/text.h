@@ -1,7 +1,8 @@
-/* text.h — the small text facts several modules check: UTF-8 sequences and
- * hex digits. */
+/* text.h — the small text facts several modules check: UTF-8 sequences,
+ * hex digits, HTTP tokens and field values. */
 #pragma once
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Length (1..4) of the valid UTF-8 sequence at s (n >= 1 bytes available),
@@ -12,3 +13,15 @@ size_t utf8_seq(const unsigned char *s, size_t n);
 
 /* The value of a hex digit (either case), or -1. */
 int hex_digit(char c);
+
+/* Percent-decodes len bytes of s ('+' is a space when plus_is_space) into a
+ * new NUL-terminated string (caller frees). -EINVAL for a malformed escape
+ * or a NUL (raw or %00), -ENOMEM. */
+int percent_decode(const char *s, size_t len, bool plus_is_space, char **ret);
+
+/* Whether s is a non-empty HTTP token (RFC 9110 §5.6.2: a method or a field
+ * name): no spaces, tabs, quotes, separators or controls. */
+bool http_token_ok(const char *s);
+/* Whether s may be an HTTP field value: no control character (CR, LF, NUL,
+ * DEL, …) other than tab. */
+bool http_field_value_ok(const char *s);

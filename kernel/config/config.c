@@ -1,4 +1,6 @@
-/* config.c — seed.yaml, parsed with libyaml (the only libyaml user).
+/* config.c — seed.yaml, parsed with libyaml (the only libyaml user), and
+ * the flat mappings of scalars of knowledge/self.yaml and SKILL.md front
+ * matter with the same reader (cfg_scalars_parse, at the end).
  *
  * Two passes over the text: the event parser first checks what the document
  * API would hide (syntax, anchors/aliases, tags, nesting depth, document
@@ -12,6 +14,8 @@
 #include "config/config.h"
 
 #include "base/fileio.h"
+#include "base/text.h"
+#include "model/providers.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -60,7 +64,7 @@ static int _printf_(3, 4) fail_at(struct ctx *x, yaml_mark_t m, const char *fmt,
         va_list ap;
         char *msg = NULL;
         va_start(ap, fmt);
-        int k = vasprintf(&msg, fmt, ap);
+        int k = xvasprintf(&msg, fmt, ap);
         va_end(ap);
         if (k < 0)
                 return -ENOMEM;
@@ -335,20 +339,20 @@ static int check_host(struct ctx *x, const char *path, yaml_node_t *n, char *v) 
         return 0;
 }
 
-static const char *const providers[] = {"openrouter", "openai", "anthropic", "openai-compatible"};
-
 /* server.control_host: "" (the same-origin fallback) or a plain host name. */
 static int check_control_host(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
         return *v ? check_host(x, path, n, v) : 0;
 }
 
+/* model.provider: a row of kernel/model's providers table. */
 static int check_provider(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
-        for (size_t i = 0; i < ARRAY_SIZE(providers); i++)
-                if (streq(v, providers[i]))
-                        return 0;
+        if (model_provider_find(v))
+                return 0;
         char e[ESC_MAX];
-        return fail(x, n, "%s: unknown provider '%s' (expected openrouter, openai, anthropic or openai-compatible)",
-                    path, esc(e, v, strlen(v)));
+        _cleanup_free_ char *names = model_provider_names(" or ");
+        if (!names)
+                return -ENOMEM;
+        return fail(x, n, "%s: unknown provider '%s' (expected %s)", path, esc(e, v, strlen(v)), names);
 }
 
 static int check_model_name(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
@@ -604,11 +608,12 @@ static int finish_server(struct ctx *x, yaml_node_t *section) {
 
 static int finish_model(struct ctx *x, yaml_node_t *section) {
         const struct cfg *c = x->cfg;
-        bool compat = streq(c->model.provider, "openai-compatible");
+        const struct model_provider *p = model_provider_find(c->model.provider);
+        bool compat = p && !p->endpoint; /* its endpoint and key variable come from here */
         yaml_node_t *at;
         if (compat && !*c->model.base_url) {
                 at = find_value(x, section, "provider");
-                return fail(x, at ? at : section, "model: provider 'openai-compatible' needs base_url");
+                return fail(x, at ? at : section, "model: provider '%s' needs base_url", c->model.provider);
         }
         if (!compat && *c->model.base_url) {
                 at = find_value(x, section, "base_url");
@@ -1027,7 +1032,10 @@ static int check_events(struct ctx *x, const unsigned char *text, size_t len) {
         return r;
 }
 
-static int load_and_walk(struct ctx *x, const unsigned char *text, size_t len) {
+/* Second pass: loads the one document and hands its root (NULL when there is
+ * none) to walk. */
+static int load_and_walk(struct ctx *x, const unsigned char *text, size_t len,
+                         int (*walk)(struct ctx *x, yaml_node_t *top, void *userdata), void *userdata) {
         yaml_parser_t p;
         yaml_document_t doc;
         if (!yaml_parser_initialize(&p))
@@ -1041,12 +1049,15 @@ static int load_and_walk(struct ctx *x, const unsigned char *text, size_t len) {
                 return r;
         }
         x->doc = &doc;
-        yaml_node_t *top = yaml_document_get_root_node(&doc);
-        r = top ? walk_section(x, &root, NULL, top) : 0; /* no document: all defaults */
+        r = walk(x, yaml_document_get_root_node(&doc), userdata);
         x->doc = NULL;
         yaml_document_delete(&doc);
         yaml_parser_delete(&p);
         return r;
+}
+
+static int walk_root(struct ctx *x, yaml_node_t *top, void *userdata) {
+        return top ? walk_section(x, &root, NULL, top) : 0; /* no document: all defaults */
 }
 
 static int finish_error(struct ctx *x, int r, char **ret_error) {
@@ -1077,7 +1088,7 @@ int cfg_parse(const char *text, size_t len, const char *filename, struct cfg **r
         const unsigned char *t = text ? (const unsigned char *)text : (const unsigned char *)"";
         r = check_events(&x, t, len);
         if (r >= 0)
-                r = load_and_walk(&x, t, len);
+                r = load_and_walk(&x, t, len, walk_root, NULL);
         if (r < 0)
                 return finish_error(&x, r, ret_error);
         *ret = TAKE_PTR(c);
@@ -1099,4 +1110,102 @@ int cfg_load(const char *path, struct cfg **ret, char **ret_error) {
                 return r;
         }
         return cfg_parse(text, len, path, ret, ret_error);
+}
+
+/* ---- a flat mapping of scalars ----------------------------------------- */
+
+struct scalars {
+        const char *const *keys;
+        size_t nkeys;
+        char **vals;
+};
+
+/* A value worth keeping: a string of valid UTF-8 without NUL, within the cap. */
+static bool scalar_keepable(yaml_node_t *v) {
+        if (v->type != YAML_SCALAR_NODE || is_null(v) || slen(v) > CFG_SCALAR_VALUE_MAX)
+                return false;
+        const unsigned char *s = (const unsigned char *)sval(v);
+        for (size_t i = 0, n = slen(v); i < n;) {
+                size_t k = s[i] ? utf8_seq(s + i, n - i) : 0;
+                if (k == 0)
+                        return false;
+                i += k;
+        }
+        return true;
+}
+
+/* The key of pair p, checked: a string, not seen before in map. */
+static int scalars_key(struct ctx *x, yaml_node_t *map, yaml_node_pair_t *p, yaml_node_t **ret) {
+        yaml_node_t *k = node(x, p->key);
+        char e[ESC_MAX];
+        if (!k || k->type != YAML_SCALAR_NODE)
+                return fail(x, k ? k : map, "a key must be a string, not %s", k ? node_kind(k) : "nothing");
+        for (yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+                yaml_node_t *o = node(x, q->key);
+                if (o && o->type == YAML_SCALAR_NODE && slen(o) == slen(k) && !memcmp(sval(o), sval(k), slen(k)))
+                        return fail(x, k, "duplicate key '%s' (first at line %zu)", esc(e, sval(k), slen(k)),
+                                    o->start_mark.line + 1);
+        }
+        *ret = k;
+        return 0;
+}
+
+static int walk_scalars(struct ctx *x, yaml_node_t *top, void *userdata) {
+        struct scalars *sc = userdata;
+        if (!top)
+                return 0; /* empty: no values */
+        if (top->type != YAML_MAPPING_NODE)
+                return fail(x, top, "expected a mapping of keys, got %s", node_kind(top));
+        size_t n = (size_t)(top->data.mapping.pairs.top - top->data.mapping.pairs.start);
+        if (n > CFG_SCALARS_MAX_KEYS)
+                return fail(x, top, "more than %d keys", CFG_SCALARS_MAX_KEYS);
+        for (yaml_node_pair_t *p = top->data.mapping.pairs.start; p < top->data.mapping.pairs.top; p++) {
+                yaml_node_t *k = NULL, *v = node(x, p->value);
+                int r = scalars_key(x, top, p, &k);
+                if (r < 0)
+                        return r;
+                size_t i = 0;
+                while (i < sc->nkeys && !scalar_is(k, sc->keys[i]))
+                        i++;
+                if (i == sc->nkeys || !v || !scalar_keepable(v))
+                        continue; /* another key, a list, a map, null, too long: not a value here */
+                size_t len = slen(v);
+                bool block = v->data.scalar.style == YAML_LITERAL_SCALAR_STYLE ||
+                             v->data.scalar.style == YAML_FOLDED_SCALAR_STYLE;
+                while (block && len > 0 && sval(v)[len - 1] == '\n')
+                        len--; /* a block's final newline is the layout's, not the value's */
+                if (!(sc->vals[i] = strndup(sval(v), len)))
+                        return -ENOMEM;
+        }
+        return 0;
+}
+
+int cfg_scalars_parse(const char *text, size_t len, const char *filename, const char *const *keys,
+                      char **ret_values, char **ret_error) {
+        struct ctx x = {.filename = filename ? filename : "yaml"};
+        struct scalars sc = {.keys = keys};
+        int r;
+        if (!keys || !ret_values || (!text && len > 0))
+                return -EINVAL;
+        if (len > CFG_SCALARS_MAX) {
+                r = fail_at(&x, mark_1_1(), "larger than %d KiB (%zu bytes)", CFG_SCALARS_MAX / 1024, len);
+                return finish_error(&x, r, ret_error);
+        }
+        while (keys[sc.nkeys])
+                sc.nkeys++;
+        if (!(sc.vals = calloc(sc.nkeys + 1, sizeof *sc.vals)))
+                return -ENOMEM;
+        const unsigned char *t = text ? (const unsigned char *)text : (const unsigned char *)"";
+        r = check_events(&x, t, len);
+        if (r >= 0)
+                r = load_and_walk(&x, t, len, walk_scalars, &sc);
+        if (r < 0) {
+                for (size_t i = 0; i < sc.nkeys; i++)
+                        free(sc.vals[i]);
+                free(sc.vals);
+                return finish_error(&x, r, ret_error);
+        }
+        memcpy(ret_values, sc.vals, sc.nkeys * sizeof *sc.vals);
+        free(sc.vals);
+        return 0;
 }

@@ -1,5 +1,6 @@
-/* config.h — seed.yaml: the whole schema of SPEC §3 with its defaults.
- * The only libyaml user. Unknown keys, wrong types and out-of-range values are
+/* config.h — seed.yaml: the whole schema of SPEC §3 with its defaults; and
+ * the flat YAML mappings of knowledge/self.yaml and SKILL.md front matter
+ * (cfg_scalars_parse). The only libyaml user: one YAML reader. Unknown keys, wrong types and out-of-range values are
  * errors naming file, line and column: "seed.yaml:4:3: unknown key 'foo' in server". */
 #pragma once
 
@@ -73,3 +74,22 @@ bool cfg_equal(const struct cfg *a, const struct cfg *b);
  * port 1..65535). -EINVAL when malformed. Caller frees *ret_host, which has
  * no brackets. */
 int cfg_split_addr(const char *addr, char **ret_host, int *ret_port);
+
+#define CFG_SCALARS_MAX (64 * 1024)        /* a self.yaml or front matter */
+#define CFG_SCALAR_VALUE_MAX (8 * 1024)    /* one value kept */
+#define CFG_SCALARS_MAX_KEYS 256
+
+/* A few top-level string values of a YAML mapping (knowledge/self.yaml,
+ * SKILL.md front matter), read as strictly as seed.yaml: one document of at
+ * most CFG_SCALARS_MAX bytes, no anchors, aliases or tags, at most 16 levels
+ * deep, at most CFG_SCALARS_MAX_KEYS keys, none twice. keys is
+ * NULL-terminated; ret_values[i] gets a copy of key i's value (caller frees
+ * each) when it is a non-null scalar of valid UTF-8 without NUL and at most
+ * CFG_SCALAR_VALUE_MAX bytes, else NULL (on error ret_values is untouched);
+ * a "|" or ">" block loses its final newlines.
+ * Other keys and other values (lists such as capabilities, nested maps) are
+ * allowed and skipped. An empty document has no values. -EINVAL with
+ * *ret_error ("file:line:col: message"; caller frees; may be NULL),
+ * -ENOMEM. */
+int cfg_scalars_parse(const char *text, size_t len, const char *filename, const char *const *keys,
+                      char **ret_values, char **ret_error);

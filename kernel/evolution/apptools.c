@@ -11,6 +11,8 @@
 #include "base/log.h"
 #include "config/config.h"
 #include "db/db.h"
+#include "base/text.h"
+#include "httpc/httpc.h"
 #include "evolution/verify.h"
 #include "organism/organism.h"
 #include "pg/pg.h"
@@ -19,17 +21,15 @@
 #include <jansson.h>
 #include <ctype.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <strings.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 
 #define APP_START_TIMEOUT_MS (60 * 1000)
 #define HTTP_TIMEOUT_MS (10 * 1000)
 #define HTTP_CONNECT_TIMEOUT_MS 2000
 #define HTTP_RESPONSE_MAX (1024 * 1024)      /* body bytes kept */
-#define HTTP_HEADERS_MAX (64 * 1024)
+#define HTTP_HEADERS_MAX (64 * 1024)         /* header bytes shown */
 #define LOG_READ_MAX (512 * 1024)            /* bytes read from the end of the log */
 #define LOG_LINES_DEFAULT 200
 #define DB_RESULT_MAX (2 * 1024 * 1024)
@@ -44,20 +44,8 @@ struct orch_app {
         char *log_path;          /* .seed/logs/preview-<evo_id>-app.log */
 };
 
-static int result(struct tool_result *ret, bool is_error, const char *fmt, ...) _printf_(3, 4);
-static int result(struct tool_result *ret, bool is_error, const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        char *t = NULL;
-        int k = vasprintf(&t, fmt, ap);
-        va_end(ap);
-        if (k < 0)
-                return -ENOMEM;
-        free(ret->output);
-        ret->output = t;
-        ret->is_error = is_error;
-        return 0;
-}
+/* Every answer to the model goes through tool_result_printf (kernel/tools). */
+#define result tool_result_printf
 
 int orch_app_new(const struct orch_app_config *c, struct orch_app **ret) {
         if (!c || !c->seed_dir || !c->worktree || !c->evo_id || !c->cfg || !ret)
@@ -232,235 +220,157 @@ static int cb_app_logs(struct tool_ctx *ctx, const char *tool, const char *args_
                       tail[0] ? tail : "(the log is empty)");
 }
 
-/* ---- http_request: a minimal HTTP/1.1 client over the bridge socket ---- */
+/* ---- http_request: the one HTTP client (kernel/httpc) over the bridge socket ---- */
 
-static bool header_token_ok(const char *s) {
-        if (!s || !*s)
-                return false;
-        for (; *s; s++)
-                if (*s <= ' ' || *s >= 127 || strchr("()<>@,;:\\\"/[]?={}", *s))
-                        return false;
-        return true;
+/* httpc connects to the preview's bridge socket through its checked
+ * directory (organism_socket_open()) and speaks only once this kernel is
+ * the listener (organism_peer_check()). */
+struct app_conn {
+        const char *socket_path;
+        int error;      /* the checks', or 0 */
+};
+
+static int app_check(void *userdata, int fd) {
+        struct app_conn *cn = userdata;
+        return (cn->error = organism_peer_check(fd, cn->socket_path));
 }
 
-static bool header_value_ok(const char *s) {
-        for (; *s; s++)
-                if ((unsigned char)*s < ' ' && *s != '\t')
-                        return false;
-        return true;
+/* Header lines the kernel sets itself, whatever the model asks. */
+static bool header_is_kernels(const char *name) {
+        static const char *const names[] = {"host", "connection", "content-length", "transfer-encoding", "expect"};
+        for (size_t i = 0; i < ARRAY_SIZE(names); i++)
+                if (!strcasecmp(name, names[i]))
+                        return true;
+        return false;
 }
 
-static int write_all_deadline(int fd, const char *p, size_t len, int64_t deadline) {
-        while (len > 0) {
-                int left = (int)(deadline - now_ms());
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                struct pollfd pfd = {.fd = fd, .events = POLLOUT};
-                int k = poll(&pfd, 1, left);
-                if (k < 0 && errno == EINTR)
+/* The request's header lines: the model's (each name a token, each value
+ * free of CR, LF and other controls; else -EINVAL and *ret_bad is the name,
+ * borrowed from headers), then the kernel's. Caller frees *ret with strv_free. */
+static int request_headers(json_t *headers, bool framed, bool has_body, char ***ret, const char **ret_bad) {
+        _cleanup_strv_free_ char **l = NULL;
+        bool has_type = false, has_accept = false;
+        const char *name;
+        json_t *v;
+        json_object_foreach(headers, name, v) {
+                const char *value = json_string_value(v);
+                if (!http_token_ok(name) || !value || !http_field_value_ok(value)) {
+                        *ret_bad = name;
+                        return -EINVAL;
+                }
+                if (header_is_kernels(name))
                         continue;
-                if (k < 0)
-                        return -errno;
-                if (k == 0)
-                        return -ETIMEDOUT;
-                ssize_t w = send(fd, p, len, MSG_NOSIGNAL | MSG_DONTWAIT);
-                if (w < 0 && (errno == EINTR || errno == EAGAIN))
-                        continue;
-                if (w < 0)
-                        return -errno;
-                p += w;
-                len -= (size_t)w;
+                has_type = has_type || !strcasecmp(name, "content-type");
+                has_accept = has_accept || !strcasecmp(name, "accept");
+                if (strv_pushf(&l, "%s: %s", name, value) < 0)
+                        return -ENOMEM;
         }
+        /* "Name:" alone keeps curl from adding one of its own. */
+        if (strv_pushf(&l, "Connection: close") < 0 || strv_pushf(&l, "Expect:") < 0 ||
+            (!has_accept && strv_pushf(&l, "Accept:") < 0) ||
+            (framed && !has_type && strv_pushf(&l, has_body ? "Content-Type: application/json" : "Content-Type:") < 0))
+                return -ENOMEM;
+        *ret = TAKE_PTR(l);
         return 0;
 }
 
-/* Reads until EOF, the cap (then *ret_truncated) or the deadline. */
-static int read_all_deadline(int fd, struct buf *b, size_t cap, int64_t deadline, bool *ret_truncated) {
-        char chunk[16384];
-        *ret_truncated = false;
-        for (;;) {
-                int left = (int)(deadline - now_ms());
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                struct pollfd pfd = {.fd = fd, .events = POLLIN};
-                int k = poll(&pfd, 1, left);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return -errno;
-                if (k == 0)
-                        return -ETIMEDOUT;
-                ssize_t n = recv(fd, chunk, sizeof chunk, MSG_DONTWAIT);
-                if (n < 0 && (errno == EINTR || errno == EAGAIN))
-                        continue;
-                if (n < 0)
-                        return -errno;
-                if (n == 0)
-                        return 0;
-                size_t take = (size_t)n;
-                if (b->len + take > cap) {
-                        take = cap - b->len;
-                        *ret_truncated = true;
-                }
-                if (take > 0 && buf_append(b, chunk, take) < 0)
-                        return -ENOMEM;
-                if (*ret_truncated)
-                        return 0;
-        }
+/* A path is sent as given: no spaces or controls that would split the request line. */
+static bool path_ok(const char *path) {
+        for (const char *s = path; *s; s++)
+                if ((unsigned char)*s <= ' ' || *s == 127)
+                        return false;
+        return true;
 }
 
-/* Decodes a chunked body in place; returns the new length (a truncated
- * stream keeps what was complete). */
-static size_t dechunk(char *p, size_t len) {
-        size_t in = 0, out = 0;
-        while (in < len) {
-                char *end = memmem(p + in, len - in, "\r\n", 2);
-                if (!end)
+/* What the model reads: the status line, the headers (names lower-cased, at
+ * most HTTP_HEADERS_MAX bytes of them), a blank line, the body. */
+static int response_text(const struct httpc_response *res, char **ret) {
+        struct buf out = BUF_INIT(HTTP_RESPONSE_MAX + HTTP_HEADERS_MAX + 256);
+        int k = buf_printf(&out, "%s\n", res->status_line);
+        for (char **h = res->headers; k >= 0 && *h; h++) {
+                if (out.len + strlen(*h) > HTTP_HEADERS_MAX)
                         break;
-                char *stop = NULL;
-                unsigned long size = strtoul(p + in, &stop, 16);
-                if (stop == p + in)
-                        break;
-                in = (size_t)(end - p) + 2;
-                if (size == 0)
-                        break;
-                size_t take = size > len - in ? len - in : size;
-                memmove(p + out, p + in, take);
-                out += take;
-                in += take;
-                if (take < size)
-                        break;
-                if (in + 2 <= len)
-                        in += 2; /* CRLF after the chunk */
+                size_t at = out.len;
+                k = buf_printf(&out, "%s\n", *h);
+                for (char *c = out.data + at; k >= 0 && *c && *c != ':'; c++)
+                        *c = (char)tolower((unsigned char)*c);
         }
-        p[out] = 0;
-        return out;
+        if (k >= 0)
+                k = buf_puts(&out, "\n");
+        if (k >= 0 && res->body_len)
+                k = buf_append(&out, res->body, res->body_len);
+        if (k >= 0 && res->truncated)
+                k = buf_puts(&out, "\n[response truncated at 1 MiB]");
+        if (k < 0) {
+                buf_free(&out);
+                return -ENOMEM;
+        }
+        *ret = buf_steal(&out);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static int http_error(struct tool_result *ret, const char *method, const char *path, int r, const char *err,
+                      const struct app_conn *cn) {
+        if (r == -ENOMEM)
+                return r;
+        if (cn->error < 0 || r == -ECONNREFUSED)
+                return result(ret, true, "http_request: cannot connect to the app: %s (is it running? see app_logs)",
+                              strerror(-r));
+        if (r == -ETIMEDOUT)
+                return result(ret, true, "http_request: %s %s: no complete answer within 10 s", method, path);
+        return result(ret, true, "http_request: %s %s: the app's answer is not HTTP (%s)", method, path,
+                      err ? err : strerror(-r));
 }
 
 static int cb_http_request(struct tool_ctx *ctx, const char *tool, const char *args_json, struct tool_result *ret) {
         struct orch_app *a = orch_app_of(ctx);
         if (!a || !a->org)
                 return result(ret, true, "http_request: no app is running (start it with start_app first)");
-        json_t *args = json_loads(args_json ? args_json : "{}", 0, NULL);
+        _cleanup_(json_decrefp) json_t *args = json_loads(args_json ? args_json : "{}", 0, NULL);
         if (!args)
                 return result(ret, true, "http_request: arguments are not JSON");
         const char *method = json_string_value(json_object_get(args, "method"));
         const char *path = json_string_value(json_object_get(args, "path"));
         const char *body = json_string_value(json_object_get(args, "body"));
-        json_t *headers = json_object_get(args, "headers");
-        int k = 0;
-        struct buf req = BUF_INIT(TOOLS_ARGS_MAX + 8192); /* the arguments are bounded by TOOLS_ARGS_MAX */
-        struct buf resp = BUF_INIT(HTTP_RESPONSE_MAX + HTTP_HEADERS_MAX + 1);
-        struct buf out = BUF_INIT(HTTP_RESPONSE_MAX + HTTP_HEADERS_MAX + 256);
-        int fd = -1;
-        if (!method || !header_token_ok(method) || !path || path[0] != '/') {
-                k = result(ret, true, "http_request: method and an absolute path (\"/...\") are required");
-                goto out;
+        if (!http_token_ok(method) || !path || path[0] != '/')
+                return result(ret, true, "http_request: method and an absolute path (\"/...\") are required");
+        if (!path_ok(path))
+                return result(ret, true, "http_request: the path must not contain spaces or control "
+                                         "characters (percent-encode them)");
+        bool framed = body || streq(method, "POST") || streq(method, "PUT") || streq(method, "PATCH");
+        _cleanup_strv_free_ char **headers = NULL;
+        const char *bad = NULL;
+        int k = request_headers(json_object_get(args, "headers"), framed, body != NULL, &headers, &bad);
+        if (k == -EINVAL)
+                return result(ret, true, "http_request: header \"%s\" is not a valid header name and value", bad);
+        _cleanup_free_ char *url = NULL, *err = NULL, *text = NULL;
+        if (k < 0 || xasprintf(&url, "http://localhost%s", path) < 0)
+                return -ENOMEM;
+        struct app_conn cn = {.socket_path = organism_socket(a->org)};
+        _cleanup_close_ int dirfd = -1;
+        _cleanup_free_ char *sock = NULL;
+        if ((k = organism_socket_open(cn.socket_path, &dirfd, &sock)) < 0) {
+                cn.error = k;
+                return http_error(ret, method, path, k, NULL, &cn);
         }
-        for (const char *s = path; *s; s++)
-                if ((unsigned char)*s <= ' ' || *s == 127) {
-                        k = result(ret, true, "http_request: the path must not contain spaces or control "
-                                              "characters (percent-encode them)");
-                        goto out;
-                }
-        if (buf_printf(&req, "%s %s HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n", method, path) < 0)
-                goto oom;
-        bool has_type = false;
-        const char *name;
-        json_t *v;
-        json_object_foreach(headers, name, v) {
-                const char *value = json_string_value(v);
-                if (!header_token_ok(name) || !value || !header_value_ok(value)) {
-                        k = result(ret, true, "http_request: header \"%s\" is not a valid header name and value",
-                                   name);
-                        goto out;
-                }
-                if (!strcasecmp(name, "host") || !strcasecmp(name, "connection") ||
-                    !strcasecmp(name, "content-length") || !strcasecmp(name, "transfer-encoding"))
-                        continue; /* the kernel sets these */
-                has_type = has_type || !strcasecmp(name, "content-type");
-                if (buf_printf(&req, "%s: %s\r\n", name, value) < 0)
-                        goto oom;
-        }
-        size_t body_len = body ? strlen(body) : 0;
-        if (body || streq(method, "POST") || streq(method, "PUT") || streq(method, "PATCH")) {
-                if (body && !has_type && buf_puts(&req, "Content-Type: application/json\r\n") < 0)
-                        goto oom;
-                if (buf_printf(&req, "Content-Length: %zu\r\n", body_len) < 0)
-                        goto oom;
-        }
-        if (buf_puts(&req, "\r\n") < 0 || (body_len && buf_append(&req, body, body_len) < 0))
-                goto oom;
-
-        int64_t deadline = now_ms() + HTTP_TIMEOUT_MS;
-        if ((k = organism_connect(organism_socket(a->org), HTTP_CONNECT_TIMEOUT_MS, &fd)) < 0) {
-                k = result(ret, true, "http_request: cannot connect to the app: %s (is it running? see app_logs)",
-                           strerror(-k));
-                goto out;
-        }
-        bool truncated = false;
-        if ((k = write_all_deadline(fd, req.data, req.len, deadline)) < 0 ||
-            (k = read_all_deadline(fd, &resp, HTTP_RESPONSE_MAX + HTTP_HEADERS_MAX, deadline, &truncated)) < 0) {
-                if (k == -ENOMEM)
-                        goto oom;
-                k = result(ret, true, "http_request: %s %s: %s", method, path,
-                           k == -ETIMEDOUT ? "no complete answer within 10 s" : strerror(-k));
-                goto out;
-        }
-        char *hend = resp.data ? memmem(resp.data, resp.len, "\r\n\r\n", 4) : NULL;
-        int status = 0;
-        if (!hend || sscanf(resp.data, "HTTP/1.%*d %d", &status) != 1 || status < 100 || status > 999) {
-                k = result(ret, true, "http_request: %s %s: the app's answer is not HTTP", method, path);
-                goto out;
-        }
-        *hend = 0;
-        char *bodyp = hend + 4;
-        size_t blen = resp.len - (size_t)(bodyp - resp.data);
-        bool chunked = false;
-        /* Status line, then headers, lower-cased names, one per line. */
-        char *line_end = strstr(resp.data, "\r\n");
-        if (buf_printf(&out, "%.*s\n", line_end ? (int)(line_end - resp.data) : (int)strlen(resp.data),
-                       resp.data) < 0)
-                goto oom;
-        for (char *l = line_end ? line_end + 2 : NULL; l && *l;) {
-                char *e = strstr(l, "\r\n");
-                size_t n = e ? (size_t)(e - l) : strlen(l);
-                char *colon = memchr(l, ':', n);
-                if (colon) {
-                        for (char *c = l; c < colon; c++)
-                                *c = (char)tolower((unsigned char)*c);
-                        if (!strncmp(l, "transfer-encoding:", 18) && strcasestr(colon, "chunked"))
-                                chunked = true;
-                }
-                if (buf_printf(&out, "%.*s\n", (int)n, l) < 0)
-                        goto oom;
-                l = e ? e + 2 : NULL;
-        }
-        if (chunked)
-                blen = dechunk(bodyp, blen);
-        if (blen > HTTP_RESPONSE_MAX) {
-                blen = HTTP_RESPONSE_MAX;
-                truncated = true;
-        }
-        if (buf_puts(&out, "\n") < 0 || (blen && buf_append(&out, bodyp, blen) < 0))
-                goto oom;
-        if (truncated && buf_puts(&out, "\n[response truncated at 1 MiB]") < 0)
-                goto oom;
+        struct httpc_response res = {0};
+        k = httpc_do(&(struct httpc_request){.method = method, .url = url, .headers = headers,
+                                             .body = framed ? (body ? body : "") : NULL,
+                                             .body_len = body ? strlen(body) : 0,
+                                             .timeout_ms = HTTP_TIMEOUT_MS, .max_response = HTTP_RESPONSE_MAX,
+                                             .truncate = true, .connect_timeout_ms = HTTP_CONNECT_TIMEOUT_MS,
+                                             .unix_socket = sock, .check_fn = app_check, .check_userdata = &cn},
+                     &res, &err);
+        if (k < 0)
+                return http_error(ret, method, path, k, err, &cn);
+        k = response_text(&res, &text);
+        httpc_response_done(&res);
+        if (k < 0)
+                return k;
         free(ret->output);
-        ret->output = buf_steal(&out);
+        ret->output = TAKE_PTR(text);
         ret->is_error = false;
-        k = ret->output ? 0 : -ENOMEM;
-        goto out;
-oom:
-        k = -ENOMEM;
-out:
-        if (fd >= 0)
-                close(fd);
-        json_decref(args);
-        buf_free(&req);
-        buf_free(&resp);
-        buf_free(&out);
-        return k;
+        return 0;
 }
 
 /* ---- the scratch database ---- */

@@ -9,6 +9,7 @@
 #include "db/db.h"
 #include "fsx/fsx.h"
 
+#include <ctype.h>
 #include <fcntl.h>
 #include <jansson.h>
 
@@ -42,246 +43,21 @@ static int query_param(const char *query, const char *name, char **ret) {
                         size_t vl = len - nl - 1;
                         if (vl > QUERY_VALUE_MAX)
                                 return -E2BIG;
-                        char *out = malloc(vl + 1);
-                        size_t o = 0;
-                        if (!out)
-                                return -ENOMEM;
-                        for (size_t i = 0; i < vl; i++) {
-                                int c = (unsigned char)v[i];
-                                if (c == '+')
-                                        c = ' ';
-                                else if (c == '%') {
-                                        int hi = i + 1 < vl ? hex_digit(v[i + 1]) : -1;
-                                        int lo = i + 2 < vl ? hex_digit(v[i + 2]) : -1;
-                                        c = hi < 0 || lo < 0 ? -1 : hi * 16 + lo;
-                                        i += 2;
-                                }
-                                if (c <= 0) {
-                                        free(out);
-                                        return -EINVAL;
-                                }
-                                out[o++] = (char)c;
-                        }
-                        out[o] = 0;
-                        *ret = out;
-                        return 0;
+                        return percent_decode(v, vl, true, ret);
                 }
                 p += len + (p[len] == '&');
         }
         return -ENOENT;
 }
 
-/* ---- the tiny YAML subset ---- */
+/* ---- SKILL.md front matter ---- */
 
-static bool key_char(char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
-               c == '-';
-}
-
-/* Appends the UTF-8 of code point cp. */
-static int put_utf8(struct buf *b, uint32_t cp) {
-        char u[4];
-        size_t n;
-        if (cp == 0 || (cp >= 0xd800 && cp <= 0xdfff) || cp > 0x10ffff)
-                return -EINVAL;
-        if (cp < 0x80)
-                u[0] = (char)cp, n = 1;
-        else if (cp < 0x800)
-                u[0] = (char)(0xc0 | (cp >> 6)), u[1] = (char)(0x80 | (cp & 0x3f)), n = 2;
-        else if (cp < 0x10000)
-                u[0] = (char)(0xe0 | (cp >> 12)), u[1] = (char)(0x80 | ((cp >> 6) & 0x3f)),
-                u[2] = (char)(0x80 | (cp & 0x3f)), n = 3;
-        else
-                u[0] = (char)(0xf0 | (cp >> 18)), u[1] = (char)(0x80 | ((cp >> 12) & 0x3f)),
-                u[2] = (char)(0x80 | ((cp >> 6) & 0x3f)), u[3] = (char)(0x80 | (cp & 0x3f)), n = 4;
-        return buf_append(b, u, n);
-}
-
-/* A "double-quoted" scalar on one line, p at the opening quote. */
-static int scalar_double(const char *p, const char *end, struct buf *b) {
-        for (p++; p < end; p++) {
-                int r;
-                if (*p == '"')
-                        return 0;
-                if (*p != '\\') {
-                        r = buf_append(b, p, 1);
-                } else {
-                        if (++p >= end)
-                                return -EINVAL;
-                        switch (*p) {
-                        case '"': case '\\': case '/': r = buf_append(b, p, 1); break;
-                        case 'n': r = buf_puts(b, "\n"); break;
-                        case 't': r = buf_puts(b, "\t"); break;
-                        case 'r': r = buf_puts(b, "\r"); break;
-                        case ' ': r = buf_puts(b, " "); break;
-                        case 'u': {
-                                uint32_t cp = 0;
-                                if (end - p < 5)
-                                        return -EINVAL;
-                                for (int i = 1; i <= 4; i++) {
-                                        int h = hex_digit(p[i]);
-                                        if (h < 0)
-                                                return -EINVAL;
-                                        cp = cp * 16 + (uint32_t)h;
-                                }
-                                p += 4;
-                                r = put_utf8(b, cp);
-                                break;
-                        }
-                        default:
-                                return -EINVAL;
-                        }
-                }
-                if (r < 0)
-                        return r;
-        }
-        return -EINVAL; /* no closing quote on this line */
-}
-
-/* A 'single-quoted' scalar on one line ('' is a quote). */
-static int scalar_single(const char *p, const char *end, struct buf *b) {
-        for (p++; p < end; p++) {
-                if (*p == '\'') {
-                        if (p + 1 < end && p[1] == '\'')
-                                p++;
-                        else
-                                return 0;
-                }
-                int r = buf_append(b, p, 1);
-                if (r < 0)
-                        return r;
-        }
-        return -EINVAL;
-}
-
-/* A plain scalar: up to a " #" comment, trimmed. Flow collections, anchors,
- * aliases, tags and directives are not scalars here. */
-static int scalar_plain(const char *p, const char *end, struct buf *b) {
-        if (p >= end || strchr("[{&*!%@`|>", *p))
-                return -EINVAL;
-        const char *e = p;
-        while (e < end && !(*e == '#' && e > p && (e[-1] == ' ' || e[-1] == '\t')))
-                e++;
-        while (e > p && (e[-1] == ' ' || e[-1] == '\t'))
-                e--;
-        if (e == p)
-                return -EINVAL;
-        return buf_append(b, p, (size_t)(e - p));
-}
-
-static size_t indent_of(const char *p, const char *end) {
-        size_t n = 0;
-        while (p + n < end && p[n] == ' ')
-                n++;
-        return n;
-}
-
-static bool blank_line(const char *p, const char *end) {
-        for (; p < end; p++)
+/* Whether [p, le) holds only blanks (and a \r). */
+static bool blank_line(const char *p, const char *le) {
+        for (; p < le; p++)
                 if (*p != ' ' && *p != '\t' && *p != '\r')
                         return false;
         return true;
-}
-
-/* A "|" or ">" block: the more-indented lines from *next on. Moves *next past
- * them. Trailing newlines are dropped. */
-static int scalar_block(bool fold, const char *text_end, const char **next, struct buf *b) {
-        const char *p = *next;
-        size_t indent = 0;
-        bool first = true, pending_blank = false;
-        int r = 0;
-        while (p < text_end && r >= 0) {
-                const char *eol = memchr(p, '\n', (size_t)(text_end - p));
-                const char *le = eol ? eol : text_end, *nx = eol ? eol + 1 : text_end;
-                if (le > p && le[-1] == '\r')
-                        le--;
-                if (blank_line(p, le)) {
-                        if (!first)
-                                pending_blank = true;
-                        p = nx;
-                        continue;
-                }
-                size_t in = indent_of(p, le);
-                if (first)
-                        indent = in;
-                if (in == 0 || in < indent)
-                        break;
-                if (!first) {
-                        if (fold && !pending_blank)
-                                r = buf_puts(b, " ");
-                        else if (fold)
-                                r = buf_puts(b, "\n");
-                        else
-                                r = buf_puts(b, pending_blank ? "\n\n" : "\n");
-                }
-                if (r >= 0)
-                        r = buf_append(b, p + indent, (size_t)(le - p - indent));
-                first = pending_blank = false;
-                p = nx;
-        }
-        *next = p;
-        return r;
-}
-
-int evo_info_yaml_scalars(const char *text, size_t len, const char *const *keys, char **ret_values) {
-        if (!text || !keys || !ret_values || len > EVO_INFO_SELF_MAX)
-                return -EINVAL;
-        size_t nkeys = 0;
-        while (keys[nkeys])
-                nkeys++;
-        char **vals = calloc(nkeys + 1, sizeof *vals);
-        if (!vals)
-                return -ENOMEM;
-        const char *p = text, *end = text + len;
-        int r = 0;
-        while (p < end && r >= 0) {
-                const char *eol = memchr(p, '\n', (size_t)(end - p));
-                const char *le = eol ? eol : end, *next = eol ? eol + 1 : end;
-                if (le > p && le[-1] == '\r')
-                        le--;
-                const char *k = p;
-                while (k < le && key_char(*k))
-                        k++;
-                /* Only "key:" at column 0; comments, list items and nested keys are skipped. */
-                if (k == p || k >= le || *k != ':' || (k + 1 < le && k[1] != ' ' && k[1] != '\t')) {
-                        p = next;
-                        continue;
-                }
-                size_t idx = 0;
-                while (idx < nkeys && !(strlen(keys[idx]) == (size_t)(k - p) && strncmp(keys[idx], p, k - p) == 0))
-                        idx++;
-                const char *v = k + 1;
-                while (v < le && (*v == ' ' || *v == '\t'))
-                        v++;
-                _cleanup_buf_ struct buf b = BUF_INIT(EVO_INFO_VALUE_MAX);
-                int s;
-                if (v < le && (*v == '|' || *v == '>'))
-                        s = scalar_block(*v == '>', end, &next, &b);
-                else if (v < le && *v == '"')
-                        s = scalar_double(v, le, &b);
-                else if (v < le && *v == '\'')
-                        s = scalar_single(v, le, &b);
-                else
-                        s = scalar_plain(v, le, &b);
-                if (s == -ENOMEM)
-                        r = s;
-                else if (s >= 0 && idx < nkeys && !vals[idx] && text_valid(b.data ? b.data : "", b.len)) {
-                        vals[idx] = b.data ? buf_steal(&b) : strdup("");
-                        if (!vals[idx])
-                                r = -ENOMEM;
-                }
-                p = next;
-        }
-        if (r < 0) {
-                for (size_t i = 0; i < nkeys; i++)
-                        free(vals[i]);
-                free(vals);
-                return r;
-        }
-        for (size_t i = 0; i < nkeys; i++)
-                ret_values[i] = vals[i];
-        free(vals);
-        return 0;
 }
 
 /* Whether [p, le) is a "---" line (trailing spaces and \r allowed). */
@@ -291,7 +67,8 @@ static bool fence_line(const char *p, const char *le) {
         return blank_line(p + 3, le);
 }
 
-int evo_info_front_matter(const char *text, size_t len, const char *const *keys, char **ret_values) {
+int evo_info_front_matter(const char *text, size_t len, const char *filename, const char *const *keys,
+                          char **ret_values, char **ret_error) {
         if (!text)
                 return -EINVAL;
         const char *end = text + len;
@@ -303,9 +80,7 @@ int evo_info_front_matter(const char *text, size_t len, const char *const *keys,
                 const char *e = memchr(p, '\n', (size_t)(end - p));
                 const char *le = e ? e : end;
                 if (fence_line(p, le)) {
-                        if ((size_t)(p - start) > EVO_INFO_SELF_MAX)
-                                return -EINVAL;
-                        return evo_info_yaml_scalars(start, (size_t)(p - start), keys, ret_values);
+                        return cfg_scalars_parse(start, (size_t)(p - start), filename, keys, ret_values, ret_error);
                 }
                 p = e ? e + 1 : end;
         }
@@ -385,13 +160,15 @@ int evo_info_identity_json(const char *seed_dir, char **ret_json) {
         _cleanup_close_ int root = -1;
         size_t len = 0, yl = 0;
         (void)fsx_open_root(seed_dir, &root);
+        _cleanup_free_ char *err = NULL;
         int r = read_at(root, "knowledge/self.yaml", EVO_INFO_SELF_MAX, &self, &len);
         if (r >= 0)
-                r = evo_info_yaml_scalars(self, len, keys, vals);
+                r = cfg_scalars_parse(self, len, "knowledge/self.yaml", keys, vals, &err);
         if (r == -ENOMEM)
                 return r;
         if (r < 0 && r != -ENOENT)
-                log_info("knowledge/self.yaml is not readable (%s): the control plane shows defaults", strerror(-r));
+                log_info("knowledge/self.yaml is not readable (%s): the control plane shows defaults",
+                         err ? err : strerror(-r));
         /* The logo itself is served by the control plane at /_seed/logo (with
          * Content-Security-Policy: sandbox), which checks it again. */
         bool logo = is_file(root, "knowledge/logo.svg") || is_file(root, "knowledge/logo.png");
@@ -496,11 +273,12 @@ int evo_info_knowledge_file_json(const char *seed_dir, const char *rel, char **r
         return file_json(norm, data, len, NULL, ret_json);
 }
 
+/* A skill's folder name: letters, digits, '_', '-' and '.', not first. */
 static bool skill_name_valid(const char *s) {
         if (!s || !*s || *s == '.' || strlen(s) > SKILL_NAME_MAX)
                 return false;
         for (; *s; s++)
-                if (!key_char(*s) && *s != '.')
+                if (!isalnum((unsigned char)*s) && !strchr("_-.", *s))
                         return false;
         return true;
 }
@@ -531,7 +309,7 @@ int evo_info_skills_json(const char *seed_dir, char **ret_json) {
                 }
                 int k = fsx_read(root, p, EVO_INFO_FILE_MAX, &data, &len, &ferr);
                 if (k >= 0)
-                        k = evo_info_front_matter(data, len, skill_keys, vals);
+                        k = evo_info_front_matter(data, len, p, skill_keys, vals, NULL);
                 json_t *o = json_pack("{s:s, s:o, s:o}", "name", e->name, "title", str_or_null(vals[0]),
                                       "description", str_or_null(vals[1]));
                 free(vals[0]);
@@ -541,6 +319,7 @@ int evo_info_skills_json(const char *seed_dir, char **ret_json) {
                                             json_string(k == -ENOENT ? "no SKILL.md front matter"
                                                         : k == -ELOOP ? "SKILL.md is a symlink (not read)"
                                                         : k == -EFBIG ? "SKILL.md is too large"
+                                                        : k == -EINVAL ? "SKILL.md front matter is not valid YAML"
                                                                       : "SKILL.md is not readable"));
                 if (!o || json_array_append_new(arr, o) < 0)
                         r = -ENOMEM;
@@ -563,7 +342,7 @@ int evo_info_skill_json(const char *seed_dir, const char *name, char **ret_json)
         int r = read_beneath(seed_dir, p, EVO_INFO_FILE_MAX, &data, &len);
         if (r < 0)
                 return r;
-        (void)evo_info_front_matter(data, len, skill_keys, vals);
+        (void)evo_info_front_matter(data, len, p, skill_keys, vals, NULL);
         json_t *extra = json_pack("{s:s, s:o, s:o}", "name", name, "title", str_or_null(vals[0]), "description",
                                   str_or_null(vals[1]));
         free(vals[0]);

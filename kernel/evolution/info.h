@@ -24,28 +24,22 @@
 #pragma once
 
 #include "base/base.h"
+#include "config/config.h"
 #include "ctl/ctl.h"
 
 struct db;
 
 #define EVO_INFO_FILE_MAX (256 * 1024)  /* a note or skill shown in the control plane */
-#define EVO_INFO_SELF_MAX (64 * 1024)   /* knowledge/self.yaml */
-#define EVO_INFO_VALUE_MAX (8 * 1024)   /* one self.yaml / front matter value */
+#define EVO_INFO_SELF_MAX CFG_SCALARS_MAX       /* knowledge/self.yaml */
+#define EVO_INFO_VALUE_MAX CFG_SCALAR_VALUE_MAX /* one self.yaml / front matter value */
 #define EVO_INFO_LIST_MAX 500           /* files listed under knowledge/, skills */
 #define EVO_INFO_DEPTH_MAX 8            /* folders below knowledge/ walked */
 
-/* A few top-level scalars of a YAML mapping: the tiny subset the Seed's own
- * self.yaml and SKILL.md front matter use ("key: plain", "key: 'single'",
- * "key: \"double\"", "key: |" and "key: >" blocks). Anything else (lists,
- * nested maps, anchors, flow values) is skipped, never interpreted. keys is
- * NULL-terminated; ret_values[i] gets a copy of key i's first value (valid
- * UTF-8, at most EVO_INFO_VALUE_MAX bytes) or stays NULL. Caller frees each.
- * -EINVAL if text is longer than EVO_INFO_SELF_MAX. */
-int evo_info_yaml_scalars(const char *text, size_t len, const char *const *keys, char **ret_values);
-
 /* SKILL.md front matter: the text between a first line "---" and the next
- * "---" line, parsed with evo_info_yaml_scalars; -ENOENT without one. */
-int evo_info_front_matter(const char *text, size_t len, const char *const *keys, char **ret_values);
+ * "---" line, read by config's one YAML reader (cfg_scalars_parse(), whose
+ * errors name filename); -ENOENT without one. */
+int evo_info_front_matter(const char *text, size_t len, const char *filename, const char *const *keys,
+                          char **ret_values, char **ret_error);
 
 /* Whether s is a CSS colour the UI may use as its accent: #rgb or #rrggbb. */
 bool evo_info_accent_valid(const char *s);

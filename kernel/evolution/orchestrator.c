@@ -105,7 +105,7 @@ static void note(struct run *r, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
         char *t = NULL;
-        int k = vasprintf(&t, fmt, ap);
+        int k = xvasprintf(&t, fmt, ap);
         va_end(ap);
         if (k < 0)
                 return;
@@ -143,7 +143,7 @@ static int fail(struct run *r, const char *fmt, ...) {
         va_list ap;
         va_start(ap, fmt);
         char *t = NULL;
-        int k = vasprintf(&t, fmt, ap);
+        int k = xvasprintf(&t, fmt, ap);
         va_end(ap);
         if (k < 0)
                 return -ENOMEM;

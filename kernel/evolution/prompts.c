@@ -4,7 +4,7 @@
  * (no symlinks) and is bounded. */
 #include "evolution/orchestrator-internal.h"
 #include "base/buf.h"
-#include <fcntl.h>
+#include "evolution/info.h"
 #include "db/db.h"
 #include "fsx/fsx.h"
 #include "pg/pg.h"
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 
 #define SELF_MAX (16 * 1024)
-#define SKILL_HEAD_MAX 600
+#define SKILL_DESCRIPTION_MAX 500
 #define SKILLS_MAX 60
 #define GENERATIONS_SHOWN 15
 
@@ -27,37 +27,24 @@ static void add_self(struct buf *b, int root) {
         (void)buf_printf(b, "```yaml\n%s\n```\n", text);
 }
 
-/* The "name:" and "description:" lines of a SKILL.md front matter. */
+/* A skill's line: its name and its front matter's description (read as
+ * the control plane reads it, evo_info_front_matter()), cut to
+ * SKILL_DESCRIPTION_MAX bytes. */
 static void add_skill(struct buf *b, int root, const char *name) {
+        static const char *const keys[] = {"description", NULL};
         _cleanup_free_ char *rel = NULL, *err = NULL, *text = NULL;
+        char *desc[1] = {NULL};
+        size_t len = 0;
         if (xasprintf(&rel, "skills/%s/SKILL.md", name) < 0)
                 return;
-        int fd = -1;
-        struct stat st;
-        /* Non-blocking and regular files only: a FIFO must not hang us. */
-        if (fsx_open(root, rel, O_RDONLY | O_NONBLOCK, 0, &fd, &err) < 0)
+        /* fsx_read: regular files only (a FIFO must not hang us), bounded. */
+        if (fsx_read(root, rel, EVO_INFO_FILE_MAX, &text, &len, &err) < 0)
                 return;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                close(fd);
-                return;
-        }
-        char head[SKILL_HEAD_MAX + 1];
-        ssize_t n = read(fd, head, SKILL_HEAD_MAX);
-        close(fd);
-        if (n <= 0)
-                return;
-        head[n] = 0;
-        const char *desc = "";
-        size_t dlen = 0;
-        char *d = strstr(head, "\ndescription:");
-        if (d) {
-                d += strlen("\ndescription:");
-                while (*d == ' ')
-                        d++;
-                desc = d;
-                dlen = strcspn(d, "\n");
-        }
-        (void)buf_printf(b, "- %s: %.*s (read it with read_skill)\n", name, (int)dlen, desc);
+        (void)evo_info_front_matter(text, len, rel, keys, desc, NULL);
+        size_t dlen = desc[0] ? strcspn(desc[0], "\n") : 0;
+        (void)buf_printf(b, "- %s: %.*s (read it with read_skill)\n", name,
+                         (int)(dlen > SKILL_DESCRIPTION_MAX ? SKILL_DESCRIPTION_MAX : dlen), desc[0] ? desc[0] : "");
+        free(desc[0]);
 }
 
 static void add_skills(struct buf *b, int root) {

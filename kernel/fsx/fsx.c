@@ -5,6 +5,7 @@
 #include "fsx/fsx.h"
 
 #include "base/crypto.h"
+#include "base/fileio.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -53,18 +54,7 @@ static void escape(const char *p, size_t len, char out[static ESC_SIZE]) {
 }
 
 /* Sets *ret_error (if wanted) to the formatted message; returns r. */
-_printf_(3, 4) static int fail(char **ret_error, int r, const char *fmt, ...) {
-        if (ret_error) {
-                va_list ap;
-                char *m = NULL;
-                va_start(ap, fmt);
-                if (vasprintf(&m, fmt, ap) < 0)
-                        m = NULL;
-                va_end(ap);
-                *ret_error = m;
-        }
-        return r;
-}
+#define fail(ret_error, r, ...) errorf((r), (ret_error), __VA_ARGS__)
 
 /* The message for an operation on (normalised) path norm that failed with r. */
 static int path_fail(char **ret_error, int r, const char *norm) {
@@ -427,52 +417,6 @@ int fsx_mkdirs(int root, const char *rel, mode_t mode, char **ret_error) {
 
 /* ---- reading ------------------------------------------------------------- */
 
-static int read_bounded(int fd, size_t size_hint, size_t max, char **ret, size_t *ret_len) {
-        if (max > SIZE_MAX / 2)
-                max = SIZE_MAX / 2;
-        size_t cap = (size_hint < max ? size_hint : max) + 1, len = 0;
-        _cleanup_free_ char *data = malloc(cap);
-        if (!data)
-                return -ENOMEM;
-        for (;;) {
-                if (len + 1 == cap) {
-                        /* Full: one byte more is either EOF or growth. */
-                        char probe;
-                        ssize_t k = read(fd, &probe, 1);
-                        if (k < 0 && errno == EINTR)
-                                continue;
-                        if (k < 0)
-                                return -errno;
-                        if (k == 0)
-                                break;
-                        if (len >= max)
-                                return -EFBIG;
-                        size_t ncap = cap < 4096 ? 4096 : cap * 2;
-                        if (ncap > max + 1)
-                                ncap = max + 1;
-                        char *d = realloc(data, ncap);
-                        if (!d)
-                                return -ENOMEM;
-                        data = d;
-                        cap = ncap;
-                        data[len++] = probe;
-                        continue;
-                }
-                ssize_t k = read(fd, data + len, cap - 1 - len);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k < 0)
-                        return -errno;
-                if (k == 0)
-                        break;
-                len += (size_t)k;
-        }
-        data[len] = 0;
-        *ret_len = len;
-        *ret = TAKE_PTR(data);
-        return 0;
-}
-
 int fsx_read(int root, const char *rel, size_t max, char **ret_data, size_t *ret_len,
              char **ret_error) {
         _cleanup_free_ char *norm = NULL;
@@ -502,7 +446,7 @@ int fsx_read(int root, const char *rel, size_t max, char **ret_data, size_t *ret
                 return fail(ret_error, -EFBIG, "'%s' is larger than %zu bytes", esc, max);
         size_t len = 0;
         _cleanup_free_ char *data = NULL;
-        r = read_bounded(fd, (size_t)st.st_size, max, &data, &len);
+        r = read_fd_bounded(fd, (size_t)st.st_size, max, &data, &len);
         if (r == -EFBIG)
                 return fail(ret_error, r, "'%s' is larger than %zu bytes", esc, max);
         if (r < 0)

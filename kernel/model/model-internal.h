@@ -4,14 +4,13 @@
 #pragma once
 
 #include "model/model.h"
+#include "model/providers.h"
 
 #define MODEL_MAX_RESPONSE (8u << 20)       /* response body cap */
 #define MODEL_BACKOFF_CAP_MS 30000          /* one backoff never exceeds this */
 #define MODEL_RETRY_AFTER_CAP_MS 60000      /* Retry-After is honoured up to this */
 #define MODEL_MAX_TOOL_CALLS 256            /* per response */
 #define MODEL_ERROR_EXCERPT 300             /* bytes of a provider's error text kept */
-
-enum model_format { MODEL_FORMAT_OPENAI, MODEL_FORMAT_ANTHROPIC };
 
 /* What a request body needs besides the conversation. */
 struct model_wire {

@@ -18,38 +18,13 @@
 #define MAX_URL_LEN 2048
 #define MAX_NAME_LEN 256
 
-struct provider {
-        const char *name;
-        enum model_format format;
-        const char *endpoint;        /* NULL: <base_url>/chat/completions */
-        bool needs_key;
-        bool usage_include;          /* OpenRouter reports the cost when asked */
-        bool max_completion_tokens;  /* OpenAI's current name for max_tokens */
-};
-
-/* The named providers' endpoints are constants: nothing in seed.yaml can
- * send their keys anywhere else. */
-static const struct provider providers[] = {
-        {"openrouter", MODEL_FORMAT_OPENAI, "https://openrouter.ai/api/v1/chat/completions", true, true, false},
-        {"openai", MODEL_FORMAT_OPENAI, "https://api.openai.com/v1/chat/completions", true, false, true},
-        {"anthropic", MODEL_FORMAT_ANTHROPIC, "https://api.anthropic.com/v1/messages", true, false, false},
-        {"openai-compatible", MODEL_FORMAT_OPENAI, NULL, false, false, false},
-};
-
 struct model {
-        const struct provider *provider;
+        const struct model_provider *provider;
         char *name, *url, *api_key;  /* api_key may be NULL */
         int max_tokens, timeout_ms, max_attempts, backoff_base_ms;
         model_usage_fn usage_fn;
         void *usage_userdata;
 };
-
-static const struct provider *provider_find(const char *name) {
-        for (size_t i = 0; name && i < ARRAY_SIZE(providers); i++)
-                if (streq(providers[i].name, name))
-                        return &providers[i];
-        return NULL;
-}
 
 static bool printable_ascii(const char *s, bool allow_space) {
         for (const unsigned char *p = (const unsigned char *)s; *p; p++)
@@ -74,7 +49,7 @@ static bool url_is_loopback(const char *url) {
                streq(host, "localhost") || startswith(host, "[::1]");
 }
 
-static int model_url(const struct provider *p, const struct model_config *cfg, char **ret, char **ret_error) {
+static int model_url(const struct model_provider *p, const struct model_config *cfg, char **ret, char **ret_error) {
         if (p->endpoint)
                 return (*ret = strdup(p->endpoint)) ? 0 : -ENOMEM;
         int r = url_check(cfg->base_url, "model.base_url", ret_error);
@@ -87,10 +62,11 @@ static int model_url(const struct provider *p, const struct model_config *cfg, c
 }
 
 int model_new(const struct model_config *cfg, struct model **ret, char **ret_error) {
-        const struct provider *p = provider_find(cfg->provider);
+        const struct model_provider *p = model_provider_find(cfg->provider);
         if (!p) {
-                (void)xasprintf(ret_error, "unknown model provider '%.40s' (openrouter, openai, anthropic, "
-                                           "openai-compatible)", cfg->provider ? cfg->provider : "");
+                _cleanup_free_ char *names = model_provider_names(", ");
+                (void)xasprintf(ret_error, "unknown model provider '%.40s' (%s)", cfg->provider ? cfg->provider : "",
+                                names ? names : "?");
                 return -EINVAL;
         }
         if (strempty(cfg->name) || strlen(cfg->name) > MAX_NAME_LEN || !printable_ascii(cfg->name, true)) {
@@ -98,7 +74,7 @@ int model_new(const struct model_config *cfg, struct model **ret, char **ret_err
                 return -EINVAL;
         }
         const char *key = strempty(cfg->api_key) ? NULL : cfg->api_key;
-        if (p->needs_key && !key) {
+        if (p->key_env && !key) {
                 (void)xasprintf(ret_error, "model provider '%s' needs an API key", p->name);
                 return -ENOKEY;
         }
@@ -294,7 +270,7 @@ static int fail(const struct model *m, int r, char **ret_error, const char *fmt,
         va_list ap;
         char *what = NULL, *full = NULL;
         va_start(ap, fmt);
-        int k = vasprintf(&what, fmt, ap);
+        int k = xvasprintf(&what, fmt, ap);
         va_end(ap);
         if (k >= 0 && xasprintf(&full, "%s: %s", m->provider->name, what) >= 0 && ret_error)
                 *ret_error = model_redact(full, m->api_key);

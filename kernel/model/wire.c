@@ -112,7 +112,7 @@ int wire_malformed(char **ret_error, const char *fmt, ...) {
         va_list ap;
         char *what = NULL;
         va_start(ap, fmt);
-        int k = vasprintf(&what, fmt, ap);
+        int k = xvasprintf(&what, fmt, ap);
         va_end(ap);
         if (k < 0)
                 return -ENOMEM;

@@ -288,7 +288,7 @@ static void socket_unlink(const char *socket_path) {
         (void)socket_remove_at(dirfd, name);
 }
 
-int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd) {
+int organism_socket_open(const char *socket_path, int *ret_dirfd, char **ret_path) {
         _cleanup_free_ char *dir = NULL;
         const char *name;
         _cleanup_close_ int dirfd = -1;
@@ -298,12 +298,41 @@ int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd) {
             (r = socket_addr_at(dirfd, name, &sa)) < 0)
                 return r;
         /* connect() follows a symlink: refuse one outright (the peer check
-         * below would only catch a link to a socket that is not ours). */
+         * would only catch a link to a socket that is not ours). */
         struct stat st;
         if (fstatat(dirfd, name, &st, AT_SYMLINK_NOFOLLOW) < 0)
                 return -errno;
         if (!S_ISSOCK(st.st_mode))
                 return S_ISLNK(st.st_mode) ? -ELOOP : -ENOTSOCK;
+        char *path = strdup(sa.sun_path);
+        if (!path)
+                return -ENOMEM;
+        *ret_path = path;
+        *ret_dirfd = TAKE_FD(dirfd);
+        return 0;
+}
+
+int organism_peer_check(int fd, const char *socket_path) {
+        /* The peer's credentials are the listener's at listen() time: ours
+         * for a socket this kernel bound, whoever runs the bridge otherwise. */
+        struct ucred cred;
+        socklen_t len = sizeof cred;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
+                return -errno;
+        if (cred.pid != getpid())
+                return log_warn_errno(-EPERM, "organism: '%s' is not a socket this kernel listens on (pid %d)",
+                                      socket_path, (int)cred.pid);
+        return 0;
+}
+
+int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd) {
+        _cleanup_close_ int dirfd = -1;
+        _cleanup_free_ char *path = NULL;
+        int r = organism_socket_open(socket_path, &dirfd, &path);
+        if (r < 0)
+                return r;
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path); /* fits: socket_addr_at() made it */
         _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
         if (fd < 0)
                 return -errno;
@@ -317,17 +346,8 @@ int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd) {
         while (r == -EINTR);
         if (r == -EAGAIN || r == -EINPROGRESS)
                 return -ETIMEDOUT;
-        if (r < 0)
+        if (r < 0 || (r = organism_peer_check(fd, socket_path)) < 0)
                 return r;
-        /* The peer's credentials are the listener's at listen() time: ours
-         * for a socket this kernel bound, whoever runs the bridge otherwise. */
-        struct ucred cred;
-        socklen_t len = sizeof cred;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) < 0)
-                return -errno;
-        if (cred.pid != getpid())
-                return log_warn_errno(-EPERM, "organism: '%s' is not a socket this kernel listens on (pid %d)",
-                                      socket_path, (int)cred.pid);
         *ret_fd = TAKE_FD(fd);
         return 0;
 }

@@ -68,6 +68,15 @@ const char *organism_socket(struct organism *o);
  * (a full backlog: -ETIMEDOUT). Returns a blocking O_CLOEXEC fd; the caller
  * closes it. Logs only a refused peer. */
 int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd);
+/* For a client that connects by itself (kernel/httpc): organism_connect()'s
+ * checks of the directory and the entry, then the address to connect to in
+ * *ret_path ("/proc/self/fd/N/name", any Seed path length), valid while
+ * *ret_dirfd is open. Caller closes *ret_dirfd and frees *ret_path, and
+ * checks the connection with organism_peer_check(). Does not log. */
+int organism_socket_open(const char *socket_path, int *ret_dirfd, char **ret_path);
+/* 0 if this very process listens on the connected socket fd (SO_PEERCRED),
+ * else -EPERM (logged, naming socket_path) or getsockopt's -errno. */
+int organism_peer_check(int fd, const char *socket_path);
 /* Waits until running (healthy): 0; down: -EIO; stopped: -ESRCH;
  * otherwise -ETIMEDOUT. */
 int organism_wait_ready(struct organism *o, int timeout_ms);

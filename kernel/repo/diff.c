@@ -34,7 +34,7 @@ static int putf(struct diff_out *o, const char *fmt, ...) {
         char *s = NULL;
         va_list ap;
         va_start(ap, fmt);
-        int k = vasprintf(&s, fmt, ap);
+        int k = xvasprintf(&s, fmt, ap);
         va_end(ap);
         if (k < 0)
                 return -ENOMEM;

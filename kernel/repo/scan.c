@@ -1,6 +1,7 @@
 /* scan.c — a worktree and a git tree as sorted lists of entries, read
  * without following symlinks; symlink-safe opening and removal. */
 #include "repo/repo-internal.h"
+#include "base/fileio.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -193,36 +194,7 @@ int repo_read_fd(int fd, size_t max, char **ret, size_t *ret_len) {
                 return -EINVAL;
         if ((uint64_t)st.st_size > max)
                 return -EFBIG;
-        size_t cap = (size_t)st.st_size + 1, len = 0;
-        _cleanup_free_ char *data = malloc(cap);
-        if (!data)
-                return -ENOMEM;
-        for (;;) {
-                if (len + 1 == cap) {
-                        if (cap > max)
-                                return -EFBIG;
-                        size_t nc = cap * 2 > max + 1 ? max + 1 : cap * 2;
-                        char *nd = realloc(data, nc);
-                        if (!nd)
-                                return -ENOMEM;
-                        data = nd;
-                        cap = nc;
-                }
-                ssize_t k = read(fd, data + len, cap - 1 - len);
-                if (k < 0) {
-                        if (errno == EINTR)
-                                continue;
-                        return -errno;
-                }
-                if (k == 0)
-                        break;
-                len += (size_t)k;
-        }
-        data[len] = 0;
-        *ret = TAKE_PTR(data);
-        if (ret_len)
-                *ret_len = len;
-        return 0;
+        return read_fd_bounded(fd, (size_t)st.st_size, max, ret, ret_len);
 }
 
 /* ---- lazily known facts about entries ------------------------------------ */

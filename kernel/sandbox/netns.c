@@ -14,7 +14,6 @@
 #include <net/if.h>
 #include <net/route.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -66,15 +65,9 @@ int sandbox_check_network(char **ret_message) {
 static int wait_ready(int fd, int timeout_ms) {
         int64_t deadline = now_ms() + timeout_ms;
         for (;;) {
-                int64_t left = deadline - now_ms();
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                struct pollfd pf = {.fd = fd, .events = POLLIN};
-                int k = poll(&pf, 1, (int)left);
-                if (k < 0 && errno != EINTR)
-                        return -errno;
-                if (k <= 0)
-                        continue;
+                int r = fd_wait_readable(fd, deadline);
+                if (r < 0)
+                        return r;
                 char c;
                 ssize_t n = read(fd, &c, 1);
                 if (n < 0 && errno == EINTR)

@@ -761,15 +761,9 @@ static int read_init_pid(int fd, int timeout_ms, pid_t *ret) {
         size_t len = 0;
         int64_t deadline = now_ms() + timeout_ms;
         while (len < sizeof buf - 1 && !memchr(buf, '}', len)) {
-                int64_t left = deadline - now_ms();
-                if (left <= 0)
-                        return -ETIMEDOUT;
-                struct pollfd pf = {.fd = fd, .events = POLLIN};
-                int k = poll(&pf, 1, (int)left);
-                if (k < 0 && errno != EINTR)
-                        return -errno;
-                if (k <= 0)
-                        continue;
+                int r = fd_wait_readable(fd, deadline);
+                if (r < 0)
+                        return r;
                 ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
                 if (n < 0 && errno == EINTR)
                         continue;
@@ -901,26 +895,9 @@ int sandbox_run(const struct sandbox_policy *p, char *const *cmd, int timeout_ms
         }
         bool timed_out = false;
         int64_t deadline = timeout_ms > 0 ? now_ms() + timeout_ms : INT64_MAX;
-        for (;;) {
-                int64_t left = deadline - now_ms();
-                if (left <= 0) {
-                        timed_out = true;
-                        (void)sandbox_signal(&c, SIGKILL);
-                        break;
-                }
-                struct pollfd pf = {.fd = out_r, .events = POLLIN};
-                int k = poll(&pf, 1, left > 1000 ? 1000 : (int)left);
-                if (k < 0 && errno != EINTR)
-                        break;
-                if (k <= 0)
-                        continue;
-                char chunk[65536];
-                ssize_t n = read(out_r, chunk, sizeof chunk);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n <= 0)
-                        break;
-                headtail_feed(&ht, chunk, (size_t)n);
+        if (headtail_read_fd(&ht, out_r, deadline) == -ETIMEDOUT) {
+                timed_out = true;
+                (void)sandbox_signal(&c, SIGKILL);
         }
         int64_t left = deadline == INT64_MAX ? -1 : deadline - now_ms();
         int code = sandbox_reap(c.pid, left < 0 && deadline != INT64_MAX ? 0 : (int)left);
@@ -1014,20 +991,6 @@ static char *first_line(const char *out) {
         return strndup(out, n);
 }
 
-static int check_fail(int r, char **ret_message, const char *fmt, ...) _printf_(3, 4);
-static int check_fail(int r, char **ret_message, const char *fmt, ...) {
-        va_list ap;
-        va_start(ap, fmt);
-        char *m = NULL;
-        if (vasprintf(&m, fmt, ap) < 0)
-                m = NULL;
-        va_end(ap);
-        if (ret_message)
-                *ret_message = m;
-        else
-                free(m);
-        return r;
-}
 
 /* Runs /usr/bin/true in a throw-away sandbox, with Seed's seccomp filter or
  * without. 0 if it ran, 1 with *ret_why (bwrap's complaint) if not, -errno if
@@ -1075,12 +1038,12 @@ static int probe_bwrap(const char *bwrap, bool with_seccomp, char **ret_why) {
 int sandbox_check(char **ret_message) {
         const char *bwrap = sandbox_bwrap_path();
         if (!bwrap)
-                return check_fail(-ENOENT, ret_message,
+                return errorf(-ENOENT, ret_message,
                                   "bubblewrap is not installed (%s is missing). Seed runs every command in a "
                                   "bubblewrap sandbox; install it, e.g. 'sudo apt-get install bubblewrap'.",
                                   BWRAP_PATH);
         if (geteuid() == 0)
-                return check_fail(-EPERM, ret_message,
+                return errorf(-EPERM, ret_message,
                                   "the kernel is running as root; sandboxes never run as host uid 0. Start the "
                                   "Seed as an unprivileged user (the seed CLI drops to the '" "seed"
                                   "' account).");
@@ -1088,7 +1051,7 @@ int sandbox_check(char **ret_message) {
         size_t prog_len;
         int r = sandbox_seccomp_program(&prog, &prog_len);
         if (r < 0)
-                return check_fail(r, ret_message,
+                return errorf(r, ret_message,
                                   "libseccomp cannot build Seed's system-call filter (%s), and no sandbox starts "
                                   "without it. Fix: install a current libseccomp ('sudo apt-get install "
                                   "libseccomp2') and rebuild the kernel.",
@@ -1096,7 +1059,7 @@ int sandbox_check(char **ret_message) {
         _cleanup_free_ char *why = NULL;
         r = probe_bwrap(bwrap, true, &why);
         if (r < 0)
-                return check_fail(r, ret_message, "cannot run %s: %s", bwrap, strerror(-r));
+                return errorf(r, ret_message, "cannot run %s: %s", bwrap, strerror(-r));
         if (r == 0) {
                 _cleanup_free_ char *net = NULL;
                 if (sandbox_check_network(&net) < 0)
@@ -1106,39 +1069,39 @@ int sandbox_check(char **ret_message) {
         /* Namespaces without the filter, but not with it: seccomp is what fails. */
         _cleanup_free_ char *why_plain = NULL;
         if (probe_bwrap(bwrap, false, &why_plain) == 0)
-                return check_fail(-EPERM, ret_message,
+                return errorf(-EPERM, ret_message,
                                   "bubblewrap cannot load Seed's seccomp filter (%s), and no sandbox starts "
                                   "without it. Fix: use a kernel with seccomp filters (CONFIG_SECCOMP_FILTER); in "
                                   "a container, run it with Seed's seccomp profile ('--security-opt "
                                   "seccomp=seccomp.json'), which allows seccomp(2).",
                                   why);
         if (sysctl_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
-                return check_fail(-EPERM, ret_message,
+                return errorf(-EPERM, ret_message,
                                   "bubblewrap cannot create a sandbox (%s): AppArmor restricts unprivileged user "
                                   "namespaces on this host. Fix: 'sudo sysctl -w "
                                   "kernel.apparmor_restrict_unprivileged_userns=0' (or install an AppArmor "
                                   "profile for %s that allows userns).",
                                   why, bwrap);
         if (sysctl_long("/proc/sys/kernel/unprivileged_userns_clone") == 0)
-                return check_fail(-EPERM, ret_message,
+                return errorf(-EPERM, ret_message,
                                   "bubblewrap cannot create a sandbox (%s): unprivileged user namespaces are "
                                   "disabled. Fix: 'sudo sysctl -w kernel.unprivileged_userns_clone=1'.",
                                   why);
         if (sysctl_long("/proc/sys/user/max_user_namespaces") == 0)
-                return check_fail(-EPERM, ret_message,
+                return errorf(-EPERM, ret_message,
                                   "bubblewrap cannot create a sandbox (%s): user namespaces are disabled "
                                   "(user.max_user_namespaces=0). Fix: 'sudo sysctl -w "
                                   "user.max_user_namespaces=15000'.",
                                   why);
         if (path_exists("/.dockerenv") || path_exists("/run/.containerenv"))
-                return check_fail(-EPERM, ret_message,
+                return errorf(-EPERM, ret_message,
                                   "bubblewrap cannot create a sandbox (%s): this container forbids namespaces. "
                                   "Run it with Seed's seccomp profile (seccomp.json) and AppArmor relaxed "
                                   "('--security-opt seccomp=seccomp.json --security-opt apparmor=unconfined "
                                   "--security-opt systempaths=unconfined'), or use 'seed run' with the "
                                   "container driver.",
                                   why);
-        return check_fail(-EPERM, ret_message,
+        return errorf(-EPERM, ret_message,
                           "bubblewrap cannot create a sandbox here (%s). Unprivileged user namespaces must be "
                           "available: check 'sysctl kernel.apparmor_restrict_unprivileged_userns "
                           "kernel.unprivileged_userns_clone user.max_user_namespaces'.",

@@ -18,12 +18,20 @@ void tool_result_done(struct tool_result *r) {
 
 static int set_output(struct tool_result *ret, bool is_error, const char *fmt, va_list ap) {
         char *s = NULL;
-        if (vasprintf(&s, fmt, ap) < 0)
+        if (xvasprintf(&s, fmt, ap) < 0)
                 return -ENOMEM;
         free(ret->output);
         ret->output = s;
         ret->is_error = is_error;
         return 0;
+}
+
+int tool_result_printf(struct tool_result *ret, bool is_error, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        int r = set_output(ret, is_error, fmt, ap);
+        va_end(ap);
+        return r;
 }
 
 int tool_ok(struct tool_result *ret, const char *fmt, ...) {

@@ -4,6 +4,10 @@
 
 char *const tools_reflect_dirs[] = {"knowledge/", "skills/", NULL};
 
+static bool level_valid(enum tool_level l) {
+        return l > TOOL_LEVEL_UNSET && l < _TOOL_LEVEL_MAX;
+}
+
 const char *tools_level_name(enum tool_level l) {
         switch (l) {
         case TOOL_SAFE:
@@ -38,7 +42,7 @@ void tools_ctx_set_permissions(struct tool_ctx *ctx, const struct cfg *c) {
 }
 
 enum cfg_decision tools_decide(const struct tool_ctx *ctx, enum tool_level l) {
-        if ((unsigned)l >= _TOOL_LEVEL_MAX)
+        if (!level_valid(l))
                 return CFG_DENY;
         return ctx->decisions[l];
 }
@@ -84,14 +88,18 @@ int tools_classify_write(const struct tool_ctx *ctx, const struct tool *t, json_
 }
 
 int tools_classify(const struct tool_ctx *ctx, const struct tool *t, json_t *args, enum tool_level *ret) {
+        if (!level_valid(t->level))
+                return -EINVAL;
         if (!t->classify) {
                 *ret = t->level;
                 return 0;
         }
-        enum tool_level l;
+        enum tool_level l = TOOL_LEVEL_UNSET;
         int r = t->classify(ctx, t, args, &l);
         if (r < 0)
                 return r;
+        if (!level_valid(l))
+                return -EINVAL;
         /* A computed level never goes below the table's. */
         *ret = l > t->level ? l : t->level;
         return 0;

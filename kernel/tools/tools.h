@@ -25,7 +25,9 @@ struct json_t;
 #define TOOLS_ARGS_MAX (2 * 1024 * 1024) /* arguments text of any call */
 #define TOOLS_MAX_QUESTIONS 3           /* ask_owner calls per evolution */
 
-enum tool_level { TOOL_SAFE, TOOL_REVIEW, TOOL_DANGEROUS, _TOOL_LEVEL_MAX };
+/* Fail closed by construction: the zero value is no level, so a table entry
+ * that names none is refused by tools_classify() (never run), not "safe". */
+enum tool_level { TOOL_LEVEL_UNSET, TOOL_SAFE, TOOL_REVIEW, TOOL_DANGEROUS, _TOOL_LEVEL_MAX };
 
 /* A phase is where a tool list is offered; a tool's `phases` is a mask. */
 enum tool_phase {
@@ -64,7 +66,7 @@ typedef int (*tool_classify_fn)(const struct tool_ctx *ctx, const struct tool *t
 struct tool {
         const char *name;
         const char *description;
-        enum tool_level level;        /* used when classify is NULL */
+        enum tool_level level;        /* required (UNSET is refused); with classify, the floor */
         tool_classify_fn classify;    /* may be NULL */
         const char *schema;           /* JSON Schema text (an object schema; see schema.h) */
         tool_handler_fn handler;
@@ -123,6 +125,11 @@ struct tool_ctx {
         void *userdata;                  /* the callbacks' */
 };
 
+/* Sets ret->output (replacing any) to the formatted text and ret->is_error:
+ * what a tool callback outside kernel/tools (the orchestrator's app tools)
+ * answers with. 0 or -ENOMEM. */
+int tool_result_printf(struct tool_result *ret, bool is_error, const char *fmt, ...) _printf_(3, 4);
+
 /* Fills the permissions of ctx from seed.yaml. */
 void tools_ctx_set_permissions(struct tool_ctx *ctx, const struct cfg *c);
 
@@ -139,7 +146,8 @@ int tools_defs(enum tool_phase phase, struct model_tool_def **ret, size_t *ret_n
 /* Names of the phase's terminal tools, "a or b" (for nudges). Caller frees. */
 char *tools_terminal_names(enum tool_phase phase);
 
-/* Level of a call with validated arguments. */
+/* Level of a call with validated arguments: -EINVAL if the table or the
+ * classifier names no level (TOOL_LEVEL_UNSET or out of range). */
 int tools_classify(const struct tool_ctx *ctx, const struct tool *t, struct json_t *args, enum tool_level *ret);
 enum cfg_decision tools_decide(const struct tool_ctx *ctx, enum tool_level l);
 

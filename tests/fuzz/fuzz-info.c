@@ -1,8 +1,11 @@
-/* fuzz-info.c — the control plane's tiny YAML reader (knowledge/self.yaml,
- * SKILL.md front matter), the accent check and the URL redaction, on
- * arbitrary bytes. Besides memory errors it checks that every value read is
- * valid UTF-8 without NUL, within EVO_INFO_VALUE_MAX, and that an accent
- * accepted is exactly #rgb or #rrggbb. */
+/* fuzz-info.c — what the control plane reads from knowledge/ and skills/ on
+ * arbitrary bytes: knowledge/self.yaml through config's one YAML reader
+ * (cfg_scalars_parse), SKILL.md front matter (the fence, then that reader),
+ * the accent check and the URL redaction. Besides memory errors it checks
+ * that every value read is valid UTF-8 without NUL, within
+ * EVO_INFO_VALUE_MAX, that every refusal names "file:line:col:", and that an
+ * accent accepted is exactly #rgb or #rrggbb. */
+#include "config/config.h"
 #include "evolution/info.h"
 
 #include <stdint.h>
@@ -38,6 +41,20 @@ static void check_accent(const char *v) {
                 abort();
 }
 
+/* A refusal names where: "<file>:line:col: ...", both at least 1. */
+static void check_error(int r, char *err, const char *file) {
+        if (r == -EINVAL) {
+                unsigned line = 0, col = 0;
+                size_t n = strlen(file);
+                if (!err || strncmp(err, file, n) != 0 || sscanf(err + n, ":%u:%u: ", &line, &col) != 2 ||
+                    line < 1 || col < 1)
+                        abort();
+        } else if (r < 0 && r != -ENOMEM && r != -ENOENT) {
+                abort();
+        }
+        free(err);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         static const char *const keys[] = {"slug", "name", "tagline", "accent", "purpose", NULL};
         char *text = malloc(size + 1);
@@ -45,15 +62,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 return 0;
         memcpy(text, data, size);
         text[size] = 0;
-        char *vals[5] = {0};
-        if (evo_info_yaml_scalars(text, size, keys, vals) == 0) {
+        char *vals[5] = {0}, *err = NULL;
+        int r = cfg_scalars_parse(text, size, "self.yaml", keys, vals, &err);
+        check_error(r, err, "self.yaml");
+        if (r == 0) {
                 for (size_t i = 0; i < 5; i++) {
                         check_value(vals[i]);
                         free(vals[i]);
                         vals[i] = NULL;
                 }
         }
-        if (evo_info_front_matter(text, size, keys, vals) == 0) {
+        err = NULL;
+        r = evo_info_front_matter(text, size, "SKILL.md", keys, vals, &err);
+        check_error(r, err, "SKILL.md");
+        if (r == 0) {
                 for (size_t i = 0; i < 5; i++) {
                         check_value(vals[i]);
                         if (i == 3)

@@ -147,7 +147,7 @@ static int setup(void **state) {
                 .root_fd = root_fd,
                 .root_path = root,
                 .evolvable = evolvable,
-                .decisions = {CFG_ALLOW, CFG_ALLOW, CFG_ASK},
+                .decisions = {[TOOL_SAFE] = CFG_ALLOW, [TOOL_REVIEW] = CFG_ALLOW, [TOOL_DANGEROUS] = CFG_ASK},
                 .cb = &callbacks,
         };
         ev = (struct events){.log = BUF_INIT(64 * 1024 * 1024)};

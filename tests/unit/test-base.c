@@ -803,6 +803,95 @@ static void test_proc_exit_codes(void **state) {
 
 /* ---- strv and small helpers --------------------------------------------- */
 
+/* ---- the one copy of each small helper -------------------------------- */
+
+static int fmt_len(char **ret, const char *fmt, ...) _printf_(2, 3);
+static int fmt_len(char **ret, const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        int k = xvasprintf(ret, fmt, ap);
+        va_end(ap);
+        return k;
+}
+
+static void test_format_helpers(void **state) {
+        char *s = NULL;
+        assert_int_equal(fmt_len(&s, "%s-%d", "a", 42), 4);
+        assert_string_equal(s, "a-42");
+        free(s);
+        s = NULL;
+        assert_int_equal(xasprintf(&s, "%03d", 7), 0);
+        assert_string_equal(s, "007");
+        free(s);
+        char *err = NULL;
+        assert_int_equal(errorf(-EINVAL, &err, "bad '%s'", "x"), -EINVAL);
+        assert_string_equal(err, "bad 'x'");
+        free(err);
+        assert_int_equal(errorf(-ENOENT, NULL, "ignored %d", 1), -ENOENT);
+}
+
+static void test_percent_decode(void **state) {
+        char *s = NULL;
+        assert_int_equal(percent_decode("a%2Fb+c%7e", 10, true, &s), 0);
+        assert_string_equal(s, "a/b c~");
+        free(s);
+        assert_int_equal(percent_decode("a+b", 3, false, &s), 0);
+        assert_string_equal(s, "a+b");
+        free(s);
+        s = NULL;
+        assert_int_equal(percent_decode("%00", 3, true, &s), -EINVAL);
+        assert_int_equal(percent_decode("%4", 2, true, &s), -EINVAL);
+        assert_int_equal(percent_decode("%zz", 3, true, &s), -EINVAL);
+        assert_int_equal(percent_decode("a\0b", 3, true, &s), -EINVAL);
+        assert_null(s);
+}
+
+static void test_read_fd_bounded(void **state) {
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        assert_int_equal(write(p[1], "0123456789", 10), 10);
+        close(p[1]);
+        char *data = NULL;
+        size_t len = 0;
+        /* No size known (a pipe): grows; exactly max bytes is accepted. */
+        assert_int_equal(read_fd_bounded(p[0], 0, 10, &data, &len), 0);
+        assert_int_equal(len, 10);
+        assert_string_equal(data, "0123456789");
+        free(data);
+        close(p[0]);
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        assert_int_equal(write(p[1], "0123456789", 10), 10);
+        close(p[1]);
+        data = NULL;
+        assert_int_equal(read_fd_bounded(p[0], 3, 9, &data, &len), -EFBIG);
+        assert_null(data);
+        close(p[0]);
+}
+
+static void test_fd_wait_readable(void **state) {
+        int p[2];
+        assert_int_equal(pipe2(p, O_CLOEXEC), 0);
+        int64_t t0 = now_ms();
+        assert_int_equal(fd_wait_readable(p[0], t0 + 30), -ETIMEDOUT);
+        assert_true(now_ms() - t0 >= 30);
+        assert_int_equal(fd_wait_readable(p[0], t0 - 1000), -ETIMEDOUT); /* passed: one look */
+        assert_int_equal(write(p[1], "x", 1), 1);
+        assert_int_equal(fd_wait_readable(p[0], t0 - 1000), 0);          /* ...which sees data */
+        assert_int_equal(fd_wait_readable(p[0], INT64_MAX), 0);
+        /* headtail_read_fd: everything until EOF, or the deadline. */
+        struct headtail h;
+        assert_int_equal(headtail_init(&h, 64, 64), 0);
+        assert_int_equal(headtail_read_fd(&h, p[0], now_ms() + 20), -ETIMEDOUT);
+        assert_int_equal(write(p[1], "yz", 2), 2);
+        close(p[1]);
+        assert_int_equal(headtail_read_fd(&h, p[0], INT64_MAX), 0);
+        char *out = headtail_render(&h);
+        assert_string_equal(out, "xyz");
+        free(out);
+        headtail_free(&h);
+        close(p[0]);
+}
+
 static void test_strv(void **state) {
         _cleanup_strv_free_ char **v = NULL;
         assert_int_equal(strv_length(v), 0);
@@ -993,6 +1082,10 @@ int main(void) {
                 cmocka_unit_test(test_proc_timeout_kills_group),
                 cmocka_unit_test(test_proc_spawn_wait_kill),
                 cmocka_unit_test(test_proc_exit_codes),
+                cmocka_unit_test(test_format_helpers),
+                cmocka_unit_test(test_percent_decode),
+                cmocka_unit_test(test_read_fd_bounded),
+                cmocka_unit_test(test_fd_wait_readable),
                 cmocka_unit_test(test_strv),
                 cmocka_unit_test(test_secure_zero),
         };

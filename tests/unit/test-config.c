@@ -8,6 +8,7 @@
 
 #include "base/fileio.h"
 #include "config/config.h"
+#include "model/providers.h"
 
 #include <sys/stat.h>
 
@@ -537,6 +538,110 @@ static void test_split_addr(void **state) {
         assert_int_equal(cfg_split_addr(NULL, NULL, NULL), -EINVAL);
 }
 
+/* ---- cfg_scalars_parse: knowledge/self.yaml, SKILL.md front matter ---- */
+
+static char *sv[4];
+
+static void sv_free(void) {
+        for (size_t i = 0; i < ARRAY_SIZE(sv); i++) {
+                free(sv[i]);
+                sv[i] = NULL;
+        }
+}
+
+static int scalars_len(const char *text, size_t len, char **ret_err) {
+        static const char *const keys[] = {"a", "b", "c", "d", NULL};
+        sv_free();
+        return cfg_scalars_parse(text, len, "self.yaml", keys, sv, ret_err);
+}
+
+static void scalars_ok(const char *text) {
+        char *err = NULL;
+        int r = scalars_len(text, strlen(text), &err);
+        if (r < 0)
+                fail_msg("unexpected error: %s", err ? err : "(none)");
+        assert_null(err);
+}
+
+static void scalars_error(const char *text, const char *expected) {
+        char *err = NULL;
+        assert_int_equal(scalars_len(text, strlen(text), &err), -EINVAL);
+        assert_non_null(err);
+        assert_string_equal(err, expected);
+        free(err);
+        for (size_t i = 0; i < ARRAY_SIZE(sv); i++)
+                assert_null(sv[i]);
+}
+
+static void test_scalars(void **state) {
+        scalars_ok("a: plain value # comment\nb: \"q \\\"x\\\" \\u00e9\\n\"\nc: 'it''s'\nd: x#y\n");
+        assert_string_equal(sv[0], "plain value");
+        assert_string_equal(sv[1], "q \"x\" \xc3\xa9\n");
+        assert_string_equal(sv[2], "it's");
+        assert_string_equal(sv[3], "x#y");
+        /* Blocks (their final newline dropped); lists and maps are other values, skipped. */
+        scalars_ok("a: |\n  one\n    two\n\n  three\nb: >-\n  folded\n  text\nc: [1, 2]\n"
+                   "nest:\n  d: no\nlist:\n  - d: no\ncapabilities: []\n");
+        assert_string_equal(sv[0], "one\n  two\n\nthree");
+        assert_string_equal(sv[1], "folded text");
+        assert_null(sv[2]);
+        assert_null(sv[3]);
+        /* Null, NUL, CRLF lines; an empty document has no values. */
+        scalars_ok("a: win\r\nb: \"\\u0000\"\r\nc:\r\nd: ~\r\n");
+        assert_string_equal(sv[0], "win");
+        assert_null(sv[1]);
+        assert_null(sv[2]);
+        assert_null(sv[3]);
+        scalars_ok("# only a comment\n");
+        assert_null(sv[0]);
+        /* A value over the cap is dropped; a text over the cap is refused. */
+        size_t big = CFG_SCALAR_VALUE_MAX + 10;
+        _cleanup_free_ char *t = malloc(big + 16);
+        memcpy(t, "a: ", 3);
+        memset(t + 3, 'x', big);
+        strcpy(t + 3 + big, "\nb: y\n");
+        scalars_ok(t);
+        assert_null(sv[0]);
+        assert_string_equal(sv[1], "y");
+        char *err = NULL;
+        assert_int_equal(scalars_len("a: b", CFG_SCALARS_MAX + 1, &err), -EINVAL);
+        assert_string_equal(err, "self.yaml:1:1: larger than 64 KiB (65537 bytes)");
+        free(err);
+        /* As strict as seed.yaml, with the same file:line:col errors. */
+        scalars_error("a: first\na: second\n", "self.yaml:2:1: duplicate key 'a' (first at line 1)");
+        scalars_error("a: &x 1\nb: *x\n", "self.yaml:1:4: anchors and aliases are not allowed");
+        scalars_error("c: !!str x\n", "self.yaml:1:4: tags are not allowed");
+        scalars_error("- a\n- b\n", "self.yaml:1:1: expected a mapping of keys, got a sequence");
+        scalars_error("a: b\n---\nc: d\n", "self.yaml:2:1: more than one YAML document");
+        sv_free();
+}
+
+static void test_scalars_bad_text(void **state) {
+        char *err = NULL;
+        assert_int_equal(scalars_len("a: \"open\nb: x\n", 14, &err), -EINVAL);
+        assert_non_null(strstr(err, "self.yaml:"));
+        free(err);
+        err = NULL;
+        assert_int_equal(scalars_len("a: \xff\xfe\n", 7, &err), -EINVAL);
+        assert_non_null(strstr(err, "not valid UTF-8 YAML"));
+        free(err);
+        sv_free();
+}
+
+/* model.provider accepts exactly the rows of kernel/model's providers table. */
+static void test_every_provider_accepted(void **state) {
+        size_t n;
+        const struct model_provider *p = model_providers(&n);
+        for (size_t i = 0; i < n; i++) {
+                char yaml[256];
+                snprintf(yaml, sizeof yaml, "model:\n  provider: %s\n%s", p[i].name,
+                         p[i].endpoint ? "" : "  base_url: http://127.0.0.1:9/v1\n");
+                struct cfg *c = parse_ok(yaml);
+                assert_string_equal(c->model.provider, p[i].name);
+                cfg_free(c);
+        }
+}
+
 static void test_repo_seed_yaml_is_defaults(void **state) {
         struct cfg *c = NULL, *d = NULL;
         char *err = NULL;
@@ -635,6 +740,9 @@ int main(void) {
                 cmocka_unit_test(test_error_evolvable),
                 cmocka_unit_test(test_secrets_not_echoed),
                 cmocka_unit_test(test_split_addr),
+                cmocka_unit_test(test_scalars),
+                cmocka_unit_test(test_scalars_bad_text),
+                cmocka_unit_test(test_every_provider_accepted),
                 cmocka_unit_test(test_repo_seed_yaml_is_defaults),
                 cmocka_unit_test(test_load),
         };

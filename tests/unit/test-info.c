@@ -65,61 +65,24 @@ static void free_vals(void) {
         }
 }
 
-static void scalars(const char *text) {
-        static const char *const keys[] = {"a", "b", "c", "d", NULL};
-        free_vals();
-        assert_int_equal(evo_info_yaml_scalars(text, strlen(text), keys, vals), 0);
-}
-
-static void test_yaml_scalars(void **state) {
-        scalars("a: plain value # comment\nb: \"q \\\"x\\\" \\u00e9\\n\"\nc: 'it''s'\nd: x#y\n");
-        assert_string_equal(vals[0], "plain value");
-        assert_string_equal(vals[1], "q \"x\" \xc3\xa9\n");
-        assert_string_equal(vals[2], "it's");
-        assert_string_equal(vals[3], "x#y");
-        /* Blocks, first value wins, nested and list lines are not top-level keys. */
-        scalars("a: |\n  one\n    two\n\n  three\nb: >-\n  folded\n  text\n"
-                "c: first\nc: second\nnest:\n  d: no\n- d: no\n");
-        assert_string_equal(vals[0], "one\n  two\n\nthree");
-        assert_string_equal(vals[1], "folded text");
-        assert_string_equal(vals[2], "first");
-        assert_null(vals[3]);
-        /* Not scalars here: flow values, aliases, tags, unclosed quotes, bad escapes, NUL, invalid UTF-8. */
-        scalars("a: [1, 2]\nb: *ref\nc: \"open\nd: \"\\x41\"\n");
-        for (int i = 0; i < 4; i++)
-                assert_null(vals[i]);
-        scalars("a: \"\\u0000\"\nb: \xff\xfe\nc: !!str x\nd:\n");
-        for (int i = 0; i < 4; i++)
-                assert_null(vals[i]);
-        /* CRLF lines; a key needs ": " or ":" at the end. */
-        scalars("a: win\r\nb:x\r\nc:\r\n  d: nested\r\n");
-        assert_string_equal(vals[0], "win");
-        assert_null(vals[1]);
-        assert_null(vals[2]);
-        /* A value over the cap is dropped; a text over the cap is refused. */
-        size_t big = EVO_INFO_VALUE_MAX + 10;
-        _cleanup_free_ char *t = malloc(big + 8);
-        memcpy(t, "a: ", 3);
-        memset(t + 3, 'x', big);
-        t[3 + big] = 0;
-        scalars(t);
-        assert_null(vals[0]);
-        static const char *const keys[] = {"a", NULL};
-        assert_int_equal(evo_info_yaml_scalars("a: b", EVO_INFO_SELF_MAX + 1, keys, vals), -EINVAL);
-        free_vals();
-}
-
 static void test_front_matter(void **state) {
         static const char *const keys[] = {"name", "description", NULL};
         const char *ok = "---\r\nname: x\ndescription: 'y'\n---\nbody: no\n";
-        assert_int_equal(evo_info_front_matter(ok, strlen(ok), keys, vals), 0);
+        assert_int_equal(evo_info_front_matter(ok, strlen(ok), "SKILL.md", keys, vals, NULL), 0);
         assert_string_equal(vals[0], "x");
         assert_string_equal(vals[1], "y");
         free_vals();
         const char *none = "# title\n---\nname: x\n---\n";
-        assert_int_equal(evo_info_front_matter(none, strlen(none), keys, vals), -ENOENT);
+        assert_int_equal(evo_info_front_matter(none, strlen(none), "SKILL.md", keys, vals, NULL), -ENOENT);
         const char *open = "---\nname: x\n";
-        assert_int_equal(evo_info_front_matter(open, strlen(open), keys, vals), -ENOENT);
+        assert_int_equal(evo_info_front_matter(open, strlen(open), "SKILL.md", keys, vals, NULL), -ENOENT);
+        assert_null(vals[0]);
+        /* The front matter is YAML, read by config's one reader: its errors say where. */
+        const char *bad = "---\nname: x\nname: y\n---\n";
+        char *err = NULL;
+        assert_int_equal(evo_info_front_matter(bad, strlen(bad), "skills/a/SKILL.md", keys, vals, &err), -EINVAL);
+        assert_string_equal(err, "skills/a/SKILL.md:2:1: duplicate key 'name' (first at line 1)");
+        free(err);
         assert_null(vals[0]);
 }
 
@@ -325,7 +288,6 @@ static void test_handlers(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_yaml_scalars),
                 cmocka_unit_test(test_front_matter),
                 cmocka_unit_test(test_accent_and_url),
                 cmocka_unit_test(test_identity),

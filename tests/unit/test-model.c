@@ -498,6 +498,30 @@ static void test_retry_after(void **state) {
 
 /* ---- configuration and the key ---- */
 
+/* One table says every provider's endpoint and key variable: a named
+ * provider has both, fixed in code; the one without an endpoint takes
+ * model.base_url and model.api_key_env. */
+static void test_providers_table(void **state) {
+        size_t n;
+        const struct model_provider *p = model_providers(&n);
+        assert_true(n >= 4);
+        for (size_t i = 0; i < n; i++) {
+                assert_true(p[i].name && p[i].name[0]);
+                assert_ptr_equal(model_provider_find(p[i].name), &p[i]); /* unique */
+                assert_true(!p[i].endpoint == !p[i].key_env);
+                if (p[i].endpoint)
+                        assert_true(startswith(p[i].endpoint, "https://"));
+        }
+        assert_null(model_provider_find(NULL));
+        assert_null(model_provider_find("nope"));
+        assert_string_equal(model_provider_find("anthropic")->key_env, "ANTHROPIC_API_KEY");
+        assert_int_equal(model_provider_find("anthropic")->format, MODEL_FORMAT_ANTHROPIC);
+        char *names = model_provider_names(" or ");
+        assert_string_equal(names, "openrouter, openai, anthropic or openai-compatible");
+        free(names);
+}
+
+
 static void test_model_new(void **state) {
         struct model *m = NULL;
         char *err = NULL;
@@ -686,6 +710,7 @@ int main(void) {
                 cmocka_unit_test(test_key_never_in_errors),
                 cmocka_unit_test(test_cancel),
                 cmocka_unit_test(test_message_copy),
+                cmocka_unit_test(test_providers_table),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,7 +93,7 @@ static struct tool_ctx make_ctx(enum tool_phase phase) {
                 .root_fd = root_fd,
                 .root_path = seed,
                 .evolvable = evolvable,
-                .decisions = {CFG_ALLOW, CFG_ALLOW, CFG_ASK},
+                .decisions = {[TOOL_SAFE] = CFG_ALLOW, [TOOL_REVIEW] = CFG_ALLOW, [TOOL_DANGEROUS] = CFG_ASK},
                 .cb = &callbacks,
         };
 }
@@ -373,6 +373,43 @@ static enum tool_level classify(const char *tool, const char *args) {
         assert_int_equal(tools_classify(&ctx, tools_find(tool), a, &l), 0);
         json_decref(a);
         return l;
+}
+
+/* Fail closed by construction: every tool of the table (the evolution's,
+ * the app and database tools, the chat's: they all live in tools_table())
+ * names its level explicitly and has a schema; an entry without a level is
+ * refused, never treated as safe. */
+static void test_every_tool_has_level_and_schema(void **state) {
+        size_t n;
+        const struct tool *tab = tools_table(&n);
+        assert_true(n >= 20);
+        for (size_t i = 0; i < n; i++) {
+                if (tab[i].level <= TOOL_LEVEL_UNSET || tab[i].level >= _TOOL_LEVEL_MAX)
+                        fail_msg("%s: no explicit level", tab[i].name);
+                if (!tab[i].schema || !*tab[i].schema)
+                        fail_msg("%s: no schema", tab[i].name);
+                assert_string_not_equal(tools_level_name(tab[i].level), "unknown");
+        }
+}
+
+static int classify_unset(const struct tool_ctx *ctx, const struct tool *t, json_t *args, enum tool_level *ret) {
+        *ret = TOOL_LEVEL_UNSET;
+        return 0;
+}
+
+static void test_unset_level_refused(void **state) {
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_MUTATE);
+        ctx.decisions[TOOL_LEVEL_UNSET] = CFG_ALLOW; /* whatever sits there, it is never consulted */
+        json_t *a = json_object();
+        enum tool_level l = TOOL_SAFE;
+        struct tool forgot = {.name = "forgot", .schema = "{}"};
+        assert_int_equal(tools_classify(&ctx, &forgot, a, &l), -EINVAL);
+        assert_int_equal(l, TOOL_SAFE); /* untouched */
+        struct tool computes_none = {.name = "none", .level = TOOL_SAFE, .classify = classify_unset};
+        assert_int_equal(tools_classify(&ctx, &computes_none, a, &l), -EINVAL);
+        assert_int_equal(tools_decide(&ctx, TOOL_LEVEL_UNSET), CFG_DENY);
+        assert_int_equal(tools_decide(&ctx, _TOOL_LEVEL_MAX), CFG_DENY);
+        json_decref(a);
 }
 
 static void test_classify(void **state) {
@@ -1192,6 +1229,8 @@ int main(void) {
                 cmocka_unit_test(test_schema_check),
                 cmocka_unit_test(test_phases),
                 cmocka_unit_test(test_normalize),
+                cmocka_unit_test(test_every_tool_has_level_and_schema),
+                cmocka_unit_test_setup_teardown(test_unset_level_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_classify, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_decisions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_dangerous_too_large, setup, teardown),

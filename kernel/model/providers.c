@@ -1,0 +1,39 @@
+/* providers.c — see providers.h. */
+#include "model/providers.h"
+#include "base/buf.h"
+
+/* The named providers' endpoints are constants: nothing in seed.yaml can
+ * send their keys anywhere else. */
+static const struct model_provider providers[] = {
+        {.name = "openrouter", .format = MODEL_FORMAT_OPENAI, .usage_include = true,
+         .endpoint = "https://openrouter.ai/api/v1/chat/completions", .key_env = "OPENROUTER_API_KEY"},
+        {.name = "openai", .format = MODEL_FORMAT_OPENAI, .max_completion_tokens = true,
+         .endpoint = "https://api.openai.com/v1/chat/completions", .key_env = "OPENAI_API_KEY"},
+        {.name = "anthropic", .format = MODEL_FORMAT_ANTHROPIC,
+         .endpoint = "https://api.anthropic.com/v1/messages", .key_env = "ANTHROPIC_API_KEY"},
+        {.name = "openai-compatible", .format = MODEL_FORMAT_OPENAI}, /* model.base_url, model.api_key_env */
+};
+
+const struct model_provider *model_providers(size_t *ret_n) {
+        *ret_n = ARRAY_SIZE(providers);
+        return providers;
+}
+
+const struct model_provider *model_provider_find(const char *name) {
+        for (size_t i = 0; name && i < ARRAY_SIZE(providers); i++)
+                if (streq(providers[i].name, name))
+                        return &providers[i];
+        return NULL;
+}
+
+char *model_provider_names(const char *last) {
+        struct buf b = BUF_INIT(1024);
+        for (size_t i = 0; i < ARRAY_SIZE(providers); i++) {
+                const char *sep = i == 0 ? "" : i + 1 == ARRAY_SIZE(providers) ? last : ", ";
+                if (buf_printf(&b, "%s%s", sep, providers[i].name) < 0) {
+                        buf_free(&b);
+                        return NULL;
+                }
+        }
+        return buf_steal(&b);
+}

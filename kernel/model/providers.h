@@ -1,0 +1,29 @@
+/* providers.h — the model providers as one table of data: name, wire format,
+ * endpoint and the secret holding the key. kernel/model speaks to them,
+ * kernel/config validates model.provider against them and kernel/app reads
+ * the key they name: adding a provider is one row in providers.c. A library
+ * of its own (base only), so config can use it without libcurl or jansson. */
+#pragma once
+
+#include "base/base.h"
+
+enum model_format { MODEL_FORMAT_OPENAI, MODEL_FORMAT_ANTHROPIC };
+
+struct model_provider {
+        const char *name;            /* model.provider in seed.yaml */
+        enum model_format format;
+        const char *endpoint;        /* a constant; NULL: <model.base_url>/chat/completions,
+                                      * with the key (optional) from model.api_key_env */
+        const char *key_env;         /* the secret holding the key (always needed), or NULL
+                                      * exactly when endpoint is NULL */
+        bool usage_include;          /* OpenRouter reports the cost when asked */
+        bool max_completion_tokens;  /* OpenAI's current name for max_tokens */
+};
+
+/* The table (static data, borrowed). */
+const struct model_provider *model_providers(size_t *ret_n);
+/* The provider called name, or NULL (also for a NULL name). Borrowed. */
+const struct model_provider *model_provider_find(const char *name);
+/* The names, "a, b, c<last>d" (e.g. last " or "), for messages. Caller
+ * frees; NULL when out of memory. */
+char *model_provider_names(const char *last);
