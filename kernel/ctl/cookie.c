@@ -82,17 +82,24 @@ static int values_one(const char *pair, size_t n, void *u) {
         return 0;
 }
 
-int ctl_cookie_values(const char *header, const char *name, size_t max, char ***ret) {
-        struct values_ctx c = {.name = name, .max = max};
-        int r = cookie_each(header, values_one, &c);
-        if (r >= 0 && !c.v && !(c.v = calloc(1, sizeof(char *))))
+/* Runs fn over the header's pairs into the strv at *v (made empty when
+ * nothing is collected); on failure *v is freed. */
+static int cookie_collect(const char *header, int (*fn)(const char *pair, size_t n, void *u), void *u,
+                          char ***v, char ***ret) {
+        int r = cookie_each(header, fn, u);
+        if (r >= 0 && !*v && !(*v = calloc(1, sizeof(char *))))
                 r = -ENOMEM;
         if (r < 0) {
-                strv_free(c.v);
+                strv_free(*v);
                 return r;
         }
-        *ret = c.v;
+        *ret = *v;
         return 0;
+}
+
+int ctl_cookie_values(const char *header, const char *name, size_t max, char ***ret) {
+        struct values_ctx c = {.name = name, .max = max};
+        return cookie_collect(header, values_one, &c, &c.v, ret);
 }
 
 struct strip_ctx {
@@ -165,15 +172,7 @@ static int foreign_one(const char *pair, size_t n, void *u) {
 
 int ctl_cookie_foreign(const char *header, const char *ours, size_t max, char ***ret) {
         struct foreign_ctx c = {.ours = ours, .max = max};
-        int r = cookie_each(header, foreign_one, &c);
-        if (r >= 0 && !c.v && !(c.v = calloc(1, sizeof(char *))))
-                r = -ENOMEM;
-        if (r < 0) {
-                strv_free(c.v);
-                return r;
-        }
-        *ret = c.v;
-        return 0;
+        return cookie_collect(header, foreign_one, &c, &c.v, ret);
 }
 
 static bool is_wsp(char c) {

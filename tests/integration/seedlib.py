@@ -70,20 +70,11 @@ class Slowloris:
         self.opened += 1
         return s
 
-    @staticmethod
-    def closed(s):
-        try:
-            return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b''
-        except BlockingIOError:
-            return False
-        except OSError:
-            return True
-
     def run(self):
         while not self.stop.is_set():
             end = time.monotonic() + 1
             for i, s in enumerate(self.socks):
-                if s is not None and self.closed(s):
+                if s is not None and closed_by_server(s):
                     s.close()
                     s = None
                 if s is None:
@@ -154,6 +145,39 @@ def request(url, method='GET', headers=None, body=None, timeout=30):
         return Response(r.status, r.getheaders(), r.read())
     finally:
         conn.close()
+
+
+def closed_by_server(s):
+    """Whether the server closed socket s (end of stream or reset), without waiting."""
+    try:
+        return s.recv(1, socket.MSG_PEEK | socket.MSG_DONTWAIT) == b''
+    except BlockingIOError:
+        return False
+    except OSError:
+        return True
+
+
+def kernel_pid(c):
+    """The running kernel's pid, from the Seed's .seed/kernel.json (c.dir)."""
+    return int(json.load(open(os.path.join(c.dir, '.seed', 'kernel.json')))['pid'])
+
+
+def process_age(pid):
+    """Seconds since the process started (from /proc)."""
+    with open(f'/proc/{pid}/stat') as f:
+        start_ticks = int(f.read().rsplit(')', 1)[1].split()[19])
+    with open('/proc/uptime') as f:
+        uptime = float(f.read().split()[0])
+    return uptime - start_ticks / os.sysconf('SC_CLK_TCK')
+
+
+def alive(pid):
+    """Whether pid is a live process (not gone, not a zombie)."""
+    try:
+        with open(f'/proc/{pid}/stat') as f:
+            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+    except FileNotFoundError:
+        return False
 
 
 def wait_until(fn, timeout=120, interval=0.2, what='condition'):

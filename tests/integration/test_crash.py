@@ -13,7 +13,7 @@ import signal
 import subprocess
 
 import taplib
-from seedlib import ScriptedSeed, api, evolution, request, script, seed, submit, wait_until
+from seedlib import ScriptedSeed, alive, api, evolution, kernel_pid, process_age, request, script, seed, submit, wait_until
 from taplib import test
 
 GREETING = "I don't have a purpose yet"
@@ -32,27 +32,6 @@ def teardown(c):
 
 def model_state(c):
     return request(c.model_base + '/_state').json()
-
-
-def kernel_pid(c):
-    return int(json.load(open(os.path.join(c.dir, '.seed', 'kernel.json')))['pid'])
-
-
-def process_age(pid):
-    """Seconds since the process started (from /proc)."""
-    with open(f'/proc/{pid}/stat') as f:
-        start_ticks = int(f.read().rsplit(')', 1)[1].split()[19])
-    with open('/proc/uptime') as f:
-        uptime = float(f.read().split()[0])
-    return uptime - start_ticks / os.sysconf('SC_CLK_TCK')
-
-
-def alive(pid):
-    try:
-        with open(f'/proc/{pid}/stat') as f:
-            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
-    except FileNotFoundError:
-        return False
 
 
 def psql(c, sql):

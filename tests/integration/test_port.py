@@ -29,7 +29,7 @@ import tempfile
 import time
 
 import taplib
-from seedlib import request, seed, wait_until
+from seedlib import alive, kernel_pid, process_age, request, seed, wait_until
 from taplib import Skip, test
 
 OTHER = 'seedtest-other'
@@ -209,26 +209,6 @@ def processes_in(path):
         if path in cmd or cwd == path or cwd.startswith(path + '/'):
             found.append((int(d), cmd))
     return found
-
-
-def kernel_pid(c):
-    return int(json.load(open(os.path.join(c.dir, '.seed', 'kernel.json')))['pid'])
-
-
-def process_age(pid):
-    with open(f'/proc/{pid}/stat') as f:
-        start_ticks = int(f.read().rsplit(')', 1)[1].split()[19])
-    with open('/proc/uptime') as f:
-        uptime = float(f.read().split()[0])
-    return uptime - start_ticks / os.sysconf('SC_CLK_TCK')
-
-
-def alive(pid):
-    try:
-        with open(f'/proc/{pid}/stat') as f:
-            return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
-    except FileNotFoundError:
-        return False
 
 
 def healthy_on_both(c):
