@@ -1,5 +1,5 @@
-/* test-info.c — the control plane's read-only routes (evolution/info.c): the
- * tiny YAML subset of self.yaml and SKILL.md front matter, accent and URL
+/* test-api-self.c — the control plane's read-only routes (api/self.c):
+ * self.yaml and SKILL.md front matter as the routes show them, accent and URL
  * checks, and the files read beneath a temporary Seed folder (symlinks, big
  * files, escapes and secrets refused). No database: GET usage is covered by
  * the browser suite. */
@@ -54,36 +54,6 @@ static int setup(void **state) {
 static int teardown(void **state) {
         assert_int_equal(rm_rf(dir), 0);
         return 0;
-}
-
-static char *vals[8];
-
-static void free_vals(void) {
-        for (size_t i = 0; i < ARRAY_SIZE(vals); i++) {
-                free(vals[i]);
-                vals[i] = NULL;
-        }
-}
-
-static void test_front_matter(void **state) {
-        static const char *const keys[] = {"name", "description", NULL};
-        const char *ok = "---\r\nname: x\ndescription: 'y'\n---\nbody: no\n";
-        assert_int_equal(cfg_front_matter(ok, strlen(ok), "SKILL.md", keys, vals, NULL), 0);
-        assert_string_equal(vals[0], "x");
-        assert_string_equal(vals[1], "y");
-        free_vals();
-        const char *none = "# title\n---\nname: x\n---\n";
-        assert_int_equal(cfg_front_matter(none, strlen(none), "SKILL.md", keys, vals, NULL), -ENOENT);
-        const char *open = "---\nname: x\n";
-        assert_int_equal(cfg_front_matter(open, strlen(open), "SKILL.md", keys, vals, NULL), -ENOENT);
-        assert_null(vals[0]);
-        /* The front matter is YAML, read by config's one reader: its errors say where. */
-        const char *bad = "---\nname: x\nname: y\n---\n";
-        char *err = NULL;
-        assert_int_equal(cfg_front_matter(bad, strlen(bad), "skills/a/SKILL.md", keys, vals, &err), -EINVAL);
-        assert_string_equal(err, "skills/a/SKILL.md:2:1: duplicate key 'name' (first at line 1)");
-        free(err);
-        assert_null(vals[0]);
 }
 
 static void test_accent_and_url(void **state) {
@@ -288,7 +258,6 @@ static void test_handlers(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_front_matter),
                 cmocka_unit_test(test_accent_and_url),
                 cmocka_unit_test(test_identity),
                 cmocka_unit_test(test_knowledge),
