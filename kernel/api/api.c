@@ -823,8 +823,8 @@ int api_new(const struct api_config *cfg, struct api **ret) {
                 return -ENOMEM;
         }
         int r = chat_new(&(struct chat_config){.seed_dir = cfg->seed_dir, .cfg = cfg->cfg, .kdb = cfg->kdb,
-                                                       .model = cfg->model, .publish = chat_publish, .userdata = api},
-                             &api->chat);
+                                               .model = cfg->model, .publish = chat_publish, .userdata = api},
+                         &api->chat);
         if (r < 0) {
                 free(api->refused);
                 free(api->seed_dir);

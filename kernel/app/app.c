@@ -33,7 +33,7 @@ struct app {
         struct organism *organism;
         struct model *model;
         struct orchestrator *orch;
-        struct api *api;     /* the evolution API routes and their event stream */
+        struct api *api;         /* the /_seed/api routes (kernel/api) and their event stream */
         atomic_bool restart;     /* an applied generation changed the kernel: exit 75 */
         struct ctl *ctl;
         struct ctl_listen listen;  /* the supervisor's sockets until ctl_start took them */
@@ -347,9 +347,9 @@ static int app_start_orchestrator(struct app *a) {
 static int app_start_ctl(struct app *a) {
         struct api *api = NULL;
         int r = api_new(&(struct api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
-                                                     .refused = a->doctor,
-                                                     .model = a->model, .cfg = a->cfg},
-                            &api);
+                                             .refused = a->doctor,
+                                             .model = a->model, .cfg = a->cfg},
+                        &api);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the evolution API: %m");
         __atomic_store_n(&a->api, api, __ATOMIC_RELEASE);

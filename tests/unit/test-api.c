@@ -1,4 +1,4 @@
-/* test-api.c — the evolution API's pure parts: id validation, the answers
+/* test-api.c — kernel/api's pure parts (api.c): id validation, the answers
  * given before any database or orchestrator call, and the event hub behind
  * GET /_seed/api/events (fan-out, pings, lagging subscribers dropped, the
  * subscriber cap, shutdown). No database: routes that reach it are covered
@@ -16,9 +16,7 @@
 static struct api *new_api(void) {
         struct api *api = NULL;
         /* Never dereferenced by the paths tested here. */
-        assert_int_equal(api_new(&(struct api_config){.seed_dir = "/nonexistent", .kdb = (struct db *)1},
-                                     &api),
-                         0);
+        assert_int_equal(api_new(&(struct api_config){.seed_dir = "/nonexistent", .kdb = (struct db *)1}, &api), 0);
         return api;
 }
 
@@ -101,8 +99,8 @@ static void test_refused_by_the_doctor(void **state) {
         struct api *api = NULL;
         const char *why = "unprivileged user namespaces are disabled; fix: sysctl kernel.unprivileged_userns_clone=1";
         assert_int_equal(api_new(&(struct api_config){.seed_dir = "/nonexistent", .kdb = (struct db *)1,
-                                                              .refused = why},
-                                     &api),
+                                                      .refused = why},
+                                 &api),
                          0);
         char *json;
         const char *const calls[][4] = {

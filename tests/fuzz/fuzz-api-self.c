@@ -1,12 +1,12 @@
-/* fuzz-info.c — what the control plane reads from knowledge/ and skills/ on
+/* fuzz-api-self.c — what the control plane reads from knowledge/ and skills/ on
  * arbitrary bytes: knowledge/self.yaml through config's one YAML reader
  * (cfg_scalars_parse), SKILL.md front matter (the fence, then that reader),
  * the accent check and the URL redaction. Besides memory errors it checks
  * that every value read is valid UTF-8 without NUL, within
  * API_SELF_VALUE_MAX, that every refusal names "file:line:col:", and that an
  * accent accepted is exactly #rgb or #rrggbb. */
-#include "config/config.h"
 #include "api/self.h"
+#include "config/config.h"
 
 #include <stdint.h>
 
