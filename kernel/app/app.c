@@ -6,7 +6,7 @@
 #include "config/config.h"
 #include "ctl/ctl.h"
 #include "db/db.h"
-#include "evolution/api.h"
+#include "api/api.h"
 #include "evolution/orchestrator.h"
 #include "model/model.h"
 #include "model/providers.h"
@@ -33,7 +33,7 @@ struct app {
         struct organism *organism;
         struct model *model;
         struct orchestrator *orch;
-        struct evo_api *api;     /* the evolution API routes and their event stream */
+        struct api *api;         /* the /_seed/api routes (kernel/api) and their event stream */
         atomic_bool restart;     /* an applied generation changed the kernel: exit 75 */
         struct ctl *ctl;
         struct ctl_listen listen;  /* the supervisor's sockets until ctl_start took them */
@@ -320,7 +320,7 @@ static void app_request_restart(void *userdata) {
 /* Every orchestrator event goes to the API's event stream subscribers. */
 static void app_on_event(void *userdata, const char *evo_id, const char *kind, const char *json) {
         struct app *a = userdata;
-        evo_api_publish(__atomic_load_n(&a->api, __ATOMIC_ACQUIRE), evo_id, kind, json);
+        api_publish(__atomic_load_n(&a->api, __ATOMIC_ACQUIRE), evo_id, kind, json);
 }
 
 static int app_start_orchestrator(struct app *a) {
@@ -345,11 +345,11 @@ static int app_start_orchestrator(struct app *a) {
 }
 
 static int app_start_ctl(struct app *a) {
-        struct evo_api *api = NULL;
-        int r = evo_api_new(&(struct evo_api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
-                                                     .refused = a->doctor,
-                                                     .model = a->model, .cfg = a->cfg},
-                            &api);
+        struct api *api = NULL;
+        int r = api_new(&(struct api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
+                                             .refused = a->doctor,
+                                             .model = a->model, .cfg = a->cfg},
+                        &api);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the evolution API: %m");
         __atomic_store_n(&a->api, api, __ATOMIC_RELEASE);
@@ -369,7 +369,7 @@ static int app_start_ctl(struct app *a) {
                 .organism = a->organism,
                 .status = app_status_json,
                 .userdata = a,
-                .api_routes = evo_api_routes,
+                .api_routes = api_routes,
                 .api_userdata = api,
         };
         r = ctl_start(&cc, &a->ctl);
@@ -385,13 +385,13 @@ static int app_start_ctl(struct app *a) {
 static void app_stop(struct app *a) {
         /* The API first (its event streams end, then no handler runs), so no
          * request can reach an orchestrator being stopped. */
-        evo_api_shutdown(a->api);
+        api_shutdown(a->api);
         if (a->ctl)
                 ctl_stop(a->ctl);
         ctl_listen_close(&a->listen);
         orch_stop(a->orch);
         a->orch = NULL;
-        evo_api_free(__atomic_exchange_n(&a->api, NULL, __ATOMIC_ACQ_REL));
+        api_free(__atomic_exchange_n(&a->api, NULL, __ATOMIC_ACQ_REL));
         if (a->organism) {
                 organism_stop(a->organism);
                 organism_free(a->organism);

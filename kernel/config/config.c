@@ -1209,3 +1209,40 @@ int cfg_scalars_parse(const char *text, size_t len, const char *filename, const 
         free(sc.vals);
         return 0;
 }
+
+/* ---- SKILL.md front matter (through cfg_scalars_parse) ---- */
+
+/* Whether [p, le) holds only blanks (and a \r). */
+static bool blank_line(const char *p, const char *le) {
+        for (; p < le; p++)
+                if (*p != ' ' && *p != '\t' && *p != '\r')
+                        return false;
+        return true;
+}
+
+/* Whether [p, le) is a "---" line (trailing spaces and \r allowed). */
+static bool fence_line(const char *p, const char *le) {
+        if (le - p < 3 || strncmp(p, "---", 3) != 0)
+                return false;
+        return blank_line(p + 3, le);
+}
+
+int cfg_front_matter(const char *text, size_t len, const char *filename, const char *const *keys,
+                     char **ret_values, char **ret_error) {
+        if (!text)
+                return -EINVAL;
+        const char *end = text + len;
+        const char *eol = memchr(text, '\n', len);
+        if (!eol || !fence_line(text, eol))
+                return -ENOENT;
+        const char *start = eol + 1;
+        for (const char *p = start; p < end;) {
+                const char *e = memchr(p, '\n', (size_t)(end - p));
+                const char *le = e ? e : end;
+                if (fence_line(p, le)) {
+                        return cfg_scalars_parse(start, (size_t)(p - start), filename, keys, ret_values, ret_error);
+                }
+                p = e ? e + 1 : end;
+        }
+        return -ENOENT;
+}

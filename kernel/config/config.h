@@ -93,3 +93,9 @@ int cfg_split_addr(const char *addr, char **ret_host, int *ret_port);
  * -ENOMEM. */
 int cfg_scalars_parse(const char *text, size_t len, const char *filename, const char *const *keys,
                       char **ret_values, char **ret_error);
+
+/* SKILL.md front matter: the text between a first line "---" and the next
+ * "---" line, read by cfg_scalars_parse() (whose errors name filename);
+ * -ENOENT without one. */
+int cfg_front_matter(const char *text, size_t len, const char *filename, const char *const *keys,
+                     char **ret_values, char **ret_error);

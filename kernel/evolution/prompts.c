@@ -4,7 +4,7 @@
  * (no symlinks) and is bounded. */
 #include "evolution/orchestrator-internal.h"
 #include "base/buf.h"
-#include "evolution/info.h"
+#include "config/config.h"
 #include "db/db.h"
 #include "fsx/fsx.h"
 #include "pg/pg.h"
@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #define SELF_MAX (16 * 1024)
+#define SKILL_FILE_MAX (256 * 1024)  /* a SKILL.md, as the control plane bounds it (API_SELF_FILE_MAX) */
 #define SKILL_DESCRIPTION_MAX 500
 #define SKILLS_MAX 60
 #define GENERATIONS_SHOWN 15
@@ -28,7 +29,7 @@ static void add_self(struct buf *b, int root) {
 }
 
 /* A skill's line: its name and its front matter's description (read as
- * the control plane reads it, evo_info_front_matter()), cut to
+ * the control plane reads it, cfg_front_matter()), cut to
  * SKILL_DESCRIPTION_MAX bytes. */
 static void add_skill(struct buf *b, int root, const char *name) {
         static const char *const keys[] = {"description", NULL};
@@ -38,9 +39,9 @@ static void add_skill(struct buf *b, int root, const char *name) {
         if (xasprintf(&rel, "skills/%s/SKILL.md", name) < 0)
                 return;
         /* fsx_read: regular files only (a FIFO must not hang us), bounded. */
-        if (fsx_read(root, rel, EVO_INFO_FILE_MAX, &text, &len, &err) < 0)
+        if (fsx_read(root, rel, SKILL_FILE_MAX, &text, &len, &err) < 0)
                 return;
-        (void)evo_info_front_matter(text, len, rel, keys, desc, NULL);
+        (void)cfg_front_matter(text, len, rel, keys, desc, NULL);
         size_t dlen = desc[0] ? strcspn(desc[0], "\n") : 0;
         (void)buf_printf(b, "- %s: %.*s (read it with read_skill)\n", name,
                          (int)(dlen > SKILL_DESCRIPTION_MAX ? SKILL_DESCRIPTION_MAX : dlen), desc[0] ? desc[0] : "");

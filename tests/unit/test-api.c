@@ -1,4 +1,4 @@
-/* test-api.c — the evolution API's pure parts: id validation, the answers
+/* test-api.c — kernel/api's pure parts (api.c): id validation, the answers
  * given before any database or orchestrator call, and the event hub behind
  * GET /_seed/api/events (fan-out, pings, lagging subscribers dropped, the
  * subscriber cap, shutdown). No database: routes that reach it are covered
@@ -8,22 +8,20 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "evolution/api.h"
+#include "api/api.h"
 
 #include <jansson.h>
 #include <pthread.h>
 
-static struct evo_api *new_api(void) {
-        struct evo_api *api = NULL;
+static struct api *new_api(void) {
+        struct api *api = NULL;
         /* Never dereferenced by the paths tested here. */
-        assert_int_equal(evo_api_new(&(struct evo_api_config){.seed_dir = "/nonexistent", .kdb = (struct db *)1},
-                                     &api),
-                         0);
+        assert_int_equal(api_new(&(struct api_config){.seed_dir = "/nonexistent", .kdb = (struct db *)1}, &api), 0);
         return api;
 }
 
 static const struct ctl_api_route *route(const char *method, const char *pattern) {
-        for (const struct ctl_api_route *r = evo_api_routes; r->pattern; r++)
+        for (const struct ctl_api_route *r = api_routes; r->pattern; r++)
                 if (streq(r->method, method) && streq(r->pattern, pattern))
                         return r;
         fail_msg("no route %s %s", method, pattern);
@@ -31,7 +29,7 @@ static const struct ctl_api_route *route(const char *method, const char *pattern
 }
 
 /* Calls a route's handler; returns the status and leaves the body in *json. */
-static int call(struct evo_api *api, const char *method, const char *pattern, const char *param, const char *query,
+static int call(struct api *api, const char *method, const char *pattern, const char *param, const char *query,
                 const char *body, char **json) {
         const struct ctl_api_call c = {
                 .method = method,
@@ -53,19 +51,19 @@ static int call(struct evo_api *api, const char *method, const char *pattern, co
 }
 
 static void test_ids(void **state) {
-        assert_true(evo_api_id_valid("evo_0123456789abcdef", "evo_"));
-        assert_true(evo_api_id_valid("apr_ffffffffffffffff", "apr_"));
-        assert_false(evo_api_id_valid("evo_0123456789ABCDEF", "evo_"));
-        assert_false(evo_api_id_valid("evo_0123456789abcde", "evo_"));
-        assert_false(evo_api_id_valid("evo_0123456789abcdef0", "evo_"));
-        assert_false(evo_api_id_valid("apr_0123456789abcdef", "evo_"));
-        assert_false(evo_api_id_valid("evo_0123456789abcde/", "evo_"));
-        assert_false(evo_api_id_valid("", "evo_"));
-        assert_false(evo_api_id_valid(NULL, "evo_"));
+        assert_true(api_id_valid("evo_0123456789abcdef", "evo_"));
+        assert_true(api_id_valid("apr_ffffffffffffffff", "apr_"));
+        assert_false(api_id_valid("evo_0123456789ABCDEF", "evo_"));
+        assert_false(api_id_valid("evo_0123456789abcde", "evo_"));
+        assert_false(api_id_valid("evo_0123456789abcdef0", "evo_"));
+        assert_false(api_id_valid("apr_0123456789abcdef", "evo_"));
+        assert_false(api_id_valid("evo_0123456789abcde/", "evo_"));
+        assert_false(api_id_valid("", "evo_"));
+        assert_false(api_id_valid(NULL, "evo_"));
 }
 
 static void test_refusals_before_any_call(void **state) {
-        struct evo_api *api = new_api();
+        struct api *api = new_api();
         char *json;
         assert_int_equal(call(api, "GET", "/_seed/api/evolutions/*", "evo_12", NULL, NULL, &json), 400);
         free(json);
@@ -92,17 +90,17 @@ static void test_refusals_before_any_call(void **state) {
                               "{\"approved\":true}", &json),
                          503);
         free(json);
-        evo_api_free(api);
+        api_free(api);
 }
 
 /* When the start-up doctor found that sandboxes cannot run, evolutions are
  * refused with its message (and its fix). */
 static void test_refused_by_the_doctor(void **state) {
-        struct evo_api *api = NULL;
+        struct api *api = NULL;
         const char *why = "unprivileged user namespaces are disabled; fix: sysctl kernel.unprivileged_userns_clone=1";
-        assert_int_equal(evo_api_new(&(struct evo_api_config){.seed_dir = "/nonexistent", .kdb = (struct db *)1,
-                                                              .refused = why},
-                                     &api),
+        assert_int_equal(api_new(&(struct api_config){.seed_dir = "/nonexistent", .kdb = (struct db *)1,
+                                                      .refused = why},
+                                 &api),
                          0);
         char *json;
         const char *const calls[][4] = {
@@ -116,13 +114,13 @@ static void test_refused_by_the_doctor(void **state) {
                 assert_non_null(strstr(json, "evolutions are refused on this host: unprivileged user namespaces"));
                 free(json);
         }
-        evo_api_free(api);
+        api_free(api);
 }
 
 /* The chat: no model answers 503 saying so (before the body or the DB is
  * touched); a bad limit is 400 before the DB. */
 static void test_chat_refusals(void **state) {
-        struct evo_api *api = new_api();
+        struct api *api = new_api();
         char *json;
         assert_int_equal(call(api, "POST", "/_seed/api/messages", NULL, NULL, "{\"text\":\"hi\"}", &json), 503);
         assert_non_null(strstr(json, "no model"));
@@ -132,13 +130,13 @@ static void test_chat_refusals(void **state) {
                 assert_int_equal(call(api, "GET", "/_seed/api/messages", NULL, bad[i], NULL, &json), 400);
                 free(json);
         }
-        evo_api_free(api);
+        api_free(api);
 }
 
 static void test_bodies_validated(void **state) {
-        struct evo_api *api = new_api();
+        struct api *api = new_api();
         /* A non-NULL orchestrator that is never called: validation comes first. */
-        evo_api_set_orchestrator(api, (struct orchestrator *)1);
+        api_set_orchestrator(api, (struct orchestrator *)1);
         static const char *const bad[] = {
                 "", "[]", "\"x\"", "{}", "{\"intent\":\"\"}", "{\"intent\":3}", "{\"intent\":\"a\",\"intent\":\"b\"}",
                 "{\"intent\":\"a\\u0000b\"}",
@@ -149,7 +147,7 @@ static void test_bodies_validated(void **state) {
                 assert_non_null(strstr(json, "\"error\""));
                 free(json);
         }
-        size_t n = EVO_API_INTENT_MAX + 1;
+        size_t n = API_INTENT_MAX + 1;
         char *big = malloc(n + 20);
         assert_non_null(big);
         strcpy(big, "{\"intent\":\"");
@@ -170,12 +168,12 @@ static void test_bodies_validated(void **state) {
                               "{\"approval\":\"apr_0123456789abcdef\"}", &json),
                          400);
         free(json);
-        evo_api_free(api);
+        api_free(api);
 }
 
 /* ---- the event hub ---- */
 
-static int open_stream(struct evo_api *api, struct ctl_stream *st, int *status, char **json) {
+static int open_stream(struct api *api, struct ctl_stream *st, int *status, char **json) {
         const struct ctl_api_call c = {.method = "GET", .path = "/_seed/api/events", .body = "", .via_cli = true};
         *st = (struct ctl_stream){0};
         *json = NULL;
@@ -198,7 +196,7 @@ static bool read_until(struct ctl_stream *st, const char *want, char *out, size_
 }
 
 static void test_stream_fan_out(void **state) {
-        struct evo_api *api = new_api();
+        struct api *api = new_api();
         struct ctl_stream a, b;
         int status;
         char *json, buf[8192];
@@ -207,9 +205,9 @@ static void test_stream_fan_out(void **state) {
         assert_string_equal(a.content_type, "text/event-stream; charset=utf-8");
         assert_int_equal(open_stream(api, &b, &status, &json), 0);
         assert_true(read_until(&a, ": connected\n\n", buf, sizeof buf));
-        evo_api_publish(api, "evo_0123456789abcdef", "phase", "{\"from\":\"requested\",\"to\":\"planning\"}");
-        evo_api_publish(api, "evo_0123456789abcdef", "bad kind!", "{}");          /* ignored */
-        evo_api_publish(api, "evo_0123456789abcdef", "note", "not json");         /* data: just the id */
+        api_publish(api, "evo_0123456789abcdef", "phase", "{\"from\":\"requested\",\"to\":\"planning\"}");
+        api_publish(api, "evo_0123456789abcdef", "bad kind!", "{}");          /* ignored */
+        api_publish(api, "evo_0123456789abcdef", "note", "not json");         /* data: just the id */
         assert_true(read_until(&a, "event: note\n", buf, sizeof buf));
         assert_non_null(strstr(buf, "event: phase\ndata: {\"from\":\"requested\",\"to\":\"planning\","
                                     "\"evolution\":\"evo_0123456789abcdef\"}\n\n"));
@@ -217,33 +215,33 @@ static void test_stream_fan_out(void **state) {
         assert_true(read_until(&b, "event: note\ndata: {\"evolution\":\"evo_0123456789abcdef\"}\n\n", buf, sizeof buf));
         a.close(a.ctx);
         b.close(b.ctx);
-        evo_api_free(api);
+        api_free(api);
 }
 
 static void test_stream_lagging_subscriber_dropped(void **state) {
-        struct evo_api *api = new_api();
+        struct api *api = new_api();
         struct ctl_stream a;
         int status;
         char *json, buf[4096];
         assert_int_equal(open_stream(api, &a, &status, &json), 0);
         assert_true(read_until(&a, ": connected\n\n", buf, sizeof buf));
-        /* Never read: past EVO_API_SSE_QUEUE_MAX bytes the subscriber is dropped. */
+        /* Never read: past API_SSE_QUEUE_MAX bytes the subscriber is dropped. */
         char *big = malloc(64 * 1024 + 32);
         assert_non_null(big);
         strcpy(big, "{\"text\":\"");
         memset(big + 9, 'x', 64 * 1024);
         strcpy(big + 9 + 64 * 1024, "\"}");
-        for (int i = 0; i < EVO_API_SSE_QUEUE_MAX / (64 * 1024) + 2; i++)
-                evo_api_publish(api, "evo_0123456789abcdef", "note", big);
+        for (int i = 0; i < API_SSE_QUEUE_MAX / (64 * 1024) + 2; i++)
+                api_publish(api, "evo_0123456789abcdef", "note", big);
         free(big);
         assert_true(a.read(a.ctx, buf, sizeof buf) < 0);
         a.close(a.ctx);
-        evo_api_free(api);
+        api_free(api);
 }
 
 static void test_stream_cap_and_shutdown(void **state) {
-        struct evo_api *api = new_api();
-        struct ctl_stream st[EVO_API_SSE_SUBSCRIBERS], extra;
+        struct api *api = new_api();
+        struct ctl_stream st[API_SSE_SUBSCRIBERS], extra;
         int status;
         char *json, buf[256];
         for (size_t i = 0; i < ARRAY_SIZE(st); i++) {
@@ -261,14 +259,14 @@ static void test_stream_cap_and_shutdown(void **state) {
         assert_non_null(st[0].read);
         /* Shutdown ends every stream at once, instead of at the next ping. */
         assert_true(st[1].read(st[1].ctx, buf, sizeof buf) > 0); /* the greeting */
-        evo_api_shutdown(api);
+        api_shutdown(api);
         assert_true(st[1].read(st[1].ctx, buf, sizeof buf) < 0);
         for (size_t i = 0; i < ARRAY_SIZE(st); i++)
                 st[i].close(st[i].ctx);
         assert_int_equal(open_stream(api, &extra, &status, &json), 0);
         assert_int_equal(status, 503);
         free(json);
-        evo_api_free(api);
+        api_free(api);
 }
 
 struct reader {
@@ -284,19 +282,19 @@ static void *reader_thread(void *p) {
 }
 
 static void test_stream_wakes_blocked_reader(void **state) {
-        struct evo_api *api = new_api();
+        struct api *api = new_api();
         struct reader r = {0};
         int status;
         char *json;
         assert_int_equal(open_stream(api, &r.st, &status, &json), 0);
         pthread_t t;
         assert_int_equal(pthread_create(&t, NULL, reader_thread, &r), 0);
-        evo_api_publish(api, "evo_0123456789abcdef", "check", "{\"name\":\"build\",\"ok\":true}");
+        api_publish(api, "evo_0123456789abcdef", "check", "{\"name\":\"build\",\"ok\":true}");
         assert_int_equal(pthread_join(t, NULL), 0);
         assert_true(r.got);
         assert_non_null(strstr(r.buf, "\"name\":\"build\""));
         r.st.close(r.st.ctx);
-        evo_api_free(api);
+        api_free(api);
 }
 
 int main(void) {

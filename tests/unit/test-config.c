@@ -628,6 +628,37 @@ static void test_scalars_bad_text(void **state) {
         sv_free();
 }
 
+static char *vals[8];
+
+static void free_vals(void) {
+        for (size_t i = 0; i < ARRAY_SIZE(vals); i++) {
+                free(vals[i]);
+                vals[i] = NULL;
+        }
+}
+
+/* cfg_front_matter: the "---" fence, then cfg_scalars_parse. */
+static void test_front_matter(void **state) {
+        static const char *const keys[] = {"name", "description", NULL};
+        const char *ok = "---\r\nname: x\ndescription: 'y'\n---\nbody: no\n";
+        assert_int_equal(cfg_front_matter(ok, strlen(ok), "SKILL.md", keys, vals, NULL), 0);
+        assert_string_equal(vals[0], "x");
+        assert_string_equal(vals[1], "y");
+        free_vals();
+        const char *none = "# title\n---\nname: x\n---\n";
+        assert_int_equal(cfg_front_matter(none, strlen(none), "SKILL.md", keys, vals, NULL), -ENOENT);
+        const char *open = "---\nname: x\n";
+        assert_int_equal(cfg_front_matter(open, strlen(open), "SKILL.md", keys, vals, NULL), -ENOENT);
+        assert_null(vals[0]);
+        /* The front matter is YAML, read by config's one reader: its errors say where. */
+        const char *bad = "---\nname: x\nname: y\n---\n";
+        char *err = NULL;
+        assert_int_equal(cfg_front_matter(bad, strlen(bad), "skills/a/SKILL.md", keys, vals, &err), -EINVAL);
+        assert_string_equal(err, "skills/a/SKILL.md:2:1: duplicate key 'name' (first at line 1)");
+        free(err);
+        assert_null(vals[0]);
+}
+
 /* model.provider accepts exactly the rows of kernel/model's providers table. */
 static void test_every_provider_accepted(void **state) {
         size_t n;
@@ -742,6 +773,7 @@ int main(void) {
                 cmocka_unit_test(test_split_addr),
                 cmocka_unit_test(test_scalars),
                 cmocka_unit_test(test_scalars_bad_text),
+                cmocka_unit_test(test_front_matter),
                 cmocka_unit_test(test_every_provider_accepted),
                 cmocka_unit_test(test_repo_seed_yaml_is_defaults),
                 cmocka_unit_test(test_load),

@@ -1,6 +1,6 @@
-/* api.h — the /_seed/api routes of evolutions, approvals and generations,
- * as a table for ctl_config.api_routes (SPEC §7), and the hub that streams
- * every orchestrator event to the API's Server-Sent Events subscribers.
+/* api.h — every /_seed/api JSON route beyond ctl's own, as one table for
+ * ctl_config.api_routes (SPEC §7), and the hub that streams every
+ * orchestrator event to the API's Server-Sent Events subscribers.
  *
  *   GET  evolutions                  the newest first
  *   POST evolutions                  {"intent"} (≤ 16 KiB) → 202 {"id"}
@@ -14,8 +14,9 @@
  *   GET  generations                 newest first, the live one marked
  *   POST generations/{n}/rollback    → 202 {"id"}
  *   GET  events                      text/event-stream of every event
- *   GET  messages[?limit=N]          the chat, oldest first (chat.h)
- *   POST messages                    {"text"} → the Seed's reply (chat.h)
+ *   GET  messages[?limit=N]          the chat, oldest first (chat/chat.h)
+ *   POST messages                    {"text"} → the Seed's reply (chat/chat.h)
+ *   GET  identity, knowledge, skills, settings, usage   the Seed itself (self.h)
  *
  * ctl does the auth, same-origin, JSON and size rules; handlers validate
  * every id and body themselves. */
@@ -29,46 +30,42 @@ struct db;
 struct model;
 struct orchestrator;
 
-#define EVO_API_INTENT_MAX (16 * 1024)
-#define EVO_API_DIFF_MAX (1024 * 1024)
-#define EVO_API_SSE_SUBSCRIBERS 16        /* leaves most of ctl's 32 reserved /_seed connections free */
-#define EVO_API_SSE_QUEUE_MAX (1024 * 1024) /* bytes queued per subscriber; past it the subscriber is dropped */
-#define EVO_API_SSE_PING_MS 15000
+#define API_INTENT_MAX (16 * 1024)
+#define API_DIFF_MAX (1024 * 1024)
+#define API_SSE_SUBSCRIBERS 16        /* leaves most of ctl's 32 reserved /_seed connections free */
+#define API_SSE_QUEUE_MAX (1024 * 1024) /* bytes queued per subscriber; past it the subscriber is dropped */
+#define API_SSE_PING_MS 15000
 
-struct evo_api_config {
+struct api_config {
         const char *seed_dir;           /* the live Seed's folder (copied) */
         struct db *kdb;                 /* kernel-memory DB (borrowed, outlives the api) */
-        struct orchestrator *orch;      /* borrowed; NULL until evo_api_set_orchestrator() */
+        struct orchestrator *orch;      /* borrowed; NULL until api_set_orchestrator() */
         struct model *model;            /* the chat's (borrowed); NULL: POST messages answers 503 */
         const struct cfg *cfg;          /* seed.yaml (borrowed); NULL: POST messages answers 503 */
         const char *refused;            /* the start-up doctor's message when sandboxes cannot
                                          * run here: evolutions are refused with it (copied) */
 };
 
-struct evo_api;
+struct api;
 
-int evo_api_new(const struct evo_api_config *cfg, struct evo_api **ret);
+int api_new(const struct api_config *cfg, struct api **ret);
 /* The orchestrator the routes drive (borrowed); NULL: they answer 503. */
-void evo_api_set_orchestrator(struct evo_api *api, struct orchestrator *o);
+void api_set_orchestrator(struct api *api, struct orchestrator *o);
 /* Ends every event stream (call before ctl_stop, so no connection waits for
  * its next ping) and refuses new ones. */
-void evo_api_shutdown(struct evo_api *api);
+void api_shutdown(struct api *api);
 /* Frees; every stream must have ended (after ctl_stop). Accepts NULL. */
-void evo_api_free(struct evo_api *api);
+void api_free(struct api *api);
 
 /* orch_config.on_event: queues "event: <kind>\ndata: {"evolution": id, …}"
  * (evo_id NULL: no "evolution" member, e.g. the chat's "message" events)
- * for every subscriber; one that has EVO_API_SSE_QUEUE_MAX bytes waiting is
+ * for every subscriber; one that has API_SSE_QUEUE_MAX bytes waiting is
  * dropped (its stream ends). Thread-safe; never blocks on a client. */
-void evo_api_publish(struct evo_api *api, const char *evo_id, const char *kind, const char *json);
+void api_publish(struct api *api, const char *evo_id, const char *kind, const char *json);
 
 /* The route table (ends with a zeroed entry); handlers take the struct
- * evo_api * as userdata (ctl_config.api_userdata). */
-extern const struct ctl_api_route evo_api_routes[];
-
-/* The Seed's folder and the kernel-memory DB (borrowed), for info.c. */
-const char *evo_api_seed_dir(const struct evo_api *api);
-struct db *evo_api_kdb(const struct evo_api *api);
+ * api * as userdata (ctl_config.api_userdata). */
+extern const struct ctl_api_route api_routes[];
 
 /* ^evo_[0-9a-f]{16}$ and ^apr_[0-9a-f]{16}$. */
-bool evo_api_id_valid(const char *s, const char *prefix);
+bool api_id_valid(const char *s, const char *prefix);

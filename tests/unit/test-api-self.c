@@ -1,5 +1,5 @@
-/* test-info.c — the control plane's read-only routes (evolution/info.c): the
- * tiny YAML subset of self.yaml and SKILL.md front matter, accent and URL
+/* test-api-self.c — the control plane's read-only routes (api/self.c):
+ * self.yaml and SKILL.md front matter as the routes show them, accent and URL
  * checks, and the files read beneath a temporary Seed folder (symlinks, big
  * files, escapes and secrets refused). No database: GET usage is covered by
  * the browser suite. */
@@ -8,8 +8,8 @@
 #include <setjmp.h>
 #include <cmocka.h>
 
-#include "evolution/api.h"
-#include "evolution/info.h"
+#include "api/api.h"
+#include "api/self.h"
 #include "base/fileio.h"
 
 #include <jansson.h>
@@ -56,52 +56,22 @@ static int teardown(void **state) {
         return 0;
 }
 
-static char *vals[8];
-
-static void free_vals(void) {
-        for (size_t i = 0; i < ARRAY_SIZE(vals); i++) {
-                free(vals[i]);
-                vals[i] = NULL;
-        }
-}
-
-static void test_front_matter(void **state) {
-        static const char *const keys[] = {"name", "description", NULL};
-        const char *ok = "---\r\nname: x\ndescription: 'y'\n---\nbody: no\n";
-        assert_int_equal(evo_info_front_matter(ok, strlen(ok), "SKILL.md", keys, vals, NULL), 0);
-        assert_string_equal(vals[0], "x");
-        assert_string_equal(vals[1], "y");
-        free_vals();
-        const char *none = "# title\n---\nname: x\n---\n";
-        assert_int_equal(evo_info_front_matter(none, strlen(none), "SKILL.md", keys, vals, NULL), -ENOENT);
-        const char *open = "---\nname: x\n";
-        assert_int_equal(evo_info_front_matter(open, strlen(open), "SKILL.md", keys, vals, NULL), -ENOENT);
-        assert_null(vals[0]);
-        /* The front matter is YAML, read by config's one reader: its errors say where. */
-        const char *bad = "---\nname: x\nname: y\n---\n";
-        char *err = NULL;
-        assert_int_equal(evo_info_front_matter(bad, strlen(bad), "skills/a/SKILL.md", keys, vals, &err), -EINVAL);
-        assert_string_equal(err, "skills/a/SKILL.md:2:1: duplicate key 'name' (first at line 1)");
-        free(err);
-        assert_null(vals[0]);
-}
-
 static void test_accent_and_url(void **state) {
-        assert_true(evo_info_accent_valid("#3f7d4e"));
-        assert_true(evo_info_accent_valid("#ABC"));
-        assert_false(evo_info_accent_valid("#3f7d4"));
-        assert_false(evo_info_accent_valid("red"));
-        assert_false(evo_info_accent_valid("#3f7d4g"));
-        assert_false(evo_info_accent_valid("#fff;background:url(x)"));
-        assert_false(evo_info_accent_valid(NULL));
+        assert_true(api_self_accent_valid("#3f7d4e"));
+        assert_true(api_self_accent_valid("#ABC"));
+        assert_false(api_self_accent_valid("#3f7d4"));
+        assert_false(api_self_accent_valid("red"));
+        assert_false(api_self_accent_valid("#3f7d4g"));
+        assert_false(api_self_accent_valid("#fff;background:url(x)"));
+        assert_false(api_self_accent_valid(NULL));
         char *u = NULL;
-        assert_int_equal(evo_info_redact_url("https://user:pw@host:8443/v1?key=k#f", &u), 0);
+        assert_int_equal(api_self_redact_url("https://user:pw@host:8443/v1?key=k#f", &u), 0);
         assert_string_equal(u, "https://host:8443/v1");
         free(u);
-        assert_int_equal(evo_info_redact_url("http://a@b@host/p", &u), 0);
+        assert_int_equal(api_self_redact_url("http://a@b@host/p", &u), 0);
         assert_string_equal(u, "http://host/p");
         free(u);
-        assert_int_equal(evo_info_redact_url("", &u), 0);
+        assert_int_equal(api_self_redact_url("", &u), 0);
         assert_string_equal(u, "");
         free(u);
 }
@@ -121,7 +91,7 @@ static const char *str(json_t *o, const char *key) {
 
 static void test_identity(void **state) {
         char *json = NULL;
-        json_t *o = parsed(evo_info_identity_json(dir, &json), &json);
+        json_t *o = parsed(api_self_identity_json(dir, &json), &json);
         assert_string_equal(str(o, "name"), "Fern");
         assert_string_equal(str(o, "slug"), "infotest");
         assert_string_equal(str(o, "seed"), "infotest");
@@ -132,14 +102,14 @@ static void test_identity(void **state) {
         json_decref(o);
         /* A bad accent is left out; a self.yaml that is a link is not read. */
         put("knowledge/self.yaml", "name: X\naccent: \"#fff; color: red\"\n");
-        o = parsed(evo_info_identity_json(dir, &json), &json);
+        o = parsed(api_self_identity_json(dir, &json), &json);
         assert_string_equal(str(o, "name"), "X");
         assert_true(json_is_null(json_object_get(o, "accent")));
         json_decref(o);
         put("elsewhere.yaml", "name: Linked\n");
         link_to("../elsewhere.yaml", "knowledge/self.yaml");
         link_to("../outside-secret.txt", "knowledge/logo.svg");
-        o = parsed(evo_info_identity_json(dir, &json), &json);
+        o = parsed(api_self_identity_json(dir, &json), &json);
         assert_true(json_is_null(json_object_get(o, "name")));
         assert_true(json_is_null(json_object_get(o, "logo")));
         assert_string_equal(str(o, "seed"), "infotest");
@@ -150,7 +120,7 @@ static void test_identity(void **state) {
 
 static void test_knowledge(void **state) {
         char *json = NULL;
-        json_t *o = parsed(evo_info_knowledge_json(dir, &json), &json);
+        json_t *o = parsed(api_self_knowledge_json(dir, &json), &json);
         json_t *files = json_object_get(o, "files"), *f;
         size_t i;
         bool saw_decision = false, saw_link = false;
@@ -165,30 +135,30 @@ static void test_knowledge(void **state) {
         assert_false(json_is_true(json_object_get(o, "truncated")));
         json_decref(o);
 
-        o = parsed(evo_info_knowledge_file_json(dir, "./decisions//0001-start.md", &json), &json);
+        o = parsed(api_self_knowledge_file_json(dir, "./decisions//0001-start.md", &json), &json);
         assert_string_equal(str(o, "path"), "decisions/0001-start.md");
         assert_string_equal(str(o, "content"), "We start small.\n");
         json_decref(o);
-        o = parsed(evo_info_knowledge_file_json(dir, "README.md", &json), &json);
+        o = parsed(api_self_knowledge_file_json(dir, "README.md", &json), &json);
         assert_non_null(strstr(str(o, "content"), "<script>")); /* as text: the UI never renders it as HTML */
         json_decref(o);
 
         json = NULL;
-        assert_int_equal(evo_info_knowledge_file_json(dir, "leak.md", &json), -ELOOP);
-        assert_int_equal(evo_info_knowledge_file_json(dir, "../seed.yaml", &json), -EINVAL);
-        assert_int_equal(evo_info_knowledge_file_json(dir, "/etc/passwd", &json), -EINVAL);
-        assert_int_equal(evo_info_knowledge_file_json(dir, "missing.md", &json), -ENOENT);
-        assert_int_equal(evo_info_knowledge_file_json(dir, "decisions", &json), -EISDIR);
-        assert_int_equal(evo_info_knowledge_file_json(dir, ".", &json), -EISDIR);
+        assert_int_equal(api_self_knowledge_file_json(dir, "leak.md", &json), -ELOOP);
+        assert_int_equal(api_self_knowledge_file_json(dir, "../seed.yaml", &json), -EINVAL);
+        assert_int_equal(api_self_knowledge_file_json(dir, "/etc/passwd", &json), -EINVAL);
+        assert_int_equal(api_self_knowledge_file_json(dir, "missing.md", &json), -ENOENT);
+        assert_int_equal(api_self_knowledge_file_json(dir, "decisions", &json), -EISDIR);
+        assert_int_equal(api_self_knowledge_file_json(dir, ".", &json), -EISDIR);
         assert_null(json);
 
-        _cleanup_free_ char *big = malloc(EVO_INFO_FILE_MAX + 2);
-        memset(big, 'x', EVO_INFO_FILE_MAX + 1);
-        big[EVO_INFO_FILE_MAX + 1] = 0;
+        _cleanup_free_ char *big = malloc(API_SELF_FILE_MAX + 2);
+        memset(big, 'x', API_SELF_FILE_MAX + 1);
+        big[API_SELF_FILE_MAX + 1] = 0;
         put("knowledge/big.txt", big);
-        assert_int_equal(evo_info_knowledge_file_json(dir, "big.txt", &json), -EFBIG);
+        assert_int_equal(api_self_knowledge_file_json(dir, "big.txt", &json), -EFBIG);
         put("knowledge/bin.dat", "\xff\xfe\x01");
-        o = parsed(evo_info_knowledge_file_json(dir, "bin.dat", &json), &json);
+        o = parsed(api_self_knowledge_file_json(dir, "bin.dat", &json), &json);
         assert_true(json_is_null(json_object_get(o, "content")));
         assert_int_equal(json_integer_value(json_object_get(o, "size")), 3);
         json_decref(o);
@@ -196,7 +166,7 @@ static void test_knowledge(void **state) {
 
 static void test_skills(void **state) {
         char *json = NULL;
-        json_t *o = parsed(evo_info_skills_json(dir, &json), &json);
+        json_t *o = parsed(api_self_skills_json(dir, &json), &json);
         json_t *skills = json_object_get(o, "skills");
         assert_int_equal(json_array_size(skills), 2);
         json_t *bare = json_array_get(skills, 0), *notes = json_array_get(skills, 1);
@@ -205,22 +175,22 @@ static void test_skills(void **state) {
         assert_string_equal(str(notes, "title"), "Notes");
         assert_string_equal(str(notes, "description"), "How to keep notes");
         json_decref(o);
-        o = parsed(evo_info_skill_json(dir, "notes", &json), &json);
+        o = parsed(api_self_skill_json(dir, "notes", &json), &json);
         assert_string_equal(str(o, "path"), "skills/notes/SKILL.md");
         assert_non_null(strstr(str(o, "content"), "# Notes"));
         assert_string_equal(str(o, "description"), "How to keep notes");
         json_decref(o);
         json = NULL;
-        assert_int_equal(evo_info_skill_json(dir, "..", &json), -EINVAL);
-        assert_int_equal(evo_info_skill_json(dir, "a/b", &json), -EINVAL);
-        assert_int_equal(evo_info_skill_json(dir, ".git", &json), -EINVAL);
-        assert_int_equal(evo_info_skill_json(dir, "missing", &json), -ENOENT);
+        assert_int_equal(api_self_skill_json(dir, "..", &json), -EINVAL);
+        assert_int_equal(api_self_skill_json(dir, "a/b", &json), -EINVAL);
+        assert_int_equal(api_self_skill_json(dir, ".git", &json), -EINVAL);
+        assert_int_equal(api_self_skill_json(dir, "missing", &json), -ENOENT);
         assert_null(json);
 }
 
 static void test_settings_hold_no_secret(void **state) {
         char *json = NULL;
-        assert_int_equal(evo_info_settings_json(dir, &json), 0);
+        assert_int_equal(api_self_settings_json(dir, &json), 0);
         assert_null(strstr(json, "hunter"));
         assert_null(strstr(json, "postgres:"));
         json_t *o = parsed(0, &json);
@@ -235,11 +205,11 @@ static void test_settings_hold_no_secret(void **state) {
         json_decref(o);
 }
 
-/* The handlers, as ctl calls them through evo_api_routes. */
+/* The handlers, as ctl calls them through api_routes. */
 static int call(const char *pattern, const char *param, const char *query, char **json) {
-        struct evo_api *api = NULL;
-        assert_int_equal(evo_api_new(&(struct evo_api_config){.seed_dir = dir, .kdb = (struct db *)1}, &api), 0);
-        const struct ctl_api_route *r = evo_api_routes;
+        struct api *api = NULL;
+        assert_int_equal(api_new(&(struct api_config){.seed_dir = dir, .kdb = (struct db *)1}, &api), 0);
+        const struct ctl_api_route *r = api_routes;
         while (r->pattern && !(streq(r->method, "GET") && streq(r->pattern, pattern)))
                 r++;
         assert_non_null(r->pattern);
@@ -249,7 +219,7 @@ static int call(const char *pattern, const char *param, const char *query, char 
         assert_int_equal(r->handler(api, &c, &status, json), 0);
         if (!*json)
                 fail_msg("%s ? %s: %d without a body", pattern, query ? query : "", status);
-        evo_api_free(api);
+        api_free(api);
         return status;
 }
 
@@ -288,7 +258,6 @@ static void test_handlers(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(test_front_matter),
                 cmocka_unit_test(test_accent_and_url),
                 cmocka_unit_test(test_identity),
                 cmocka_unit_test(test_knowledge),

@@ -1,5 +1,5 @@
 /* chat.c — the owner's chat with the Seed. See chat.h. */
-#include "evolution/chat.h"
+#include "chat/chat.h"
 #include "agent/agent.h"
 #include "base/buf.h"
 #include "base/log.h"
@@ -21,7 +21,7 @@
 #define EVOLUTIONS_SHOWN 10
 #define EVOLUTIONS_LISTED 20
 
-struct evo_chat {
+struct chat {
         char *seed_dir;
         const struct cfg *cfg;
         struct db *kdb;
@@ -34,16 +34,16 @@ struct evo_chat {
 
 /* One owner message being answered. */
 struct chat_run {
-        struct evo_chat *c;
+        struct chat *c;
         struct orchestrator *o;
         const char *owner_id;      /* the owner's message row */
         char **started;            /* evolution ids queued by start_evolution */
 };
 
-int evo_chat_new(const struct evo_chat_config *cfg, struct evo_chat **ret) {
+int chat_new(const struct chat_config *cfg, struct chat **ret) {
         if (!cfg || strempty(cfg->seed_dir) || !cfg->kdb)
                 return -EINVAL;
-        struct evo_chat *c = calloc(1, sizeof *c);
+        struct chat *c = calloc(1, sizeof *c);
         if (!c || !(c->seed_dir = strdup(cfg->seed_dir))) {
                 free(c);
                 return -ENOMEM;
@@ -59,12 +59,12 @@ int evo_chat_new(const struct evo_chat_config *cfg, struct evo_chat **ret) {
         return 0;
 }
 
-void evo_chat_cancel(struct evo_chat *c) {
+void chat_cancel(struct chat *c) {
         if (c)
                 atomic_store(&c->cancel, true);
 }
 
-void evo_chat_free(struct evo_chat *c) {
+void chat_free(struct chat *c) {
         if (!c)
                 return;
         pthread_mutex_destroy(&c->busy);
@@ -72,14 +72,14 @@ void evo_chat_free(struct evo_chat *c) {
         free(c);
 }
 
-bool evo_chat_available(const struct evo_chat *c) { return c && c->model && c->cfg; }
+bool chat_available(const struct chat *c) { return c && c->model && c->cfg; }
 
 /* ---- the messages table ---- */
 
 #define MESSAGE_COLUMNS "id::text AS id, role, text, evolution_id, at"
 
-int evo_chat_messages_json(struct db *db, int limit, char **ret_json) {
-        if (!db || limit < 1 || limit > EVO_CHAT_LIST_MAX)
+int chat_messages_json(struct db *db, int limit, char **ret_json) {
+        if (!db || limit < 1 || limit > CHAT_LIST_MAX)
                 return -EINVAL;
         char n[16];
         snprintf(n, sizeof n, "%d", limit);
@@ -91,7 +91,7 @@ int evo_chat_messages_json(struct db *db, int limit, char **ret_json) {
 }
 
 /* Stores a message and publishes it. *ret_id: caller frees. */
-static int store_message(struct evo_chat *c, const char *role, const char *text, const char *evo_id, char **ret_id) {
+static int store_message(struct chat *c, const char *role, const char *text, const char *evo_id, char **ret_id) {
         char at[32];
         snprintf(at, sizeof at, "%lld", (long long)wall_ms());
         const char *p[] = {role, text, evo_id, at};
@@ -123,8 +123,8 @@ static int cb_start_evolution(struct tool_ctx *ctx, const char *intent, char **r
                                              "running. Tell the owner.") < 0
                                ? -ENOMEM
                                : 0;
-        if (strempty(intent) || strlen(intent) > EVO_CHAT_TEXT_MAX)
-                return xasprintf(ret_output, "The intent must be 1 to %d bytes.", EVO_CHAT_TEXT_MAX) < 0 ? -ENOMEM
+        if (strempty(intent) || strlen(intent) > CHAT_TEXT_MAX)
+                return xasprintf(ret_output, "The intent must be 1 to %d bytes.", CHAT_TEXT_MAX) < 0 ? -ENOMEM
                                                                                                         : 0;
         _cleanup_free_ char *id = NULL;
         int r = orch_submit(run->o, intent, &id);
@@ -180,7 +180,7 @@ static void add_evolutions(struct buf *b, struct db *db) {
         json_decref(arr);
 }
 
-static char *system_prompt(struct evo_chat *c, int root) {
+static char *system_prompt(struct chat *c, int root) {
         struct buf b = BUF_INIT(PROMPT_MAX);
         _cleanup_free_ char *self = NULL, *err = NULL;
         (void)buf_printf(&b,
@@ -203,14 +203,14 @@ static char *system_prompt(struct evo_chat *c, int root) {
 
 /* The last stored messages as user/assistant turns: leading Seed messages
  * dropped, consecutive ones of a role joined. */
-static int load_history(struct evo_chat *c, struct agent_state *st) {
+static int load_history(struct chat *c, struct agent_state *st) {
         _cleanup_free_ char *rows = NULL;
-        int r = evo_chat_messages_json(c->kdb, EVO_CHAT_HISTORY, &rows);
+        int r = chat_messages_json(c->kdb, CHAT_HISTORY, &rows);
         if (r < 0)
                 return r;
         json_t *arr = json_loads(rows, 0, NULL), *m;
         size_t i;
-        struct buf turn = BUF_INIT(EVO_CHAT_HISTORY * (EVO_CHAT_TEXT_MAX + 2) + 16);
+        struct buf turn = BUF_INIT(CHAT_HISTORY * (CHAT_TEXT_MAX + 2) + 16);
         int role = -1;
         r = 0;
         json_array_foreach(arr, i, m) {
@@ -221,7 +221,7 @@ static int load_history(struct evo_chat *c, struct agent_state *st) {
                         continue;
                 if (role >= 0 && rl != role) {
                         struct model_message msg = {.role = role, .text = buf_steal(&turn)};
-                        turn = BUF_INIT(EVO_CHAT_HISTORY * (EVO_CHAT_TEXT_MAX + 2) + 16);
+                        turn = BUF_INIT(CHAT_HISTORY * (CHAT_TEXT_MAX + 2) + 16);
                         if (!msg.text || (r = agent_state_take(st, &msg)) < 0) {
                                 model_message_done(&msg);
                                 r = r < 0 ? r : -ENOMEM;
@@ -250,16 +250,16 @@ static int load_history(struct evo_chat *c, struct agent_state *st) {
 
 static int chat_complete(void *userdata, const struct model_request *req, struct model_response *ret,
                          char **ret_error) {
-        struct evo_chat *c = userdata;
+        struct chat *c = userdata;
         return model_complete(c->model, req, ret, ret_error);
 }
 
 /* ---- one owner message ---- */
 
-int evo_chat_send(struct evo_chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error) {
+int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error) {
         if (!c || !text)
                 return -EINVAL;
-        if (!evo_chat_available(c))
+        if (!chat_available(c))
                 return -ENODEV;
         if (pthread_mutex_trylock(&c->busy) != 0)
                 return -EBUSY;
@@ -310,7 +310,7 @@ int evo_chat_send(struct evo_chat *c, struct orchestrator *o, const char *text, 
                 .system = system,
                 .purpose = "chat",
                 .tools = &tc,
-                .max_turns = EVO_CHAT_MAX_TURNS,
+                .max_turns = CHAT_MAX_TURNS,
                 .cancel = &c->cancel,
                 .end_on_reply = true,
         };

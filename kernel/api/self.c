@@ -1,7 +1,6 @@
-/* info.c — the read-only routes the control plane shows besides evolutions:
- * identity, knowledge, skills, settings and model usage. See info.h. */
-#include "evolution/info.h"
-#include "evolution/api.h"
+/* self.c — the read-only routes the control plane shows besides evolutions:
+ * identity, knowledge, skills, settings and model usage. See self.h. */
+#include "api/self.h"
 #include "base/buf.h"
 #include "base/log.h"
 #include "base/text.h"
@@ -50,44 +49,7 @@ static int query_param(const char *query, const char *name, char **ret) {
         return -ENOENT;
 }
 
-/* ---- SKILL.md front matter ---- */
-
-/* Whether [p, le) holds only blanks (and a \r). */
-static bool blank_line(const char *p, const char *le) {
-        for (; p < le; p++)
-                if (*p != ' ' && *p != '\t' && *p != '\r')
-                        return false;
-        return true;
-}
-
-/* Whether [p, le) is a "---" line (trailing spaces and \r allowed). */
-static bool fence_line(const char *p, const char *le) {
-        if (le - p < 3 || strncmp(p, "---", 3) != 0)
-                return false;
-        return blank_line(p + 3, le);
-}
-
-int evo_info_front_matter(const char *text, size_t len, const char *filename, const char *const *keys,
-                          char **ret_values, char **ret_error) {
-        if (!text)
-                return -EINVAL;
-        const char *end = text + len;
-        const char *eol = memchr(text, '\n', len);
-        if (!eol || !fence_line(text, eol))
-                return -ENOENT;
-        const char *start = eol + 1;
-        for (const char *p = start; p < end;) {
-                const char *e = memchr(p, '\n', (size_t)(end - p));
-                const char *le = e ? e : end;
-                if (fence_line(p, le)) {
-                        return cfg_scalars_parse(start, (size_t)(p - start), filename, keys, ret_values, ret_error);
-                }
-                p = e ? e + 1 : end;
-        }
-        return -ENOENT;
-}
-
-bool evo_info_accent_valid(const char *s) {
+bool api_self_accent_valid(const char *s) {
         if (!s || s[0] != '#' || (strlen(s) != 4 && strlen(s) != 7))
                 return false;
         for (const char *p = s + 1; *p; p++)
@@ -96,7 +58,7 @@ bool evo_info_accent_valid(const char *s) {
         return true;
 }
 
-int evo_info_redact_url(const char *url, char **ret) {
+int api_self_redact_url(const char *url, char **ret) {
         if (!url)
                 return -EINVAL;
         const char *sep = strstr(url, "://");
@@ -152,7 +114,7 @@ static json_t *str_or_null(const char *v) {
         return s ? s : json_null();
 }
 
-int evo_info_identity_json(const char *seed_dir, char **ret_json) {
+int api_self_identity_json(const char *seed_dir, char **ret_json) {
         static const char *const keys[] = {"slug", "name", "tagline", "accent", "purpose", NULL};
         char *vals[5] = {0};
         _cleanup_free_ char *self = NULL, *seed_yaml = NULL;
@@ -161,7 +123,7 @@ int evo_info_identity_json(const char *seed_dir, char **ret_json) {
         size_t len = 0, yl = 0;
         (void)fsx_open_root(seed_dir, &root);
         _cleanup_free_ char *err = NULL;
-        int r = read_at(root, "knowledge/self.yaml", EVO_INFO_SELF_MAX, &self, &len);
+        int r = read_at(root, "knowledge/self.yaml", API_SELF_YAML_MAX, &self, &len);
         if (r >= 0)
                 r = cfg_scalars_parse(self, len, "knowledge/self.yaml", keys, vals, &err);
         if (r == -ENOMEM)
@@ -181,7 +143,7 @@ int evo_info_identity_json(const char *seed_dir, char **ret_json) {
                 json_object_set_new(o, "slug", str_or_null(vals[0]));
                 json_object_set_new(o, "name", str_or_null(vals[1]));
                 json_object_set_new(o, "tagline", str_or_null(vals[2]));
-                json_object_set_new(o, "accent", str_or_null(evo_info_accent_valid(vals[3]) ? vals[3] : NULL));
+                json_object_set_new(o, "accent", str_or_null(api_self_accent_valid(vals[3]) ? vals[3] : NULL));
                 json_object_set_new(o, "purpose", str_or_null(vals[4]));
                 json_object_set_new(o, "logo", str_or_null(logo ? "/_seed/logo" : NULL));
         }
@@ -195,7 +157,7 @@ int evo_info_identity_json(const char *seed_dir, char **ret_json) {
 static int walk(int root, const char *dir, size_t prefix, int depth, json_t *arr, bool *truncated) {
         _cleanup_(fsx_list_freep) struct fsx_list *l = NULL;
         _cleanup_free_ char *err = NULL;
-        int r = fsx_list(root, dir, EVO_INFO_LIST_MAX, &l, &err);
+        int r = fsx_list(root, dir, API_SELF_LIST_MAX, &l, &err);
         if (r < 0)
                 return r;
         if (l->truncated)
@@ -203,14 +165,14 @@ static int walk(int root, const char *dir, size_t prefix, int depth, json_t *arr
         for (size_t i = 0; i < l->n; i++) {
                 const struct fsx_entry *e = &l->entries[i];
                 _cleanup_free_ char *path = NULL;
-                if (json_array_size(arr) >= EVO_INFO_LIST_MAX) {
+                if (json_array_size(arr) >= API_SELF_LIST_MAX) {
                         *truncated = true;
                         return 0;
                 }
                 if (xasprintf(&path, "%s/%s", dir, e->name) < 0)
                         return -ENOMEM;
                 if (e->type == FSX_DIR) {
-                        if (depth >= EVO_INFO_DEPTH_MAX)
+                        if (depth >= API_SELF_DEPTH_MAX)
                                 *truncated = true;
                         else if ((r = walk(root, path, prefix, depth + 1, arr, truncated)) == -ENOMEM)
                                 return r;
@@ -230,7 +192,7 @@ static int walk(int root, const char *dir, size_t prefix, int depth, json_t *arr
         return 0;
 }
 
-int evo_info_knowledge_json(const char *seed_dir, char **ret_json) {
+int api_self_knowledge_json(const char *seed_dir, char **ret_json) {
         _cleanup_close_ int root = -1;
         int r = fsx_open_root(seed_dir, &root);
         if (r < 0)
@@ -257,7 +219,7 @@ static int file_json(const char *path, const char *data, size_t len, json_t *ext
         return dump(o, ret_json);
 }
 
-int evo_info_knowledge_file_json(const char *seed_dir, const char *rel, char **ret_json) {
+int api_self_knowledge_file_json(const char *seed_dir, const char *rel, char **ret_json) {
         _cleanup_free_ char *norm = NULL, *err = NULL, *full = NULL, *data = NULL;
         size_t len = 0;
         int r = fsx_normalize(rel, strlen(rel), &norm, &err);
@@ -267,7 +229,7 @@ int evo_info_knowledge_file_json(const char *seed_dir, const char *rel, char **r
                 return -EISDIR;
         if (xasprintf(&full, "knowledge/%s", norm) < 0)
                 return -ENOMEM;
-        r = read_beneath(seed_dir, full, EVO_INFO_FILE_MAX, &data, &len);
+        r = read_beneath(seed_dir, full, API_SELF_FILE_MAX, &data, &len);
         if (r < 0)
                 return r;
         return file_json(norm, data, len, NULL, ret_json);
@@ -285,14 +247,14 @@ static bool skill_name_valid(const char *s) {
 
 static const char *const skill_keys[] = {"name", "description", NULL};
 
-int evo_info_skills_json(const char *seed_dir, char **ret_json) {
+int api_self_skills_json(const char *seed_dir, char **ret_json) {
         _cleanup_close_ int root = -1;
         _cleanup_(fsx_list_freep) struct fsx_list *l = NULL;
         _cleanup_free_ char *err = NULL;
         int r = fsx_open_root(seed_dir, &root);
         if (r < 0)
                 return r;
-        r = fsx_list(root, "skills", EVO_INFO_LIST_MAX, &l, &err);
+        r = fsx_list(root, "skills", API_SELF_LIST_MAX, &l, &err);
         json_t *arr = json_array();
         if (!arr)
                 return -ENOMEM;
@@ -307,9 +269,9 @@ int evo_info_skills_json(const char *seed_dir, char **ret_json) {
                         r = -ENOMEM;
                         break;
                 }
-                int k = fsx_read(root, p, EVO_INFO_FILE_MAX, &data, &len, &ferr);
+                int k = fsx_read(root, p, API_SELF_FILE_MAX, &data, &len, &ferr);
                 if (k >= 0)
-                        k = evo_info_front_matter(data, len, p, skill_keys, vals, NULL);
+                        k = cfg_front_matter(data, len, p, skill_keys, vals, NULL);
                 json_t *o = json_pack("{s:s, s:o, s:o}", "name", e->name, "title", str_or_null(vals[0]),
                                       "description", str_or_null(vals[1]));
                 free(vals[0]);
@@ -331,7 +293,7 @@ int evo_info_skills_json(const char *seed_dir, char **ret_json) {
         return dump(json_pack("{s:o}", "skills", arr), ret_json);
 }
 
-int evo_info_skill_json(const char *seed_dir, const char *name, char **ret_json) {
+int api_self_skill_json(const char *seed_dir, const char *name, char **ret_json) {
         if (!skill_name_valid(name))
                 return -EINVAL;
         _cleanup_free_ char *p = NULL, *data = NULL;
@@ -339,10 +301,10 @@ int evo_info_skill_json(const char *seed_dir, const char *name, char **ret_json)
         size_t len = 0;
         if (xasprintf(&p, "skills/%s/SKILL.md", name) < 0)
                 return -ENOMEM;
-        int r = read_beneath(seed_dir, p, EVO_INFO_FILE_MAX, &data, &len);
+        int r = read_beneath(seed_dir, p, API_SELF_FILE_MAX, &data, &len);
         if (r < 0)
                 return r;
-        (void)evo_info_front_matter(data, len, p, skill_keys, vals, NULL);
+        (void)cfg_front_matter(data, len, p, skill_keys, vals, NULL);
         json_t *extra = json_pack("{s:s, s:o, s:o}", "name", name, "title", str_or_null(vals[0]), "description",
                                   str_or_null(vals[1]));
         free(vals[0]);
@@ -359,7 +321,7 @@ static json_t *strv_json(char *const *v) {
         return a;
 }
 
-int evo_info_settings_json(const char *seed_dir, char **ret_json) {
+int api_self_settings_json(const char *seed_dir, char **ret_json) {
         _cleanup_free_ char *text = NULL, *base_url = NULL, *err = NULL;
         _cleanup_(cfg_freep) struct cfg *c = NULL;
         size_t len = 0;
@@ -369,7 +331,7 @@ int evo_info_settings_json(const char *seed_dir, char **ret_json) {
         r = cfg_parse(text, len, "seed.yaml", &c, &err);
         if (r < 0)
                 return r == -ENOMEM ? r : -EBADMSG;
-        if (evo_info_redact_url(c->model.base_url, &base_url) < 0)
+        if (api_self_redact_url(c->model.base_url, &base_url) < 0)
                 return -ENOMEM;
         /* Never the database URL (it may hold a password): only whether one is set. */
         json_t *o = json_pack(
@@ -396,7 +358,7 @@ int evo_info_settings_json(const char *seed_dir, char **ret_json) {
         return dump(o, ret_json);
 }
 
-int evo_info_usage_json(struct db *kdb, char **ret_json) {
+int api_self_usage_json(struct db *kdb, char **ret_json) {
         _cleanup_free_ char *rows = NULL;
         int r = db_query_json_max(kdb,
                                   "SELECT purpose, model, count(*)::bigint AS calls, "
@@ -466,57 +428,53 @@ static int reply_json(int r, char *json, const char *what, int *ret_status, char
         }
 }
 
-static const char *seed_dir_of(void *ud) {
-        return evo_api_seed_dir(ud);
-}
-
-int evo_info_h_identity(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+int api_self_h_identity(const char *seed_dir, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         char *json = NULL;
-        int r = evo_info_identity_json(seed_dir_of(ud), &json);
+        int r = api_self_identity_json(seed_dir, &json);
         return reply_json(r, json, "the identity", ret_status, ret_json);
 }
 
-int evo_info_h_knowledge(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+int api_self_h_knowledge(const char *seed_dir, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         _cleanup_free_ char *path = NULL;
         char *json = NULL;
         int r = query_param(call->query, "path", &path);
         if (r == -ENOENT) {
-                r = evo_info_knowledge_json(seed_dir_of(ud), &json);
+                r = api_self_knowledge_json(seed_dir, &json);
                 return reply_json(r, json, "knowledge/", ret_status, ret_json);
         }
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
                 return reply_error(400, "path must be a percent-encoded relative path", ret_status, ret_json);
-        r = evo_info_knowledge_file_json(seed_dir_of(ud), path, &json);
+        r = api_self_knowledge_file_json(seed_dir, path, &json);
         return reply_json(r, json, "a knowledge file", ret_status, ret_json);
 }
 
-int evo_info_h_skills(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+int api_self_h_skills(const char *seed_dir, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         char *json = NULL;
-        int r = evo_info_skills_json(seed_dir_of(ud), &json);
+        int r = api_self_skills_json(seed_dir, &json);
         return reply_json(r, json, "skills/", ret_status, ret_json);
 }
 
-int evo_info_h_skill(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+int api_self_h_skill(const char *seed_dir, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         if (!skill_name_valid(call->param))
                 return reply_error(400, "bad skill name", ret_status, ret_json);
         char *json = NULL;
-        int r = evo_info_skill_json(seed_dir_of(ud), call->param, &json);
+        int r = api_self_skill_json(seed_dir, call->param, &json);
         return reply_json(r, json, "a skill", ret_status, ret_json);
 }
 
-int evo_info_h_settings(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+int api_self_h_settings(const char *seed_dir, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         char *json = NULL;
-        int r = evo_info_settings_json(seed_dir_of(ud), &json);
+        int r = api_self_settings_json(seed_dir, &json);
         if (r == -EBADMSG)
                 log_warn("seed.yaml does not parse: the settings cannot be shown");
         return reply_json(r, json, "seed.yaml", ret_status, ret_json);
 }
 
-int evo_info_h_usage(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+int api_self_h_usage(struct db *kdb, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         char *json = NULL;
-        int r = evo_info_usage_json(evo_api_kdb(ud), &json);
+        int r = api_self_usage_json(kdb, &json);
         if (r < 0)
                 return log_error_errno(r, "could not read the model usage: %m");
         *ret_status = 200;

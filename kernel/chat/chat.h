@@ -2,7 +2,7 @@
  * conversation, kept in the kernel DB's messages table, answered by the chat
  * agent (phase chat: read-only tools, start_evolution, list_evolutions).
  *
- * api.c serves it as
+ * kernel/api (api.c) serves it as
  *   GET  /_seed/api/messages[?limit=N]  the last N (1..200, default 50), oldest first
  *   POST /_seed/api/messages            {"text"} (≤ 16 KiB) → {"reply", "evolutions", "id"}
  * One chat runs at a time; every stored message is published as an event of
@@ -16,13 +16,13 @@ struct db;
 struct model;
 struct orchestrator;
 
-#define EVO_CHAT_TEXT_MAX (16 * 1024)
-#define EVO_CHAT_HISTORY 20          /* stored messages the agent sees */
-#define EVO_CHAT_LIST_MAX 200
-#define EVO_CHAT_LIST_DEFAULT 50
-#define EVO_CHAT_MAX_TURNS 20        /* model calls per owner message */
+#define CHAT_TEXT_MAX (16 * 1024)
+#define CHAT_HISTORY 20          /* stored messages the agent sees */
+#define CHAT_LIST_MAX 200
+#define CHAT_LIST_DEFAULT 50
+#define CHAT_MAX_TURNS 20        /* model calls per owner message */
 
-struct evo_chat_config {
+struct chat_config {
         const char *seed_dir;        /* the live Seed's folder (copied) */
         const struct cfg *cfg;       /* seed.yaml (borrowed); NULL: the chat is unavailable */
         struct db *kdb;              /* borrowed */
@@ -32,22 +32,22 @@ struct evo_chat_config {
         void *userdata;
 };
 
-struct evo_chat;
+struct chat;
 
-int evo_chat_new(const struct evo_chat_config *cfg, struct evo_chat **ret);
+int chat_new(const struct chat_config *cfg, struct chat **ret);
 /* Stops a running chat at its next model or tool call (kernel stopping). */
-void evo_chat_cancel(struct evo_chat *c);
+void chat_cancel(struct chat *c);
 /* Accepts NULL; no chat may be running. */
-void evo_chat_free(struct evo_chat *c);
+void chat_free(struct chat *c);
 /* Whether a model is there to answer. */
-bool evo_chat_available(const struct evo_chat *c);
+bool chat_available(const struct chat *c);
 
-/* The last limit messages (1..EVO_CHAT_LIST_MAX), oldest first, as a JSON array. */
-int evo_chat_messages_json(struct db *db, int limit, char **ret_json);
+/* The last limit messages (1..CHAT_LIST_MAX), oldest first, as a JSON array. */
+int chat_messages_json(struct db *db, int limit, char **ret_json);
 
 /* Stores the owner's text, runs the chat agent (o: where start_evolution
  * queues; NULL: it says evolutions are unavailable), stores its reply.
  * *ret_json: {"id": reply id, "reply", "evolutions": [ids started]}.
  * -ENODEV no model, -EBUSY another chat is running, -EREMOTEIO the agent
  * failed (*ret_error says why; caller frees), -ECANCELED stopping. */
-int evo_chat_send(struct evo_chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error);
+int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error);

@@ -1,10 +1,11 @@
-/* api.c — the evolution routes under /_seed/api and the event hub behind
- * GET /_seed/api/events. See api.h. */
-#include "evolution/api.h"
-#include "evolution/chat.h"
-#include "evolution/info.h"
+/* api.c — the routes under /_seed/api (evolutions, approvals, generations,
+ * the chat, and self.c's) and the event hub behind GET /_seed/api/events.
+ * See api.h. */
+#include "api/api.h"
+#include "api/self.h"
 #include "base/buf.h"
 #include "base/log.h"
+#include "chat/chat.h"
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
 #include "repo/repo.h"
@@ -19,28 +20,28 @@
 #define ANSWER_MAX (16 * 1024)
 
 struct sse_sub {
-        struct evo_api *api;
+        struct api *api;
         struct buf q;          /* queued bytes; q.data[off..len) not yet sent */
         size_t off;
         bool greeted, dropped;
         int64_t last_sent_ms;
 };
 
-struct evo_api {
+struct api {
         char *seed_dir;
         char *refused;             /* why evolutions are refused here, or NULL */
         struct db *kdb;
         struct orchestrator *orch; /* atomic */
-        struct evo_chat *chat;
+        struct chat *chat;
         pthread_mutex_t lock;
         pthread_cond_t cond;       /* CLOCK_MONOTONIC; broadcast on publish and shutdown */
-        struct sse_sub *subs[EVO_API_SSE_SUBSCRIBERS];
+        struct sse_sub *subs[API_SSE_SUBSCRIBERS];
         bool stopping;
 };
 
 /* ---- ids and replies ---- */
 
-bool evo_api_id_valid(const char *s, const char *prefix) {
+bool api_id_valid(const char *s, const char *prefix) {
         if (!s || !prefix || !startswith(s, prefix))
                 return false;
         const char *h = s + strlen(prefix);
@@ -83,14 +84,14 @@ static int reply_wrapped(const char *key, char *json_text, int *ret_status, char
         return reply(200, json_pack("{s:o}", key, v), ret_status, ret_json);
 }
 
-static struct orchestrator *api_orch(struct evo_api *api) {
+static struct orchestrator *api_orch(struct api *api) {
         return __atomic_load_n(&api->orch, __ATOMIC_ACQUIRE);
 }
 
 #define NO_ORCH "evolutions are not available: the orchestrator is not running"
 
 /* 503: no orchestrator, with the start-up doctor's reason when there is one. */
-static int no_orch(const struct evo_api *api, int *ret_status, char **ret_json) {
+static int no_orch(const struct api *api, int *ret_status, char **ret_json) {
         return reply_error(503, api->refused ? api->refused : NO_ORCH, ret_status, ret_json);
 }
 
@@ -129,7 +130,7 @@ static int body_string(json_t *o, const char *key, size_t max, bool required, co
 /* ---- evolutions ---- */
 
 static int h_list(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
+        struct api *api = ud;
         char *rows = NULL;
         int r = evo_list_json(api->kdb, LIST_LIMIT, &rows);
         if (r < 0)
@@ -138,7 +139,7 @@ static int h_list(void *ud, const struct ctl_api_call *call, int *ret_status, ch
 }
 
 static int h_submit(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
+        struct api *api = ud;
         struct orchestrator *o = api_orch(api);
         if (!o)
                 return no_orch(api, ret_status, ret_json);
@@ -147,7 +148,7 @@ static int h_submit(void *ud, const struct ctl_api_call *call, int *ret_status, 
         int r = parse_body(call, &body, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
-        r = body_string(body, "intent", EVO_API_INTENT_MAX, true, &intent, ret_status, ret_json);
+        r = body_string(body, "intent", API_INTENT_MAX, true, &intent, ret_status, ret_json);
         if (r != 0) {
                 json_decref(body);
                 return r < 0 ? r : 0;
@@ -165,7 +166,7 @@ static int h_submit(void *ud, const struct ctl_api_call *call, int *ret_status, 
 
 /* Checks call->param as an evolution id: 1 = answered 400. */
 static int evo_param(const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        if (evo_api_id_valid(call->param, "evo_"))
+        if (api_id_valid(call->param, "evo_"))
                 return 0;
         int r = reply_error(400, "bad evolution id (evo_ and 16 hex digits)", ret_status, ret_json);
         return r < 0 ? r : 1;
@@ -203,7 +204,7 @@ static int parse_int64(const char *s, int64_t min, int64_t max, int64_t *ret) {
 }
 
 static int h_get(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
+        struct api *api = ud;
         int r = evo_param(call, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
@@ -222,7 +223,7 @@ static int h_get(void *ud, const struct ctl_api_call *call, int *ret_status, cha
 }
 
 /* The worktree of an evolution, if it is there. Caller frees. */
-static char *worktree_of(const struct evo_api *api, const char *evo_id) {
+static char *worktree_of(const struct api *api, const char *evo_id) {
         char *p = NULL;
         struct stat st;
         if (xasprintf(&p, "%s/.seed/worktrees/%s", api->seed_dir, evo_id) < 0)
@@ -282,7 +283,7 @@ static int generation_oid(const char *seed_dir, int n, char out[REPO_OID_HEX_LEN
 /* Where the change of an evolution is: its commit against the generation it
  * started from, else its worktree against the live commit (evolutions run
  * one at a time, so main has not moved since it began). */
-static int diff_of(struct evo_api *api, const char *id, json_t *evo, const char **ret_source, char **ret_patch) {
+static int diff_of(struct api *api, const char *id, json_t *evo, const char **ret_source, char **ret_patch) {
         char base[REPO_OID_HEX_LEN + 1];
         const char *b = json_string_value(json_object_get(evo, "base_commit"));
         const char *head = json_string_value(json_object_get(evo, "commit_oid"));
@@ -294,7 +295,7 @@ static int diff_of(struct evo_api *api, const char *id, json_t *evo, const char 
         }
         if (oid_valid(b) && oid_valid(head)) {
                 *ret_source = "commit";
-                return repo_diff(api->seed_dir, b, head, EVO_API_DIFF_MAX, ret_patch);
+                return repo_diff(api->seed_dir, b, head, API_DIFF_MAX, ret_patch);
         }
         _cleanup_free_ char *wt = worktree_of(api, id), *live = NULL;
         const char *st = json_string_value(json_object_get(evo, "state"));
@@ -310,11 +311,11 @@ static int diff_of(struct evo_api *api, const char *id, json_t *evo, const char 
                 b = live;
         }
         *ret_source = "worktree";
-        return repo_diff(wt, b, NULL, EVO_API_DIFF_MAX, ret_patch);
+        return repo_diff(wt, b, NULL, API_DIFF_MAX, ret_patch);
 }
 
 static int h_diff(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
+        struct api *api = ud;
         int r = evo_param(call, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
@@ -337,7 +338,7 @@ static int h_diff(void *ud, const struct ctl_api_call *call, int *ret_status, ch
 }
 
 static int h_cancel(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
+        struct api *api = ud;
         int r = evo_param(call, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
@@ -359,7 +360,7 @@ static int h_cancel(void *ud, const struct ctl_api_call *call, int *ret_status, 
 }
 
 /* The pending approval id as a JSON object (kind, evolution_id …), or NULL. */
-static json_t *pending_approval(struct evo_api *api, const char *apr_id, int *ret_r) {
+static json_t *pending_approval(struct api *api, const char *apr_id, int *ret_r) {
         _cleanup_free_ char *rows = NULL;
         *ret_r = evo_approvals_pending_json(api->kdb, &rows);
         if (*ret_r < 0)
@@ -398,7 +399,7 @@ static int decided(int r, const char *apr_id, const char *what, int *ret_status,
  * pending approval of that evolution; another evolution's is a 404. */
 static int evolution_approval(void *ud, const struct ctl_api_call *call, bool is_answer, int *ret_status,
                               char **ret_json) {
-        struct evo_api *api = ud;
+        struct api *api = ud;
         int r = evo_param(call, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
@@ -418,7 +419,7 @@ static int evolution_approval(void *ud, const struct ctl_api_call *call, bool is
                 r = reply_error(400, "\"approved\" must be true or false", ret_status, ret_json);
                 r = r < 0 ? r : 1;
         }
-        if (r == 0 && !evo_api_id_valid(apr, "apr_")) {
+        if (r == 0 && !api_id_valid(apr, "apr_")) {
                 r = reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
                 r = r < 0 ? r : 1;
         }
@@ -450,7 +451,7 @@ static int h_evo_decide(void *ud, const struct ctl_api_call *call, int *ret_stat
 /* ---- approvals ---- */
 
 static int h_approvals(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
+        struct api *api = ud;
         char *rows = NULL;
         int r = evo_approvals_pending_json(api->kdb, &rows);
         if (r < 0)
@@ -459,8 +460,8 @@ static int h_approvals(void *ud, const struct ctl_api_call *call, int *ret_statu
 }
 
 static int h_decide(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
-        if (!evo_api_id_valid(call->param, "apr_"))
+        struct api *api = ud;
+        if (!api_id_valid(call->param, "apr_"))
                 return reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
         struct orchestrator *o = api_orch(api);
         if (!o)
@@ -482,7 +483,7 @@ static int h_decide(void *ud, const struct ctl_api_call *call, int *ret_status, 
 /* ---- generations ---- */
 
 static int h_generations(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
+        struct api *api = ud;
         struct repo_generation *g = NULL;
         size_t n = 0;
         int cur = 0;
@@ -511,7 +512,7 @@ static int h_generations(void *ud, const struct ctl_api_call *call, int *ret_sta
 }
 
 static int h_rollback(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
+        struct api *api = ud;
         int64_t n = 0;
         if (parse_int64(call->param, 1, INT_MAX, &n) < 0)
                 return reply_error(400, "bad generation number", ret_status, ret_json);
@@ -589,7 +590,7 @@ static void sub_push(struct sse_sub *s, const char *msg, size_t len) {
         }
 }
 
-void evo_api_publish(struct evo_api *api, const char *evo_id, const char *kind, const char *json) {
+void api_publish(struct api *api, const char *evo_id, const char *kind, const char *json) {
         if (!api || !kind_valid(kind))
                 return;
         json_t *o = json ? json_loads(json, 0, NULL) : NULL;
@@ -623,7 +624,7 @@ static ssize_t sub_copy(struct sse_sub *s, const char *data, size_t len, char *o
 static ssize_t sse_read(void *ctx, char *out, size_t max) {
         static const char hello[] = ": connected\n\n", ping[] = ": ping\n\n";
         struct sse_sub *s = ctx;
-        struct evo_api *api = s->api;
+        struct api *api = s->api;
         ssize_t n = -1;
         pthread_mutex_lock(&api->lock);
         if (!s->greeted) {
@@ -643,7 +644,7 @@ static ssize_t sse_read(void *ctx, char *out, size_t max) {
                         }
                         break;
                 }
-                int64_t due = s->last_sent_ms + EVO_API_SSE_PING_MS;
+                int64_t due = s->last_sent_ms + API_SSE_PING_MS;
                 if (mono_ms() >= due) {
                         n = sub_copy(s, ping, strlen(ping), out, max);
                         break;
@@ -658,7 +659,7 @@ out:
 
 static void sse_close(void *ctx) {
         struct sse_sub *s = ctx;
-        struct evo_api *api = s->api;
+        struct api *api = s->api;
         pthread_mutex_lock(&api->lock);
         for (size_t i = 0; i < ARRAY_SIZE(api->subs); i++)
                 if (api->subs[i] == s)
@@ -670,11 +671,11 @@ static void sse_close(void *ctx) {
 
 static int h_events(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json,
                     struct ctl_stream *ret_stream) {
-        struct evo_api *api = ud;
+        struct api *api = ud;
         struct sse_sub *s = calloc(1, sizeof *s);
         if (!s)
                 return -ENOMEM;
-        *s = (struct sse_sub){.api = api, .q = BUF_INIT(EVO_API_SSE_QUEUE_MAX), .last_sent_ms = mono_ms()};
+        *s = (struct sse_sub){.api = api, .q = BUF_INIT(API_SSE_QUEUE_MAX), .last_sent_ms = mono_ms()};
         bool placed = false, stopping;
         pthread_mutex_lock(&api->lock);
         stopping = api->stopping;
@@ -700,25 +701,25 @@ static int h_events(void *ud, const struct ctl_api_call *call, int *ret_status, 
         return 0;
 }
 
-/* ---- the chat (chat.c) ---- */
+/* ---- the chat (kernel/chat) ---- */
 
 static int h_messages(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
-        int64_t limit = EVO_CHAT_LIST_DEFAULT;
+        struct api *api = ud;
+        int64_t limit = CHAT_LIST_DEFAULT;
         char v[32];
         int r = query_value(call->query, "limit", v, sizeof v);
-        if (r != -ENOENT && (r < 0 || parse_int64(v, 1, EVO_CHAT_LIST_MAX, &limit) < 0))
+        if (r != -ENOENT && (r < 0 || parse_int64(v, 1, CHAT_LIST_MAX, &limit) < 0))
                 return reply_error(400, "limit must be a number from 1 to 200", ret_status, ret_json);
         char *rows = NULL;
-        r = evo_chat_messages_json(api->kdb, (int)limit, &rows);
+        r = chat_messages_json(api->kdb, (int)limit, &rows);
         if (r < 0)
                 return log_error_errno(r, "could not list chat messages: %m");
         return reply_wrapped("messages", rows, ret_status, ret_json);
 }
 
 static int h_message(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
-        struct evo_api *api = ud;
-        if (!evo_chat_available(api->chat))
+        struct api *api = ud;
+        if (!chat_available(api->chat))
                 return reply_error(503,
                                    "the chat is not available: no model is configured (start the Seed with the "
                                    "model's key, e.g. seed run -e OPENROUTER_API_KEY)",
@@ -728,14 +729,14 @@ static int h_message(void *ud, const struct ctl_api_call *call, int *ret_status,
         int r = parse_body(call, &body, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
-        r = body_string(body, "text", EVO_CHAT_TEXT_MAX, true, &text, ret_status, ret_json);
+        r = body_string(body, "text", CHAT_TEXT_MAX, true, &text, ret_status, ret_json);
         if (r != 0) {
                 json_decref(body);
                 return r < 0 ? r : 0;
         }
         _cleanup_free_ char *error = NULL;
         char *json = NULL;
-        r = evo_chat_send(api->chat, api_orch(api), text, &json, &error);
+        r = chat_send(api->chat, api_orch(api), text, &json, &error);
         json_decref(body);
         if (r == -EBUSY)
                 return reply_error(409, "busy: the Seed is answering another message", ret_status, ret_json);
@@ -750,7 +751,33 @@ static int h_message(void *ud, const struct ctl_api_call *call, int *ret_status,
         return reply_text(200, json, ret_status, ret_json);
 }
 
-const struct ctl_api_route evo_api_routes[] = {
+/* ---- the Seed itself (self.c), given what each handler reads ---- */
+
+static int h_identity(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_self_h_identity(((struct api *)ud)->seed_dir, call, ret_status, ret_json);
+}
+
+static int h_knowledge(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_self_h_knowledge(((struct api *)ud)->seed_dir, call, ret_status, ret_json);
+}
+
+static int h_skills(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_self_h_skills(((struct api *)ud)->seed_dir, call, ret_status, ret_json);
+}
+
+static int h_skill(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_self_h_skill(((struct api *)ud)->seed_dir, call, ret_status, ret_json);
+}
+
+static int h_settings(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_self_h_settings(((struct api *)ud)->seed_dir, call, ret_status, ret_json);
+}
+
+static int h_usage(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_self_h_usage(((struct api *)ud)->kdb, call, ret_status, ret_json);
+}
+
+const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/evolutions", h_list, NULL},
         {"POST", "/_seed/api/evolutions", h_submit, NULL},
         {"GET", "/_seed/api/evolutions/*", h_get, NULL},
@@ -765,29 +792,25 @@ const struct ctl_api_route evo_api_routes[] = {
         {"GET", "/_seed/api/events", NULL, h_events},
         {"GET", "/_seed/api/messages", h_messages, NULL},
         {"POST", "/_seed/api/messages", h_message, NULL},
-        {"GET", "/_seed/api/identity", evo_info_h_identity, NULL},
-        {"GET", "/_seed/api/knowledge", evo_info_h_knowledge, NULL},
-        {"GET", "/_seed/api/skills", evo_info_h_skills, NULL},
-        {"GET", "/_seed/api/skills/*", evo_info_h_skill, NULL},
-        {"GET", "/_seed/api/settings", evo_info_h_settings, NULL},
-        {"GET", "/_seed/api/usage", evo_info_h_usage, NULL},
+        {"GET", "/_seed/api/identity", h_identity, NULL},
+        {"GET", "/_seed/api/knowledge", h_knowledge, NULL},
+        {"GET", "/_seed/api/skills", h_skills, NULL},
+        {"GET", "/_seed/api/skills/*", h_skill, NULL},
+        {"GET", "/_seed/api/settings", h_settings, NULL},
+        {"GET", "/_seed/api/usage", h_usage, NULL},
         {0},
 };
-
-/* For the read-only routes of info.c, which share this userdata. */
-const char *evo_api_seed_dir(const struct evo_api *api) { return api->seed_dir; }
-struct db *evo_api_kdb(const struct evo_api *api) { return api->kdb; }
 
 /* ---- lifetime ---- */
 
 static void chat_publish(void *userdata, const char *kind, const char *json) {
-        evo_api_publish(userdata, NULL, kind, json);
+        api_publish(userdata, NULL, kind, json);
 }
 
-int evo_api_new(const struct evo_api_config *cfg, struct evo_api **ret) {
+int api_new(const struct api_config *cfg, struct api **ret) {
         if (!cfg || strempty(cfg->seed_dir) || !cfg->kdb)
                 return -EINVAL;
-        struct evo_api *api = calloc(1, sizeof *api);
+        struct api *api = calloc(1, sizeof *api);
         if (!api || !(api->seed_dir = strdup(cfg->seed_dir))) {
                 free(api);
                 return -ENOMEM;
@@ -799,9 +822,9 @@ int evo_api_new(const struct evo_api_config *cfg, struct evo_api **ret) {
                 free(api);
                 return -ENOMEM;
         }
-        int r = evo_chat_new(&(struct evo_chat_config){.seed_dir = cfg->seed_dir, .cfg = cfg->cfg, .kdb = cfg->kdb,
-                                                       .model = cfg->model, .publish = chat_publish, .userdata = api},
-                             &api->chat);
+        int r = chat_new(&(struct chat_config){.seed_dir = cfg->seed_dir, .cfg = cfg->cfg, .kdb = cfg->kdb,
+                                               .model = cfg->model, .publish = chat_publish, .userdata = api},
+                         &api->chat);
         if (r < 0) {
                 free(api->refused);
                 free(api->seed_dir);
@@ -818,27 +841,27 @@ int evo_api_new(const struct evo_api_config *cfg, struct evo_api **ret) {
         return 0;
 }
 
-void evo_api_set_orchestrator(struct evo_api *api, struct orchestrator *o) {
+void api_set_orchestrator(struct api *api, struct orchestrator *o) {
         if (api)
                 __atomic_store_n(&api->orch, o, __ATOMIC_RELEASE);
 }
 
-void evo_api_shutdown(struct evo_api *api) {
+void api_shutdown(struct api *api) {
         if (!api)
                 return;
-        evo_chat_cancel(api->chat);
+        chat_cancel(api->chat);
         pthread_mutex_lock(&api->lock);
         api->stopping = true;
         pthread_cond_broadcast(&api->cond);
         pthread_mutex_unlock(&api->lock);
 }
 
-void evo_api_free(struct evo_api *api) {
+void api_free(struct api *api) {
         if (!api)
                 return;
         pthread_mutex_destroy(&api->lock);
         pthread_cond_destroy(&api->cond);
-        evo_chat_free(api->chat);
+        chat_free(api->chat);
         free(api->seed_dir);
         free(api->refused);
         free(api);

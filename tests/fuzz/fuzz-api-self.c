@@ -1,12 +1,12 @@
-/* fuzz-info.c — what the control plane reads from knowledge/ and skills/ on
+/* fuzz-api-self.c — what the control plane reads from knowledge/ and skills/ on
  * arbitrary bytes: knowledge/self.yaml through config's one YAML reader
  * (cfg_scalars_parse), SKILL.md front matter (the fence, then that reader),
  * the accent check and the URL redaction. Besides memory errors it checks
  * that every value read is valid UTF-8 without NUL, within
- * EVO_INFO_VALUE_MAX, that every refusal names "file:line:col:", and that an
+ * API_SELF_VALUE_MAX, that every refusal names "file:line:col:", and that an
  * accent accepted is exactly #rgb or #rrggbb. */
+#include "api/self.h"
 #include "config/config.h"
-#include "evolution/info.h"
 
 #include <stdint.h>
 
@@ -14,7 +14,7 @@ static void check_value(const char *v) {
         if (!v)
                 return;
         size_t n = strlen(v);
-        if (n > EVO_INFO_VALUE_MAX)
+        if (n > API_SELF_VALUE_MAX)
                 abort();
         /* NUL-free by construction of strlen; check UTF-8 by hand. */
         const unsigned char *p = (const unsigned char *)v;
@@ -34,7 +34,7 @@ static void check_value(const char *v) {
 }
 
 static void check_accent(const char *v) {
-        if (!evo_info_accent_valid(v))
+        if (!api_self_accent_valid(v))
                 return;
         size_t n = strlen(v);
         if (v[0] != '#' || (n != 4 && n != 7) || strspn(v + 1, "0123456789abcdefABCDEF") != n - 1)
@@ -73,7 +73,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 }
         }
         err = NULL;
-        r = evo_info_front_matter(text, size, "SKILL.md", keys, vals, &err);
+        r = cfg_front_matter(text, size, "SKILL.md", keys, vals, &err);
         check_error(r, err, "SKILL.md");
         if (r == 0) {
                 for (size_t i = 0; i < 5; i++) {
@@ -85,7 +85,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         }
         check_accent(text);
         char *u = NULL;
-        if (evo_info_redact_url(text, &u) == 0) {
+        if (api_self_redact_url(text, &u) == 0) {
                 /* The redacted URL is never longer and never keeps user info. */
                 if (strlen(u) > strlen(text))
                         abort();
