@@ -9,6 +9,7 @@
 #include "organism/organism.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -181,12 +182,72 @@ static void test_connect_checks(void **state) {
         rm_rf(tmpl);
 }
 
+/* One canned answer to one connection; what was asked is kept. */
+struct answer {
+        int lfd;
+        const char *reply;
+        char request[2048];
+};
+
+static void *answer_once(void *userdata) {
+        struct answer *a = userdata;
+        int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC);
+        if (fd < 0)
+                return NULL;
+        size_t got = 0;
+        while (got < sizeof a->request - 1 && !strstr(a->request, "\r\n\r\n")) {
+                ssize_t k = read(fd, a->request + got, sizeof a->request - 1 - got);
+                if (k <= 0)
+                        break;
+                got += (size_t)k;
+                a->request[got] = 0;
+        }
+        (void)!write(fd, a->reply, strlen(a->reply));
+        close(fd);
+        return NULL;
+}
+
+static int probe_with(int lfd, const char *sock, const char *reply, char *ret_request, size_t size) {
+        struct answer a = {.lfd = lfd, .reply = reply};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, answer_once, &a), 0);
+        int r = organism_probe(sock, "/healthz");
+        assert_int_equal(pthread_join(t, NULL), 0);
+        if (ret_request)
+                snprintf(ret_request, size, "%s", a.request);
+        return r;
+}
+
+/* organism_probe(): a GET through kernel/httpc over a checked socket; 0 only
+ * for a 2xx answer. */
+static void test_probe(void **state) {
+        (void)state;
+        char tmpl[] = "/tmp/test-organism.XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *sock = join(tmpl, "http.sock"), *missing = join(tmpl, "missing.sock");
+        int lfd = listen_at(tmpl, "http.sock");
+        char req[2048];
+        assert_int_equal(probe_with(lfd, sock, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", req, sizeof req),
+                         0);
+        assert_true(startswith(req, "GET /healthz HTTP/1.1\r\n"));
+        assert_non_null(strstr(req, "\r\nHost: localhost\r\n"));
+        assert_non_null(strstr(req, "\r\nUser-Agent: seed-kernel\r\n"));
+        assert_int_equal(probe_with(lfd, sock, "HTTP/1.1 204 No Content\r\n\r\n", NULL, 0), 0);
+        assert_int_equal(probe_with(lfd, sock, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n", NULL, 0), -EIO);
+        assert_int_equal(probe_with(lfd, sock, "not http at all\r\n\r\n", NULL, 0), -EIO);
+        assert_int_equal(organism_probe(missing, "/healthz"), -ENOENT);
+        assert_int_equal(organism_probe(sock, "healthz"), -EINVAL);
+        close(lfd);
+        rm_rf(tmpl);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_defaults),
                 cmocka_unit_test(test_invalid),
                 cmocka_unit_test(test_state_names),
                 cmocka_unit_test(test_connect_checks),
+                cmocka_unit_test(test_probe),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
