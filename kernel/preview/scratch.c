@@ -18,7 +18,7 @@
 
 /* A connection to the evolution's scratch database as evolver — the only
  * database these tools ever connect to. */
-static int scratch_connect(struct preview *p, struct db **ret, char **ret_error) {
+static int scratch_connect(const struct preview *p, struct db **ret, char **ret_error) {
         if (!p->c.pg || !p->c.scratch_db)
                 return -ENOENT;
         _cleanup_free_ char *ci = NULL;
@@ -32,28 +32,30 @@ static int scratch_connect(struct preview *p, struct db **ret, char **ret_error)
         return k;
 }
 
-static int connect_or_error(struct preview *p, const char *tool, struct db **db, struct tool_result *ret) {
+/* The call's scratch database in *ret_db (caller closes): 0; 1 when ret
+ * holds why there is none (no preview in this phase, no database, cannot
+ * connect); -ENOMEM. */
+static int scratch_open(struct tool_ctx *ctx, const struct tool *t, struct db **ret_db, struct tool_result *ret) {
+        if (!ctx->preview)
+                return preview_unavailable(t, ret) < 0 ? -ENOMEM : 1;
         _cleanup_free_ char *err = NULL;
-        int k = scratch_connect(p, db, &err);
+        int k = scratch_connect(ctx->preview, ret_db, &err);
         if (k == -ENOMEM)
                 return k;
-        if (k < 0) {
-                if (result(ret, true, "%s: cannot connect to the scratch database: %s", tool,
-                           k == -ENOENT ? "this evolution has none" : err ? err : strerror(-k)) < 0)
-                        return -ENOMEM;
-                return -ENOENT;
-        }
+        if (k < 0)
+                return result(ret, true, "%s: cannot connect to the scratch database: %s", t->name,
+                              k == -ENOENT ? "this evolution has none" : err ? err : strerror(-k)) < 0
+                               ? -ENOMEM
+                               : 1;
         return 0;
 }
 
 int preview_migrate(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
-        struct preview *p = ctx->preview;
-        if (!p)
-                return preview_unavailable(t, ret);
         _cleanup_(db_closep) struct db *db = NULL;
-        int k = connect_or_error(p, t->name, &db, ret);
-        if (k < 0)
-                return k == -ENOMEM ? k : 0;
+        int k = scratch_open(ctx, t, &db, ret);
+        if (k != 0)
+                return k < 0 ? k : 0;
+        const struct preview *p = ctx->preview;
         const char *dir = p->c.cfg->organism.migrations;
         struct db_migration *m = NULL;
         size_t n = 0;
@@ -89,9 +91,6 @@ static bool returns_rows(const char *sql) {
 }
 
 int preview_db_query(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
-        struct preview *p = ctx->preview;
-        if (!p)
-                return preview_unavailable(t, ret);
         const char *s = json_string_value(json_object_get(args, "sql"));
         _cleanup_free_ char *sql = s ? strdup(s) : NULL;
         if (!sql)
@@ -104,9 +103,9 @@ int preview_db_query(struct tool_ctx *ctx, const struct tool *t, json_t *args, s
         if (len == 0)
                 return result(ret, true, "db_query: the statement is empty");
         _cleanup_(db_closep) struct db *db = NULL;
-        int k = connect_or_error(p, t->name, &db, ret);
-        if (k < 0)
-                return k == -ENOMEM ? k : 0;
+        int k = scratch_open(ctx, t, &db, ret);
+        if (k != 0)
+                return k < 0 ? k : 0;
         if (returns_rows(sql)) {
                 _cleanup_free_ char *wrapped = NULL, *json = NULL;
                 if (xasprintf(&wrapped, "SELECT * FROM (%s\n) AS seed_q LIMIT %d", sql, DB_ROWS_MAX + 1) < 0)
@@ -144,13 +143,11 @@ int preview_db_query(struct tool_ctx *ctx, const struct tool *t, json_t *args, s
 }
 
 int preview_db_schema(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
-        struct preview *p = ctx->preview;
-        if (!p)
-                return preview_unavailable(t, ret);
         _cleanup_(db_closep) struct db *db = NULL;
-        int k = connect_or_error(p, t->name, &db, ret);
-        if (k < 0)
-                return k == -ENOMEM ? k : 0;
+        int k = scratch_open(ctx, t, &db, ret);
+        if (k != 0)
+                return k < 0 ? k : 0;
+        const struct preview *p = ctx->preview;
         _cleanup_free_ char *json = NULL;
         k = db_query_json(db,
                           "SELECT c.table_schema AS s, c.table_name AS t, c.column_name AS c, c.data_type AS ty, "

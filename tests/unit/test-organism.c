@@ -7,6 +7,7 @@
 
 #include "base/fileio.h"
 #include "organism/organism.h"
+#include "canned-server.h"
 
 #include <fcntl.h>
 #include <pthread.h>
@@ -182,35 +183,12 @@ static void test_connect_checks(void **state) {
         rm_rf(tmpl);
 }
 
-/* One canned answer to one connection; what was asked is kept. */
-struct answer {
-        int lfd;
-        const char *reply;
-        char request[2048];
-};
-
-static void *answer_once(void *userdata) {
-        struct answer *a = userdata;
-        int fd = accept4(a->lfd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-                return NULL;
-        size_t got = 0;
-        while (got < sizeof a->request - 1 && !strstr(a->request, "\r\n\r\n")) {
-                ssize_t k = read(fd, a->request + got, sizeof a->request - 1 - got);
-                if (k <= 0)
-                        break;
-                got += (size_t)k;
-                a->request[got] = 0;
-        }
-        (void)!write(fd, a->reply, strlen(a->reply));
-        close(fd);
-        return NULL;
-}
-
+/* One probe of sock against a server answering reply; what was asked in
+ * *ret_request (may be NULL). */
 static int probe_with(int lfd, const char *sock, const char *reply, char *ret_request, size_t size) {
-        struct answer a = {.lfd = lfd, .reply = reply};
+        struct canned_server a = {.listen_fd = lfd, .answer = reply};
         pthread_t t;
-        assert_int_equal(pthread_create(&t, NULL, answer_once, &a), 0);
+        assert_int_equal(pthread_create(&t, NULL, canned_serve, &a), 0);
         int r = organism_probe(sock, "/healthz");
         assert_int_equal(pthread_join(t, NULL), 0);
         if (ret_request)
@@ -226,7 +204,7 @@ static void test_probe(void **state) {
         assert_non_null(mkdtemp(tmpl));
         _cleanup_free_ char *sock = join(tmpl, "http.sock"), *missing = join(tmpl, "missing.sock");
         int lfd = listen_at(tmpl, "http.sock");
-        char req[2048];
+        char req[CANNED_REQUEST_MAX];
         assert_int_equal(probe_with(lfd, sock, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", req, sizeof req),
                          0);
         assert_true(startswith(req, "GET /healthz HTTP/1.1\r\n"));
