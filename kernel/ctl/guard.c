@@ -1,4 +1,5 @@
 #include "ctl/guard.h"
+#include "base/text.h"
 #include "ctl/http.h"
 
 #include <ctype.h>
@@ -148,42 +149,6 @@ bool ctl_content_type_is_json(const char *ct) {
         return *p == 0 || *p == ';';
 }
 
-static int unhex(char c) {
-        if (c >= '0' && c <= '9')
-                return c - '0';
-        c = (char)tolower((unsigned char)c);
-        if (c >= 'a' && c <= 'f')
-                return c - 'a' + 10;
-        return -1;
-}
-
-int ctl_percent_decode(const char *s, size_t len, bool plus_is_space, char **ret) {
-        char *out = malloc(len + 1), *o = out;
-        if (!out)
-                return -ENOMEM;
-        for (size_t i = 0; i < len; i++) {
-                if (s[i] == '%') {
-                        int hi = i + 1 < len ? unhex(s[i + 1]) : -1;
-                        int lo = i + 2 < len ? unhex(s[i + 2]) : -1;
-                        if (hi < 0 || lo < 0 || (hi == 0 && lo == 0)) {
-                                free(out);
-                                return -EINVAL;
-                        }
-                        *o++ = (char)(hi * 16 + lo);
-                        i += 2;
-                } else if (s[i] == '+' && plus_is_space)
-                        *o++ = ' ';
-                else if (s[i] == 0) {
-                        free(out);
-                        return -EINVAL;
-                } else
-                        *o++ = s[i];
-        }
-        *o = 0;
-        *ret = out;
-        return 0;
-}
-
 bool ctl_target_is_clean(const char *target) {
         if (!target || !*target)
                 return false;
@@ -211,7 +176,7 @@ int ctl_path_classify(const char *path) {
         if (!path || path[0] != '/' || strlen(path) > 8192)
                 return -EINVAL;
         _cleanup_free_ char *decoded = NULL;
-        int r = ctl_percent_decode(path, strlen(path), false, &decoded);
+        int r = percent_decode(path, strlen(path), false, &decoded);
         if (r < 0)
                 return r;
         if (has_dot_segment(decoded))
@@ -253,12 +218,12 @@ struct query_find {
 static int query_find_one(const char *k, size_t kl, const char *v, size_t vl, void *u) {
         struct query_find *f = u;
         _cleanup_free_ char *key = NULL;
-        int r = ctl_percent_decode(k, kl, true, &key);
+        int r = percent_decode(k, kl, true, &key);
         if (r < 0)
                 return r;
         if (!streq(key, f->key))
                 return 0;
-        r = ctl_percent_decode(v, vl, true, &f->value);
+        r = percent_decode(v, vl, true, &f->value);
         return r < 0 ? r : 1;
 }
 
@@ -277,7 +242,7 @@ static int query_token_one(const char *k, size_t kl, const char *v, size_t vl, v
         static const char *const names[] = {"token", "seed_token", "seed-token", "x-seed-token",
                                             "api_token", "api-token", "access_token"};
         _cleanup_free_ char *key = NULL;
-        if (ctl_percent_decode(k, kl, true, &key) < 0)
+        if (percent_decode(k, kl, true, &key) < 0)
                 return 1; /* unreadable keys are treated as suspicious */
         for (size_t i = 0; i < ARRAY_SIZE(names); i++)
                 if (strcasecmp(key, names[i]) == 0)

@@ -54,6 +54,3 @@ bool ctl_target_is_clean(const char *target);
 int ctl_query_get(const char *query, const char *key, char **ret);
 /* Whether the query carries something named like an API token. */
 bool ctl_query_has_token(const char *query);
-/* Percent-decodes [s, s+len) into a new string; plus_is_space for queries.
- * -EINVAL on a bad escape or an encoded NUL. Caller frees. */
-int ctl_percent_decode(const char *s, size_t len, bool plus_is_space, char **ret);

@@ -32,29 +32,6 @@ static bool is_hop_by_hop(const char *name, const char *connection) {
         return strncasecmp(name, "proxy-", 6) == 0 || list_has_token(connection, name);
 }
 
-/* Controls (CR, LF, …) and DEL, which RFC 9110 allows in no field. */
-static bool has_ctl_chars(const char *s) {
-        for (; *s; s++)
-                if (((unsigned char)*s < 0x20 && *s != '\t') || *s == 0x7f)
-                        return true;
-        return false;
-}
-
-static bool is_token_char(char c) {
-        return isalnum((unsigned char)c) || (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-/* An HTTP field name (RFC 9110 token): no spaces, tabs, quotes or controls,
- * so "Transfer-Encoding\t" cannot slip past the exact-name checks. */
-static bool is_token(const char *s) {
-        if (!*s)
-                return false;
-        for (; *s; s++)
-                if (!is_token_char(*s))
-                        return false;
-        return true;
-}
-
 static bool bearer_is(const char *value, const char *token) {
         const char *t;
         size_t n;
@@ -121,7 +98,10 @@ bool ctl_proxy_drop_request_header(const char *name, const char *value, const ch
                                    const char *cli_token) {
         static const char *const own[] = {"host", "content-length", "expect", "forwarded",
                                           "x-seed-token", "x-real-ip"};
-        if (!is_token(name) || is_hop_by_hop(name, connection))
+        /* A field name is an RFC 9110 token (base/text): no spaces, tabs,
+         * quotes or controls, so "Transfer-Encoding\t" cannot slip past the
+         * exact-name checks. */
+        if (!http_token_ok(name) || is_hop_by_hop(name, connection))
                 return true;
         for (size_t i = 0; i < ARRAY_SIZE(own); i++)
                 if (strcasecmp(name, own[i]) == 0)
@@ -130,7 +110,9 @@ bool ctl_proxy_drop_request_header(const char *name, const char *value, const ch
                 return true;
         if (strcasecmp(name, "authorization") == 0 && bearer_is(value, cli_token))
                 return true;
-        return has_ctl_chars(name) || has_ctl_chars(value);
+        /* Controls (CR, LF, …) and DEL, which RFC 9110 allows in no field
+         * (a token, the name, has none). */
+        return !http_field_value_ok(value);
 }
 
 int ctl_proxy_request_head(const struct ctl_hdrs *in, const struct ctl_proxy_req *req,
@@ -196,20 +178,18 @@ static int parse_header_line(const char *line, size_t n, struct ctl_hdrs *h) {
         if (!colon || colon == line)
                 return -EBADMSG; /* also refuses obs-fold (leading whitespace) */
         size_t nl = (size_t)(colon - line);
-        for (size_t i = 0; i < nl; i++)
-                if (!is_token_char(line[i]))
-                        return -EBADMSG;
         const char *v = colon + 1, *end = line + n;
         while (v < end && (*v == ' ' || *v == '\t'))
                 v++;
         while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
                 end--;
-        for (const char *p = v; p < end; p++)
-                if (((unsigned char)*p < 0x20 && *p != '\t') || *p == 0x7f)
-                        return -EBADMSG;
         _cleanup_free_ char *name = strndup(line, nl), *value = strndup(v, (size_t)(end - v));
         if (!name || !value)
                 return -ENOMEM;
+        /* The head holds no NUL (ctl_proxy_parse_head), so the copies are the
+         * whole name and value: a token, and a value without controls. */
+        if (!http_token_ok(name) || !http_field_value_ok(value))
+                return -EBADMSG;
         return ctl_hdrs_add(h, name, value);
 }
 

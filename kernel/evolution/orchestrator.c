@@ -26,6 +26,7 @@
 #include "model/model.h"
 #include "organism/organism.h"
 #include "pg/pg.h"
+#include "preview/preview.h"
 #include "repo/repo.h"
 #include "sandbox/sandbox.h"
 #include "tools/tools.h"
@@ -71,7 +72,7 @@ struct run {
         size_t n_pins;
         struct sandbox_spec sandbox;
         struct tool_callbacks cb;
-        struct orch_app *app;    /* start_app … db_schema (apptools.c) */
+        struct preview *preview; /* the candidate app and scratch DB of start_app … db_schema; owned */
         struct tool_ctx tc;
         struct agent_state st;
         char *system;
@@ -360,7 +361,7 @@ static int prepare(struct run *r) {
         };
         r->sandbox.cache_dir = strdup(cache);
         r->cb = (struct tool_callbacks){.ask = cb_ask, .approved_done = cb_approved_done, .ask_owner = cb_ask_owner};
-        struct orch_app_config ac = {
+        struct preview_config pc = {
                 .seed_dir = o->c.seed_dir,
                 .worktree = r->worktree,
                 .root_fd = r->root_fd,
@@ -372,9 +373,8 @@ static int prepare(struct run *r) {
                 .bridge_path = o->c.bridge_path,
                 .cancel = &o->cancel,
         };
-        if ((k = orch_app_new(&ac, &r->app)) < 0)
+        if ((k = preview_new(&pc, &r->preview)) < 0)
                 return k;
-        orch_app_set_callbacks(&r->cb);
         r->tc = (struct tool_ctx){
                 .root_fd = r->root_fd,
                 .root_path = r->worktree,
@@ -382,6 +382,7 @@ static int prepare(struct run *r) {
                 .evolvable = cfg->kernel.evolvable,
                 .sandbox = &r->sandbox,
                 .command_timeout_ms = cfg->evolution.command_timeout_seconds * 1000,
+                .preview = r->preview,
                 .cb = &r->cb,
                 .userdata = r,
         };
@@ -393,15 +394,10 @@ static int prepare(struct run *r) {
         return r->system ? 0 : -ENOMEM;
 }
 
-struct orch_app *orch_app_of(struct tool_ctx *ctx) {
-        struct run *r = ctx ? ctx->userdata : NULL;
-        return r ? r->app : NULL;
-}
-
 static void cleanup_run(struct run *r) {
         struct orchestrator *o = r->o;
-        orch_app_free(r->app); /* stops the preview app before its worktree and database go */
-        r->app = NULL;
+        preview_free(r->preview); /* stops the preview app before its worktree and database go */
+        r->preview = NULL;
         if (r->root_fd >= 0)
                 close(r->root_fd);
         if (r->worktree && repo_worktree_remove(o->c.seed_dir, r->hex) < 0)

@@ -1,7 +1,7 @@
 /* httpc.h — outbound HTTP requests (the only libcurl user, so the one HTTP
  * client and response parser): the CLI talking to its kernel, the model
- * providers, and the http_request tool talking to an evolution's preview app
- * over its bridge socket.
+ * providers, the organism's health probe and the http_request tool talking to
+ * an evolution's preview app, both over the app's bridge socket.
  *
  * Redirects are never followed (a request's headers, e.g. an API key, go to
  * the URL given and nowhere else), only http and https are spoken, and

@@ -15,6 +15,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "base/proc.h"
+#include "httpc/httpc.h"
 #include "sandbox/sandbox.h"
 
 #include <fcntl.h>
@@ -38,6 +39,7 @@
 #define CRASH_LIMIT 3 /* more than this many in the window: down */
 #define POLL_STEP_MS 100
 #define PROBE_TIMEOUT_MS 2000
+#define PROBE_BODY_MAX 1024   /* body bytes read; only the status counts */
 
 #define SANDBOX_BRIDGE "/run/seed/bridge"
 #define LISTEN_BACKLOG 128
@@ -352,38 +354,48 @@ int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd) {
         return 0;
 }
 
+/* The probe's connection: organism_peer_check() once connected. */
+struct probe_conn {
+        const char *socket_path;
+        bool connected;
+        int error;      /* the peer check's, or 0 */
+};
+
+static int probe_check(void *userdata, int fd) {
+        struct probe_conn *pc = userdata;
+        pc->connected = true;
+        return (pc->error = organism_peer_check(fd, pc->socket_path));
+}
+
 int organism_probe(const char *socket_path, const char *path) {
-        _cleanup_close_ int fd = -1;
-        int r = organism_connect(socket_path, PROBE_TIMEOUT_MS, &fd);
+        if (!path || path[0] != '/')
+                return -EINVAL;
+        _cleanup_close_ int dirfd = -1;
+        _cleanup_free_ char *sock = NULL, *url = NULL;
+        int r = organism_socket_open(socket_path, &dirfd, &sock);
         if (r < 0)
                 return r;
-        struct timeval tv = {.tv_sec = PROBE_TIMEOUT_MS / 1000, .tv_usec = (PROBE_TIMEOUT_MS % 1000) * 1000};
-        (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-        (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
-        char req[512];
-        int n = snprintf(req, sizeof req,
-                         "GET %s HTTP/1.1\r\nHost: localhost\r\nUser-Agent: seed-kernel\r\n"
-                         "Connection: close\r\n\r\n",
-                         path);
-        if (n < 0 || (size_t)n >= sizeof req)
-                return -EINVAL;
-        if (send(fd, req, (size_t)n, MSG_NOSIGNAL) != n)
-                return -EIO;
-        char resp[32];
-        size_t got = 0;
-        while (got < 12) {
-                ssize_t k = recv(fd, resp + got, sizeof resp - 1 - got, 0);
-                if (k < 0 && errno == EINTR)
-                        continue;
-                if (k <= 0)
-                        return -EIO;
-                got += (size_t)k;
-        }
-        resp[got] = 0;
-        /* "HTTP/1.x 2xx" */
-        if (!startswith(resp, "HTTP/1.") || resp[8] != ' ' || resp[9] != '2')
-                return -EIO;
-        return 0;
+        if (xasprintf(&url, "http://localhost%s", path) < 0)
+                return -ENOMEM;
+        /* "Name:" alone keeps curl from adding one of its own. */
+        static char *const headers[] = {"User-Agent: seed-kernel", "Connection: close", "Accept:", NULL};
+        struct probe_conn pc = {.socket_path = socket_path};
+        struct httpc_response res = {0};
+        r = httpc_do(&(struct httpc_request){.method = "GET", .url = url, .headers = headers,
+                                             .connect_timeout_ms = PROBE_TIMEOUT_MS,
+                                             .timeout_ms = 2 * PROBE_TIMEOUT_MS, /* connect, then the answer */
+                                             .max_response = PROBE_BODY_MAX, .truncate = true,
+                                             .unix_socket = sock, .check_fn = probe_check, .check_userdata = &pc},
+                     &res, NULL);
+        if (r == -ENOMEM)
+                return r;
+        /* Not connected (refused, timed out): why; refused by the peer
+         * check: its error; no (2xx) answer once connected: -EIO. */
+        if (r < 0)
+                return !pc.connected || pc.error < 0 ? r : -EIO;
+        r = res.status >= 200 && res.status <= 299 ? 0 : -EIO;
+        httpc_response_done(&res);
+        return r;
 }
 
 static int build_policy(struct organism *o, struct sandbox_policy **ret) {

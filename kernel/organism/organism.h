@@ -80,9 +80,11 @@ int organism_peer_check(int fd, const char *socket_path);
 /* Waits until running (healthy): 0; down: -EIO; stopped: -ESRCH;
  * otherwise -ETIMEDOUT. */
 int organism_wait_ready(struct organism *o, int timeout_ms);
-/* One health probe: GET path over the bridge socket at socket_path
- * (organism_connect(), 2 s timeout). 0 if it answers 2xx, -errno otherwise.
- * For verifying previews. */
+/* One health probe: GET path (absolute, else -EINVAL) through kernel/httpc
+ * over the bridge socket at socket_path, with organism_connect()'s checks
+ * (organism_socket_open(), organism_peer_check()): 2 s to connect, 2 s more
+ * for the answer. 0 if it answers 2xx; -EIO for any other answer or none
+ * once connected; the connection's -errno otherwise. For verifying previews. */
 int organism_probe(const char *socket_path, const char *path);
 /* Crashes within the current 10-minute window. */
 int organism_crash_count(struct organism *o);

@@ -36,7 +36,6 @@ int tools_finish(struct tool_ctx *ctx, const struct tool *t, json_t *args, struc
 int tools_submit_reflection(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
 int tools_start_evolution(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
 int tools_list_evolutions(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
-int tools_app(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
 
 /* Directories the reflect phase may write. */
 extern char *const tools_reflect_dirs[];

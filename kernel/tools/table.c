@@ -3,6 +3,7 @@
  * schema of the arguments, handler, the phases offering it, terminal. */
 #include "tools/internal.h"
 #include "base/buf.h"
+#include "preview/preview.h"
 
 #define P_PLAN TOOL_PHASE_PLAN
 #define P_MUTATE TOOL_PHASE_MUTATE
@@ -153,14 +154,14 @@ static const struct tool table[] = {
                 .phases = P_MUTATE,
         },
 
-        /* The app under construction and the scratch database (orchestrator callbacks). */
+        /* The evolution's candidate app and its scratch database: handlers in kernel/preview. */
         {
                 .name = "start_app",
                 .description = "Build and start the organism from the working copy in its sandbox, against the "
                                "scratch database, replacing a running one.",
                 .level = TOOL_REVIEW,
                 .schema = NO_ARGS,
-                .handler = tools_app,
+                .handler = preview_start_app,
                 .phases = P_MUTATE,
         },
         {
@@ -168,7 +169,7 @@ static const struct tool table[] = {
                 .description = "Stop the app started with start_app.",
                 .level = TOOL_SAFE,
                 .schema = NO_ARGS,
-                .handler = tools_app,
+                .handler = preview_stop_app,
                 .phases = P_MUTATE,
         },
         {
@@ -181,7 +182,7 @@ static const struct tool table[] = {
                           "\"headers\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\",\"maxLength\":4096}},"
                           "\"body\":{\"type\":\"string\",\"maxLength\":1048576}},"
                           "\"required\":[\"method\",\"path\"],\"additionalProperties\":false}",
-                .handler = tools_app,
+                .handler = preview_http_request,
                 .phases = P_MUTATE,
         },
         {
@@ -191,7 +192,7 @@ static const struct tool table[] = {
                 .schema = "{\"type\":\"object\",\"properties\":{"
                           "\"lines\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":5000,\"description\":\"default 200\"}},"
                           "\"additionalProperties\":false}",
-                .handler = tools_app,
+                .handler = preview_app_logs,
                 .phases = P_MUTATE,
         },
         {
@@ -199,7 +200,7 @@ static const struct tool table[] = {
                 .description = "Apply organism/migrations to the scratch database.",
                 .level = TOOL_REVIEW,
                 .schema = NO_ARGS,
-                .handler = tools_app,
+                .handler = preview_migrate,
                 .phases = P_MUTATE,
         },
         {
@@ -209,7 +210,7 @@ static const struct tool table[] = {
                 .schema = "{\"type\":\"object\",\"properties\":{"
                           "\"sql\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100000}},"
                           "\"required\":[\"sql\"],\"additionalProperties\":false}",
-                .handler = tools_app,
+                .handler = preview_db_query,
                 .phases = P_MUTATE,
         },
         {
@@ -217,7 +218,7 @@ static const struct tool table[] = {
                 .description = "Tables and columns of the scratch database.",
                 .level = TOOL_SAFE,
                 .schema = NO_ARGS,
-                .handler = tools_app,
+                .handler = preview_db_schema,
                 .phases = P_MUTATE,
         },
 

@@ -54,9 +54,11 @@ struct tool_result {
 };
 void tool_result_done(struct tool_result *r);
 
-/* Handlers fill ret->output (and is_error); a negative return is an
- * unexpected failure, reported to the model as "internal error". args is a
- * validated JSON object (jansson), borrowed. */
+/* Every tool's handler, wherever it lives (kernel/tools, kernel/preview),
+ * has this one signature and reaches what it acts on through ctx. Handlers
+ * fill ret->output (and is_error); a negative return is an unexpected
+ * failure, reported to the model as "internal error". args is a validated
+ * JSON object (jansson), borrowed. */
 typedef int (*tool_handler_fn)(struct tool_ctx *ctx, const struct tool *t, struct json_t *args,
                                struct tool_result *ret);
 /* Computes the level from validated arguments (e.g. from a path). */
@@ -79,8 +81,6 @@ struct tool {
  * tools that need it then answer "not available in this phase". They are
  * called from the agent's thread and may block. Outputs are owned by the
  * caller of the callback (tools frees them). */
-typedef int (*tool_external_fn)(struct tool_ctx *ctx, const char *tool, const char *args_json,
-                                struct tool_result *ret);
 struct tool_callbacks {
         /* Decision "ask": create an approval for exactly this call, show it in
          * full, block until the owner decides. Returns 1 approved, 0 denied,
@@ -96,10 +96,9 @@ struct tool_callbacks {
         /* Chat: queue an evolution; *ret_output is text for the model (e.g. its id). */
         int (*start_evolution)(struct tool_ctx *ctx, const char *intent, char **ret_output);
         int (*list_evolutions)(struct tool_ctx *ctx, char **ret_output);
-        /* App and scratch-DB tools (mutate): given the tool name and its
-         * validated arguments (JSON text), fill ret->output / is_error. */
-        tool_external_fn start_app, stop_app, http_request, app_logs, migrate, db_query, db_schema;
 };
+
+struct preview;
 
 /* Everything handlers need. Borrowed pointers stay valid while calls run.
  * One context per agent run (not shared between threads). */
@@ -121,13 +120,17 @@ struct tool_ctx {
         int command_timeout_ms;          /* run's limit; 0 = 900 s */
         size_t output_cap;               /* 0 = TOOLS_OUTPUT_CAP */
         int questions_asked;             /* ask_owner calls so far in this evolution */
+        struct preview *preview;         /* the evolution's candidate app and scratch database,
+                                          * for the handlers of start_app … db_schema
+                                          * (kernel/preview); NULL: they answer "not
+                                          * available in this phase" */
         const struct tool_callbacks *cb; /* may be NULL */
         void *userdata;                  /* the callbacks' */
 };
 
 /* Sets ret->output (replacing any) to the formatted text and ret->is_error:
- * what a tool callback outside kernel/tools (the orchestrator's app tools)
- * answers with. 0 or -ENOMEM. */
+ * what a handler outside kernel/tools (kernel/preview's) answers with. 0 or
+ * -ENOMEM. */
 int tool_result_printf(struct tool_result *ret, bool is_error, const char *fmt, ...) _printf_(3, 4);
 
 /* Fills the permissions of ctx from seed.yaml. */

@@ -13,6 +13,7 @@
  * stripping, a forwarded head carries no bare CR/LF, and the chunked decoder's
  * result does not depend on how its input was split. */
 #include "base/buf.h"
+#include "base/text.h"
 #include "ctl/cookie.h"
 #include "ctl/guard.h"
 #include "ctl/http.h"
@@ -414,7 +415,7 @@ static void fuzz_path_query(const char *s, uint8_t sel) {
         check(kind == CTL_PATH_SEED || kind == CTL_PATH_ORGANISM || kind == -EINVAL ||
               kind == -ENOMEM);
         char *decoded = NULL;
-        int r = ctl_percent_decode(path, strlen(path), false, &decoded);
+        int r = percent_decode(path, strlen(path), false, &decoded);
         if (kind >= 0) {
                 check(r == 0);
                 check(strlen(decoded) <= strlen(path));

@@ -841,6 +841,8 @@ static void test_percent_decode(void **state) {
         s = NULL;
         assert_int_equal(percent_decode("%00", 3, true, &s), -EINVAL);
         assert_int_equal(percent_decode("%4", 2, true, &s), -EINVAL);
+        assert_int_equal(percent_decode("%", 1, false, &s), -EINVAL);
+        assert_int_equal(percent_decode("%a", 2, false, &s), -EINVAL);
         assert_int_equal(percent_decode("%zz", 3, true, &s), -EINVAL);
         assert_int_equal(percent_decode("a\0b", 3, true, &s), -EINVAL);
         assert_null(s);

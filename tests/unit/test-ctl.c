@@ -859,16 +859,6 @@ static void test_escaping(void **state) {
         assert_int_equal(ctl_json_string_n(&b, "\xed\xa0\x80\xe2\x80\xa8", 6), 0);
         assert_string_equal(b.data, "\"\\ufffd\\ufffd\\ufffd\\u2028\"");
         buf_free(&b);
-
-        char *d = NULL;
-        assert_int_equal(ctl_percent_decode("a%41+b", 6, true, &d), 0);
-        assert_string_equal(d, "aA b");
-        free(d);
-        assert_int_equal(ctl_percent_decode("a%41+b", 6, false, &d), 0);
-        assert_string_equal(d, "aA+b");
-        free(d);
-        assert_int_equal(ctl_percent_decode("%", 1, false, &d), -EINVAL);
-        assert_int_equal(ctl_percent_decode("%a", 2, false, &d), -EINVAL);
 }
 
 static void test_security_headers(void **state) {

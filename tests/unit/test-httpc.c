@@ -12,40 +12,9 @@
 
 #include "httpc/httpc.h"
 #include "base/text.h"
-
-struct server {
-        int listen_fd;
-        const char *answer;     /* sent after the request head */
-        size_t answer_len;      /* 0: strlen(answer) */
-        size_t repeat;          /* then this many more KiB of 'x' */
-        char request[8192];     /* what arrived (the head) */
-};
+#include "canned-server.h"
 
 static char sock_path[108];
-
-static void *serve(void *userdata) {
-        struct server *s = userdata;
-        int fd = accept4(s->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (fd < 0)
-                return NULL;
-        size_t got = 0;
-        while (got < sizeof s->request - 1 && !strstr(s->request, "\r\n\r\n")) {
-                ssize_t n = read(fd, s->request + got, sizeof s->request - 1 - got);
-                if (n <= 0)
-                        break;
-                got += (size_t)n;
-                s->request[got] = 0;
-        }
-        size_t len = s->answer_len ? s->answer_len : strlen(s->answer);
-        (void)send(fd, s->answer, len, MSG_NOSIGNAL);
-        char kib[1024];
-        memset(kib, 'x', sizeof kib);
-        for (size_t i = 0; i < s->repeat; i++)
-                if (send(fd, kib, sizeof kib, MSG_NOSIGNAL) < 0)
-                        break;
-        close(fd);
-        return NULL;
-}
 
 static int listen_at(const char *path) {
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -59,10 +28,10 @@ static int listen_at(const char *path) {
 }
 
 /* Runs one request against a server answering `answer`. */
-static int exchange(struct server *s, struct httpc_request *req, struct httpc_response *res) {
+static int exchange(struct canned_server *s, struct httpc_request *req, struct httpc_response *res) {
         s->listen_fd = listen_at(sock_path);
         pthread_t t;
-        assert_int_equal(pthread_create(&t, NULL, serve, s), 0);
+        assert_int_equal(pthread_create(&t, NULL, canned_serve, s), 0);
         req->unix_socket = sock_path;
         if (!req->url)
                 req->url = "http://localhost/x";
@@ -76,7 +45,7 @@ static int exchange(struct server *s, struct httpc_request *req, struct httpc_re
 }
 
 static void test_status_line_headers_body(void **state) {
-        struct server s = {.answer = "HTTP/1.1 201 Created\r\nX-A: 1\r\nContent-Length: 5\r\n\r\nhello"};
+        struct canned_server s = {.answer = "HTTP/1.1 201 Created\r\nX-A: 1\r\nContent-Length: 5\r\n\r\nhello"};
         struct httpc_response res = {0};
         assert_int_equal(exchange(&s, &(struct httpc_request){.method = "POST", .body = "{}", .body_len = 2}, &res), 0);
         assert_int_equal(res.status, 201);
@@ -90,7 +59,7 @@ static void test_status_line_headers_body(void **state) {
 }
 
 static void test_chunked(void **state) {
-        struct server s = {.answer = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+        struct canned_server s = {.answer = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
                                      "3\r\nabc\r\n2\r\nde\r\n0\r\n\r\n"};
         struct httpc_response res = {0};
         assert_int_equal(exchange(&s, &(struct httpc_request){.method = "GET"}, &res), 0);
@@ -100,7 +69,7 @@ static void test_chunked(void **state) {
 
 /* A redirect is an answer like any other: never followed. */
 static void test_no_redirect(void **state) {
-        struct server s = {.answer = "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n"};
+        struct canned_server s = {.answer = "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.1:1/\r\nContent-Length: 0\r\n\r\n"};
         struct httpc_response res = {0};
         assert_int_equal(exchange(&s, &(struct httpc_request){.method = "GET"}, &res), 0);
         assert_int_equal(res.status, 302);
@@ -109,10 +78,10 @@ static void test_no_redirect(void **state) {
 
 /* Over the cap: -E2BIG, or with .truncate the head of the body. */
 static void test_truncate_at_cap(void **state) {
-        struct server s = {.answer = "HTTP/1.1 200 OK\r\n\r\n", .repeat = 256};
+        struct canned_server s = {.answer = "HTTP/1.1 200 OK\r\n\r\n", .repeat = 256};
         struct httpc_response res = {0};
         assert_int_equal(exchange(&s, &(struct httpc_request){.method = "GET", .max_response = 1000}, &res), -E2BIG);
-        struct server t = {.answer = "HTTP/1.1 200 OK\r\n\r\n", .repeat = 256};
+        struct canned_server t = {.answer = "HTTP/1.1 200 OK\r\n\r\n", .repeat = 256};
         assert_int_equal(exchange(&t, &(struct httpc_request){.method = "GET", .max_response = 1000, .truncate = true},
                                   &res),
                          0);
@@ -140,7 +109,7 @@ static void test_header_injection_refused(void **state) {
 }
 
 static void test_not_http(void **state) {
-        struct server s = {.answer = "hello, this is not HTTP\n"};
+        struct canned_server s = {.answer = "hello, this is not HTTP\n"};
         struct httpc_response res = {0};
         int r = exchange(&s, &(struct httpc_request){.method = "GET"}, &res);
         assert_true(r < 0);
@@ -156,11 +125,11 @@ static int accept_fd(void *userdata, int fd) {
  * httpc_do()'s. */
 static void test_check_fn(void **state) {
         struct httpc_response res = {0};
-        struct server s = {.answer = "HTTP/1.1 200 OK\r\n\r\n"};
+        struct canned_server s = {.answer = "HTTP/1.1 200 OK\r\n\r\n"};
         assert_int_equal(exchange(&s, &(struct httpc_request){.method = "GET", .check_fn = refuse}, &res), -EPERM);
         assert_string_equal(s.request, "");
         int seen = -1;
-        struct server t = {.answer = "HTTP/1.1 204 No Content\r\n\r\n"};
+        struct canned_server t = {.answer = "HTTP/1.1 204 No Content\r\n\r\n"};
         assert_int_equal(exchange(&t, &(struct httpc_request){.method = "GET", .check_fn = accept_fd,
                                                               .check_userdata = &seen},
                                   &res),

@@ -7,8 +7,10 @@
 
 #include "base/fileio.h"
 #include "organism/organism.h"
+#include "canned-server.h"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -181,12 +183,49 @@ static void test_connect_checks(void **state) {
         rm_rf(tmpl);
 }
 
+/* One probe of sock against a server answering reply; what was asked in
+ * *ret_request (may be NULL). */
+static int probe_with(int lfd, const char *sock, const char *reply, char *ret_request, size_t size) {
+        struct canned_server a = {.listen_fd = lfd, .answer = reply};
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, canned_serve, &a), 0);
+        int r = organism_probe(sock, "/healthz");
+        assert_int_equal(pthread_join(t, NULL), 0);
+        if (ret_request)
+                snprintf(ret_request, size, "%s", a.request);
+        return r;
+}
+
+/* organism_probe(): a GET through kernel/httpc over a checked socket; 0 only
+ * for a 2xx answer. */
+static void test_probe(void **state) {
+        (void)state;
+        char tmpl[] = "/tmp/test-organism.XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *sock = join(tmpl, "http.sock"), *missing = join(tmpl, "missing.sock");
+        int lfd = listen_at(tmpl, "http.sock");
+        char req[CANNED_REQUEST_MAX];
+        assert_int_equal(probe_with(lfd, sock, "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", req, sizeof req),
+                         0);
+        assert_true(startswith(req, "GET /healthz HTTP/1.1\r\n"));
+        assert_non_null(strstr(req, "\r\nHost: localhost\r\n"));
+        assert_non_null(strstr(req, "\r\nUser-Agent: seed-kernel\r\n"));
+        assert_int_equal(probe_with(lfd, sock, "HTTP/1.1 204 No Content\r\n\r\n", NULL, 0), 0);
+        assert_int_equal(probe_with(lfd, sock, "HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n", NULL, 0), -EIO);
+        assert_int_equal(probe_with(lfd, sock, "not http at all\r\n\r\n", NULL, 0), -EIO);
+        assert_int_equal(organism_probe(missing, "/healthz"), -ENOENT);
+        assert_int_equal(organism_probe(sock, "healthz"), -EINVAL);
+        close(lfd);
+        rm_rf(tmpl);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_defaults),
                 cmocka_unit_test(test_invalid),
                 cmocka_unit_test(test_state_names),
                 cmocka_unit_test(test_connect_checks),
+                cmocka_unit_test(test_probe),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

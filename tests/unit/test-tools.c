@@ -9,6 +9,7 @@
 #include "base/fileio.h"
 #include "base/priv.h"
 #include "fsx/fsx.h"
+#include "preview/preview.h"
 #include "repo/repo.h"
 #include "tools/schema.h"
 #include "tools/tools.h"
@@ -31,16 +32,12 @@ struct fake_cb {
         enum tool_level ask_level;
         char *ask_tool;
         int owner_calls;
-        int app_calls;
-        char *app_tool, *app_args;
 };
 static struct fake_cb fake;
 
 static void fake_reset(void) {
         free(fake.ask_args);
         free(fake.ask_tool);
-        free(fake.app_tool);
-        free(fake.app_args);
         fake = (struct fake_cb){.ask_answer = 1};
 }
 
@@ -68,23 +65,11 @@ static int fake_list_evolutions(struct tool_ctx *ctx, char **ret_output) {
         return 0;
 }
 
-static int fake_app(struct tool_ctx *ctx, const char *tool, const char *args_json, struct tool_result *ret) {
-        fake.app_calls++;
-        free(fake.app_tool);
-        free(fake.app_args);
-        fake.app_tool = strdup(tool);
-        fake.app_args = strdup(args_json);
-        ret->output = strdup("200 OK");
-        return 0;
-}
-
 static const struct tool_callbacks callbacks = {
         .ask = fake_ask,
         .ask_owner = fake_ask_owner,
         .start_evolution = fake_start_evolution,
         .list_evolutions = fake_list_evolutions,
-        .http_request = fake_app,
-        .db_query = fake_app,
 };
 
 static struct tool_ctx make_ctx(enum tool_phase phase) {
@@ -1031,32 +1016,64 @@ static void test_chat_and_app_tools(void **state) {
         assert_string_equal(r.output, "queued evo_1 for: Become a todo app");
         tool_result_done(&r);
 
+        /* The app and database tools are entries of the table like every
+         * other: validated against their schema, classified by their level,
+         * then their handler (kernel/preview) runs. Without a preview in the
+         * context they are not available. */
+        static const struct {
+                const char *name, *args;
+                enum tool_level level;
+                const char *with_preview; /* what the handler says with an idle preview and no database */
+        } app[] = {
+                {"start_app", "{}", TOOL_REVIEW, "no scratch database"},
+                {"stop_app", "{}", TOOL_SAFE, "no app is running"},
+                {"http_request", "{\"method\":\"GET\",\"path\":\"/healthz\",\"headers\":{\"Accept\":\"*/*\"}}",
+                 TOOL_SAFE, "no app is running"},
+                {"app_logs", "{\"lines\":10}", TOOL_SAFE, "no log yet"},
+                {"migrate", "{}", TOOL_REVIEW, "this evolution has none"},
+                {"db_query", "{\"sql\":\"select 1\"}", TOOL_REVIEW, "this evolution has none"},
+                {"db_schema", "{}", TOOL_SAFE, "this evolution has none"},
+        };
         ctx.phase = TOOL_PHASE_MUTATE;
-        r = call(&ctx, "http_request", "{\"method\":\"GET\",\"path\":\"/healthz\",\"headers\":{\"Accept\":\"*/*\"}}");
-        assert_false(r.is_error);
-        assert_string_equal(r.output, "200 OK");
-        assert_string_equal(fake.app_tool, "http_request");
-        assert_string_equal(fake.app_args, "{\"method\":\"GET\",\"path\":\"/healthz\",\"headers\":{\"Accept\":\"*/*\"}}");
-        tool_result_done(&r);
+        for (size_t i = 0; i < ARRAY_SIZE(app); i++) {
+                r = call(&ctx, app[i].name, app[i].args);
+                assert_false(r.malformed);
+                assert_true(r.classified);
+                assert_int_equal(r.level, app[i].level);
+                assert_true(r.is_error);
+                assert_contains(r.output, "not available in this phase");
+                tool_result_done(&r);
+        }
         r = call(&ctx, "http_request", "{\"method\":\"TRACE\",\"path\":\"/\"}");
         assert_true(r.malformed);
         tool_result_done(&r);
         r = call(&ctx, "http_request", "{\"method\":\"GET\",\"path\":\"http://evil/\"}");
         assert_true(r.malformed);
         tool_result_done(&r);
-        r = call(&ctx, "db_query", "{\"sql\":\"select 1\"}");
-        assert_false(r.is_error);
-        assert_string_equal(fake.app_tool, "db_query");
+        r = call(&ctx, "db_query", "{\"sql\":\"\"}");
+        assert_true(r.malformed);
         tool_result_done(&r);
-        assert_int_equal(fake.app_calls, 2);
 
-        static const char *const absent[] = {"start_app", "stop_app", "app_logs", "migrate", "db_schema"};
-        for (size_t i = 0; i < ARRAY_SIZE(absent); i++) {
-                r = call(&ctx, absent[i], "{}");
+        /* With a preview (no app started, no database), each handler reaches
+         * it through the call's context. */
+        struct cfg *c = NULL;
+        assert_int_equal(cfg_new_default(&c), 0);
+        struct preview *pv = NULL;
+        assert_int_equal(preview_new(&(struct preview_config){.seed_dir = root, .worktree = seed, .root_fd = root_fd,
+                                                              .evo_id = "evo_test", .cfg = c},
+                                     &pv),
+                         0);
+        ctx.preview = pv;
+        for (size_t i = 0; i < ARRAY_SIZE(app); i++) {
+                r = call(&ctx, app[i].name, app[i].args);
                 assert_true(r.is_error);
-                assert_contains(r.output, "not available in this phase");
+                assert_contains(r.output, app[i].with_preview);
                 tool_result_done(&r);
         }
+        preview_free(pv);
+        cfg_free(c);
+        ctx.preview = NULL;
+
         ctx.cb = NULL;
         ctx.phase = TOOL_PHASE_CHAT;
         r = call(&ctx, "list_evolutions", "{}");
