@@ -24,6 +24,7 @@
 #include "evolution/verify.h"
 #include "fsx/fsx.h"
 #include "model/model.h"
+#include "organism/migrations.h"
 #include "organism/organism.h"
 #include "pg/pg.h"
 #include "preview/preview.h"
@@ -691,21 +692,21 @@ static int migrate_live(struct run *r, char **ret_error) {
                 return k;
         struct db_migration *m = NULL;
         size_t n = 0;
-        if ((k = evo_load_migrations(root, o->c.cfg->organism.migrations, &m, &n, ret_error)) < 0)
+        if ((k = organism_migrations_load(root, o->c.cfg->organism.migrations, &m, &n, ret_error)) < 0)
                 return k;
         if (n == 0) {
-                evo_migrations_free(m, n);
+                organism_migrations_free(m, n);
                 return 0;
         }
         _cleanup_free_ char *ci = NULL;
         struct db *db = NULL;
         if ((k = pg_conninfo(o->c.pg, "organism", PG_LIVE_DB, &ci)) >= 0 && (k = db_connect_err(ci, &db, ret_error)) >= 0) {
-                k = db_migrate(db, "organism_migrations", m, n, ret_error);
+                k = db_migrate(db, ORGANISM_MIGRATIONS_TABLE, m, n, ret_error);
                 db_close(db);
         }
         if (ci)
                 secure_zero(ci, strlen(ci));
-        evo_migrations_free(m, n);
+        organism_migrations_free(m, n);
         return k;
 }
 

@@ -37,8 +37,3 @@ struct evo_verify_config {
 int evo_verify(const struct evo_verify_config *c, struct evo_check **ret_failed);
 void evo_check_free(struct evo_check *c);
 
-/* Reads the organism's migrations (NNNN_name.sql) from dir beneath the
- * worktree root fd, through fsx (no symlinks), sorted and validated. At most
- * 1000 files of at most 1 MiB. Caller frees with evo_migrations_free. */
-int evo_load_migrations(int root, const char *dir, struct db_migration **ret, size_t *ret_n, char **ret_error);
-void evo_migrations_free(struct db_migration *m, size_t n);

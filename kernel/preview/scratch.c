@@ -5,7 +5,7 @@
 #include "base/log.h"
 #include "config/config.h"
 #include "db/db.h"
-#include "evolution/verify.h"
+#include "organism/migrations.h"
 #include "pg/pg.h"
 
 #include <ctype.h>
@@ -14,7 +14,6 @@
 #define DB_RESULT_MAX (2 * 1024 * 1024)
 #define DB_ROWS_MAX 500
 #define DB_STATEMENT_TIMEOUT "30s"
-#define ORGANISM_MIGRATIONS_TABLE "organism_migrations"
 
 /* A connection to the evolution's scratch database as evolver — the only
  * database these tools ever connect to. */
@@ -60,13 +59,13 @@ int preview_migrate(struct tool_ctx *ctx, const struct tool *t, json_t *args, st
         struct db_migration *m = NULL;
         size_t n = 0;
         _cleanup_free_ char *err = NULL;
-        if ((k = evo_load_migrations(p->c.root_fd, dir, &m, &n, &err)) < 0)
+        if ((k = organism_migrations_load(p->c.root_fd, dir, &m, &n, &err)) < 0)
                 return k == -ENOMEM ? k : result(ret, true, "migrate: cannot read %s: %s", dir, err ? err : strerror(-k));
         k = db_migrate(db, ORGANISM_MIGRATIONS_TABLE, m, n, &err);
         struct buf names = BUF_INIT(64 * 1024);
         for (size_t i = 0; i < n; i++)
                 (void)buf_printf(&names, "%s%s", i ? ", " : "", m[i].name);
-        evo_migrations_free(m, n);
+        organism_migrations_free(m, n);
         if (k < 0)
                 k = k == -ENOMEM ? k
                                  : result(ret, true, "migrate: failed: %s", err ? err : strerror(-k));
