@@ -234,6 +234,8 @@ __attribute__((noreturn)) static void supervisor_main(const struct supervisor_op
 
 int supervisor_start(const struct supervisor_options *o, int lock_fd, pid_t *ret_pid) {
         _cleanup_close_ int lock = lock_fd;
+        if (!o || !o->seed_dir || !o->addr || lock < 0)
+                return -EINVAL;
         /* Before the build: a taken port refuses the start at once. */
         struct ctl_listen sockets = CTL_LISTEN_INIT;
         int r = ctl_listen_open(o->addr, &sockets);
