@@ -4,9 +4,7 @@
  * that fails to build or dies within 60 s falls back to the last good one),
  * and prints what the owner needs. */
 #include "base/fileio.h"
-#include "base/log.h"
 #include "base/priv.h"
-#include "base/proc.h"
 #include "cli/cli.h"
 #include "config/config.h"
 #include "httpc/httpc.h"
