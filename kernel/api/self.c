@@ -360,13 +360,7 @@ int api_self_settings_json(const char *seed_dir, char **ret_json) {
 
 int api_self_usage_json(struct db *kdb, char **ret_json) {
         _cleanup_free_ char *rows = NULL;
-        int r = db_query_json_max(kdb,
-                                  "SELECT purpose, model, count(*)::bigint AS calls, "
-                                  "sum(input_tokens)::bigint AS input_tokens, "
-                                  "sum(output_tokens)::bigint AS output_tokens, "
-                                  "sum(cost_usd)::double precision AS cost_usd, max(at) AS last_at "
-                                  "FROM model_usage GROUP BY purpose, model ORDER BY purpose, model LIMIT 500",
-                                  0, NULL, USAGE_JSON_MAX, &rows);
+        int r = db_usage_summary_json(kdb, USAGE_JSON_MAX, &rows);
         if (r < 0)
                 return r;
         json_t *arr = json_loads(rows, 0, NULL), *row;

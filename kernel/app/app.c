@@ -262,17 +262,11 @@ static void app_model_usage(void *userdata, const char *purpose, const char *ref
         struct app *a = userdata;
         if (!a->kdb)
                 return;
-        char at[32], in[32], out[32], cost[64];
-        snprintf(at, sizeof at, "%lld", (long long)wall_ms());
-        snprintf(in, sizeof in, "%lld", (long long)u->input_tokens);
-        snprintf(out, sizeof out, "%lld", (long long)u->output_tokens);
-        snprintf(cost, sizeof cost, "%.10g", u->cost_usd);
-        const char *p[] = {at, purpose ? purpose : "unknown", reference, model ? model : "", in, out, cost};
+        struct db_usage row = {.at = wall_ms(), .purpose = purpose, .reference = reference, .model = model,
+                               .input_tokens = u->input_tokens, .output_tokens = u->output_tokens,
+                               .cost_usd = u->cost_usd};
         _cleanup_free_ char *err = NULL;
-        if (db_execp(a->kdb,
-                     "INSERT INTO model_usage (at, purpose, reference, model, input_tokens, output_tokens, cost_usd) "
-                     "VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                     7, p, &err) < 0)
+        if (db_usage_insert(a->kdb, &row, &err) < 0)
                 log_warn("cannot record model usage: %s", err ? err : "?");
 }
 

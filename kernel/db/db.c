@@ -730,3 +730,29 @@ int db_session_list(struct db *db, int64_t now, struct db_session **ret, size_t 
         *ret_n = n;
         return 0;
 }
+
+/* ---- kernel memory: model usage (model_usage) ---- */
+
+int db_usage_insert(struct db *db, const struct db_usage *u, char **ret_error) {
+        if (!db || !u)
+                return -EINVAL;
+        char at[24], in[24], out[24], cost[64];
+        snprintf(cost, sizeof cost, "%.10g", u->cost_usd);
+        const char *p[] = {I64(at, u->at), u->purpose ? u->purpose : "unknown", u->reference, u->model ? u->model : "",
+                           I64(in, u->input_tokens), I64(out, u->output_tokens), cost};
+        int r = db_execp(db,
+                         "INSERT INTO model_usage (at, purpose, reference, model, input_tokens, output_tokens, cost_usd) "
+                         "VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                         7, p, ret_error);
+        return r < 0 ? r : 0;
+}
+
+int db_usage_summary_json(struct db *db, size_t max_bytes, char **ret_json) {
+        return db_query_json_max(db,
+                                 "SELECT purpose, model, count(*)::bigint AS calls, "
+                                 "sum(input_tokens)::bigint AS input_tokens, "
+                                 "sum(output_tokens)::bigint AS output_tokens, "
+                                 "sum(cost_usd)::double precision AS cost_usd, max(at) AS last_at "
+                                 "FROM model_usage GROUP BY purpose, model ORDER BY purpose, model LIMIT 500",
+                                 0, NULL, max_bytes, ret_json);
+}

@@ -98,3 +98,21 @@ int db_session_revoke(struct db *db, const char *id);
 int db_session_prune(struct db *db, int64_t before);
 /* Live sessions, newest first. Caller frees each with db_session_done and the array. */
 int db_session_list(struct db *db, int64_t now, struct db_session **ret, size_t *ret_n);
+
+/* ---- kernel memory: model usage, one row per model call ---- */
+/* The only writer and reader of table model_usage. */
+struct db_usage {
+        int64_t at;                 /* ms since the epoch */
+        const char *purpose;        /* "chat", "evolution", "reflection" …; NULL = "unknown"; borrowed */
+        const char *reference;      /* e.g. the evolution's id, or NULL; borrowed */
+        const char *model;          /* NULL = ""; borrowed */
+        int64_t input_tokens, output_tokens;
+        double cost_usd;
+};
+/* Records one call. Does not log: on a server error returns -EIO and sets
+ * *ret_error (may be NULL) to its message; caller frees. */
+int db_usage_insert(struct db *db, const struct db_usage *u, char **ret_error);
+/* Usage by purpose and model (at most 500 rows: purpose, model, calls,
+ * input_tokens, output_tokens, cost_usd, last_at) as a JSON array; -E2BIG
+ * past max_bytes (see db_query_json_max). Caller frees. */
+int db_usage_summary_json(struct db *db, size_t max_bytes, char **ret_json);

@@ -741,80 +741,16 @@ static int roll_back_live(struct run *r, int good_gen, int new_gen, const char *
         return 0;
 }
 
-/* ---- live-data backups (.seed/backups/gen-<N>-<evolution>.dump) ---- */
+/* ---- live-data backups (kernel/pg/backup.c: .seed/backups/gen-<N>-<evolution>.dump) ---- */
 
-#define BACKUPS_KEPT 20
 #define ROLLBACK_WITH_DATA " with its data"
-
-static int backups_dir(const struct orchestrator *o, char **ret) {
-        _cleanup_free_ char *dir = path_join(o->c.seed_dir, ".seed/backups");
-        if (!dir)
-                return -ENOMEM;
-        int k = mkdir_p(dir, 0700);
-        if (k < 0)
-                return k;
-        *ret = TAKE_PTR(dir);
-        return 0;
-}
-
-/* Number of the generation a backup was taken under, or 0 if name is not one. */
-static int backup_generation(const char *name) {
-        int gen = 0, end = 0;
-        if (sscanf(name, "gen-%d-%*[0-9a-f].dump%n", &gen, &end) < 1 || end == 0 || name[end] || gen < 1)
-                return 0;
-        return gen;
-}
-
-/* The newest backup taken while generation gen was live (ret_path
- * caller-freed), or -ENOENT. want_gen 0: any. Also drops the oldest
- * backups beyond BACKUPS_KEPT when prune. */
-static int backups_scan(const struct orchestrator *o, int want_gen, bool prune, char **ret_path) {
-        _cleanup_free_ char *dir = NULL;
-        int k = backups_dir(o, &dir);
-        if (k < 0)
-                return k;
-        DIR *d = opendir(dir);
-        if (!d)
-                return -errno;
-        struct { char name[96]; int64_t mtime; } v[256];
-        size_t n = 0;
-        for (struct dirent *e; (e = readdir(d)) && n < ARRAY_SIZE(v);) {
-                struct stat st;
-                if (!backup_generation(e->d_name) || strlen(e->d_name) >= sizeof v[0].name ||
-                    fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) < 0 || !S_ISREG(st.st_mode))
-                        continue;
-                snprintf(v[n].name, sizeof v[n].name, "%s", e->d_name);
-                v[n++].mtime = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
-        }
-        /* newest first */
-        for (size_t i = 1; i < n; i++)
-                for (size_t j = i; j > 0 && v[j].mtime > v[j - 1].mtime; j--) {
-                        __typeof__(v[0]) t = v[j];
-                        v[j] = v[j - 1];
-                        v[j - 1] = t;
-                }
-        for (size_t i = BACKUPS_KEPT; prune && i < n; i++)
-                (void)unlinkat(dirfd(d), v[i].name, 0);
-        closedir(d);
-        for (size_t i = 0; ret_path && i < n && (!prune || i < BACKUPS_KEPT); i++)
-                if (!want_gen || backup_generation(v[i].name) == want_gen) {
-                        *ret_path = path_join(dir, v[i].name);
-                        return *ret_path ? 0 : -ENOMEM;
-                }
-        return -ENOENT;
-}
 
 /* Backs up the live data before main moves; *ret_path caller-freed. */
 static int backup_live(struct run *r, char **ret_path) {
-        _cleanup_free_ char *dir = NULL, *path = NULL;
-        int k = backups_dir(r->o, &dir);
+        _cleanup_free_ char *path = NULL;
+        int k = pg_backup_take(r->o->c.pg, r->o->c.seed_dir, r->base_gen, r->hex, &path);
         if (k < 0)
                 return k;
-        if (xasprintf(&path, "%s/gen-%d-%s.dump", dir, r->base_gen, r->hex) < 0)
-                return -ENOMEM;
-        if ((k = pg_live_backup(r->o->c.pg, path)) < 0)
-                return k;
-        (void)backups_scan(r->o, 0, true, NULL);
         note(r, "the live data of generation %d is backed up in .seed/backups/%s", r->base_gen, strrchr(path, '/') + 1);
         *ret_path = TAKE_PTR(path);
         return 0;
@@ -923,7 +859,7 @@ static int rollback(struct run *r, int gen, bool with_data) {
         if (gen < 1 || gen > r->base_gen)
                 return fail(r, "there is no generation %d", gen);
         _cleanup_free_ char *data = NULL;
-        if (with_data && r->o->c.pg && (k = backups_scan(r->o, gen, false, &data)) < 0)
+        if (with_data && r->o->c.pg && (k = pg_backup_find(r->o->c.seed_dir, gen, &data)) < 0)
                 return fail(r, k == -ENOENT ? "there is no backup of generation %d's data (backups are taken when "
                                               "a generation is replaced)"
                                             : "cannot look for generation %d's backups",

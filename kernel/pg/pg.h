@@ -45,5 +45,20 @@ int pg_live_backup(const struct pg *pg, const char *path);
  * granted to reader) and the dump is restored into it as organism, in one
  * transaction. */
 int pg_live_restore(const struct pg *pg, const char *path);
+/* ---- the backups' folder (backup.c): .seed/backups/gen-<N>-<tag>.dump ---- */
+#define PG_BACKUPS_KEPT 20
+/* Backs up the live data while generation gen is live (tag: the evolution's
+ * id, lowercase hex; -EINVAL otherwise) with pg_live_backup, then drops the
+ * oldest backups beyond PG_BACKUPS_KEPT. *ret_path (caller frees) is the
+ * dump's path. */
+int pg_backup_take(const struct pg *pg, const char *seed_dir, int gen, const char *tag, char **ret_path);
+/* The newest backup taken while generation gen was live (gen 0: any), or
+ * -ENOENT. *ret_path caller-freed. Restore it with pg_live_restore. */
+int pg_backup_find(const char *seed_dir, int gen, char **ret_path);
+/* Deletes all but the newest keep backups. */
+int pg_backup_prune(const char *seed_dir, size_t keep);
+/* The generation a backup's file name says it was taken under, or 0 when
+ * name is not a backup's (gen-<N>-<hex>.dump, N >= 1). */
+int pg_backup_generation(const char *name);
 /* Finds the PostgreSQL server binaries (initdb, postgres). Caller frees. */
 int pg_find_bindir(char **ret);

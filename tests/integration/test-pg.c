@@ -724,6 +724,29 @@ static void test_links(void **state) {
         assert_int_equal(db_link_prune(db, now), 0);
 }
 
+/* ---- model usage ---- */
+
+static void test_model_usage(void **state) {
+        need_pg();
+        _cleanup_(db_closep) struct db *db = must_connect("postgres", PG_KERNEL_DB);
+        _cleanup_free_ char *err = NULL, *json = NULL;
+        assert_int_equal(db_exec(db, "DELETE FROM model_usage", NULL), 0);
+        struct db_usage u = {.at = 1000, .purpose = "evolution", .reference = "e1", .model = "m-1",
+                             .input_tokens = 10, .output_tokens = 3, .cost_usd = 0.25};
+        assert_int_equal(db_usage_insert(db, &u, &err), 0);
+        u.at = 2000, u.input_tokens = 5, u.output_tokens = 1, u.cost_usd = 0.5;
+        assert_int_equal(db_usage_insert(db, &u, &err), 0);
+        u = (struct db_usage){.at = 1500, .input_tokens = 1}; /* no purpose, reference or model */
+        assert_int_equal(db_usage_insert(db, &u, &err), 0);
+        assert_int_equal(db_usage_summary_json(db, 65536, &json), 0);
+        assert_non_null(strstr(json, "\"purpose\":\"evolution\",\"model\":\"m-1\",\"calls\":2,\"input_tokens\":15,"
+                                     "\"output_tokens\":4,\"cost_usd\":0.75,\"last_at\":2000"));
+        assert_non_null(strstr(json, "\"purpose\":\"unknown\",\"model\":\"\",\"calls\":1"));
+        free(TAKE_PTR(json));
+        assert_int_equal(db_usage_summary_json(db, 16, &json), -E2BIG);
+        assert_int_equal(db_exec(db, "DELETE FROM model_usage", NULL), 0);
+}
+
 /* ---- sessions ---- */
 
 static void test_sessions(void **state) {
@@ -977,6 +1000,7 @@ int main(void) {
                 cmocka_unit_test(test_migrate_concurrent),
                 cmocka_unit_test(test_links),
                 cmocka_unit_test(test_sessions),
+                cmocka_unit_test(test_model_usage),
                 cmocka_unit_test(test_restart_reuses_data),
                 cmocka_unit_test(test_stale_postmaster_same_process),
                 cmocka_unit_test(test_stale_postmaster_killed_kernel),

@@ -1,0 +1,6 @@
+/* supervisor-internal.h — shared by build.c and supervisor.c only. */
+#pragma once
+
+/* The fixed environment of kernel builds and of the kernel: nothing is taken
+ * from the caller's (no CC, CFLAGS, PKG_CONFIG_PATH, secrets …). Static. */
+extern char *const supervisor_fixed_env[];
