@@ -115,6 +115,16 @@ struct ctl_config {
 
 struct ctl;
 
+/* Checks the route tables as data, so that a route cannot land without its
+ * decision: every built-in route has a method, a /_seed path, a handler and
+ * an auth level (the enum's zero value is "unset" and is refused at run
+ * time too); every route of table (ending with a zeroed entry) has a
+ * method, a /_seed/api/ path and exactly one of handler or stream (their
+ * auth is the API's by construction). -EINVAL with *ret_error (caller
+ * frees) naming the first bad entry. ctl_start refuses a bad api_routes. */
+int ctl_routes_check(char **ret_error);
+int ctl_api_routes_check(const struct ctl_api_route *table, char **ret_error);
+
 /* Serves cfg->listen, or binds cfg->addr (ctl/listen.h: -EADDRINUSE, logged,
  * when the port is taken on either loopback family). */
 int ctl_start(const struct ctl_config *cfg, struct ctl **ret);

@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 
 enum ctl_auth {
+        AUTH_UNSET,   /* the zero value: a route that names no level is refused, never open */
         AUTH_NONE,    /* anyone: health check, the notice pages' stylesheet */
         AUTH_LINK,    /* a sign-in link: top-level navigations only */
         AUTH_FORM,    /* the password form's POST: a same-origin top-level navigation */
@@ -656,6 +657,8 @@ static int speculative_resp(struct ctl_resp *resp) {
 static int auth_guard(struct ctl_req *q, enum ctl_auth auth, struct ctl_resp *resp) {
         int r;
         switch (auth) {
+        case AUTH_UNSET:
+                return log_error_errno(-EPERM, "route %s %s names no auth level: refused", q->method, q->path);
         case AUTH_NONE:
                 return 0;
         case AUTH_LINK:
@@ -827,6 +830,44 @@ static int call_api_route(struct ctl_req *q, struct ctl_resp *resp) {
 
 static int dispatch(struct ctl_req *q, struct ctl_resp *resp) {
         return q->route ? q->route->handler(q, resp) : call_api_route(q, resp);
+}
+
+static bool method_known(const char *m) {
+        static const char *const known[] = {"GET", "POST", "PUT", "PATCH", "DELETE"};
+        for (size_t i = 0; m && i < ARRAY_SIZE(known); i++)
+                if (streq(m, known[i]))
+                        return true;
+        return false;
+}
+
+int ctl_routes_check(char **ret_error) {
+        for (size_t i = 0; i < ARRAY_SIZE(routes); i++) {
+                const struct ctl_route *e = &routes[i];
+                if (!method_known(e->method) || !e->pattern || !startswith(e->pattern, "/_seed") || !e->handler ||
+                    e->auth <= AUTH_UNSET || e->auth > AUTH_CLI ||
+                    (is_api_path(e->pattern) && e->auth != AUTH_API && e->auth != AUTH_CLI)) {
+                        (void)xasprintf(ret_error, "route %zu (%s %s): needs a method, a /_seed path, a handler "
+                                                   "and an auth level (API paths: API or CLI)",
+                                        i, e->method ? e->method : "?", e->pattern ? e->pattern : "?");
+                        return -EINVAL;
+                }
+        }
+        return 0;
+}
+
+int ctl_api_routes_check(const struct ctl_api_route *table, char **ret_error) {
+        for (size_t i = 0; table && table[i].pattern; i++) {
+                const struct ctl_api_route *e = &table[i];
+                bool one = (e->handler != NULL) != (e->stream != NULL);
+                if (!method_known(e->method) || !startswith(e->pattern, "/_seed/api/") || !one ||
+                    (e->stream && !streq(e->method, "GET"))) {
+                        (void)xasprintf(ret_error, "API route %zu (%s %s): needs a method, a /_seed/api/ path and "
+                                                   "exactly one of handler or stream (GET)",
+                                        i, e->method ? e->method : "?", e->pattern);
+                        return -EINVAL;
+                }
+        }
+        return 0;
 }
 
 int ctl_seed_begin(struct ctl_req *q, struct ctl_resp *resp) {

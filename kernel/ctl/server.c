@@ -655,6 +655,9 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         unsigned limit = cfg->connection_limit ? cfg->connection_limit : CTL_MAX_CONNECTIONS;
         if (limit < CTL_SEED_RESERVE + 2 || limit > CTL_MAX_CONNECTIONS)
                 return -EINVAL;
+        _cleanup_free_ char *bad = NULL;
+        if (ctl_routes_check(&bad) < 0 || ctl_api_routes_check(cfg->api_routes, &bad) < 0)
+                return log_error_errno(-EINVAL, "the control plane's route table is malformed: %s", bad);
         struct ctl *c = calloc(1, sizeof *c);
         if (!c)
                 return -ENOMEM;

@@ -50,6 +50,35 @@ static int call(struct api *api, const char *method, const char *pattern, const 
         return status;
 }
 
+/* Every route of every table carries its decision (a new route cannot land
+ * without one): ctl's own have an auth level, the API's are API-authenticated
+ * by construction and must name a method, a /_seed/api/ path and one handler;
+ * a table missing one is refused. */
+static void test_every_route_has_its_decision(void **state) {
+        char *err = NULL;
+        assert_int_equal(ctl_routes_check(&err), 0);
+        assert_null(err);
+        assert_int_equal(ctl_api_routes_check(api_routes, &err), 0);
+        assert_null(err);
+        size_t n = 0;
+        while (api_routes[n].pattern)
+                n++;
+        assert_true(n > 10);
+        static const struct ctl_api_route bad[][2] = {
+                {{.method = "GET", .pattern = "/_seed/api/x"}},               /* no handler */
+                {{.method = "GET", .pattern = "/x", .handler = (void *)1}},  /* outside the API */
+                {{.method = NULL, .pattern = "/_seed/api/x", .handler = (void *)1}},
+                {{.method = "POST", .pattern = "/_seed/api/x", .stream = (void *)1}},
+                {{.method = "GET", .pattern = "/_seed/api/x", .handler = (void *)1, .stream = (void *)1}},
+        };
+        for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+                assert_int_equal(ctl_api_routes_check(bad[i], &err), -EINVAL);
+                assert_non_null(strstr(err, "API route 0"));
+                free(err);
+                err = NULL;
+        }
+}
+
 static void test_ids(void **state) {
         assert_true(api_id_valid("evo_0123456789abcdef", "evo_"));
         assert_true(api_id_valid("apr_ffffffffffffffff", "apr_"));
@@ -299,6 +328,7 @@ static void test_stream_wakes_blocked_reader(void **state) {
 
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_every_route_has_its_decision),
                 cmocka_unit_test(test_ids),
                 cmocka_unit_test(test_refusals_before_any_call),
                 cmocka_unit_test(test_refused_by_the_doctor),
