@@ -94,7 +94,7 @@ static void add_live_schema(struct buf *b, const struct pg *pg) {
                                  json_string_value(json_object_get(row, "cols")));
         if (json_array_size(arr) == 0)
                 (void)buf_puts(b, "(no tables yet)\n");
-        json_decref(arr); /* plain: the goto out above jumps past arr, which a cleanup attribute forbids */
+        json_decref(arr); /* plain: the goto out above jumps past arr (a cleanup would free an uninitialised pointer) */
 out:
         if (ci)
                 secure_zero(ci, strlen(ci));
