@@ -1,8 +1,8 @@
 /* agent.c — the agent loop. See agent.h. */
 #include "agent/agent.h"
+#include "base/json.h"
 #include "base/log.h"
 
-#include <jansson.h>
 #include <stdarg.h>
 
 #define DEFAULT_MAX_TURNS 150
@@ -121,14 +121,14 @@ void agent_result_done(struct agent_result *r) {
 
 /* --- events --- */
 
-static void emit(const struct agent_config *cfg, enum agent_event kind, json_t *obj) {
+static void emit(const struct agent_config *cfg, enum agent_event kind, json_t *obj_taken) {
+        _cleanup_json_ json_t *obj = obj_taken;
         if (cfg->on_event && obj) {
                 char *s = json_dumps(obj, JSON_COMPACT);
                 if (s)
                         cfg->on_event(cfg->event_userdata, kind, s);
                 free(s);
         }
-        json_decref(obj);
 }
 
 static void emit_text(const struct agent_config *cfg, enum agent_event kind, const char *key, const char *text) {

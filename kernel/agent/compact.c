@@ -9,8 +9,8 @@
  * never separated from its result. Cuts fall on UTF-8 character boundaries. */
 #include "agent/agent.h"
 #include "base/buf.h"
+#include "base/json.h"
 
-#include <jansson.h>
 
 #define MESSAGE_OVERHEAD 16
 #define ARG_KEEP 200 /* head and tail bytes of a trimmed argument string */
@@ -92,14 +92,13 @@ static void trim_arguments(struct model_tool_call *c) {
         size_t len = opt_len(c->arguments);
         if (len <= 2 * ARG_KEEP + 64)
                 return;
-        json_t *v = json_loads(c->arguments, 0, NULL);
+        _cleanup_json_ json_t *v = json_loads(c->arguments, 0, NULL);
         char *out = NULL;
         if (json_is_object(v)) {
                 trim_json(v, 0);
                 out = json_dumps(v, JSON_COMPACT);
         } else
                 out = strdup("{}"); /* it was never valid: the model was told so then */
-        json_decref(v);
         if (out && strlen(out) < len) {
                 free(c->arguments);
                 c->arguments = out;

@@ -4,13 +4,13 @@
 #include "api/api.h"
 #include "api/self.h"
 #include "base/buf.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "chat/chat.h"
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
 #include "repo/repo.h"
 
-#include <jansson.h>
 #include <limits.h>
 #include <pthread.h>
 #include <sys/stat.h>
@@ -54,9 +54,9 @@ bool api_id_valid(const char *s, const char *prefix) {
 }
 
 /* Answers status with o (stolen). */
-static int reply(int status, json_t *o, int *ret_status, char **ret_json) {
+static int reply(int status, json_t *o_taken, int *ret_status, char **ret_json) {
+        _cleanup_json_ json_t *o = o_taken;
         char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
         if (!s)
                 return -ENOMEM;
         *ret_status = status;
@@ -98,13 +98,12 @@ static int no_orch(const struct api *api, int *ret_status, char **ret_json) {
 /* The request body as a JSON object, or a 400 answer (returns 1). */
 static int parse_body(const struct ctl_api_call *call, json_t **ret, int *ret_status, char **ret_json) {
         json_error_t err;
-        json_t *o = json_loadb(call->body, call->body_len, JSON_REJECT_DUPLICATES, &err);
+        _cleanup_json_ json_t *o = json_loadb(call->body, call->body_len, JSON_REJECT_DUPLICATES, &err);
         if (!json_is_object(o)) {
-                json_decref(o);
                 int r = reply_error(400, "the body must be a JSON object", ret_status, ret_json);
                 return r < 0 ? r : 1;
         }
-        *ret = o;
+        *ret = TAKE_PTR(o);
         return 0;
 }
 
@@ -143,19 +142,16 @@ static int h_submit(void *ud, const struct ctl_api_call *call, int *ret_status, 
         struct orchestrator *o = api_orch(api);
         if (!o)
                 return no_orch(api, ret_status, ret_json);
-        json_t *body = NULL;
+        _cleanup_json_ json_t *body = NULL;
         const char *intent = NULL;
         int r = parse_body(call, &body, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
         r = body_string(body, "intent", API_INTENT_MAX, true, &intent, ret_status, ret_json);
-        if (r != 0) {
-                json_decref(body);
+        if (r != 0)
                 return r < 0 ? r : 0;
-        }
         _cleanup_free_ char *id = NULL;
         r = orch_submit(o, intent, &id);
-        json_decref(body);
         if (r == -EINVAL)
                 return reply_error(400, "the intent was refused", ret_status, ret_json);
         if (r < 0)
@@ -325,10 +321,9 @@ static int h_diff(void *ud, const struct ctl_api_call *call, int *ret_status, ch
                 return reply_error(404, "no such evolution", ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not read evolution %s: %m", call->param);
-        json_t *e = json_loads(json, 0, NULL);
+        _cleanup_json_ json_t *e = json_loads(json, 0, NULL);
         const char *source = "none";
         r = diff_of(api, call->param, e, &source, &patch);
-        json_decref(e);
         if (r < 0) {
                 log_warn_errno(r, "could not diff evolution %s: %s", call->param, repo_last_error());
                 return reply_error(409, "the change of this evolution cannot be shown now", ret_status, ret_json);
@@ -365,17 +360,15 @@ static json_t *pending_approval(struct api *api, const char *apr_id, int *ret_r)
         *ret_r = evo_approvals_pending_json(api->kdb, &rows);
         if (*ret_r < 0)
                 return NULL;
-        json_t *arr = json_loads(rows, 0, NULL), *row, *found = NULL;
+        _cleanup_json_ json_t *arr = json_loads(rows, 0, NULL);
+        json_t *row;
         size_t i;
         json_array_foreach(arr, i, row) {
                 const char *id = json_string_value(json_object_get(row, "id"));
-                if (id && streq(id, apr_id)) {
-                        found = json_incref(row);
-                        break;
-                }
+                if (id && streq(id, apr_id))
+                        return json_incref(row);
         }
-        json_decref(arr);
-        return found;
+        return NULL;
 }
 
 /* Maps orch_decide's result to an answer. */
@@ -406,7 +399,7 @@ static int evolution_approval(void *ud, const struct ctl_api_call *call, bool is
         struct orchestrator *o = api_orch(api);
         if (!o)
                 return no_orch(api, ret_status, ret_json);
-        json_t *body = NULL;
+        _cleanup_json_ json_t *body = NULL;
         const char *apr = NULL, *answer = NULL;
         r = parse_body(call, &body, ret_status, ret_json);
         if (r != 0)
@@ -423,20 +416,16 @@ static int evolution_approval(void *ud, const struct ctl_api_call *call, bool is
                 r = reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
                 r = r < 0 ? r : 1;
         }
-        if (r != 0) {
-                json_decref(body);
+        if (r != 0)
                 return r < 0 ? r : 0;
-        }
         bool approved = is_answer || json_is_true(v);
-        json_t *pending = pending_approval(api, apr, &r);
+        _cleanup_json_ json_t *pending = pending_approval(api, apr, &r);
         const char *owner = json_string_value(json_object_get(pending, "evolution_id"));
         if (r >= 0 && pending && !(owner && streq(owner, call->param)))
                 r = reply_error(404, "this evolution has no such approval", ret_status, ret_json);
         else if (r >= 0)
                 r = decided(orch_decide(o, apr, approved, answer), apr,
                             is_answer ? "answered" : approved ? "approved" : "denied", ret_status, ret_json);
-        json_decref(pending);
-        json_decref(body);
         return r;
 }
 
@@ -466,14 +455,13 @@ static int h_decide(void *ud, const struct ctl_api_call *call, int *ret_status, 
         struct orchestrator *o = api_orch(api);
         if (!o)
                 return no_orch(api, ret_status, ret_json);
-        json_t *body = NULL;
+        _cleanup_json_ json_t *body = NULL;
         int r = parse_body(call, &body, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
         json_t *v = json_object_get(body, "approved");
         bool ok = json_is_boolean(v);
         bool approved = json_is_true(v);
-        json_decref(body);
         if (!ok)
                 return reply_error(400, "\"approved\" must be true or false", ret_status, ret_json);
         return decided(orch_decide(o, call->param, approved, NULL), call->param, approved ? "approved" : "denied",
@@ -492,22 +480,20 @@ static int h_generations(void *ud, const struct ctl_api_call *call, int *ret_sta
                 return log_error_errno(r, "could not list generations: %s", repo_last_error());
         if (repo_current_generation(api->seed_dir, &cur) < 0)
                 cur = 0;
-        json_t *arr = json_array();
-        for (size_t i = n; arr && i > 0; i--) {
+        _cleanup_json_ json_t *arr = json_array();
+        bool ok = arr;
+        for (size_t i = n; ok && i > 0; i--) {
                 const struct repo_generation *e = &g[i - 1];
                 json_t *o = json_pack("{s:i, s:s, s:s, s:I, s:b}", "number", e->number, "commit", e->commit,
                                       "summary", e->summary ? e->summary : "", "time", (json_int_t)e->time,
                                       "current", e->number == cur);
-                if (!o || json_array_append_new(arr, o) < 0) {
-                        json_decref(arr);
-                        arr = NULL;
-                }
+                ok = o && json_array_append_new(arr, o) == 0;
         }
         repo_generations_free(g, n);
-        if (!arr)
+        if (!ok)
                 return -ENOMEM;
-        json_t *res = cur > 0 ? json_pack("{s:o, s:i}", "generations", arr, "current", cur)
-                              : json_pack("{s:o, s:n}", "generations", arr, "current");
+        json_t *res = cur > 0 ? json_pack("{s:o, s:i}", "generations", TAKE_PTR(arr), "current", cur)
+                              : json_pack("{s:o, s:n}", "generations", TAKE_PTR(arr), "current");
         return reply(200, res, ret_status, ret_json);
 }
 
@@ -535,13 +521,12 @@ static int h_rollback(void *ud, const struct ctl_api_call *call, int *ret_status
                 return reply_error(409, "that generation is the live one", ret_status, ret_json);
         bool with_data = false;
         if (call->body_len > 0) {
-                json_t *body = NULL;
+                _cleanup_json_ json_t *body = NULL;
                 if ((r = parse_body(call, &body, ret_status, ret_json)) != 0)
                         return r < 0 ? r : 0;
                 json_t *w = json_object_get(body, "with_data");
                 bool bad = (w && !json_is_boolean(w)) || json_object_size(body) > (w ? 1u : 0u);
                 with_data = json_is_true(w);
-                json_decref(body);
                 if (bad)
                         return reply_error(400, "the body may only hold \"with_data\": true or false", ret_status,
                                            ret_json);
@@ -593,15 +578,14 @@ static void sub_push(struct sse_sub *s, const char *msg, size_t len) {
 void api_publish(struct api *api, const char *evo_id, const char *kind, const char *json) {
         if (!api || !kind_valid(kind))
                 return;
-        json_t *o = json ? json_loads(json, 0, NULL) : NULL;
+        _cleanup_json_ json_t *o = json ? json_loads(json, 0, NULL) : NULL;
         if (!json_is_object(o)) {
-                json_decref(o);
+                json_decref(o); /* not an object: replaced by {} before o is used */
                 o = json_object();
         }
         if (evo_id)
                 json_object_set_new(o, "evolution", json_string(evo_id));
         _cleanup_free_ char *data = json_dumps(o, JSON_COMPACT);
-        json_decref(o);
         _cleanup_free_ char *msg = NULL;
         if (!data || xasprintf(&msg, "event: %s\ndata: %s\n\n", kind, data) < 0)
                 return;
@@ -724,20 +708,17 @@ static int h_message(void *ud, const struct ctl_api_call *call, int *ret_status,
                                    "the chat is not available: no model is configured (start the Seed with the "
                                    "model's key, e.g. seed run -e OPENROUTER_API_KEY)",
                                    ret_status, ret_json);
-        json_t *body = NULL;
+        _cleanup_json_ json_t *body = NULL;
         const char *text = NULL;
         int r = parse_body(call, &body, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
         r = body_string(body, "text", CHAT_TEXT_MAX, true, &text, ret_status, ret_json);
-        if (r != 0) {
-                json_decref(body);
+        if (r != 0)
                 return r < 0 ? r : 0;
-        }
         _cleanup_free_ char *error = NULL;
         char *json = NULL;
         r = chat_send(api->chat, api_orch(api), text, &json, &error);
-        json_decref(body);
         if (r == -EBUSY)
                 return reply_error(409, "busy: the Seed is answering another message", ret_status, ret_json);
         if (r == -ENODEV)

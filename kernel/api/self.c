@@ -2,6 +2,7 @@
  * identity, knowledge, skills, settings and model usage. See self.h. */
 #include "api/self.h"
 #include "base/buf.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "base/text.h"
 #include "config/config.h"
@@ -10,7 +11,6 @@
 
 #include <ctype.h>
 #include <fcntl.h>
-#include <jansson.h>
 
 #define SEED_YAML_MAX (1024 * 1024)
 #define QUERY_VALUE_MAX (FSX_PATH_MAX * 3)
@@ -99,9 +99,9 @@ static int read_beneath(const char *seed_dir, const char *rel, size_t max, char 
         return r < 0 ? r : read_at(root, rel, max, ret, ret_len);
 }
 
-static int dump(json_t *o, char **ret_json) {
+static int dump(json_t *o_taken, char **ret_json) {
+        _cleanup_json_ json_t *o = o_taken;
         char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
         if (!s)
                 return -ENOMEM;
         *ret_json = s;
@@ -197,25 +197,23 @@ int api_self_knowledge_json(const char *seed_dir, char **ret_json) {
         int r = fsx_open_root(seed_dir, &root);
         if (r < 0)
                 return r;
-        json_t *arr = json_array();
+        _cleanup_json_ json_t *arr = json_array();
         bool truncated = false;
         if (!arr)
                 return -ENOMEM;
         r = walk(root, "knowledge", strlen("knowledge/"), 0, arr, &truncated);
-        if (r < 0 && r != -ENOENT) {
-                json_decref(arr);
+        if (r < 0 && r != -ENOENT)
                 return r;
-        }
-        return dump(json_pack("{s:o, s:b}", "files", arr, "truncated", truncated), ret_json);
+        return dump(json_pack("{s:o, s:b}", "files", TAKE_PTR(arr), "truncated", truncated), ret_json);
 }
 
 /* {"path", "size", "content"} of a file just read (content null unless text). */
-static int file_json(const char *path, const char *data, size_t len, json_t *extra, char **ret_json) {
+static int file_json(const char *path, const char *data, size_t len, json_t *extra_taken, char **ret_json) {
+        _cleanup_json_ json_t *extra = extra_taken;
         json_t *o = json_pack("{s:s, s:I, s:o}", "path", path, "size", (json_int_t)len, "content",
                               text_valid(data, len) ? json_stringn(data, len) : json_null());
         if (o && extra)
                 json_object_update(o, extra);
-        json_decref(extra);
         return dump(o, ret_json);
 }
 
@@ -255,7 +253,7 @@ int api_self_skills_json(const char *seed_dir, char **ret_json) {
         if (r < 0)
                 return r;
         r = fsx_list(root, "skills", API_SELF_LIST_MAX, &l, &err);
-        json_t *arr = json_array();
+        _cleanup_json_ json_t *arr = json_array();
         if (!arr)
                 return -ENOMEM;
         for (size_t i = 0; r >= 0 && i < l->n; i++) {
@@ -286,11 +284,9 @@ int api_self_skills_json(const char *seed_dir, char **ret_json) {
                 if (!o || json_array_append_new(arr, o) < 0)
                         r = -ENOMEM;
         }
-        if (r < 0 && r != -ENOENT) {
-                json_decref(arr);
+        if (r < 0 && r != -ENOENT)
                 return r;
-        }
-        return dump(json_pack("{s:o}", "skills", arr), ret_json);
+        return dump(json_pack("{s:o}", "skills", TAKE_PTR(arr)), ret_json);
 }
 
 int api_self_skill_json(const char *seed_dir, const char *name, char **ret_json) {
@@ -363,11 +359,10 @@ int api_self_usage_json(struct db *kdb, char **ret_json) {
         int r = db_usage_summary_json(kdb, USAGE_JSON_MAX, &rows);
         if (r < 0)
                 return r;
-        json_t *arr = json_loads(rows, 0, NULL), *row;
-        if (!json_is_array(arr)) {
-                json_decref(arr);
+        _cleanup_json_ json_t *arr = json_loads(rows, 0, NULL);
+        json_t *row;
+        if (!json_is_array(arr))
                 return -EBADMSG;
-        }
         json_int_t calls = 0, in = 0, out = 0;
         double cost = 0;
         size_t i;
@@ -377,7 +372,7 @@ int api_self_usage_json(struct db *kdb, char **ret_json) {
                 out += json_integer_value(json_object_get(row, "output_tokens"));
                 cost += json_number_value(json_object_get(row, "cost_usd"));
         }
-        return dump(json_pack("{s:o, s:{s:I, s:I, s:I, s:f}}", "usage", arr, "total", "calls", calls, "input_tokens",
+        return dump(json_pack("{s:o, s:{s:I, s:I, s:I, s:f}}", "usage", TAKE_PTR(arr), "total", "calls", calls, "input_tokens",
                               in, "output_tokens", out, "cost_usd", cost),
                     ret_json);
 }

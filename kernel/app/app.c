@@ -2,6 +2,7 @@
 #include "base/buf.h"
 #include "base/crypto.h"
 #include "base/fileio.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "config/config.h"
 #include "ctl/ctl.h"
@@ -18,7 +19,6 @@
 #include "secrets/secrets.h"
 
 #include <getopt.h>
-#include <jansson.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/prctl.h>
@@ -128,7 +128,7 @@ static int app_status_json(void *userdata, char **ret_json) {
         int gen = 0;
         if (repo_current_generation(a->opts->seed_dir, &gen) < 0)
                 gen = a->generation;
-        json_t *o = json_pack("{s:s, s:i, s:s, s:{s:s}, s:{s:i, s:I, s:s}}",
+        _cleanup_json_ json_t *o = json_pack("{s:s, s:i, s:s, s:{s:s}, s:{s:i, s:I, s:s}}",
                               "name", a->cfg->name,
                               "generation", gen,
                               "url", "",
@@ -148,7 +148,6 @@ static int app_status_json(void *userdata, char **ret_json) {
         else if (a->network_warning)
                 json_object_set_new(o, "doctor", json_string(a->network_warning));
         char *s = json_dumps(o, JSON_COMPACT);
-        json_decref(o);
         if (!s)
                 return -ENOMEM;
         *ret_json = s;
@@ -169,11 +168,10 @@ static int app_write_state(struct app *a) {
         app_control_url(a, ctl_port(a->ctl), control, sizeof control);
         if (*a->cfg->server.control_host)
                 snprintf(hosthdr, sizeof hosthdr, "%s:%u", a->cfg->server.control_host, ctl_port(a->ctl));
-        json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:I}", "pid", (int)getpid(), "url", url, "host",
+        _cleanup_json_ json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:I}", "pid", (int)getpid(), "url", url, "host",
                               hosthdr, "control_url", control, "port", (int)ctl_port(a->ctl), "started_at",
                               (json_int_t)(wall_ms() / 1000));
         char *s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
-        json_decref(o);
         if (!s)
                 return -ENOMEM;
         r = write_file_atomic(p, s, strlen(s), 0644);

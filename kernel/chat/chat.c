@@ -2,6 +2,7 @@
 #include "chat/chat.h"
 #include "agent/agent.h"
 #include "base/buf.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "config/config.h"
 #include "db/db.h"
@@ -12,7 +13,6 @@
 #include "repo/repo.h"
 #include "tools/tools.h"
 
-#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -103,10 +103,9 @@ static int store_message(struct chat *c, const char *role, const char *text, con
         if (r < 0)
                 return log_error_errno(r, "could not store a chat message: %m");
         if (c->publish) {
-                json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:I}", "id", id, "role", role, "text", text,
+                _cleanup_json_ json_t *o = json_pack("{s:s, s:s, s:s, s:s?, s:I}", "id", id, "role", role, "text", text,
                                       "evolution_id", evo_id, "at", (json_int_t)strtoll(at, NULL, 10));
                 _cleanup_free_ char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-                json_decref(o);
                 if (s)
                         c->publish(c->userdata, "message", s);
         }
@@ -166,7 +165,8 @@ static void add_evolutions(struct buf *b, struct db *db) {
                 (void)buf_puts(b, "(unavailable)\n");
                 return;
         }
-        json_t *arr = json_loads(rows, 0, NULL), *e;
+        _cleanup_json_ json_t *arr = json_loads(rows, 0, NULL);
+        json_t *e;
         size_t i;
         if (json_array_size(arr) == 0)
                 (void)buf_puts(b, "(none yet)\n");
@@ -177,7 +177,6 @@ static void add_evolutions(struct buf *b, struct db *db) {
                                  json_string_value(json_object_get(e, "state")) ?: "?",
                                  title ? title : intent ? intent : "");
         }
-        json_decref(arr);
 }
 
 static char *system_prompt(struct chat *c, int root) {
@@ -208,7 +207,8 @@ static int load_history(struct chat *c, struct agent_state *st) {
         int r = chat_messages_json(c->kdb, CHAT_HISTORY, &rows);
         if (r < 0)
                 return r;
-        json_t *arr = json_loads(rows, 0, NULL), *m;
+        _cleanup_json_ json_t *arr = json_loads(rows, 0, NULL);
+        json_t *m;
         size_t i;
         struct buf turn = BUF_INIT(CHAT_HISTORY * (CHAT_TEXT_MAX + 2) + 16);
         int role = -1;
@@ -242,7 +242,6 @@ static int load_history(struct chat *c, struct agent_state *st) {
                 }
         }
         buf_free(&turn);
-        json_decref(arr);
         if (r == 0 && (st->n_messages == 0 || st->messages[st->n_messages - 1].role != MODEL_ROLE_USER))
                 r = -EBADMSG; /* the owner's message was just stored: it must be last */
         return r;
@@ -335,7 +334,7 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **r
                 json_array_append_new(evs, json_string(run.started[i]));
         json_t *resp = evs ? json_pack("{s:s, s:s, s:o}", "id", reply_id, "reply", res.text, "evolutions", evs) : NULL;
         char *s = resp ? json_dumps(resp, JSON_COMPACT) : NULL;
-        json_decref(resp);
+        json_decref(resp); /* plain: the gotos to out above jump past resp (a cleanup would free an uninitialised pointer) */
         if (!s) {
                 r = -ENOMEM;
                 goto out;

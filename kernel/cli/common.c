@@ -1,5 +1,6 @@
 #include "app/app.h"
 #include "base/fileio.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "cli/cli.h"
 #include "base/proc.h"
@@ -7,7 +8,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <limits.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -83,12 +83,11 @@ int cli_kernel_endpoint(const char *seed_dir, struct cli_endpoint *ret) {
         if ((r = read_file(tokp, 4096, &e.token, NULL)) < 0)
                 return r;
         e.token[strcspn(e.token, "\r\n")] = 0;
-        json_t *o = json_loads(data, 0, NULL);
+        _cleanup_json_ json_t *o = json_loads(data, 0, NULL);
         bool oom = false;
         e.url = json_strdup(o, "url", &oom);
         e.host = json_strdup(o, "host", &oom);
         e.control_url = json_strdup(o, "control_url", &oom);
-        json_decref(o);
         r = oom ? -ENOMEM : 0;
         if (r == 0 && (!e.url || !startswith(e.url, "http://") || (e.host && strpbrk(e.host, "\r\n"))))
                 r = -EBADMSG;
@@ -133,17 +132,15 @@ int cli_login_link(const char *seed_dir, char **ret_url) {
         int r = cli_api(seed_dir, "POST", "/_seed/api/login-links", "{}", &status, &body);
         if (r < 0)
                 return r;
-        json_t *o = json_loads(body, 0, NULL);
+        _cleanup_json_ json_t *o = json_loads(body, 0, NULL);
         const char *url = o ? json_string_value(json_object_get(o, "url")) : NULL;
         if ((status != 200 && status != 201) || !url) {
                 const char *e = o ? json_string_value(json_object_get(o, "error")) : NULL;
                 fprintf(stderr, "seed: the kernel refused a sign-in link (HTTP %ld): %s\n", status,
                         e ? e : "unexpected answer");
-                json_decref(o);
                 return -EIO;
         }
         char *u = strdup(url);
-        json_decref(o);
         if (!u)
                 return -ENOMEM;
         *ret_url = u;

@@ -1,12 +1,12 @@
 /* `seed stop`, `seed status`, `seed login`: talking to a running Seed. */
 #include "app/app.h"
 #include "base/fileio.h"
+#include "base/json.h"
 #include "base/priv.h"
 #include "cli/cli.h"
 #include "repo/repo.h"
 
 #include <getopt.h>
-#include <jansson.h>
 #include <signal.h>
 #include <time.h>
 
@@ -75,9 +75,8 @@ static int read_pid(const char *seed_dir, const char *rel, pid_t *ret) {
                 return r;
         long pid = 0;
         if (data[0] == '{') {
-                json_t *o = json_loads(data, 0, NULL);
+                _cleanup_json_ json_t *o = json_loads(data, 0, NULL);
                 pid = o ? (long)json_integer_value(json_object_get(o, "pid")) : 0;
-                json_decref(o);
         } else {
                 pid = strtol(data, NULL, 10);
         }
@@ -150,7 +149,7 @@ int cli_cmd_status(int argc, char **argv) {
                 printf("Seed:        %s\nRunning:     starting (the kernel does not answer yet)\n", seed_dir);
                 return CLI_EXIT_OK;
         }
-        json_t *o = json_loads(body, 0, NULL);
+        _cleanup_json_ json_t *o = json_loads(body, 0, NULL);
         const char *name = json_string_value(json_object_get(o, "name"));
         const char *url = json_string_value(json_object_get(o, "url"));
         const char *control = json_string_value(json_object_get(o, "control_url"));
@@ -163,7 +162,6 @@ int cli_cmd_status(int argc, char **argv) {
         const char *doctor = json_string_value(json_object_get(o, "doctor"));
         if (doctor)
                 printf("Warning:     %s\n", doctor);
-        json_decref(o);
         return CLI_EXIT_OK;
 }
 

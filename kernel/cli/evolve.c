@@ -1,11 +1,11 @@
 /* `seed evolve` and `seed rollback`: queue an evolution through the kernel's
  * API with the CLI token and follow it, printing its phases, tool calls,
  * checks, approvals it waits on and the result. */
+#include "base/json.h"
 #include "base/priv.h"
 #include "cli/cli.h"
 
 #include <getopt.h>
-#include <jansson.h>
 #include <limits.h>
 #include <time.h>
 
@@ -69,10 +69,9 @@ static int open_running_seed(const char *dir, char **ret_seed_dir) {
 
 /* Prints the API's error for a refused call. */
 static void print_refusal(const char *what, long status, const char *body) {
-        json_t *o = body ? json_loads(body, 0, NULL) : NULL;
+        _cleanup_json_ json_t *o = body ? json_loads(body, 0, NULL) : NULL;
         const char *e = json_string_value(json_object_get(o, "error"));
         fprintf(stderr, "seed: %s: %s (HTTP %ld)\n", what, e ? e : "unexpected answer", status);
-        json_decref(o);
 }
 
 /* POSTs body to path and returns the "id" of a 202 answer. */
@@ -82,15 +81,13 @@ static int queue_call(const char *seed_dir, const char *path, const char *body, 
         int r = cli_api(seed_dir, "POST", path, body, &status, &res);
         if (r < 0)
                 return r;
-        json_t *o = json_loads(res, 0, NULL);
+        _cleanup_json_ json_t *o = json_loads(res, 0, NULL);
         const char *id = json_string_value(json_object_get(o, "id"));
         if (status != 202 || !id) {
-                json_decref(o);
                 print_refusal(what, status, res);
                 return -EIO;
         }
         char *d = strdup(id);
-        json_decref(o);
         if (!d)
                 return -ENOMEM;
         *ret_id = d;
@@ -234,9 +231,8 @@ static int follow(const char *seed_dir, const char *id) {
                         continue;
                 }
                 unreachable_since = 0;
-                json_t *e = json_loads(body, 0, NULL);
+                _cleanup_json_ json_t *e = json_loads(body, 0, NULL); /* released at each turn's end */
                 if (status != 200 || !json_is_object(e)) {
-                        json_decref(e);
                         print_refusal("cannot follow the evolution", status, body);
                         return CLI_EXIT_FAILURE;
                 }
@@ -251,11 +247,8 @@ static int follow(const char *seed_dir, const char *id) {
                 fflush(stdout);
                 const char *state = json_string_value(json_object_get(e, "state"));
                 if (state_terminal(state) && json_array_size(events) == 0) {
-                        int code = print_result(e);
-                        json_decref(e);
-                        return code;
+                        return print_result(e);
                 }
-                json_decref(e);
                 if (json_array_size(events) == 0)
                         sleep_ms(POLL_MS);
         }
@@ -295,9 +288,8 @@ int cli_cmd_evolve(int argc, char **argv) {
         _cleanup_free_ char *seed_dir = NULL, *id = NULL;
         if ((code = open_running_seed(dir, &seed_dir)) >= 0)
                 return code;
-        json_t *o = json_pack("{s:s}", "intent", intent);
+        _cleanup_json_ json_t *o = json_pack("{s:s}", "intent", intent);
         _cleanup_free_ char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        json_decref(o);
         if (!body) {
                 fprintf(stderr, "seed: the intent must be UTF-8 text\n");
                 return CLI_EXIT_USAGE;

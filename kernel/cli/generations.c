@@ -1,11 +1,11 @@
 /* `seed generations`: the Seed's generations, newest first, the live one
  * marked. Asks the running kernel; reads git directly when it is not running. */
+#include "base/json.h"
 #include "base/priv.h"
 #include "cli/cli.h"
 #include "repo/repo.h"
 
 #include <getopt.h>
-#include <jansson.h>
 #include <time.h>
 
 static void print_row(bool current, long long number, const char *commit, long long t, const char *summary) {
@@ -25,12 +25,11 @@ static int print_from_api(const char *seed_dir) {
         int r = cli_api(seed_dir, "GET", "/_seed/api/generations", NULL, &status, &body);
         if (r < 0)
                 return r;
-        json_t *o = json_loads(body, 0, NULL);
+        _cleanup_json_ json_t *o = json_loads(body, 0, NULL);
         json_t *gens = json_object_get(o, "generations"), *g;
         if (status != 200 || !json_is_array(gens)) {
                 const char *e = json_string_value(json_object_get(o, "error"));
                 fprintf(stderr, "seed: cannot list generations: %s (HTTP %ld)\n", e ? e : "unexpected answer", status);
-                json_decref(o);
                 return -EIO;
         }
         size_t i;
@@ -40,7 +39,6 @@ static int print_from_api(const char *seed_dir) {
                           json_string_value(json_object_get(g, "commit")),
                           (long long)json_integer_value(json_object_get(g, "time")),
                           json_string_value(json_object_get(g, "summary")));
-        json_decref(o);
         return 0;
 }
 

@@ -17,6 +17,7 @@
 #include "agent/agent.h"
 #include "base/buf.h"
 #include "base/fileio.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "config/config.h"
 #include "db/db.h"
@@ -35,7 +36,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <jansson.h>
 #include <pthread.h>
 #include <stdatomic.h>
 
@@ -92,11 +92,11 @@ static void emit(struct run *r, const char *kind, const char *json) {
                 r->o->c.on_event(r->o->c.userdata, r->id, kind, json);
 }
 
-static void emitj(struct run *r, const char *kind, json_t *o) {
+static void emitj(struct run *r, const char *kind, json_t *o_taken) {
+        _cleanup_json_ json_t *o = o_taken;
         if (!o)
                 return;
         char *s = json_dumps(o, JSON_COMPACT);
-        json_decref(o);
         if (s)
                 emit(r, kind, s);
         free(s);
@@ -128,11 +128,10 @@ static int set_state(struct run *r, enum evo_state to, const char *why) {
         }
         r->state = to;
         if (r->o->c.on_event) {
-                json_t *o = json_pack("{s:s, s:s}", "from", evo_state_name(from), "to", evo_state_name(to));
+                _cleanup_json_ json_t *o = json_pack("{s:s, s:s}", "from", evo_state_name(from), "to", evo_state_name(to));
                 if (o && why)
                         json_object_set_new(o, "note", json_string(why));
                 char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-                json_decref(o);
                 if (s)
                         r->o->c.on_event(r->o->c.userdata, r->id, "phase", s);
                 free(s);
@@ -224,12 +223,11 @@ static int ask_owner_decision(struct run *r, const char *kind, const char *tool,
 static int cb_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level) {
         struct run *r = ctx->userdata;
         json_t *args = json_loads(args_json ? args_json : "{}", 0, NULL);
-        json_t *req = json_pack("{s:s, s:s, s:o}", "tool", t->name, "level", tools_level_name(level), "arguments",
+        _cleanup_json_ json_t *req = json_pack("{s:s, s:s, s:o}", "tool", t->name, "level", tools_level_name(level), "arguments",
                                 args ? args : json_string(args_json ? args_json : ""));
         if (!req)
                 return -ENOMEM;
         int k = ask_owner_decision(r, "tool", t->name, tools_level_name(level), req, "approval", NULL);
-        json_decref(req);
         return k;
 }
 
@@ -241,11 +239,10 @@ static int cb_approved_done(struct tool_ctx *ctx, const struct tool *t, const ch
         struct run *r = ctx->userdata;
         if (level != TOOL_DANGEROUS)
                 return 0;
-        json_t *args = json_loads(args_json ? args_json : "{}", 0, NULL);
+        _cleanup_json_ json_t *args = json_loads(args_json ? args_json : "{}", 0, NULL);
         const char *path = json_string_value(json_object_get(args, "path"));
         struct repo_pin pin;
         int k = path ? repo_pin_take(r->worktree, path, &pin) : -ENODATA;
-        json_decref(args);
         if (k == -ENODATA)
                 return 0;
         if (k < 0)
@@ -262,12 +259,11 @@ static int cb_approved_done(struct tool_ctx *ctx, const struct tool *t, const ch
 
 static int cb_ask_owner(struct tool_ctx *ctx, const char *question, char **ret_answer) {
         struct run *r = ctx->userdata;
-        json_t *req = json_pack("{s:s}", "question", question);
+        _cleanup_json_ json_t *req = json_pack("{s:s}", "question", question);
         if (!req)
                 return -ENOMEM;
         char *answer = NULL;
         int k = ask_owner_decision(r, "question", NULL, NULL, req, "question", &answer);
-        json_decref(req);
         if (k < 0)
                 return k;
         if (k == 0 && !answer)
@@ -442,7 +438,7 @@ static int plan(struct run *r, const char *intent) {
         struct agent_result res = {0};
         if ((k = run_phase(r, TOOL_PHASE_PLAN, "evolution", &res)) < 0)
                 return k;
-        json_t *p = json_loads(res.args, 0, NULL);
+        _cleanup_json_ json_t *p = json_loads(res.args, 0, NULL);
         agent_result_done(&res);
         if (!p)
                 return fail(r, "the plan is not JSON");
@@ -450,19 +446,14 @@ static int plan(struct run *r, const char *intent) {
         r->scope = strdup(json_string_value(json_object_get(p, "scope")) ?: "");
         r->summary = strdup(json_string_value(json_object_get(p, "summary")) ?: "");
         _cleanup_free_ char *plan_json = json_dumps(p, JSON_COMPACT);
-        if (!r->title || !r->scope || !r->summary || !plan_json) {
-                json_decref(p);
+        if (!r->title || !r->scope || !r->summary || !plan_json)
                 return -ENOMEM;
-        }
-        if ((k = evo_set_plan(r->o->c.kdb, r->id, r->title, r->scope, plan_json)) < 0) {
-                json_decref(p);
+        if ((k = evo_set_plan(r->o->c.kdb, r->id, r->title, r->scope, plan_json)) < 0)
                 return fail(r, "cannot store the plan: %s", strerror(-k));
-        }
-        emitj(r, "plan", p); /* takes p */
+        emitj(r, "plan", TAKE_PTR(p)); /* takes p */
         if (r->o->c.cfg->permissions.require_plan_approval) {
-                json_t *req = json_loads(plan_json, 0, NULL);
+                _cleanup_json_ json_t *req = json_loads(plan_json, 0, NULL);
                 k = ask_owner_decision(r, "plan", NULL, NULL, req, "approval", NULL);
-                json_decref(req);
                 if (k < 0)
                         return k;
                 if (k == 0)
@@ -765,10 +756,9 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
         struct orchestrator *o = r->o;
         int k;
         if (o->c.cfg->permissions.require_apply_approval) {
-                json_t *req = json_pack("{s:s, s:i, s:i}", "commit", oid, "from_generation", r->base_gen,
+                _cleanup_json_ json_t *req = json_pack("{s:s, s:i, s:i}", "commit", oid, "from_generation", r->base_gen,
                                         "generation", new_gen);
                 k = ask_owner_decision(r, "apply", NULL, NULL, req, "approval", NULL);
-                json_decref(req);
                 if (k < 0)
                         return k;
                 if (k == 0)
@@ -903,7 +893,7 @@ static void run_one(struct orchestrator *o, const char *id) {
                 return; /* cancelled while queued */
         _cleanup_free_ char *json = NULL;
         int k = evo_get_json(o->c.kdb, id, false, 0, &json);
-        json_t *e = k >= 0 ? json_loads(json, 0, NULL) : NULL;
+        _cleanup_json_ json_t *e = k >= 0 ? json_loads(json, 0, NULL) : NULL;
         const char *kind = json_string_value(json_object_get(e, "kind")) ?: "evolve";
         const char *intent = json_string_value(json_object_get(e, "intent")) ?: "";
         log_info("evolution %s: starting (%s)", id, kind);
@@ -914,7 +904,6 @@ static void run_one(struct orchestrator *o, const char *id) {
                 k = rollback(&r, g ? atoi(g + strlen("generation ")) : 0, strstr(intent, ROLLBACK_WITH_DATA) != NULL);
         } else
                 k = evolve(&r, intent);
-        json_decref(e);
         if (k == -ECANCELED || (k < 0 && is_cancelled(&r) && r.state != EVO_APPLYING)) {
                 (void)set_state(&r, EVO_CANCELLED, "cancelled by the owner");
                 log_info("evolution %s: cancelled", id);

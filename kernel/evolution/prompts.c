@@ -4,13 +4,13 @@
  * (no symlinks) and is bounded. */
 #include "evolution/orchestrator-internal.h"
 #include "base/buf.h"
+#include "base/json.h"
 #include "config/config.h"
 #include "db/db.h"
 #include "fsx/fsx.h"
 #include "pg/pg.h"
 #include "repo/repo.h"
 
-#include <jansson.h>
 #include <sys/stat.h>
 
 #define SELF_MAX (16 * 1024)
@@ -94,7 +94,7 @@ static void add_live_schema(struct buf *b, const struct pg *pg) {
                                  json_string_value(json_object_get(row, "cols")));
         if (json_array_size(arr) == 0)
                 (void)buf_puts(b, "(no tables yet)\n");
-        json_decref(arr);
+        json_decref(arr); /* plain: the goto out above jumps past arr (a cleanup would free an uninitialised pointer) */
 out:
         if (ci)
                 secure_zero(ci, strlen(ci));

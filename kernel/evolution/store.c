@@ -1,9 +1,9 @@
 #include "evolution/store.h"
 #include "base/crypto.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "db/db.h"
 
-#include <jansson.h>
 
 #define INTENT_MAX (16 * 1024)
 #define EVENT_MAX (1024 * 1024)
@@ -40,10 +40,8 @@ static int insert_event(struct db *db, const char *id, const char *kind, const c
 int evo_event(struct db *db, const char *id, const char *kind, const char *data_json) {
         if (!evo_event_kind_valid(kind) || !data_json || strlen(data_json) > EVENT_MAX)
                 return -EINVAL;
-        json_t *o = json_loads(data_json, JSON_REJECT_DUPLICATES, NULL);
-        bool ok = json_is_object(o);
-        json_decref(o);
-        if (!ok)
+        _cleanup_json_ json_t *o = json_loads(data_json, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(o))
                 return -EINVAL;
         return insert_event(db, id, kind, data_json);
 }
@@ -65,11 +63,9 @@ int evo_create(struct db *db, const char *intent, const char *kind, char **ret_i
                      4, p, NULL);
         if (r < 0)
                 return r;
-        json_t *ev = json_pack("{s:s, s:s}", "to", "requested", "intent", intent);
-        char *data = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-        json_decref(ev);
+        _cleanup_json_ json_t *ev = json_pack("{s:s, s:s}", "to", "requested", "intent", intent);
+        _cleanup_free_ char *data = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
         r = data ? insert_event(db, id, "phase", data) : -ENOMEM;
-        free(data);
         if (r < 0)
                 return r;
         *ret_id = TAKE_PTR(id);
@@ -130,14 +126,11 @@ int evo_set_state(struct db *db, const char *id, enum evo_state to, const char *
                                   2, pa, NULL)) < 0)
                         return r;
         }
-        json_t *ev = json_pack("{s:s, s:s}", "from", evo_state_name(from), "to", evo_state_name(to));
+        _cleanup_json_ json_t *ev = json_pack("{s:s, s:s}", "from", evo_state_name(from), "to", evo_state_name(to));
         if (ev && note)
                 json_object_set_new(ev, "note", json_string(note));
-        char *data = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
-        json_decref(ev);
-        r = data ? insert_event(db, id, "phase", data) : -ENOMEM;
-        free(data);
-        return r;
+        _cleanup_free_ char *data = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+        return data ? insert_event(db, id, "phase", data) : -ENOMEM;
 }
 
 int evo_set_plan(struct db *db, const char *id, const char *title, const char *scope, const char *plan_json) {
@@ -181,14 +174,10 @@ int evo_get_json(struct db *db, const char *id, bool with_events, int64_t after_
                               1, p, &rows);
         if (r < 0)
                 return r;
-        json_t *arr = json_loads(rows, 0, NULL);
-        json_t *o = json_array_get(arr, 0);
-        if (!o) {
-                json_decref(arr);
+        _cleanup_json_ json_t *arr = json_loads(rows, 0, NULL);
+        json_t *o = json_array_get(arr, 0); /* borrowed from arr */
+        if (!o)
                 return -ENOENT;
-        }
-        json_incref(o);
-        json_decref(arr);
         if (with_events) {
                 char after[32];
                 snprintf(after, sizeof after, "%lld", (long long)after_event_id);
@@ -198,14 +187,11 @@ int evo_get_json(struct db *db, const char *id, bool with_events, int64_t after_
                                   "SELECT id, at, kind, data FROM evolution_events WHERE evolution_id = $1 AND id > $2 "
                                   "ORDER BY id",
                                   2, pe, &events);
-                if (r < 0) {
-                        json_decref(o);
+                if (r < 0)
                         return r;
-                }
                 json_object_set_new(o, "events", json_loads(events, 0, NULL));
         }
         char *s = json_dumps(o, JSON_COMPACT);
-        json_decref(o);
         if (!s)
                 return -ENOMEM;
         *ret_json = s;
@@ -237,7 +223,7 @@ int evo_recover(struct db *db) {
                               0, NULL, &ids);
         if (r < 0)
                 return r;
-        json_t *arr = json_loads(ids, 0, NULL);
+        _cleanup_json_ json_t *arr = json_loads(ids, 0, NULL);
         size_t i;
         json_t *row;
         int n = 0;
@@ -246,7 +232,6 @@ int evo_recover(struct db *db) {
                 if (id && evo_set_state(db, id, EVO_FAILED, "interrupted by a kernel restart", NULL) == 0)
                         n++;
         }
-        json_decref(arr);
         char now[32];
         now_str(now);
         const char *p[] = {now};
@@ -310,7 +295,7 @@ int evo_approval_state(struct db *db, const char *id, char **ret_state, char **r
         int r = db_query_json(db, "SELECT state, answer FROM approvals WHERE id = $1", 1, p, &rows);
         if (r < 0)
                 return r;
-        json_t *arr = json_loads(rows, 0, NULL);
+        _cleanup_json_ json_t *arr = json_loads(rows, 0, NULL);
         json_t *o = json_array_get(arr, 0);
         const char *st = json_string_value(json_object_get(o, "state"));
         const char *ans = json_string_value(json_object_get(o, "answer"));
@@ -321,7 +306,6 @@ int evo_approval_state(struct db *db, const char *id, char **ret_state, char **r
                         *ret_answer = ans ? strdup(ans) : NULL;
                 r = *ret_state ? 0 : -ENOMEM;
         }
-        json_decref(arr);
         return r;
 }
 

@@ -26,25 +26,21 @@ static int user_turn_flush(struct user_turn *u, json_t *messages) {
 }
 
 static json_t *tool_result_block(const struct model_message *m) {
-        json_t *b = json_pack("{s:s, s:o}", "type", "tool_result", "tool_use_id", wire_str(m->tool_call_id));
+        _cleanup_json_ json_t *b = json_pack("{s:s, s:o}", "type", "tool_result", "tool_use_id", wire_str(m->tool_call_id));
         if (b && !strempty(m->text) && wire_set(b, "content", wire_str(m->text)) < 0)
-                goto fail;
+                return NULL;
         if (b && m->is_error && wire_set(b, "is_error", json_true()) < 0)
-                goto fail;
-        return b;
-fail:
-        json_decref(b);
-        return NULL;
+                return NULL;
+        return TAKE_PTR(b);
 }
 
 /* The input object of a tool_use block: the arguments when they are a JSON
  * object, else {} (Anthropic only accepts objects there). */
 static json_t *tool_input(const char *arguments) {
         if (!strempty(arguments)) {
-                json_t *j = json_loads(arguments, 0, NULL);
+                _cleanup_json_ json_t *j = json_loads(arguments, 0, NULL);
                 if (json_is_object(j))
-                        return j;
-                json_decref(j);
+                        return TAKE_PTR(j);
         }
         return json_object();
 }
@@ -95,7 +91,7 @@ static int anthropic_messages(const struct model_request *req, json_t *messages,
         }
         if (r >= 0)
                 r = user_turn_flush(&u, messages);
-        json_decref(u.results);
+        json_decref(u.results); /* struct members: no cleanup attribute */
         json_decref(u.texts);
         return r;
 }
@@ -125,7 +121,7 @@ int anthropic_build(const struct model_wire *w, const struct model_request *req,
         if (r >= 0)
                 r = wire_set(root, "messages", messages);
         else
-                json_decref(messages);
+                json_decref(messages); /* not handed on (r < 0): a conditional hand-on */
         if (r >= 0)
                 r = anthropic_messages(req, messages, ret_error);
         if (r >= 0 && req->n_tools > 0)

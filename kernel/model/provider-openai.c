@@ -13,7 +13,7 @@ static int openai_tool_calls(const struct model_message *m, json_t *msg) {
                 if (r >= 0)
                         r = wire_set(call, "function", fn);
                 else
-                        json_decref(fn);
+                        json_decref(fn); /* not handed on (r < 0): a conditional hand-on */
                 if (r >= 0)
                         r = wire_set(call, "id", wire_str(c->id));
                 if (r >= 0)
@@ -81,7 +81,7 @@ static int openai_tools(const struct model_request *req, json_t *root, char **re
                 if (r >= 0)
                         r = wire_set(tool, "function", fn);
                 else
-                        json_decref(fn);
+                        json_decref(fn); /* not handed on (r < 0): a conditional hand-on */
                 if (r >= 0)
                         r = wire_set(fn, "name", wire_str(t->name));
                 if (r >= 0)
@@ -89,7 +89,7 @@ static int openai_tools(const struct model_request *req, json_t *root, char **re
                 if (r >= 0)
                         r = wire_set(fn, "parameters", schema);
                 else
-                        json_decref(schema);
+                        json_decref(schema); /* not handed on (r < 0): a conditional hand-on */
         }
         return r;
 }
@@ -101,7 +101,7 @@ int openai_build(const struct model_wire *w, const struct model_request *req, js
         if (r >= 0)
                 r = wire_set(root, "messages", messages);
         else
-                json_decref(messages);
+                json_decref(messages); /* not handed on (r < 0): a conditional hand-on */
         if (r >= 0)
                 r = wire_set(root, w->max_completion_tokens ? "max_completion_tokens" : "max_tokens",
                              json_integer(w->max_tokens));

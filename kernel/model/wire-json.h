@@ -2,12 +2,8 @@
  * Only the model module's own .c files include this. */
 #pragma once
 
-#include <jansson.h>
-
+#include "base/json.h"
 #include "model/model-internal.h"
-
-/* jansson's own json_decrefp() accepts NULL. */
-#define _cleanup_json_ _cleanup_(json_decrefp)
 
 /* A JSON string of s (NULL = ""), invalid UTF-8 replaced. NULL on OOM. */
 json_t *wire_str(const char *s);

@@ -98,13 +98,12 @@ int wire_tool_schema(const struct model_tool_def *t, json_t **ret, char **ret_er
                 return 0;
         }
         json_error_t e;
-        json_t *j = json_loads(t->parameters, 0, &e);
+        _cleanup_json_ json_t *j = json_loads(t->parameters, 0, &e);
         if (!j || !json_is_object(j)) {
-                json_decref(j);
                 (void)xasprintf(ret_error, "tool '%s': parameters are not a JSON object", t->name);
                 return -EINVAL;
         }
-        *ret = j;
+        *ret = TAKE_PTR(j);
         return 0;
 }
 

@@ -1,9 +1,8 @@
 /* preview-internal.h — shared by the files of kernel/preview (not a public API). */
 #pragma once
 
+#include "base/json.h"
 #include "preview/preview.h"
-
-#include <jansson.h>
 
 struct organism;
 

@@ -2,6 +2,7 @@
  * database, as role evolver, the only database these tools connect to. */
 #include "preview/preview-internal.h"
 #include "base/buf.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "config/config.h"
 #include "db/db.h"
@@ -116,13 +117,12 @@ int preview_db_query(struct tool_ctx *ctx, const struct tool *t, json_t *args, s
                         return result(ret, true, "db_query: the result is larger than %d bytes; select fewer rows "
                                       "or columns", DB_RESULT_MAX);
                 if (k >= 0) {
-                        json_t *rows = json_loads(json, 0, NULL);
+                        _cleanup_json_ json_t *rows = json_loads(json, 0, NULL);
                         size_t n = json_array_size(rows);
                         bool more = n > DB_ROWS_MAX;
                         if (more)
                                 json_array_remove(rows, DB_ROWS_MAX);
                         _cleanup_free_ char *text = rows ? json_dumps(rows, JSON_COMPACT) : NULL;
-                        json_decref(rows);
                         if (!text)
                                 return -ENOMEM;
                         return result(ret, false, "%zu row%s%s:\n%s", more ? (size_t)DB_ROWS_MAX : n,
@@ -160,7 +160,7 @@ int preview_db_schema(struct tool_ctx *ctx, const struct tool *t, json_t *args, 
                 return k;
         if (k < 0)
                 return result(ret, true, "db_schema: cannot read the scratch database's schema");
-        json_t *rows = json_loads(json, 0, NULL);
+        _cleanup_json_ json_t *rows = json_loads(json, 0, NULL);
         struct buf out = BUF_INIT(4u << 20);
         const char *last_s = NULL, *last_t = NULL;
         size_t i, tables = 0;
@@ -186,7 +186,6 @@ int preview_db_schema(struct tool_ctx *ctx, const struct tool *t, json_t *args, 
         k = tables ? result(ret, false, "Scratch database %s: %zu table%s\n\n%s", p->c.scratch_db, tables,
                             tables == 1 ? "" : "s", out.data ? out.data : "")
                    : result(ret, false, "The scratch database %s has no tables yet.", p->c.scratch_db);
-        json_decref(rows);
         buf_free(&out);
         return k;
 }

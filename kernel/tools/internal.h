@@ -1,9 +1,8 @@
 /* internal.h — shared by the files of kernel/tools (not a public API). */
 #pragma once
 
+#include "base/json.h"
 #include "tools/tools.h"
-
-#include <jansson.h>
 
 /* Sets ret->output to the formatted text (is_error false / true). 0 or -ENOMEM. */
 int tool_ok(struct tool_result *ret, const char *fmt, ...) _printf_(2, 3);

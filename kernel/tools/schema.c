@@ -1,7 +1,7 @@
 #include "tools/schema.h"
 #include "base/buf.h"
+#include "base/json.h"
 
-#include <jansson.h>
 #include <stdarg.h>
 #include <regex.h>
 
