@@ -218,6 +218,26 @@ static void test_schema_validation(void **state) {
         json_decref(schema);
 }
 
+/* A table entry is complete: a well-formed, closed object schema, a handler,
+ * phases, a description. */
+static void check_entry(const struct tool *t) {
+        json_t *s = json_loads(t->schema, 0, NULL);
+        if (!s)
+                fail_msg("%s: schema does not parse", t->name);
+        char *err = NULL;
+        if (tools_schema_check(s, &err) != 0)
+                fail_msg("%s: %s", t->name, err);
+        assert_string_equal(json_string_value(json_object_get(s, "type")), "object");
+        assert_true(json_is_false(json_object_get(s, "additionalProperties")));
+        assert_non_null(t->handler);
+        assert_true(t->phases != 0);
+        assert_true(t->description && strlen(t->description) > 10);
+        /* A tool taking a repository path says so (it is normalised and checked). */
+        if (json_object_get(json_object_get(s, "properties"), "path") && !streq(t->name, "http_request"))
+                assert_true(t->repo_path);
+        json_decref(s);
+}
+
 static void test_schema_check(void **state) {
         static const char *const bad[] = {
                 "{\"type\":\"object\",\"propertys\":{}}",              /* typo: unknown keyword */
@@ -240,25 +260,9 @@ static void test_schema_check(void **state) {
         }
         /* Every schema of every table of every set is well formed and closed. */
         for (size_t k = 0; k < ARRAY_SIZE(sets); k++)
-        for (const struct tool *const *tt = sets[k].set; *tt; tt++)
-        for (const struct tool *tab = *tt, *end = *tt; end->name; end++) {
-                size_t i = (size_t)(end - tab);
-                json_t *s = json_loads(tab[i].schema, 0, NULL);
-                if (!s)
-                        fail_msg("%s: schema does not parse", tab[i].name);
-                char *err = NULL;
-                if (tools_schema_check(s, &err) != 0)
-                        fail_msg("%s: %s", tab[i].name, err);
-                assert_string_equal(json_string_value(json_object_get(s, "type")), "object");
-                assert_true(json_is_false(json_object_get(s, "additionalProperties")));
-                assert_non_null(tab[i].handler);
-                assert_true(tab[i].phases != 0);
-                assert_true(tab[i].description && strlen(tab[i].description) > 10);
-                /* A tool taking a repository path says so (it is normalised and checked). */
-                if (json_object_get(json_object_get(s, "properties"), "path") && !streq(tab[i].name, "http_request"))
-                        assert_true(tab[i].repo_path);
-                json_decref(s);
-        }
+                for (const struct tool *const *tab = sets[k].set; *tab; tab++)
+                        for (const struct tool *t = *tab; t->name; t++)
+                                check_entry(t);
 }
 
 /* --- table and phases --- */
