@@ -362,10 +362,10 @@ int agent_run(const struct agent_config *cfg, struct agent_state *st, struct age
         int max_turns = cfg->max_turns > 0 ? cfg->max_turns : DEFAULT_MAX_TURNS;
         _cleanup_free_ struct model_tool_def *defs = NULL;
         size_t n_defs = 0;
-        int r = tools_defs(cfg->tools->phase, &defs, &n_defs);
+        int r = tools_defs(cfg->tools->set, cfg->tools->phase, &defs, &n_defs);
         if (r < 0)
                 return r;
-        _cleanup_free_ char *terminal_names = tools_terminal_names(cfg->tools->phase);
+        _cleanup_free_ char *terminal_names = tools_terminal_names(cfg->tools->set, cfg->tools->phase);
         if (!terminal_names)
                 return -ENOMEM;
         if (!*terminal_names) {

@@ -51,7 +51,7 @@ struct agent_config {
         const char *system;              /* the system prompt, may be NULL; borrowed */
         const char *purpose;             /* "evolution", "chat", … (usage); borrowed */
         const char *reference;           /* e.g. the evolution id; borrowed, may be NULL */
-        struct tool_ctx *tools;          /* the phase (tools->phase) and what handlers need; borrowed */
+        struct tool_ctx *tools;          /* the set and phase offered and what handlers need; borrowed */
         int max_turns;                   /* model calls per conversation (seed.yaml max_agent_turns); 0 = 150 */
         int max_tokens;                  /* per completion; 0 = the model config's */
         agent_event_fn on_event;         /* may be NULL */

@@ -113,10 +113,9 @@ static int store_message(struct chat *c, const char *role, const char *text, con
         return 0;
 }
 
-/* ---- the tools' callbacks ---- */
+/* ---- the chat's own tools ---- */
 
-static int cb_start_evolution(struct tool_ctx *ctx, const char *intent, char **ret_output) {
-        struct chat_run *run = ctx->userdata;
+static int queue_evolution(struct chat_run *run, const char *intent, char **ret_output) {
         if (!run->o)
                 return xasprintf(ret_output, "Evolutions are not available right now: the orchestrator is not "
                                              "running. Tell the owner.") < 0
@@ -147,15 +146,60 @@ static int cb_start_evolution(struct tool_ctx *ctx, const char *intent, char **r
                        : 0;
 }
 
-static int cb_list_evolutions(struct tool_ctx *ctx, char **ret_output) {
-        struct chat_run *run = ctx->userdata;
-        return evo_list_json(run->c->kdb, EVOLUTIONS_LISTED, ret_output);
+/* A handler's answer: out (owned, may be NULL on failure) as the result. */
+static int answer(int r, char *out, struct tool_result *ret) {
+        _cleanup_free_ char *o = out;
+        if (r < 0)
+                return r;
+        return tool_result_printf(ret, false, "%s", o ? o : "");
 }
 
-static const struct tool_callbacks chat_callbacks = {
-        .start_evolution = cb_start_evolution,
-        .list_evolutions = cb_list_evolutions,
+/* The handlers take the owner message's struct chat_run from
+ * tool_ctx.userdata; without one they are not available. */
+static int tool_start_evolution(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
+        struct chat_run *run = ctx->userdata;
+        if (!run)
+                return tool_result_printf(ret, true, "%s is not available in this phase", t->name);
+        char *out = NULL;
+        int r = queue_evolution(run, json_string_value(json_object_get(args, "intent")), &out);
+        return answer(r, out, ret);
+}
+
+static int tool_list_evolutions(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
+        struct chat_run *run = ctx->userdata;
+        if (!run)
+                return tool_result_printf(ret, true, "%s is not available in this phase", t->name);
+        char *out = NULL;
+        int r = evo_list_json(run->c->kdb, EVOLUTIONS_LISTED, &out);
+        return answer(r, out, ret);
+}
+
+#define NO_ARGS "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}"
+
+static const struct tool chat_tools[] = {
+        {
+                .name = "start_evolution",
+                .description = "Start an evolution: the Seed changes itself to do what the intent says. Use it when "
+                               "the owner asks for a change to the app or to the Seed.",
+                .level = TOOL_SAFE,
+                .schema = "{\"type\":\"object\",\"properties\":{"
+                          "\"intent\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":10000}},"
+                          "\"required\":[\"intent\"],\"additionalProperties\":false}",
+                .handler = tool_start_evolution,
+                .phases = TOOL_PHASE_CHAT,
+        },
+        {
+                .name = "list_evolutions",
+                .description = "The latest evolutions with their state.",
+                .level = TOOL_SAFE,
+                .schema = NO_ARGS,
+                .handler = tool_list_evolutions,
+                .phases = TOOL_PHASE_CHAT,
+        },
+        TOOL_TABLE_END,
 };
+
+const struct tool *const chat_tool_set[] = {tools_table, chat_tools, NULL};
 
 /* ---- the prompt and the conversation ---- */
 
@@ -294,13 +338,13 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **r
                 goto out;
         }
         struct tool_ctx tc = {
+                .set = chat_tool_set,
                 .phase = TOOL_PHASE_CHAT,
                 .root_fd = root,
                 .root_path = c->seed_dir,
                 .tracked = tracked,
                 .evolvable = c->cfg->kernel.evolvable,
-                .cb = &chat_callbacks,
-                .userdata = &run,
+                .userdata = &run, /* no hooks: an "ask" call is denied */
         };
         tools_ctx_set_permissions(&tc, c->cfg);
         struct agent_config ac = {

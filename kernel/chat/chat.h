@@ -15,6 +15,7 @@ struct cfg;
 struct db;
 struct model;
 struct orchestrator;
+struct tool;
 
 #define CHAT_TEXT_MAX (16 * 1024)
 #define CHAT_HISTORY 20          /* stored messages the agent sees */
@@ -31,6 +32,12 @@ struct chat_config {
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;
 };
+
+/* The chat agent's tool set (NULL-terminated tables, see tools/tools.h):
+ * kernel/tools' table and the chat's own (start_evolution, list_evolutions,
+ * whose handlers take the owner message's run from tool_ctx.userdata).
+ * Static data. */
+extern const struct tool *const chat_tool_set[];
 
 struct chat;
 

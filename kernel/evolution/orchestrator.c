@@ -42,6 +42,7 @@
 #define CHECK_OUTPUT_MAX (8 * 1024)
 #define WAIT_POLL_MS 500
 #define HEALTH_TIMEOUT_MS 60000
+#define MAX_QUESTIONS 3 /* ask_owner calls per evolution */
 
 struct orchestrator {
         struct orch_config c;
@@ -72,9 +73,9 @@ struct run {
         struct repo_pin *pins;   /* what approved protected writes left, in order */
         size_t n_pins;
         struct sandbox_spec sandbox;
-        struct tool_callbacks cb;
         struct preview *preview; /* the candidate app and scratch DB of start_app … db_schema; owned */
-        struct tool_ctx tc;
+        struct tool_ctx tc;      /* its userdata is this run */
+        int questions_asked;     /* ask_owner calls so far */
         struct agent_state st;
         char *system;
         char *title, *scope, *summary;
@@ -257,20 +258,48 @@ static int cb_approved_done(struct tool_ctx *ctx, const struct tool *t, const ch
         return 0;
 }
 
-static int cb_ask_owner(struct tool_ctx *ctx, const char *question, char **ret_answer) {
+/* The orchestrator's own tool: ask_owner blocks until the owner answers. */
+static int tool_ask_owner(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
         struct run *r = ctx->userdata;
-        _cleanup_json_ json_t *req = json_pack("{s:s}", "question", question);
+        if (!r)
+                return tool_result_printf(ret, true, "ask_owner is not available in this phase");
+        if (r->questions_asked >= MAX_QUESTIONS)
+                return tool_result_printf(ret, true,
+                                          "you have already asked the owner %d questions in this evolution; "
+                                          "decide yourself and note the assumption in the plan",
+                                          MAX_QUESTIONS);
+        r->questions_asked++;
+        _cleanup_json_ json_t *req = json_pack("{s:s}", "question", json_string_value(json_object_get(args, "question")));
         if (!req)
                 return -ENOMEM;
-        char *answer = NULL;
+        _cleanup_free_ char *answer = NULL;
         int k = ask_owner_decision(r, "question", NULL, NULL, req, "question", &answer);
         if (k < 0)
                 return k;
-        if (k == 0 && !answer)
-                answer = strdup("(the owner declined to answer; decide yourself)");
-        *ret_answer = answer;
-        return 0;
+        return tool_result_printf(ret, false, "The owner answered: %s",
+                                  answer ? answer : k == 0 ? "(the owner declined to answer; decide yourself)" : "");
 }
+
+static const struct tool orch_tools[] = {
+        {
+                .name = "ask_owner",
+                .description = "Ask the owner a question and wait for the answer (at most 3 per evolution). Ask only "
+                               "what you cannot reasonably decide yourself.",
+                .level = TOOL_SAFE,
+                .schema = "{\"type\":\"object\",\"properties\":{"
+                          "\"question\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":2000}},"
+                          "\"required\":[\"question\"],\"additionalProperties\":false}",
+                .handler = tool_ask_owner,
+                .phases = TOOL_PHASE_PLAN,
+        },
+        TOOL_TABLE_END,
+};
+
+/* Every phase of an evolution is offered this set; each entry's phases say
+ * where it is offered. */
+const struct tool *const orch_tool_set[] = {tools_table, preview_tools, orch_tools, NULL};
+
+static const struct tool_hooks orch_hooks = {.ask = cb_ask, .approved_done = cb_approved_done};
 
 /* ---- the agent ---- */
 
@@ -357,7 +386,6 @@ static int prepare(struct run *r) {
                 .port = cfg->organism.port,
         };
         r->sandbox.cache_dir = strdup(cache);
-        r->cb = (struct tool_callbacks){.ask = cb_ask, .approved_done = cb_approved_done, .ask_owner = cb_ask_owner};
         struct preview_config pc = {
                 .seed_dir = o->c.seed_dir,
                 .worktree = r->worktree,
@@ -373,6 +401,7 @@ static int prepare(struct run *r) {
         if ((k = preview_new(&pc, &r->preview)) < 0)
                 return k;
         r->tc = (struct tool_ctx){
+                .set = orch_tool_set,
                 .root_fd = r->root_fd,
                 .root_path = r->worktree,
                 .base_oid = r->base,
@@ -380,7 +409,7 @@ static int prepare(struct run *r) {
                 .sandbox = &r->sandbox,
                 .command_timeout_ms = cfg->evolution.command_timeout_seconds * 1000,
                 .preview = r->preview,
-                .cb = &r->cb,
+                .hooks = &orch_hooks,
                 .userdata = r,
         };
         tools_ctx_set_permissions(&r->tc, cfg);

@@ -31,6 +31,13 @@ struct orch_config {
 };
 
 struct orchestrator;
+struct tool;
+
+/* The tool set of every evolution phase (NULL-terminated tables, see
+ * tools/tools.h): kernel/tools' table, kernel/preview's and the
+ * orchestrator's own (ask_owner, whose handler takes the evolution's run from
+ * tool_ctx.userdata). Static data. */
+extern const struct tool *const orch_tool_set[];
 
 /* Boot recovery (interrupted evolutions fail, the live generation is
  * untouched, pending approvals expire), then starts the worker thread. */

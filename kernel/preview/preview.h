@@ -5,9 +5,10 @@
  * only on its own scratch database (evo_<id>, as role evolver) — never on
  * the live organism or the live database.
  *
- * The tools are entries of kernel/tools' table like every other tool (name,
- * level, schema, handler): the handlers below get the evolution's struct
- * preview through the call's context (tool_ctx.preview). A context without
+ * The tools are a table of this module, preview_tools (name, level, schema,
+ * handler, like every other table of a tool set, see tools/tools.h): the
+ * handlers get the evolution's struct preview through the call's context
+ * (tool_ctx.preview). A context without
  * one answers "<tool> is not available in this phase". Every failure becomes
  * an error result for the model. Called from the evolution's worker thread
  * only. */
@@ -43,8 +44,12 @@ int preview_new(const struct preview_config *c, struct preview **ret);
 /* Stops the app if it runs (end of the evolution), frees. Accepts NULL. */
 void preview_free(struct preview *p);
 
-/* The tools' handlers, named by kernel/tools/table.c. args: validated
- * against the entry's schema, borrowed. */
+/* The tools (static data, TOOL_TABLE_END-terminated): start_app, stop_app,
+ * http_request, app_logs, migrate, db_query, db_schema. */
+extern const struct tool preview_tools[];
+
+/* Their handlers, named by preview_tools. args: validated against the
+ * entry's schema, borrowed. */
 int preview_start_app(struct tool_ctx *ctx, const struct tool *t, struct json_t *args, struct tool_result *ret);
 int preview_stop_app(struct tool_ctx *ctx, const struct tool *t, struct json_t *args, struct tool_result *ret);
 int preview_app_logs(struct tool_ctx *ctx, const struct tool *t, struct json_t *args, struct tool_result *ret);

@@ -127,15 +127,14 @@ static bool blank(const char *s) {
         return !s || s[strspn(s, " \t\r\n")] == '\0';
 }
 
-static int phase_tool_names(enum tool_phase phase, char **ret) {
-        size_t n;
-        const struct tool *tab = tools_table(&n);
+static int phase_tool_names(const struct tool *const *set, enum tool_phase phase, char **ret) {
         struct buf b = BUF_INIT(4096);
-        for (size_t i = 0; i < n; i++)
-                if (tools_offered(&tab[i], phase) && buf_printf(&b, "%s%s", b.len ? ", " : "", tab[i].name) < 0) {
-                        buf_free(&b);
-                        return -ENOMEM;
-                }
+        for (const struct tool *const *tab = set; tab && *tab; tab++)
+                for (const struct tool *t = *tab; t->name; t++)
+                        if (tools_offered(t, phase) && buf_printf(&b, "%s%s", b.len ? ", " : "", t->name) < 0) {
+                                buf_free(&b);
+                                return -ENOMEM;
+                        }
         char *s = b.data ? buf_steal(&b) : strdup("");
         if (!s)
                 return -ENOMEM;
@@ -215,12 +214,12 @@ static int permit(struct tool_ctx *ctx, const struct tool *t, struct tool_result
                 int r = tool_error(ret, "denied by the owner's policy (%s calls are denied)", tools_level_name(ret->level));
                 return r < 0 ? r : 0;
         }
-        if (!ctx->cb || !ctx->cb->ask) {
+        if (!ctx->hooks || !ctx->hooks->ask) {
                 int r = tool_error(ret, "denied: this %s call needs the owner's approval and none can be asked here",
                                    tools_level_name(ret->level));
                 return r < 0 ? r : 0;
         }
-        int r = ctx->cb->ask(ctx, t, ret->args, ret->level);
+        int r = ctx->hooks->ask(ctx, t, ret->args, ret->level);
         if (r < 0)
                 return r;
         if (r == 0) {
@@ -247,10 +246,10 @@ int tools_call(struct tool_ctx *ctx, const char *name, const char *args_json, st
         struct tool_result res = {0};
         json_t *args = NULL;
         int r;
-        const struct tool *t = name ? tools_find(name) : NULL;
+        const struct tool *t = name ? tools_find(ctx->set, name) : NULL;
         if (!t || !tools_offered(t, ctx->phase)) {
                 _cleanup_free_ char *names = NULL;
-                r = phase_tool_names(ctx->phase, &names);
+                r = phase_tool_names(ctx->set, ctx->phase, &names);
                 if (r < 0)
                         goto out;
                 res.malformed = true;
@@ -281,8 +280,8 @@ int tools_call(struct tool_ctx *ctx, const char *name, const char *args_json, st
         r = run_handler(ctx, t, args, &res);
         if (r < 0)
                 goto out;
-        if (res.decision == CFG_ASK && ctx->cb && ctx->cb->approved_done) {
-                r = ctx->cb->approved_done(ctx, t, res.args, res.level);
+        if (res.decision == CFG_ASK && ctx->hooks && ctx->hooks->approved_done) {
+                r = ctx->hooks->approved_done(ctx, t, res.args, res.level);
                 if (r == -ENOMEM)
                         goto out;
                 if (r < 0 && (r = tool_error(&res, "%s: the kernel could not record what was approved: %s",

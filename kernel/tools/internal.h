@@ -30,11 +30,8 @@ int tools_delete_path(struct tool_ctx *ctx, const struct tool *t, json_t *args, 
 int tools_run(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
 int tools_git(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
 int tools_submit_plan(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
-int tools_ask_owner(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
 int tools_finish(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
 int tools_submit_reflection(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
-int tools_start_evolution(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
-int tools_list_evolutions(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
 
 /* Directories the reflect phase may write. */
 extern char *const tools_reflect_dirs[];

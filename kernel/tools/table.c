@@ -1,9 +1,9 @@
-/* table.c — the tools as data (SPEC §5). Each entry: name, description for
- * the model, level (or a classifier computing it from the arguments), JSON
- * schema of the arguments, handler, the phases offering it, terminal. */
+/* table.c — kernel/tools' own tools as data (SPEC §5), and the walks over a
+ * tool set (the tables an agent is offered). Each entry: name, description
+ * for the model, level (or a classifier computing it from the arguments),
+ * JSON schema of the arguments, handler, the phases offering it, terminal. */
 #include "tools/internal.h"
 #include "base/buf.h"
-#include "preview/preview.h"
 
 #define P_PLAN TOOL_PHASE_PLAN
 #define P_MUTATE TOOL_PHASE_MUTATE
@@ -15,7 +15,7 @@
 #define PATH_PROP(what)                                                                                        \
         "\"path\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4096,\"description\":\"" what "\"}"
 
-static const struct tool table[] = {
+const struct tool tools_table[] = {
         /* Read-only: safe, offered everywhere. */
         {
                 .name = "read_file",
@@ -154,86 +154,7 @@ static const struct tool table[] = {
                 .phases = P_MUTATE,
         },
 
-        /* The evolution's candidate app and its scratch database: handlers in kernel/preview. */
-        {
-                .name = "start_app",
-                .description = "Build and start the organism from the working copy in its sandbox, against the "
-                               "scratch database, replacing a running one.",
-                .level = TOOL_REVIEW,
-                .schema = NO_ARGS,
-                .handler = preview_start_app,
-                .phases = P_MUTATE,
-        },
-        {
-                .name = "stop_app",
-                .description = "Stop the app started with start_app.",
-                .level = TOOL_SAFE,
-                .schema = NO_ARGS,
-                .handler = preview_stop_app,
-                .phases = P_MUTATE,
-        },
-        {
-                .name = "http_request",
-                .description = "Send an HTTP request to the app started with start_app (never the live one).",
-                .level = TOOL_SAFE,
-                .schema = "{\"type\":\"object\",\"properties\":{"
-                          "\"method\":{\"type\":\"string\",\"enum\":[\"GET\",\"HEAD\",\"POST\",\"PUT\",\"PATCH\",\"DELETE\"]},"
-                          "\"path\":{\"type\":\"string\",\"pattern\":\"^/\",\"maxLength\":2048},"
-                          "\"headers\":{\"type\":\"object\",\"additionalProperties\":{\"type\":\"string\",\"maxLength\":4096}},"
-                          "\"body\":{\"type\":\"string\",\"maxLength\":1048576}},"
-                          "\"required\":[\"method\",\"path\"],\"additionalProperties\":false}",
-                .handler = preview_http_request,
-                .phases = P_MUTATE,
-        },
-        {
-                .name = "app_logs",
-                .description = "The latest output of the app started with start_app.",
-                .level = TOOL_SAFE,
-                .schema = "{\"type\":\"object\",\"properties\":{"
-                          "\"lines\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":5000,\"description\":\"default 200\"}},"
-                          "\"additionalProperties\":false}",
-                .handler = preview_app_logs,
-                .phases = P_MUTATE,
-        },
-        {
-                .name = "migrate",
-                .description = "Apply organism/migrations to the scratch database.",
-                .level = TOOL_REVIEW,
-                .schema = NO_ARGS,
-                .handler = preview_migrate,
-                .phases = P_MUTATE,
-        },
-        {
-                .name = "db_query",
-                .description = "Run SQL on this evolution's scratch database (never live data).",
-                .level = TOOL_REVIEW,
-                .schema = "{\"type\":\"object\",\"properties\":{"
-                          "\"sql\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":100000}},"
-                          "\"required\":[\"sql\"],\"additionalProperties\":false}",
-                .handler = preview_db_query,
-                .phases = P_MUTATE,
-        },
-        {
-                .name = "db_schema",
-                .description = "Tables and columns of the scratch database.",
-                .level = TOOL_SAFE,
-                .schema = NO_ARGS,
-                .handler = preview_db_schema,
-                .phases = P_MUTATE,
-        },
-
-        /* Ending a phase, and the owner. */
-        {
-                .name = "ask_owner",
-                .description = "Ask the owner a question and wait for the answer (at most 3 per evolution). Ask only "
-                               "what you cannot reasonably decide yourself.",
-                .level = TOOL_SAFE,
-                .schema = "{\"type\":\"object\",\"properties\":{"
-                          "\"question\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":2000}},"
-                          "\"required\":[\"question\"],\"additionalProperties\":false}",
-                .handler = tools_ask_owner,
-                .phases = P_PLAN,
-        },
+        /* Ending a phase. */
         {
                 .name = "submit_plan",
                 .description = "Submit the plan and end planning. scope is a short slug for the commit "
@@ -275,37 +196,17 @@ static const struct tool table[] = {
                 .terminal = true,
         },
 
-        /* Chat. */
-        {
-                .name = "start_evolution",
-                .description = "Start an evolution: the Seed changes itself to do what the intent says. Use it when "
-                               "the owner asks for a change to the app or to the Seed.",
-                .level = TOOL_SAFE,
-                .schema = "{\"type\":\"object\",\"properties\":{"
-                          "\"intent\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":10000}},"
-                          "\"required\":[\"intent\"],\"additionalProperties\":false}",
-                .handler = tools_start_evolution,
-                .phases = P_CHAT,
-        },
-        {
-                .name = "list_evolutions",
-                .description = "The latest evolutions with their state.",
-                .level = TOOL_SAFE,
-                .schema = NO_ARGS,
-                .handler = tools_list_evolutions,
-                .phases = P_CHAT,
-        },
+        TOOL_TABLE_END,
 };
 
-const struct tool *tools_table(size_t *ret_n) {
-        *ret_n = ARRAY_SIZE(table);
-        return table;
-}
+#define SET_FOREACH(t, set)                                                                                    \
+        for (const struct tool *const *_tab = (set); _tab && *_tab; _tab++)                                    \
+                for (const struct tool *t = *_tab; t->name; t++)
 
-const struct tool *tools_find(const char *name) {
-        for (size_t i = 0; i < ARRAY_SIZE(table); i++)
-                if (streq(table[i].name, name))
-                        return &table[i];
+const struct tool *tools_find(const struct tool *const *set, const char *name) {
+        SET_FOREACH(t, set)
+                if (streq(t->name, name))
+                        return t;
         return NULL;
 }
 
@@ -313,31 +214,35 @@ bool tools_offered(const struct tool *t, enum tool_phase phase) {
         return (t->phases & (unsigned)phase) != 0;
 }
 
-int tools_defs(enum tool_phase phase, struct model_tool_def **ret, size_t *ret_n) {
-        struct model_tool_def *defs = calloc(ARRAY_SIZE(table), sizeof(*defs));
+int tools_defs(const struct tool *const *set, enum tool_phase phase, struct model_tool_def **ret, size_t *ret_n) {
+        size_t n = 0;
+        SET_FOREACH(t, set)
+                n++;
+        struct model_tool_def *defs = calloc(n ? n : 1, sizeof(*defs));
         if (!defs)
                 return -ENOMEM;
-        size_t n = 0;
-        for (size_t i = 0; i < ARRAY_SIZE(table); i++)
-                if (tools_offered(&table[i], phase))
-                        defs[n++] = (struct model_tool_def){table[i].name, table[i].description, table[i].schema};
+        n = 0;
+        SET_FOREACH(t, set)
+                if (tools_offered(t, phase))
+                        defs[n++] = (struct model_tool_def){t->name, t->description, t->schema};
         *ret = defs;
         *ret_n = n;
         return 0;
 }
 
-char *tools_terminal_names(enum tool_phase phase) {
+char *tools_terminal_names(const struct tool *const *set, enum tool_phase phase) {
         struct buf b = BUF_INIT(1024);
         size_t k = 0;
-        for (size_t i = 0; i < ARRAY_SIZE(table); i++)
-                if (table[i].terminal && tools_offered(&table[i], phase))
+        SET_FOREACH(t, set)
+                if (t->terminal && tools_offered(t, phase))
                         k++;
-        for (size_t i = 0, j = 0; i < ARRAY_SIZE(table); i++) {
-                if (!table[i].terminal || !tools_offered(&table[i], phase))
+        size_t j = 0;
+        SET_FOREACH(t, set) {
+                if (!t->terminal || !tools_offered(t, phase))
                         continue;
                 j++;
                 const char *sep = j == 1 ? "" : j == k ? " or " : ", ";
-                if (buf_printf(&b, "%s%s", sep, table[i].name) < 0) {
+                if (buf_printf(&b, "%s%s", sep, t->name) < 0) {
                         buf_free(&b);
                         return NULL;
                 }

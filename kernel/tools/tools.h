@@ -1,8 +1,15 @@
-/* tools.h — the agent's tools: a table of data (name, description, level,
+/* tools.h — the agent's tools: tables of data (name, description, level,
  * JSON schema, handler, phases), argument validation, classification and the
  * owner's permissions (SPEC §5).
  *
- * Every call goes through tools_call(): the tool is looked up and must be
+ * The tools an agent is offered are a tool set: a NULL-terminated array of
+ * tables, each owned by the module that implements its tools (tools_table
+ * here: files, git, run and the terminal tools; preview_tools in
+ * kernel/preview; the chat's in kernel/chat, the orchestrator's in
+ * kernel/evolution). Whoever runs an agent composes its set and puts it in
+ * the context; names are unique across the tables of a set.
+ *
+ * Every call goes through tools_call(): the tool is looked up in the set and must be
  * offered in the context's phase; its arguments are parsed and validated
  * against its schema BEFORE anything runs; a "path" argument is replaced by
  * its normalised form (tools_normalize_path), so the path classified, shown
@@ -23,7 +30,6 @@ struct json_t;
 #define TOOLS_OUTPUT_CAP 20000          /* chars of tool output the model sees (head + tail) */
 #define TOOLS_DANGEROUS_INPUT_MAX 16384 /* dangerous calls with larger arguments are refused */
 #define TOOLS_ARGS_MAX (2 * 1024 * 1024) /* arguments text of any call */
-#define TOOLS_MAX_QUESTIONS 3           /* ask_owner calls per evolution */
 
 /* Fail closed by construction: the zero value is no level, so a table entry
  * that names none is refused by tools_classify() (never run), not "safe". */
@@ -54,8 +60,10 @@ struct tool_result {
 };
 void tool_result_done(struct tool_result *r);
 
-/* Every tool's handler, wherever it lives (kernel/tools, kernel/preview),
- * has this one signature and reaches what it acts on through ctx. Handlers
+/* Every tool's handler, wherever it lives (kernel/tools, kernel/preview,
+ * kernel/chat, kernel/evolution), has this one signature and reaches what it
+ * acts on through ctx (ctx->preview, or ctx->userdata, which is the type the
+ * owner of the set says). Handlers
  * fill ret->output (and is_error); a negative return is an unexpected
  * failure, reported to the model as "internal error". args is a validated
  * JSON object (jansson), borrowed. */
@@ -77,25 +85,24 @@ struct tool {
         bool repo_path;               /* its "path" argument names a repository path */
 };
 
-/* Things the orchestrator (or chat) provides. Every function may be NULL: the
- * tools that need it then answer "not available in this phase". They are
- * called from the agent's thread and may block. Outputs are owned by the
- * caller of the callback (tools frees them). */
-struct tool_callbacks {
+/* A table is an array of entries ended by one whose name is NULL
+ * (TOOL_TABLE_END); a set is a NULL-terminated array of tables. */
+#define TOOL_TABLE_END {.name = NULL}
+
+/* The owner's approval of a call: not tools but the call path's hooks into
+ * whoever runs the agent (the orchestrator; the chat sets none, so its "ask"
+ * calls are denied). Either may be NULL. They are called from the agent's
+ * thread with the context's userdata and may block. */
+struct tool_hooks {
         /* Decision "ask": create an approval for exactly this call, show it in
          * full, block until the owner decides. Returns 1 approved, 0 denied,
          * negative on failure (e.g. the evolution was cancelled: the call is
-         * not run). */
+         * not run). NULL: "ask" calls are denied. */
         int (*ask)(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level);
         /* After an approved call ran (successfully or not): e.g. to pin what
          * the approved write left at its path. A failure fails the call. */
         int (*approved_done)(struct tool_ctx *ctx, const struct tool *t, const char *args_json,
                              enum tool_level level);
-        /* ask_owner: blocks until the owner answers; *ret_answer caller-freed. */
-        int (*ask_owner)(struct tool_ctx *ctx, const char *question, char **ret_answer);
-        /* Chat: queue an evolution; *ret_output is text for the model (e.g. its id). */
-        int (*start_evolution)(struct tool_ctx *ctx, const char *intent, char **ret_output);
-        int (*list_evolutions)(struct tool_ctx *ctx, char **ret_output);
 };
 
 struct preview;
@@ -103,7 +110,8 @@ struct preview;
 /* Everything handlers need. Borrowed pointers stay valid while calls run.
  * One context per agent run (not shared between threads). */
 struct tool_ctx {
-        enum tool_phase phase;           /* which tools are offered */
+        const struct tool *const *set;   /* the tables offered (NULL-terminated); borrowed */
+        enum tool_phase phase;           /* which of the set's tools are offered */
         int root_fd;                     /* the worktree (chat: the Seed), O_PATH or O_DIRECTORY */
         const char *root_path;           /* the same directory as a path (git tools) */
         char *const *tracked;            /* chat: the committed tree's paths, sorted by
@@ -119,13 +127,15 @@ struct tool_ctx {
                                              * SANDBOX_EVOLUTION); NULL: run unavailable */
         int command_timeout_ms;          /* run's limit; 0 = 900 s */
         size_t output_cap;               /* 0 = TOOLS_OUTPUT_CAP */
-        int questions_asked;             /* ask_owner calls so far in this evolution */
         struct preview *preview;         /* the evolution's candidate app and scratch database,
                                           * for the handlers of start_app … db_schema
                                           * (kernel/preview); NULL: they answer "not
                                           * available in this phase" */
-        const struct tool_callbacks *cb; /* may be NULL */
-        void *userdata;                  /* the callbacks' */
+        const struct tool_hooks *hooks;  /* may be NULL */
+        void *userdata;                  /* the hooks' and the set's own handlers' (the
+                                          * chat's: struct chat_run; the orchestrator's:
+                                          * its struct run); NULL: those handlers answer
+                                          * "not available in this phase" */
 };
 
 /* Sets ret->output (replacing any) to the formatted text and ret->is_error:
@@ -139,15 +149,16 @@ void tools_ctx_set_permissions(struct tool_ctx *ctx, const struct cfg *c);
 const char *tools_level_name(enum tool_level l);
 const char *tools_phase_name(enum tool_phase p);
 
-/* The table (static data). */
-const struct tool *tools_table(size_t *ret_n);
-const struct tool *tools_find(const char *name);
+/* kernel/tools' own table (static data, TOOL_TABLE_END-terminated). */
+extern const struct tool tools_table[];
+/* The first tool of that name in the set's tables, or NULL. */
+const struct tool *tools_find(const struct tool *const *set, const char *name);
 bool tools_offered(const struct tool *t, enum tool_phase phase);
-/* The tools of a phase as model definitions (pointing into the table).
- * Caller frees *ret (the array only). */
-int tools_defs(enum tool_phase phase, struct model_tool_def **ret, size_t *ret_n);
-/* Names of the phase's terminal tools, "a or b" (for nudges). Caller frees. */
-char *tools_terminal_names(enum tool_phase phase);
+/* The set's tools of a phase as model definitions (pointing into the
+ * tables), in table order. Caller frees *ret (the array only). */
+int tools_defs(const struct tool *const *set, enum tool_phase phase, struct model_tool_def **ret, size_t *ret_n);
+/* Names of the phase's terminal tools in the set, "a or b" (for nudges). Caller frees. */
+char *tools_terminal_names(const struct tool *const *set, enum tool_phase phase);
 
 /* Level of a call with validated arguments: -EINVAL if the table or the
  * classifier names no level (TOOL_LEVEL_UNSET or out of range). */

@@ -1,11 +1,13 @@
 /* fuzz-tool-schema.c — tool-argument schema validation (kernel/tools/schema.c)
- * on arbitrary model output. The first byte picks a tool of the table (its
- * index modulo the table's size); the rest is the arguments text, parsed as
+ * on arbitrary model output. The first byte picks a tool of the agents' sets
+ * (the evolution's and the chat's; its index modulo their number of tools); the rest is the arguments text, parsed as
  * tools_call() parses it. A value the schema accepts must be an object with
  * every required property; a refusal must say where ("$…: …"); the verdict
  * must not change when asked again. With the first byte's top bit set, the
  * rest is a schema instead: tools_schema_check() must accept or explain it,
  * and an accepted one must validate a few fixed values without crashing. */
+#include "chat/chat.h"
+#include "evolution/orchestrator.h"
 #include "tools/schema.h"
 #include "tools/tools.h"
 
@@ -79,8 +81,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 fuzz_schema((const char *)data + 1, size - 1);
                 return 0;
         }
-        size_t n;
-        const struct tool *tab = tools_table(&n);
-        fuzz_arguments(&tab[data[0] % n], (const char *)data + 1, size - 1);
+        static const struct tool *all[128];
+        static size_t n;
+        if (n == 0) {
+                const struct tool *const *const sets[] = {orch_tool_set, chat_tool_set};
+                for (size_t k = 0; k < sizeof sets / sizeof *sets; k++)
+                        for (const struct tool *const *tab = sets[k]; *tab; tab++)
+                                for (const struct tool *t = *tab; t->name; t++) {
+                                        bool seen = false;
+                                        for (size_t i = 0; i < n; i++)
+                                                seen = seen || all[i] == t;
+                                        if (!seen && n < sizeof all / sizeof *all)
+                                                all[n++] = t;
+                                }
+        }
+        fuzz_arguments(all[data[0] % n], (const char *)data + 1, size - 1);
         return 0;
 }

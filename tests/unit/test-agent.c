@@ -9,6 +9,8 @@
 #include "agent/agent.h"
 #include "base/buf.h"
 #include "base/fileio.h"
+#include "chat/chat.h"
+#include "evolution/orchestrator.h"
 #include "fsx/fsx.h"
 
 #include <jansson.h>
@@ -124,7 +126,7 @@ static int fake_ask(struct tool_ctx *ctx, const struct tool *t, const char *args
         return ask_answer;
 }
 
-static const struct tool_callbacks callbacks = {.ask = fake_ask};
+static const struct tool_hooks hooks = {.ask = fake_ask};
 
 /* --- fixture --- */
 
@@ -143,12 +145,13 @@ static int setup(void **state) {
         assert_int_equal(write_file_atomic(f, "listen(8080);\n", 14, 0644), 0);
         assert_int_equal(fsx_open_root(root, &root_fd), 0);
         ctx = (struct tool_ctx){
+                .set = orch_tool_set,
                 .phase = TOOL_PHASE_PLAN,
                 .root_fd = root_fd,
                 .root_path = root,
                 .evolvable = evolvable,
                 .decisions = {[TOOL_SAFE] = CFG_ALLOW, [TOOL_REVIEW] = CFG_ALLOW, [TOOL_DANGEROUS] = CFG_ASK},
-                .cb = &callbacks,
+                .hooks = &hooks,
         };
         ev = (struct events){.log = BUF_INIT(64 * 1024 * 1024)};
         atomic_store(&cancel_flag, false);
@@ -408,6 +411,7 @@ static void test_chat_reply(void **state) {
         cfg.end_on_reply = true;
         cfg.purpose = "chat";
         ctx.phase = TOOL_PHASE_CHAT;
+        ctx.set = chat_tool_set; /* as the chat gives it (no chat run: its own tools are not available) */
         struct agent_state st;
         agent_state_init(&st);
         assert_int_equal(agent_state_add_user(&st, "What is going on?"), 0);

@@ -8,6 +8,8 @@
 
 #include "base/fileio.h"
 #include "base/priv.h"
+#include "chat/chat.h"
+#include "evolution/orchestrator.h"
 #include "fsx/fsx.h"
 #include "preview/preview.h"
 #include "repo/repo.h"
@@ -51,35 +53,29 @@ static int fake_ask(struct tool_ctx *ctx, const struct tool *t, const char *args
         return fake.ask_answer;
 }
 
-static int fake_ask_owner(struct tool_ctx *ctx, const char *question, char **ret_answer) {
-        fake.owner_calls++;
-        return xasprintf(ret_answer, "answer to: %s", question) < 0 ? -ENOMEM : 0;
-}
+static const struct tool_hooks hooks = {.ask = fake_ask};
 
-static int fake_start_evolution(struct tool_ctx *ctx, const char *intent, char **ret_output) {
-        return xasprintf(ret_output, "queued evo_1 for: %s", intent) < 0 ? -ENOMEM : 0;
-}
-
-static int fake_list_evolutions(struct tool_ctx *ctx, char **ret_output) {
-        *ret_output = strdup("evo_1 planning");
-        return 0;
-}
-
-static const struct tool_callbacks callbacks = {
-        .ask = fake_ask,
-        .ask_owner = fake_ask_owner,
-        .start_evolution = fake_start_evolution,
-        .list_evolutions = fake_list_evolutions,
+/* The tool sets agents are given: every evolution phase's and the chat's. */
+static const struct {
+        const char *name;
+        const struct tool *const *set;
+} sets[] = {
+        {"evolution", orch_tool_set},
+        {"chat", chat_tool_set},
 };
 
+/* The context of a phase gets its set, as the orchestrator and the chat give
+ * it; no userdata, so the chat's and the orchestrator's own tools answer
+ * "not available" (their callers are tested with them). */
 static struct tool_ctx make_ctx(enum tool_phase phase) {
         return (struct tool_ctx){
+                .set = phase == TOOL_PHASE_CHAT ? chat_tool_set : orch_tool_set,
                 .phase = phase,
                 .root_fd = root_fd,
                 .root_path = seed,
                 .evolvable = evolvable,
                 .decisions = {[TOOL_SAFE] = CFG_ALLOW, [TOOL_REVIEW] = CFG_ALLOW, [TOOL_DANGEROUS] = CFG_ASK},
-                .cb = &callbacks,
+                .hooks = &hooks,
         };
 }
 
@@ -222,6 +218,26 @@ static void test_schema_validation(void **state) {
         json_decref(schema);
 }
 
+/* A table entry is complete: a well-formed, closed object schema, a handler,
+ * phases, a description. */
+static void check_entry(const struct tool *t) {
+        json_t *s = json_loads(t->schema, 0, NULL);
+        if (!s)
+                fail_msg("%s: schema does not parse", t->name);
+        char *err = NULL;
+        if (tools_schema_check(s, &err) != 0)
+                fail_msg("%s: %s", t->name, err);
+        assert_string_equal(json_string_value(json_object_get(s, "type")), "object");
+        assert_true(json_is_false(json_object_get(s, "additionalProperties")));
+        assert_non_null(t->handler);
+        assert_true(t->phases != 0);
+        assert_true(t->description && strlen(t->description) > 10);
+        /* A tool taking a repository path says so (it is normalised and checked). */
+        if (json_object_get(json_object_get(s, "properties"), "path") && !streq(t->name, "http_request"))
+                assert_true(t->repo_path);
+        json_decref(s);
+}
+
 static void test_schema_check(void **state) {
         static const char *const bad[] = {
                 "{\"type\":\"object\",\"propertys\":{}}",              /* typo: unknown keyword */
@@ -242,37 +258,30 @@ static void test_schema_check(void **state) {
                 free(err);
                 json_decref(s);
         }
-        /* Every schema of the table is well formed and closed. */
-        size_t n;
-        const struct tool *tab = tools_table(&n);
-        assert_true(n >= 20);
-        for (size_t i = 0; i < n; i++) {
-                json_t *s = json_loads(tab[i].schema, 0, NULL);
-                if (!s)
-                        fail_msg("%s: schema does not parse", tab[i].name);
-                char *err = NULL;
-                if (tools_schema_check(s, &err) != 0)
-                        fail_msg("%s: %s", tab[i].name, err);
-                assert_string_equal(json_string_value(json_object_get(s, "type")), "object");
-                assert_true(json_is_false(json_object_get(s, "additionalProperties")));
-                assert_non_null(tab[i].handler);
-                assert_true(tab[i].phases != 0);
-                assert_true(tab[i].description && strlen(tab[i].description) > 10);
-                /* A tool taking a repository path says so (it is normalised and checked). */
-                if (json_object_get(json_object_get(s, "properties"), "path") && !streq(tab[i].name, "http_request"))
-                        assert_true(tab[i].repo_path);
-                json_decref(s);
-        }
+        /* Every schema of every table of every set is well formed and closed. */
+        for (size_t k = 0; k < ARRAY_SIZE(sets); k++)
+                for (const struct tool *const *tab = sets[k].set; *tab; tab++)
+                        for (const struct tool *t = *tab; t->name; t++)
+                                check_entry(t);
 }
 
 /* --- table and phases --- */
 
+/* A tool of any set. */
+static const struct tool *find(const char *name) {
+        const struct tool *t = tools_find(orch_tool_set, name);
+        return t ? t : tools_find(chat_tool_set, name);
+}
+
 static bool offered(enum tool_phase p, const char *name) {
-        return tools_offered(tools_find(name), p);
+        return tools_offered(find(name), p);
 }
 
 static void test_phases(void **state) {
-        assert_null(tools_find("nope"));
+        assert_null(find("nope"));
+        assert_null(tools_find(orch_tool_set, "start_evolution"));
+        assert_null(tools_find(chat_tool_set, "ask_owner"));
+        assert_null(tools_find(chat_tool_set, "db_query"));
         assert_true(offered(TOOL_PHASE_PLAN, "read_file"));
         assert_true(offered(TOOL_PHASE_PLAN, "submit_plan"));
         assert_true(offered(TOOL_PHASE_PLAN, "ask_owner"));
@@ -294,7 +303,7 @@ static void test_phases(void **state) {
 
         struct model_tool_def *defs = NULL;
         size_t n = 0;
-        assert_int_equal(tools_defs(TOOL_PHASE_PLAN, &defs, &n), 0);
+        assert_int_equal(tools_defs(orch_tool_set, TOOL_PHASE_PLAN, &defs, &n), 0);
         bool plan = false;
         for (size_t i = 0; i < n; i++) {
                 assert_true(offered(TOOL_PHASE_PLAN, defs[i].name));
@@ -303,7 +312,8 @@ static void test_phases(void **state) {
         assert_true(plan);
         free(defs);
 
-        _cleanup_free_ char *t1 = tools_terminal_names(TOOL_PHASE_MUTATE), *t2 = tools_terminal_names(TOOL_PHASE_CHAT);
+        _cleanup_free_ char *t1 = tools_terminal_names(orch_tool_set, TOOL_PHASE_MUTATE),
+                               *t2 = tools_terminal_names(chat_tool_set, TOOL_PHASE_CHAT);
         assert_string_equal(t1, "finish");
         assert_string_equal(t2, "");
 }
@@ -355,26 +365,68 @@ static enum tool_level classify(const char *tool, const char *args) {
         json_t *a = json_loads(args, 0, NULL);
         assert_non_null(a);
         enum tool_level l = _TOOL_LEVEL_MAX;
-        assert_int_equal(tools_classify(&ctx, tools_find(tool), a, &l), 0);
+        assert_int_equal(tools_classify(&ctx, find(tool), a, &l), 0);
         json_decref(a);
         return l;
 }
 
-/* Fail closed by construction: every tool of the table (the evolution's,
- * the app and database tools, the chat's: they all live in tools_table())
- * names its level explicitly and has a schema; an entry without a level is
- * refused, never treated as safe. */
+/* What is wrong with a set, or NULL: an entry without an explicit level or a
+ * schema, or a name used twice across its tables. Caller frees. */
+static char *set_problem(const struct tool *const *set) {
+        char *why = NULL;
+        for (const struct tool *const *tab = set; *tab; tab++)
+                for (const struct tool *t = *tab; t->name; t++) {
+                        if (t->level <= TOOL_LEVEL_UNSET || t->level >= _TOOL_LEVEL_MAX ||
+                            streq(tools_level_name(t->level), "unknown"))
+                                return xasprintf(&why, "%s: no explicit level", t->name) < 0 ? NULL : why;
+                        if (!t->schema || !*t->schema)
+                                return xasprintf(&why, "%s: no schema", t->name) < 0 ? NULL : why;
+                        if (tools_find(set, t->name) != t)
+                                return xasprintf(&why, "%s: named twice", t->name) < 0 ? NULL : why;
+                }
+        return NULL;
+}
+
+static const struct tool fine_tools[] = {
+        {.name = "read_file", .level = TOOL_SAFE, .schema = "{}"},
+        TOOL_TABLE_END,
+};
+static const struct tool no_level_tools[] = {
+        {.name = "forgot", .schema = "{}"},
+        TOOL_TABLE_END,
+};
+static const struct tool no_schema_tools[] = {
+        {.name = "forgot", .level = TOOL_SAFE},
+        TOOL_TABLE_END,
+};
+
+/* Fail closed by construction: every tool of every table of every set (the
+ * evolution phases': kernel/tools', kernel/preview's and the orchestrator's
+ * tables; the chat's: kernel/tools' and kernel/chat's) names its level
+ * explicitly and has a schema, and no name is used twice across the tables
+ * of a set; an entry without a level is refused, never treated as safe. */
 static void test_every_tool_has_level_and_schema(void **state) {
-        size_t n;
-        const struct tool *tab = tools_table(&n);
-        assert_true(n >= 20);
-        for (size_t i = 0; i < n; i++) {
-                if (tab[i].level <= TOOL_LEVEL_UNSET || tab[i].level >= _TOOL_LEVEL_MAX)
-                        fail_msg("%s: no explicit level", tab[i].name);
-                if (!tab[i].schema || !*tab[i].schema)
-                        fail_msg("%s: no schema", tab[i].name);
-                assert_string_not_equal(tools_level_name(tab[i].level), "unknown");
+        for (size_t k = 0; k < ARRAY_SIZE(sets); k++) {
+                size_t n = 0, tables = 0;
+                for (const struct tool *const *tab = sets[k].set; *tab; tab++, tables++)
+                        for (const struct tool *t = *tab; t->name; t++)
+                                n++;
+                _cleanup_free_ char *why = set_problem(sets[k].set);
+                if (why)
+                        fail_msg("%s set: %s", sets[k].name, why);
+                assert_true(tables >= 2);
+                assert_true(n >= (streq(sets[k].name, "evolution") ? 20 : 12));
         }
+        /* The check itself fails on a bad set. */
+        const struct tool *const dup[] = {tools_table, fine_tools, NULL}, *const unset[] = {no_level_tools, NULL},
+                                 *const unschema[] = {no_schema_tools, NULL};
+        _cleanup_free_ char *w1 = set_problem(dup), *w2 = set_problem(unset), *w3 = set_problem(unschema);
+        assert_non_null(w1);
+        assert_contains(w1, "read_file: named twice");
+        assert_non_null(w2);
+        assert_contains(w2, "forgot: no explicit level");
+        assert_non_null(w3);
+        assert_contains(w3, "forgot: no schema");
 }
 
 static int classify_unset(const struct tool_ctx *ctx, const struct tool *t, json_t *args, enum tool_level *ret) {
@@ -511,7 +563,7 @@ static void test_decisions(void **state) {
 
         /* ask with no one to ask: denied. */
         ctx.decisions[TOOL_REVIEW] = CFG_ASK;
-        ctx.cb = NULL;
+        ctx.hooks = NULL;
         r = call(&ctx, "delete_path", "{\"path\":\"organism/new.txt\"}");
         assert_true(r.is_error);
         assert_contains(r.output, "approval");
@@ -666,14 +718,17 @@ static void test_malformed(void **state) {
 
         /* Empty arguments are an empty object (models send "" for no-argument tools). */
         ctx.phase = TOOL_PHASE_CHAT;
+        ctx.set = chat_tool_set;
         r = call(&ctx, "list_evolutions", "");
-        assert_false(r.is_error);
         assert_false(r.malformed);
-        assert_string_equal(r.output, "evo_1 planning");
+        assert_true(r.classified); /* its handler ran (and, without a chat, says so) */
+        assert_contains(r.output, "not available in this phase");
         tool_result_done(&r);
         r = call(&ctx, "list_evolutions", NULL);
-        assert_false(r.is_error);
+        assert_false(r.malformed);
+        assert_true(r.classified);
         tool_result_done(&r);
+        ctx.set = orch_tool_set;
 
         /* A good call is not malformed. */
         r = call(&ctx, "read_file", "{\"path\":\"README.md\"}");
@@ -983,27 +1038,26 @@ static void test_terminal_tools(void **state) {
         tool_result_done(&r);
 }
 
+/* ask_owner is the orchestrator's (its handler, its limit of 3 per
+ * evolution and the question flow are tested through the orchestrator): here
+ * it is an entry of the evolution's set like any other, validated and
+ * classified, and without an evolution run in the context not available. */
 static void test_ask_owner(void **state) {
         fake_reset();
         struct tool_ctx ctx = make_ctx(TOOL_PHASE_PLAN);
-        for (int i = 0; i < TOOLS_MAX_QUESTIONS; i++) {
-                struct tool_result r = call(&ctx, "ask_owner", "{\"question\":\"Which colour?\"}");
-                assert_false(r.is_error);
-                assert_string_equal(r.output, "The owner answered: answer to: Which colour?");
-                tool_result_done(&r);
-        }
-        struct tool_result r = call(&ctx, "ask_owner", "{\"question\":\"One more?\"}");
-        assert_true(r.is_error);
-        assert_contains(r.output, "already asked the owner 3 questions");
-        tool_result_done(&r);
-        assert_int_equal(fake.owner_calls, 3);
-        assert_int_equal(ctx.questions_asked, 3);
-
-        ctx.cb = NULL;
-        ctx.questions_asked = 0;
-        r = call(&ctx, "ask_owner", "{\"question\":\"?\"}");
+        struct tool_result r = call(&ctx, "ask_owner", "{\"question\":\"?\"}");
+        assert_false(r.malformed);
+        assert_true(r.classified);
+        assert_int_equal(r.level, TOOL_SAFE);
         assert_true(r.is_error);
         assert_contains(r.output, "not available");
+        tool_result_done(&r);
+        r = call(&ctx, "ask_owner", "{\"question\":\"\"}");
+        assert_true(r.malformed);
+        tool_result_done(&r);
+        ctx.phase = TOOL_PHASE_MUTATE;
+        r = call(&ctx, "ask_owner", "{\"question\":\"?\"}");
+        assert_true(r.malformed);
         tool_result_done(&r);
         fake_reset();
 }
@@ -1012,12 +1066,17 @@ static void test_chat_and_app_tools(void **state) {
         fake_reset();
         struct tool_ctx ctx = make_ctx(TOOL_PHASE_CHAT);
         struct tool_result r = call(&ctx, "start_evolution", "{\"intent\":\"Become a todo app\"}");
-        assert_false(r.is_error);
-        assert_string_equal(r.output, "queued evo_1 for: Become a todo app");
+        assert_false(r.malformed);
+        assert_true(r.classified);
+        assert_true(r.is_error); /* no chat run in the context */
+        assert_contains(r.output, "not available in this phase");
+        tool_result_done(&r);
+        r = call(&ctx, "start_evolution", "{\"intent\":\"\"}");
+        assert_true(r.malformed);
         tool_result_done(&r);
 
-        /* The app and database tools are entries of the table like every
-         * other: validated against their schema, classified by their level,
+        /* The app and database tools are entries of kernel/preview's table,
+         * in the evolution's set, like every other: validated against their schema, classified by their level,
          * then their handler (kernel/preview) runs. Without a preview in the
          * context they are not available. */
         static const struct {
@@ -1035,6 +1094,7 @@ static void test_chat_and_app_tools(void **state) {
                 {"db_schema", "{}", TOOL_SAFE, "this evolution has none"},
         };
         ctx.phase = TOOL_PHASE_MUTATE;
+        ctx.set = orch_tool_set;
         for (size_t i = 0; i < ARRAY_SIZE(app); i++) {
                 r = call(&ctx, app[i].name, app[i].args);
                 assert_false(r.malformed);
@@ -1074,8 +1134,9 @@ static void test_chat_and_app_tools(void **state) {
         cfg_free(c);
         ctx.preview = NULL;
 
-        ctx.cb = NULL;
+        ctx.hooks = NULL;
         ctx.phase = TOOL_PHASE_CHAT;
+        ctx.set = chat_tool_set;
         r = call(&ctx, "list_evolutions", "{}");
         assert_true(r.is_error);
         assert_contains(r.output, "not available in this phase");
