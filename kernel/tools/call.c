@@ -151,31 +151,25 @@ static int parse_args(const struct tool *t, const char *args_json, struct tool_r
                 return tool_error(ret, "arguments of %s are too large (%zu bytes, at most %d): work in smaller steps",
                                   t->name, alen, TOOLS_ARGS_MAX);
         json_error_t jerr;
-        json_t *args = blank(args_json) ? json_object()
-                                         : json_loadb(args_json, alen, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+        _cleanup_json_ json_t *args = blank(args_json) ? json_object()
+                                                       : json_loadb(args_json, alen,
+                                                                    JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
         if (!args)
                 return tool_error(ret, "arguments of %s are not valid JSON (line %d, column %d: %s); send one JSON object",
                                   t->name, jerr.line, jerr.column, jerr.text);
-        if (!json_is_object(args)) {
-                json_decref(args);
+        if (!json_is_object(args))
                 return tool_error(ret, "arguments of %s must be a JSON object", t->name);
-        }
-        json_t *schema = json_loads(t->schema, 0, &jerr);
+        _cleanup_json_ json_t *schema = json_loads(t->schema, 0, &jerr);
         if (!schema) {
-                json_decref(args);
                 log_error("tool %s: schema does not parse: %s", t->name, jerr.text);
                 ret->malformed = false;
                 return tool_error(ret, "internal error: the schema of %s is broken", t->name);
         }
         _cleanup_free_ char *why = NULL;
-        int r = tools_schema_validate(schema, args, &why);
-        json_decref(schema);
-        if (r < 0) {
-                json_decref(args);
+        if (tools_schema_validate(schema, args, &why) < 0)
                 return tool_error(ret, "invalid arguments for %s: %s", t->name, why ? why : "does not match the schema");
-        }
         ret->malformed = false;
-        *ret_args = args;
+        *ret_args = TAKE_PTR(args);
         return 1;
 }
 
@@ -244,7 +238,7 @@ static int run_handler(struct tool_ctx *ctx, const struct tool *t, json_t *args,
 
 int tools_call(struct tool_ctx *ctx, const char *name, const char *args_json, struct tool_result *ret) {
         struct tool_result res = {0};
-        json_t *args = NULL;
+        _cleanup_json_ json_t *args = NULL;
         int r;
         const struct tool *t = name ? tools_find(ctx->set, name) : NULL;
         if (!t || !tools_offered(t, ctx->phase)) {
@@ -300,11 +294,9 @@ done:
         }
         free(res.output);
         res.output = capped;
-        json_decref(args);
         *ret = res;
         return 0;
 out:
-        json_decref(args);
         tool_result_done(&res);
         return r;
 }
