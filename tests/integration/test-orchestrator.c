@@ -582,6 +582,39 @@ static void test_question_and_approvals(void **state) {
         free(id);
 }
 
+/* ask_owner is the orchestrator's own tool with its own limit: three
+ * questions an evolution; the fourth is answered by the kernel (decide
+ * yourself), not put to the owner. Each "match" step checks what the model
+ * was told before it answers. */
+#define ASK(q) CALL("ask_owner", "{\"question\": \"" q "\"}")
+static void test_three_questions_at_most(void **state) {
+        load_script("[" ASK("First?") ","
+                    "{\"match\": \"The owner answered: one\", \"tool_calls\": [{\"name\": \"ask_owner\", "
+                    "\"arguments\": {\"question\": \"Second?\"}}]},"
+                    "{\"match\": \"The owner answered: two\", \"tool_calls\": [{\"name\": \"ask_owner\", "
+                    "\"arguments\": {\"question\": \"Third?\"}}]},"
+                    "{\"match\": \"The owner answered: three\", \"tool_calls\": [{\"name\": \"ask_owner\", "
+                    "\"arguments\": {\"question\": \"Fourth?\"}}]},"
+                    "{\"match\": \"already asked the owner 3 questions\", \"tool_calls\": [{\"name\": "
+                    "\"submit_plan\", \"arguments\": {\"title\": \"Asked enough\", \"scope\": \"questions\", "
+                    "\"summary\": \"s\", \"steps\": [\"x\"]}}]},"
+                    CALL("write_file", "{\"path\": \"knowledge/answers.md\", \"content\": \"one two three\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        char *id = NULL;
+        assert_int_equal(orch_submit(g_orch, "Ask me things", &id), 0);
+        static const char *const q[][2] = {{"First?", "one"}, {"Second?", "two"}, {"Third?", "three"}};
+        for (size_t i = 0; i < 3; i++) {
+                _cleanup_free_ char *a = wait_approval(q[i][0]);
+                assert_int_equal(orch_decide(g_orch, a, true, q[i][1]), 0);
+        }
+        enum evo_state s = wait_final(id, 240000);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE); /* the fourth never reached the owner */
+        assert_true(seed_file_contains("knowledge/answers.md", "one two three"));
+        free(id);
+}
+
 /* Boot recovery: an evolution under way when the kernel died is failed and
  * its worktree removed; the live generation is untouched. */
 static void test_boot_recovery(void **state) {
@@ -823,6 +856,7 @@ int main(void) {
                 cmocka_unit_test(test_no_model),
                 cmocka_unit_test(test_rollback),
                 cmocka_unit_test(test_question_and_approvals),
+                cmocka_unit_test(test_three_questions_at_most),
                 cmocka_unit_test(test_boot_recovery),
                 cmocka_unit_test(test_live_migration_failure_rolls_back),
                 cmocka_unit_test(test_rollback_with_data),
