@@ -31,12 +31,19 @@
  *    EGRESS_HELLO_TIMEOUT_MS) must carry an SNI host_name equal to host:
  *    missing, different, an IP, oversized or slow → the tunnel is closed.
  *  - At most EGRESS_MAX_TUNNELS tunnels at once over all doors (the next is
- *    refused); a tunnel with no byte either way for EGRESS_IDLE_MS ends.
+ *    refused with 503); a tunnel holds its place from the moment its host
+ *    passed the policy until it ends. At most EGRESS_MAX_PENDING more
+ *    connections may still be sending their request head (the next is
+ *    answered 503 at once). A tunnel with no byte either way for
+ *    EGRESS_IDLE_MS ends.
  *  - Bytes are copied with splice(2), socket → pipe → socket.
- *  - Every refusal is answered (403/502/503/504 with a one-line reason, or a
- *    closed tunnel after the ClientHello), logged at most once a minute per
- *    door, host and reason, and kept: the newest EGRESS_REFUSALS_KEPT, with
- *    the host only when it is a well-formed name.
+ *  - Every refusal is answered (400 malformed, 405 not CONNECT, 403 by the
+ *    rules or the policy, 408 head too slow, 502 cannot resolve or connect,
+ *    503 too many, 504 connect timeout: each with a one-line reason and
+ *    "Connection: close"; or a closed tunnel after the ClientHello), logged
+ *    at most once a minute per door, host and reason, and kept: the newest
+ *    EGRESS_REFUSALS_KEPT, with the host only when it is a well-formed name.
+ *    Raw client bytes are never logged or kept.
  *
  * Thread-safe: grants, revocations and doors may change while tunnels run. */
 #pragma once
@@ -47,6 +54,7 @@
 
 #define EGRESS_PORT 3128                 /* the door inside every sandbox that may go out */
 #define EGRESS_MAX_TUNNELS 64
+#define EGRESS_MAX_PENDING 32            /* connections still sending their request head */
 #define EGRESS_IDLE_MS (5 * 60 * 1000)
 #define EGRESS_CONNECT_TIMEOUT_MS 10000
 #define EGRESS_REQUEST_MAX 8192
@@ -89,6 +97,18 @@ void egress_free(struct egress *e);
 typedef int (*egress_resolve_fn)(void *userdata, const char *host, struct sockaddr_storage *ret, size_t max,
                                  size_t *ret_n);
 void egress_set_resolver(struct egress *e, egress_resolve_fn fn, void *userdata);
+
+/* Timeouts for what starts from now on (idle: also for running tunnels).
+ * 0 leaves a field as it is; egress_new() starts with the EGRESS_*_MS
+ * defaults. Tests lower them; nothing else does. */
+struct egress_timeouts {
+        int idle_ms;    /* EGRESS_IDLE_MS */
+        int connect_ms; /* EGRESS_CONNECT_TIMEOUT_MS */
+        int request_ms; /* EGRESS_REQUEST_TIMEOUT_MS */
+        int hello_ms;   /* EGRESS_HELLO_TIMEOUT_MS */
+};
+/* -EINVAL (nothing changed) for a negative field. */
+int egress_set_timeouts(struct egress *e, const struct egress_timeouts *t);
 
 /* Serves listen_fd (a listening TCP socket, taken in every case) with the
  * policy p. label names the sandbox in logs and refusals ("live",
