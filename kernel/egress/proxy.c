@@ -78,6 +78,7 @@ struct egress {
         size_t n_pending, n_tunnels, n_threads;
         struct egress_refusal kept[EGRESS_REFUSALS_KEPT];
         size_t kept_next, kept_n;
+        struct log_limiter *limiter; /* refusals logged: per reason, door and host */
         int epoll_fd, wake_fd;
         bool acceptor_started, stopping;
         pthread_t acceptor;
@@ -131,10 +132,19 @@ static void keep_refusal_locked(struct egress *e, const char *label, const char 
         e->kept_next = (e->kept_next + 1) % EGRESS_REFUSALS_KEPT;
         if (e->kept_n < EGRESS_REFUSALS_KEPT)
                 e->kept_n++;
-        char key[LABEL_MAX + EGRESS_HOST_MAX + 160];
-        snprintf(key, sizeof key, "%s|%s|%s", label, host, why);
-        log_limited(LOG_INFO, key, "egress: refused %s%s%d for %s: %s", *host ? host : "(no host name)",
-                    *host ? ":" : " port ", port, label, why);
+        /* A limiter of the proxy's own: refusals of one reason share no
+         * budget with anything else the kernel logs. */
+        char key[LABEL_MAX + EGRESS_HOST_MAX + 2];
+        uint64_t suppressed = 0;
+        snprintf(key, sizeof key, "%s|%s", label, host);
+        if (!log_limiter_admit(e->limiter, why, key, now_ms(), &suppressed))
+                return;
+        char more[96] = "";
+        if (suppressed > 0)
+                snprintf(more, sizeof more, " (and %llu more like it since the last one logged)",
+                         (unsigned long long)suppressed);
+        log_info("egress: refused %s%s%d for %s: %s%s", *host ? host : "(no host name)", *host ? ":" : " port ",
+                 port, label, why, more);
 }
 
 static void keep_refusal(struct conn *c, const char *why) {
@@ -860,6 +870,8 @@ int egress_new(const struct egress_config *cfg, struct egress **ret) {
                 free(e);
                 return r;
         }
+        if ((r = log_limiter_new(LOG_LIMIT_INTERVAL_MS, &e->limiter)) < 0)
+                goto fail;
         if (cfg && (r = egress_allowlist_set_registries(&e->allow, cfg->registries)) < 0)
                 goto fail;
         e->epoll_fd = epoll_create1(EPOLL_CLOEXEC);
@@ -924,6 +936,7 @@ void egress_free(struct egress *e) {
         if (e->wake_fd >= 0)
                 close(e->wake_fd);
         egress_allowlist_done(&e->allow);
+        log_limiter_free(e->limiter);
         pthread_cond_destroy(&e->threads_done);
         pthread_mutex_destroy(&e->lock);
         free(e);

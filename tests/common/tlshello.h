@@ -22,7 +22,7 @@ struct tlshello {
 };
 
 static size_t tlshello_put(uint8_t *out, size_t at, size_t max, const void *data, size_t n) {
-        if (at + n <= max)
+        if (out && n <= max && at <= max - n)
                 memcpy(out + at, data, n);
         return at + n;
 }
