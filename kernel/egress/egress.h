@@ -54,7 +54,7 @@
 
 #define EGRESS_PORT 3128                 /* the door inside every sandbox that may go out */
 #define EGRESS_MAX_TUNNELS 64
-#define EGRESS_MAX_PENDING 32            /* connections still sending their request head */
+#define EGRESS_MAX_PENDING 64            /* connections still sending their request head */
 #define EGRESS_IDLE_MS (5 * 60 * 1000)
 #define EGRESS_CONNECT_TIMEOUT_MS 10000
 #define EGRESS_REQUEST_MAX 8192

@@ -122,6 +122,13 @@ static void answer(int fd, int status, const char *why) {
                 (void)send(fd, out, (size_t)n, MSG_NOSIGNAL | MSG_DONTWAIT);
 }
 
+/* Reads what has arrived already (without waiting), at most 64 KiB. */
+static void drop_unread(int fd) {
+        char sink[4096];
+        for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+                ;
+}
+
 /* Keeps a refusal and logs it (at most once a minute per door, host and
  * reason). Called with the lock held. */
 static void keep_refusal_locked(struct egress *e, const char *label, const char *host, int port, const char *why) {
@@ -724,6 +731,7 @@ static int accept_door(struct egress *e, uint64_t id) {
                         static const char why[] = "too many connections waiting to send their request";
                         keep_refusal_locked(e, d->label, "", 0, why);
                         answer(fd, 503, why);
+                        drop_unread(fd); /* so that closing is less likely to reset it before it is read */
                         close(fd);
                         continue;
                 }
