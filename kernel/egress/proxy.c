@@ -574,11 +574,10 @@ static void half_events(const struct half *h, struct pollfd *from, struct pollfd
 static int tunnel(struct conn *c) {
         struct half h[2];
         int r = half_init(&h[0], c->client_fd, c->upstream_fd, PIPE_UP);
-        if (r < 0)
-                return r;
-        r = half_init(&h[1], c->upstream_fd, c->client_fd, PIPE_DOWN);
-        if (r < 0) {
+        if (r >= 0 && (r = half_init(&h[1], c->upstream_fd, c->client_fd, PIPE_DOWN)) < 0)
                 pipe_close(&h[0]);
+        if (r < 0) {
+                log_limited(LOG_WARN, c->label, "egress: cannot make a tunnel's pipes: %s", strerror(-r));
                 return r;
         }
         int64_t last = now_ms();
