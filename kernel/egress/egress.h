@@ -98,9 +98,10 @@ typedef int (*egress_resolve_fn)(void *userdata, const char *host, struct sockad
                                  size_t *ret_n);
 void egress_set_resolver(struct egress *e, egress_resolve_fn fn, void *userdata);
 
-/* Timeouts for what starts from now on (idle: also for running tunnels).
- * 0 leaves a field as it is; egress_new() starts with the EGRESS_*_MS
- * defaults. Tests lower them; nothing else does. */
+/* Timeouts for connections accepted from now on; idle_ms also for the
+ * tunnels running, from the next time each wakes up. 0 leaves a field as it
+ * is; egress_new() starts with the EGRESS_*_MS defaults. Tests lower them;
+ * nothing else does. */
 struct egress_timeouts {
         int idle_ms;    /* EGRESS_IDLE_MS */
         int connect_ms; /* EGRESS_CONNECT_TIMEOUT_MS */
