@@ -1044,6 +1044,35 @@ static void test_request_timeout(void **state) {
         proxy_stop(&p);
 }
 
+/* A head sent a byte at a time is judged as a whole: good, or bad as soon
+ * as a bad byte arrives. */
+static void test_request_bytewise(void **state) {
+        require_net();
+        struct proxy p;
+        proxy_start(&p, EGRESS_POLICY_LIVE, NULL);
+        assert_int_equal(egress_grant(p.e, EGRESS_SCOPE_ORGANISM, "api.public.net"), 0);
+        static const char *const heads[] = {
+                "CONNECT api.public.net:443 HTTP/1.1\r\nHost: api.public.net:443\r\nX: y\r\n\r\n",
+                "CONNECT api.public.net:443 HTTP/1.1\r\nHost: x\ny: z",
+        };
+        static const char *const want[] = {"HTTP/1.1 200", "HTTP/1.1 400"};
+        for (size_t k = 0; k < ARRAY_SIZE(heads); k++) {
+                int fd = connect_to("127.0.0.1", p.port);
+                int one = 1;
+                assert_true(fd >= 0);
+                (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+                for (const char *b = heads[k]; *b; b++)
+                        if (try_send_all(fd, b, 1) < 0)
+                                break;
+                char answer[12];
+                assert_int_equal(read_exact(fd, answer, sizeof answer), 0);
+                assert_memory_equal(answer, want[k], sizeof answer);
+                close(fd);
+        }
+        proxy_stop(&p);
+        (void)server_settle(0);
+}
+
 static void test_connect_timeout(void **state) {
         require_net();
         /* A host whose accept queue is full drops further SYNs. */
@@ -1248,6 +1277,7 @@ int main(void) {
                 cmocka_unit_test(test_max_pending),
                 cmocka_unit_test(test_idle_timeout),
                 cmocka_unit_test(test_request_timeout),
+                cmocka_unit_test(test_request_bytewise),
                 cmocka_unit_test(test_connect_timeout),
                 cmocka_unit_test(test_revoke_midflight),
                 cmocka_unit_test(test_policies),
