@@ -31,11 +31,12 @@
 #include <sys/eventfd.h>
 
 #define THREAD_STACK (256 * 1024) /* getaddrinfo goes through NSS modules: not the smallest */
-/* Pipe sizes: the bulk of the bytes come down (a larger pipe means fewer
- * splices, wake-ups and ACKs per byte: with 1 MiB bench/egress spent about
- * a third less CPU per byte than with the default 64 KiB), requests go up. 64 tunnels of 512 + 64 KiB take 36 MiB of the
- * 64 MiB an unprivileged account's pipes may reach (pipe-user-pages-soft)
- * before new pipes shrink to two pages. */
+/* Pipe sizes: the bulk of the bytes come down, requests go up. A larger
+ * pipe means fewer splices, wake-ups and ACKs per byte (with 1 MiB,
+ * bench/egress spent about a third less CPU per byte than with the default
+ * 64 KiB). 64 tunnels of 512 + 64 KiB take 36 MiB of the 64 MiB an
+ * unprivileged account's pipes may reach (pipe-user-pages-soft) before new
+ * pipes shrink to two pages. */
 #define PIPE_DOWN (512 * 1024)
 #define PIPE_UP (64 * 1024)
 #define ACCEPT_BATCH 16

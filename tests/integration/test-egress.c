@@ -1032,7 +1032,8 @@ static void test_request_timeout(void **state) {
         close(fd);
         /* An oversized head: 400 as soon as the bound is passed (with the
          * default time for the head, whatever the machine's load). */
-        assert_int_equal(egress_set_timeouts(p.e, &(struct egress_timeouts){.request_ms = EGRESS_REQUEST_TIMEOUT_MS}), 0);
+        struct egress_timeouts t = {.request_ms = EGRESS_REQUEST_TIMEOUT_MS};
+        assert_int_equal(egress_set_timeouts(p.e, &t), 0);
         char big[EGRESS_REQUEST_MAX + 64];
         memset(big, 'a', sizeof big);
         memcpy(big, "CONNECT api.public.net:443 HTTP/1.1\r\nX: ", 40);
