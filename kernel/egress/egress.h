@@ -87,13 +87,16 @@ struct egress_config {
 
 /* Starts the proxy's thread(s). Caller frees with egress_free(). */
 int egress_new(const struct egress_config *cfg, struct egress **ret);
-/* Closes every door, ends every tunnel, joins the threads. Accepts NULL. */
+/* Closes every door still open (those egress_door pointers are invalid
+ * afterwards), ends every tunnel, joins the threads. Accepts NULL. */
 void egress_free(struct egress *e);
 
 /* The test seam: how names are resolved. fn writes at most max addresses
  * (AF_INET / AF_INET6 sockaddrs; the port is ignored) and their count, or
- * returns -errno (-ENOENT: no such name). NULL restores getaddrinfo(). Tests
- * swap it; nothing else does (no config, no environment variable). */
+ * returns -errno (-ENOENT: no such name). NULL restores getaddrinfo() (of
+ * the name made absolute, "host.", so no search domain ever applies; both
+ * families; no AI_ADDRCONFIG). Tests swap it; nothing else does (no config,
+ * no environment variable). */
 typedef int (*egress_resolve_fn)(void *userdata, const char *host, struct sockaddr_storage *ret, size_t max,
                                  size_t *ret_n);
 void egress_set_resolver(struct egress *e, egress_resolve_fn fn, void *userdata);
@@ -113,8 +116,10 @@ int egress_set_timeouts(struct egress *e, const struct egress_timeouts *t);
 
 /* Serves listen_fd (a listening TCP socket, taken in every case) with the
  * policy p. label names the sandbox in logs and refusals ("live",
- * "evolution evo_…"; copied, at most 64 bytes). Caller closes the door with
- * egress_door_close(), which also ends the tunnels it opened. */
+ * "evolution evo_…"; copied, 1..64 bytes, no control characters). -EINVAL
+ * for anything else (or a socket not listening), -ESHUTDOWN during
+ * egress_free(). Caller closes the door with egress_door_close(), which
+ * also ends the tunnels it opened (and the connections it accepted). */
 int egress_door_open(struct egress *e, int listen_fd, enum egress_policy p, const char *label,
                      struct egress_door **ret);
 void egress_door_close(struct egress_door *d);
@@ -123,13 +128,16 @@ void egress_door_close(struct egress_door *d);
  * with *ret_error (caller frees; may be NULL) saying why (an IP literal, an
  * internal name, a single label, malformed, a bare "*"). */
 int egress_pattern_check(const char *pattern, char **ret_error);
-/* Grants / revokes one pattern for scope s (checked as above). A revocation
- * takes effect for new connections at once and ends the open tunnels to
- * hosts no remaining grant (or registry) allows. Revoking what is not
- * granted is -ENOENT. */
+/* Grants / revokes one pattern for scope s (checked as above; kept
+ * normalised: lowercase, no trailing dot). Granting what is granted is 0;
+ * -E2BIG past EGRESS_PATTERNS_MAX. A revocation takes effect for new
+ * connections at once and ends the open tunnels to hosts no remaining grant
+ * (or registry) allows. Revoking what is not granted is -ENOENT. */
 int egress_grant(struct egress *e, enum egress_scope s, const char *pattern);
 int egress_revoke(struct egress *e, enum egress_scope s, const char *pattern);
-/* Replaces the registry list (patterns as above, each checked). */
+/* Replaces the registry list (patterns as above, each checked; NULL or an
+ * empty list: none): 0, or -EINVAL / -E2BIG with the list unchanged. Like a
+ * revocation, it ends the open tunnels of BUILD doors it no longer allows. */
 int egress_set_registries(struct egress *e, char *const *patterns);
 
 /* The patterns a policy allows now (registries first for BUILD), NULL-
@@ -150,7 +158,10 @@ int egress_refusals(struct egress *e, struct egress_refusal **ret, size_t *ret_n
 
 /* Address classes (smokescreen's list and more): EGRESS_ADDR_PUBLIC or why
  * not. IPv4-mapped/-compatible, NAT64, 6to4 and Teredo addresses are judged
- * by the IPv4 address they embed, and refused when that is not public. */
+ * by the IPv4 address they embed (Teredo: its server's and its client's),
+ * and refused when that is not public; the NAT64 local-use prefix
+ * (64:ff9b:1::/48) always. IPv6 outside global unicast (2000::/3) is
+ * reserved. The table: kernel/egress/addr.c. */
 enum egress_addr_class {
         EGRESS_ADDR_PUBLIC,
         EGRESS_ADDR_UNSPECIFIED,
