@@ -130,9 +130,9 @@ static void drop_unread(int fd) {
                 ;
 }
 
-/* Keeps a refusal and logs it (at most once a minute per door, host and
- * reason). Called with the lock held. */
-static void keep_refusal_locked(struct egress *e, const char *label, const char *host, int port, const char *why) {
+/* Keeps a refusal among the newest EGRESS_REFUSALS_KEPT. Called with the
+ * lock held. */
+static void keep_locked(struct egress *e, const char *label, const char *host, int port, const char *why) {
         struct egress_refusal *k = &e->kept[e->kept_next];
         *k = (struct egress_refusal){.at_ms = wall_ms(), .port = port, .reason = why};
         snprintf(k->host, sizeof k->host, "%s", host);
@@ -140,8 +140,13 @@ static void keep_refusal_locked(struct egress *e, const char *label, const char 
         e->kept_next = (e->kept_next + 1) % EGRESS_REFUSALS_KEPT;
         if (e->kept_n < EGRESS_REFUSALS_KEPT)
                 e->kept_n++;
-        /* A limiter of the proxy's own: refusals of one reason share no
-         * budget with anything else the kernel logs. */
+}
+
+/* Logs a refusal at most once a minute per door, host and reason, by a
+ * limiter of the proxy's own (refusals share no budget with anything else
+ * the kernel logs); without the lock, so a slow log never stalls the
+ * proxy. */
+static void log_refusal(struct egress *e, const char *label, const char *host, int port, const char *why) {
         char key[LABEL_MAX + EGRESS_HOST_MAX + 2];
         uint64_t suppressed = 0;
         snprintf(key, sizeof key, "%s|%s", label, host);
@@ -157,8 +162,9 @@ static void keep_refusal_locked(struct egress *e, const char *label, const char 
 
 static void keep_refusal(struct conn *c, const char *why) {
         pthread_mutex_lock(&c->e->lock);
-        keep_refusal_locked(c->e, c->label, c->req.host, c->req.port, why);
+        keep_locked(c->e, c->label, c->req.host, c->req.port, why);
         pthread_mutex_unlock(&c->e->lock);
+        log_refusal(c->e, c->label, c->req.host, c->req.port, why);
 }
 
 /* Waits for one of the fds, or the deadline (now_ms() time): the poll
@@ -304,10 +310,11 @@ static int admit(struct conn *c) {
                 c->pending = false;
         }
         if (status)
-                keep_refusal_locked(e, c->label, c->req.host, c->req.port, why);
+                keep_locked(e, c->label, c->req.host, c->req.port, why);
         pthread_mutex_unlock(&e->lock);
         if (!status)
                 return 0;
+        log_refusal(e, c->label, c->req.host, c->req.port, why);
         answer(c->client_fd, status, why);
         linger(c);
         return -1;
@@ -734,7 +741,9 @@ static int conn_start_locked(struct egress *e, struct egress_door *d, int fd) {
 /* Accepts what is waiting at door id: 0, or -errno when accept itself
  * fails for want of resources (the caller backs off). */
 static int accept_door(struct egress *e, uint64_t id) {
-        int r = 0;
+        static const char busy[] = "too many connections waiting to send their request";
+        char label[LABEL_MAX + 1] = "";
+        int r = 0, refused = 0;
         pthread_mutex_lock(&e->lock);
         struct egress_door *d = door_find_locked(e, id);
         for (int k = 0; d && !e->stopping && k < ACCEPT_BATCH; k++) {
@@ -747,11 +756,12 @@ static int accept_door(struct egress *e, uint64_t id) {
                         break;
                 }
                 if (e->n_pending >= EGRESS_MAX_PENDING) {
-                        static const char why[] = "too many connections waiting to send their request";
-                        keep_refusal_locked(e, d->label, "", 0, why);
-                        answer(fd, 503, why);
+                        keep_locked(e, d->label, "", 0, busy);
+                        answer(fd, 503, busy);
                         drop_unread(fd); /* so that closing is less likely to reset it before it is read */
                         close(fd);
+                        memcpy(label, d->label, sizeof label);
+                        refused++;
                         continue;
                 }
                 int q = conn_start_locked(e, d, fd);
@@ -759,6 +769,8 @@ static int accept_door(struct egress *e, uint64_t id) {
                         log_limited(LOG_WARN, d->label, "egress: cannot serve a connection: %s", strerror(-q));
         }
         pthread_mutex_unlock(&e->lock);
+        for (int i = 0; i < refused; i++) /* the limiter counts the ones it does not write */
+                log_refusal(e, label, "", 0, busy);
         return r;
 }
 
