@@ -1056,6 +1056,15 @@ static void test_network_isolated(void **state) {
 
 /* With the proxy, every profile finds its door at HTTPS_PROXY and gets the
  * proxy's answer there; without it, there is nothing to connect to. */
+/* Node.js's fetch() and https.get(), as an app would use them: each prints
+ * "fetch: <what happened>" / "https: <what happened>". */
+#define NODE_FETCH                                                                                             \
+        "const why = (e) => (e.cause && e.cause.message) || e.message;"                                         \
+        "fetch(\"https://example.com/\").then(r => console.log(\"fetch: status\", r.status),"                    \
+        "  e => console.log(\"fetch:\", why(e)));"                                                               \
+        "require(\"https\").get(\"https://example.com/\", r => console.log(\"https: status\", r.statusCode))"     \
+        "  .on(\"error\", e => console.log(\"https:\", why(e)));"
+
 static void test_door_every_profile(void **state) {
         (void)state;
         require_probe();
@@ -1065,22 +1074,28 @@ static void test_door_every_profile(void **state) {
                 char script[512];
                 snprintf(script, sizeof script,
                          "echo \"proxy=$HTTPS_PROXY\"; " PROBE " tcp 127.0.0.1 %d; "
-                         "curl -sS -m 20 -o /dev/null https://example.com/ 2>&1; echo curl=$?",
-                         EGRESS_PORT);
+                         "curl -sS -m 20 -o /dev/null https://example.com/ 2>&1; echo curl=$?; "
+                         "node -e '%s'",
+                         EGRESS_PORT, NODE_FETCH);
                 _cleanup_free_ char *out = NULL, *none = NULL;
                 assert_int_equal(run_sh_egress(all_profiles[k], e, "itest", script, &out), 0);
                 print_comment(label_of(all_profiles[k]), out);
                 assert_non_null(strstr(out, "proxy=http://127.0.0.1:3128\n"));
                 assert_non_null(strstr(out, connected));
-                /* Not granted: the proxy refuses the tunnel (curl: exit 56). */
+                /* Not granted: the proxy refuses the tunnel (curl: exit 56),
+                 * and Node.js's fetch() and https hear it from the proxy too. */
                 assert_non_null(strstr(out, "403"));
                 assert_null(strstr(out, "curl=0\n"));
+                assert_non_null(strstr(out, "fetch: egress proxy refused example.com:443: HTTP/1.1 403"));
+                assert_non_null(strstr(out, "https: egress proxy refused example.com:443: HTTP/1.1 403"));
 
                 assert_int_equal(run_sh_egress(all_profiles[k], NULL, NULL, script, &none), 0);
                 assert_non_null(strstr(none, "proxy=\n"));
                 assert_non_null(strstr(none, door));
                 assert_null(strstr(none, connected));
                 assert_null(strstr(none, "curl=0\n"));
+                assert_non_null(strstr(none, "fetch: "));
+                assert_null(strstr(none, "fetch: status"));
         }
         egress_free(e);
         assert_no_children();
