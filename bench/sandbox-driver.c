@@ -4,12 +4,12 @@
  *
  * MODE is one of
  *   evolution  sandbox_run() under the EVOLUTION profile: seccomp, limits,
- *              its own network namespace connected by slirp4netns;
- *   live       sandbox_run() under the LIVE profile: seccomp, limits, a
- *              network namespace with nothing in it;
+ *              its own network namespace with a door to the egress proxy;
+ *   live       sandbox_run() under the LIVE profile: the same, the live
+ *              organism's mounts;
  *   bwrap      bwrap alone with the EVOLUTION policy's mounts and namespaces
  *              (sandbox_policy_argv without fds: no seccomp, no block-fd
- *              handshake, no limits, no slirp4netns);
+ *              handshake, no limits, no door);
  *   exec       fork, exec and wait of /usr/bin/true, nothing else.
  * Prints one line per run: its wall time in milliseconds. One unmeasured
  * run comes first. Drops root like the kernel does (sandboxes never run as
@@ -44,7 +44,7 @@ static int run_sandbox(const struct sandbox_policy *p) {
 }
 
 /* bwrap with the policy's options on its command line, as the policy's
- * data files (resolv.conf) need: one memfd each, read once by bwrap. */
+ * data files (the Node.js shim) need: one memfd each, read once by bwrap. */
 static int run_bwrap(const struct sandbox_policy *p) {
         struct sandbox_fds fds = SANDBOX_FDS_NONE;
         int keep[SANDBOX_DATA_MAX], r = 0;
@@ -120,12 +120,19 @@ int main(int argc, char **argv) {
         (void)mkdir_p(organism, 0755);
         bool live = streq(mode, "live");
         char *const evolvable[] = {"organism/", NULL};
+        struct egress *egress = NULL;
+        if ((r = egress_new(&(struct egress_config){0}, &egress)) < 0) {
+                fprintf(stderr, "egress: %s\n", strerror(-r));
+                rm_rf(root);
+                return 1;
+        }
         struct sandbox_spec spec = {
                 .profile = live ? SANDBOX_LIVE : SANDBOX_EVOLUTION,
                 .seed_dir = root,
                 .workspace = root,
                 .evolvable = evolvable,
                 .workspace_readonly = live,
+                .egress = egress,
         };
         struct sandbox_policy *p = NULL;
         if ((r = sandbox_policy_build(&spec, &p)) < 0) {
@@ -150,6 +157,7 @@ int main(int argc, char **argv) {
                 fprintf(stderr, "%s: %s\n", mode, strerror(-r));
 out:
         sandbox_policy_free(p);
+        egress_free(egress);
         rm_rf(root);
         return r < 0 ? 1 : 0;
 }

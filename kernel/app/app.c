@@ -14,8 +14,8 @@
 #include "organism/organism.h"
 #include "pg/pg.h"
 #include "repo/repo.h"
+#include "egress/egress.h"
 #include "sandbox/sandbox.h"
-#include "sandbox/netns.h"
 #include "secrets/secrets.h"
 
 #include <getopt.h>
@@ -30,6 +30,7 @@ struct app {
         struct secrets *secrets;
         struct pg *pg;
         struct db *kdb;
+        struct egress *egress;   /* every sandbox's way out */
         struct organism *organism;
         struct model *model;
         struct orchestrator *orch;
@@ -41,7 +42,6 @@ struct app {
         char *session_key;
         char *live_url;
         char *doctor;            /* why sandboxes cannot run here, or NULL */
-        char *network_warning;   /* why sandboxes have no outbound network, or NULL */
         int64_t started_ms;
         int generation;
 };
@@ -145,8 +145,6 @@ static int app_status_json(void *userdata, char **ret_json) {
         json_object_set_new(o, "control_url", json_string(control));
         if (a->doctor)
                 json_object_set_new(o, "doctor", json_string(a->doctor));
-        else if (a->network_warning)
-                json_object_set_new(o, "doctor", json_string(a->network_warning));
         char *s = json_dumps(o, JSON_COMPACT);
         if (!s)
                 return -ENOMEM;
@@ -219,6 +217,14 @@ static int app_start_database(struct app *a) {
         return 0;
 }
 
+/* The egress proxy: every sandbox's only way out. */
+static int app_start_egress(struct app *a) {
+        int r = egress_new(&(struct egress_config){0}, &a->egress);
+        if (r < 0)
+                return log_error_errno(r, "the egress proxy did not start: %m");
+        return 0;
+}
+
 static int app_start_organism(struct app *a) {
         /* The start-up doctor: without working sandboxes nothing of the
          * model's runs, so say why once, clearly, and keep the control plane up. */
@@ -227,7 +233,6 @@ static int app_start_organism(struct app *a) {
                           "refused: %s", a->doctor);
                 return 0;
         }
-        (void)sandbox_check_network(&a->network_warning); /* logged there; shown in the status */
         /* The kernel binds the organism's socket here and hands the bridge the
          * listening fd: no sandbox sees this dir (unlike .seed/run, PostgreSQL's
          * socket dir, which sandboxes see read-only). */
@@ -247,6 +252,8 @@ static int app_start_organism(struct app *a) {
                 .run_dir = run_dir,
                 .log_path = log_path,
                 .evolvable = NULL, /* the live build writes only organism/ */
+                .egress = a->egress,
+                .label = "live",
         };
         int r = organism_new(&oc, &a->organism);
         if (r < 0)
@@ -326,6 +333,7 @@ static int app_start_orchestrator(struct app *a) {
                 .model = a->model,
                 .organism = a->organism,
                 .bridge_path = a->opts->bridge_path,
+                .egress = a->egress,
                 .request_restart = app_request_restart,
                 .on_event = app_on_event,
                 .userdata = a,
@@ -388,6 +396,7 @@ static void app_stop(struct app *a) {
                 organism_stop(a->organism);
                 organism_free(a->organism);
         }
+        egress_free(a->egress); /* after every sandbox that had a door */
         model_free(a->model);
         db_close(a->kdb);
         pg_stop(a->pg);
@@ -409,7 +418,6 @@ static void app_stop(struct app *a) {
                 secure_zero(a->live_url, strlen(a->live_url));
         free(a->live_url);
         free(a->doctor);
-        free(a->network_warning);
 }
 
 /* The supervisor's listening sockets (--listen-fd): each proven a listening
@@ -498,7 +506,7 @@ int app_run(const struct app_options *o) {
                 goto fail;
         if ((r = app_create_model(&a)) < 0)
                 goto fail;
-        if ((r = app_start_database(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
+        if ((r = app_start_database(&a)) < 0 || (r = app_start_egress(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
             (r = app_start_orchestrator(&a)) < 0 || (r = app_start_ctl(&a)) < 0 || (r = app_write_state(&a)) < 0)
                 goto fail;
         log_info("generation %d is live", a.generation);

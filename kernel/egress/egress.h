@@ -50,7 +50,8 @@
 
 #include "base/base.h"
 
-#include <sys/socket.h>
+struct sockaddr;
+struct sockaddr_storage;
 
 #define EGRESS_PORT 3128                 /* the door inside every sandbox that may go out */
 #define EGRESS_MAX_TUNNELS 64

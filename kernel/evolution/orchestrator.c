@@ -73,6 +73,7 @@ struct run {
         struct repo_pin *pins;   /* what approved protected writes left, in order */
         size_t n_pins;
         struct sandbox_spec sandbox;
+        char sandbox_label[64];  /* "evolution evo_…": its commands at the egress proxy */
         struct preview *preview; /* the candidate app and scratch DB of start_app … db_schema; owned */
         struct tool_ctx tc;      /* its userdata is this run */
         int questions_asked;     /* ask_owner calls so far */
@@ -384,7 +385,10 @@ static int prepare(struct run *r) {
                 .cache_dir = NULL,
                 .bridge_path = o->c.bridge_path,
                 .port = cfg->organism.port,
+                .egress = o->c.egress,
+                .label = r->sandbox_label,
         };
+        snprintf(r->sandbox_label, sizeof r->sandbox_label, "evolution %s", r->id);
         r->sandbox.cache_dir = strdup(cache);
         struct preview_config pc = {
                 .seed_dir = o->c.seed_dir,
@@ -396,6 +400,7 @@ static int prepare(struct run *r) {
                 .cfg = cfg,
                 .pg = o->c.pg,
                 .bridge_path = o->c.bridge_path,
+                .egress = o->c.egress,
                 .cancel = &o->cancel,
         };
         if ((k = preview_new(&pc, &r->preview)) < 0)
@@ -558,6 +563,7 @@ static int verify(struct run *r, struct evo_check **ret_failed) {
                 .cfg = r->o->c.cfg,
                 .pg = r->o->c.pg,
                 .bridge_path = r->o->c.bridge_path,
+                .egress = r->o->c.egress,
                 .on_check = on_check_state,
                 .userdata = &v,
         };

@@ -21,6 +21,7 @@ struct orch_config {
         struct model *model;           /* NULL: no model key; evolutions fail saying so */
         struct organism *organism;     /* the live organism (restarted on apply); may be NULL */
         const char *bridge_path;       /* seed-bridge, for previews */
+        struct egress *egress;         /* every sandbox's way out (borrowed); NULL: none */
         /* Every event, after it is stored: (evolution id, kind, compact JSON
          * object). Called from the worker thread. */
         void (*on_event)(void *userdata, const char *evo_id, const char *kind, const char *json);

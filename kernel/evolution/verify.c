@@ -60,6 +60,8 @@ static int sandboxed(struct run *run, const char *name, enum sandbox_profile pro
         int64_t started = now_ms();
         _cleanup_free_ char *cache = seed_path(c, ".seed/cache", NULL);
         char *organism_only[] = {"organism/", NULL};
+        char label[96];
+        snprintf(label, sizeof label, "%s %s", name, c->evo_id);
         struct sandbox_spec spec = {
                 .profile = profile,
                 .seed_dir = c->seed_dir,
@@ -68,6 +70,8 @@ static int sandboxed(struct run *run, const char *name, enum sandbox_profile pro
                 .pg_socket_dir = database_url ? pg_socket_dir(c->pg) : NULL,
                 .database_url = database_url,
                 .cache_dir = cache,
+                .egress = c->egress,
+                .label = label,
         };
         _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
         int r = cache ? mkdir_mode(cache, 0700) : -ENOMEM;
@@ -157,8 +161,12 @@ static int launch(struct run *run, const char *database_url) {
             (r = mkdir_mode(run_dir, 0700)) < 0)
                 return log_error_errno(r, "verify: cannot create %s: %m", run_dir);
         (void)unlink(log_path);
+        char label[96];
+        snprintf(label, sizeof label, "check %s", c->evo_id);
         struct organism_config oc = {
                 .seed_dir = c->worktree,
+                .egress = c->egress,
+                .label = label,
                 .build_cmd = c->cfg->organism.build,
                 .run_cmd = c->cfg->organism.run,
                 .health_path = c->cfg->organism.health,

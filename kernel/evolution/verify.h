@@ -9,6 +9,7 @@
 #include "db/db.h"
 
 struct cfg;
+struct egress;
 struct pg;
 
 struct evo_check {
@@ -25,6 +26,7 @@ struct evo_verify_config {
         const struct cfg *cfg;      /* organism commands, limits */
         const struct pg *pg;        /* for scratch databases */
         const char *bridge_path;    /* seed-bridge */
+        struct egress *egress;      /* the sandboxes' way out (borrowed); NULL: none */
         /* Called after each step (from the calling thread). */
         void (*on_check)(void *userdata, const struct evo_check *check);
         void *userdata;

@@ -48,6 +48,8 @@ struct organism {
         /* Configuration (owned copies). */
         char *seed_dir, *build_cmd, *run_cmd, *health_path, *database_url, *pg_socket_dir;
         char *bridge_path, *run_dir, *log_path, *cache_dir, *socket_path;
+        char *label, *build_label;  /* its sandboxes at the egress proxy */
+        struct egress *egress;      /* borrowed */
         char **evolvable, **extra_env;
         int port, backoff_ms_base, health_timeout_ms, build_timeout_ms;
         void (*on_state)(void *userdata, enum organism_state state);
@@ -407,6 +409,8 @@ static int build_policy(struct organism *o, struct sandbox_policy **ret) {
                 .evolvable = o->evolvable ? o->evolvable : organism_only,
                 .cache_dir = o->cache_dir,
                 .port = o->port,
+                .egress = o->egress,
+                .label = o->build_label,
         };
         return sandbox_policy_build(&spec, ret);
 }
@@ -425,6 +429,8 @@ static int live_policy(struct organism *o, const int *listen_fd, struct sandbox_
                 .n_keep_fds = 1,
                 .port = o->port,
                 .extra_env = o->extra_env,
+                .egress = o->egress,
+                .label = o->label,
         };
         return sandbox_policy_build(&spec, ret);
 }
@@ -663,6 +669,8 @@ void organism_free(struct organism *o) {
         free(o->log_path);
         free(o->cache_dir);
         free(o->socket_path);
+        free(o->label);
+        free(o->build_label);
         free(o->reason);
         strv_free(o->evolvable);
         strv_free(o->extra_env);
@@ -686,6 +694,10 @@ static int organism_copy_config(struct organism *o, const struct organism_config
                 return -ENOMEM;
         o->socket_path = path_join(o->run_dir, "http.sock");
         if (!o->socket_path)
+                return -ENOMEM;
+        o->egress = cfg->egress;
+        const char *label = cfg->label ? cfg->label : "organism";
+        if (!(o->label = strndup(label, 48)) || xasprintf(&o->build_label, "%s build", o->label) < 0)
                 return -ENOMEM;
         o->port = cfg->port;
         o->backoff_ms_base = cfg->backoff_ms_base > 0 ? cfg->backoff_ms_base : BACKOFF_DEFAULT_MS;

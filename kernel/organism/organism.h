@@ -8,6 +8,8 @@
 
 #include "base/base.h"
 
+struct egress;
+
 enum organism_state {
         ORGANISM_STOPPED,
         ORGANISM_BUILDING,
@@ -33,6 +35,9 @@ struct organism_config {
 
         /* Optional; 0/NULL means the default. Every string is copied. */
         const char *cache_dir;     /* build cache; default <seed>/.seed/cache */
+        struct egress *egress;     /* the sandboxes' way out (borrowed); NULL: none */
+        const char *label;         /* names its sandboxes at the proxy: "live",
+                                    * "preview evo_…"; default "organism" */
         char *const *extra_env;    /* more NAME=VALUE for the live sandbox only */
         int backoff_ms_base;       /* first restart delay, doubling up to 30 s; 1000 */
         int health_timeout_ms;     /* STARTING -> healthy deadline; 60000 */

@@ -115,8 +115,12 @@ int preview_start_app(struct tool_ctx *ctx, const struct tool *t, json_t *args, 
                 return result(ret, true, "start_app: cannot create the preview's folders: %s", strerror(-k));
         }
         (void)unlink(p->log_path);
+        char label[96];
+        snprintf(label, sizeof label, "preview %s", p->c.evo_id);
         struct organism_config oc = {
                 .seed_dir = p->c.worktree,
+                .egress = p->c.egress,
+                .label = label,
                 .build_cmd = cfg->organism.build,
                 .run_cmd = cfg->organism.run,
                 .health_path = cfg->organism.health,

@@ -32,6 +32,7 @@ struct preview_config {
         const struct cfg *cfg;
         const struct pg *pg;      /* NULL: no database tools */
         const char *bridge_path;  /* seed-bridge */
+        struct egress *egress;    /* the preview's way out (the live organism's policy); NULL: none */
         const atomic_bool *cancel; /* set: the evolution is cancelled (start_app stops waiting); may be NULL */
 };
 

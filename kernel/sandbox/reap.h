@@ -1,6 +1,6 @@
 /* reap.h — waiting for a child of ours to exit, woken by its pidfd rather
  * than by polling (a sandbox's start and end are on every command's path).
- * Used by sandbox.c and netns.c. */
+ * Used by sandbox.c and door.c. */
 #pragma once
 
 #include "base/base.h"

@@ -4,7 +4,9 @@
 #include "sandbox/sandbox.h"
 #include "base/buf.h"
 #include "base/fileio.h"
+#include "base/embedded.h"
 #include "base/log.h"
+#include "sandbox/door.h"
 #include "sandbox/reap.h"
 #include "sandbox/seccomp.h"
 
@@ -27,8 +29,15 @@
 #define SANDBOX_PATH_MAX 4096
 #define SANDBOX_ENV_MAX 64
 #define SANDBOX_START_TIMEOUT_MS 30000
-#define SANDBOX_NET_TIMEOUT_MS 10000
-#define RESOLV_CONF "/etc/resolv.conf"
+#define SANDBOX_DOOR_TIMEOUT_MS 10000
+/* The door's address as clients inside use it, and what Node.js older than
+ * 22.21 needs to honour it (sandbox/egress-node.cjs, embedded). */
+#define SANDBOX_STR_(x) #x
+#define SANDBOX_STR(x) SANDBOX_STR_(x)
+#define SANDBOX_PROXY_URL "http://127.0.0.1:" SANDBOX_STR(EGRESS_PORT)
+#define SANDBOX_NODE_SHIM "/run/seed/egress-node.cjs"
+
+extern const struct embedded_file sandbox_files[]; /* sandbox-files.c, generated */
 
 /* Resource limits set on every sandbox's pid 1 before the command runs
  * (inherited by everything inside; a limit is only ever lowered). */
@@ -54,6 +63,10 @@ static const char *const system_links[] = {"/bin", "/sbin", "/lib", "/lib64", "/
 static const char *const fixed_env_names[] = {
         "PATH", "HOME", "TMPDIR", "LANG", "PWD", "SEED_ENV", "PORT", "DATABASE_URL",
         "npm_config_cache", "XDG_CACHE_HOME",
+        /* The way out: the door, and the proxy variables clients read. */
+        "HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "NO_PROXY", "no_proxy", "ALL_PROXY",
+        "all_proxy", "NODE_USE_ENV_PROXY", "NODE_OPTIONS", "npm_config_https_proxy", "npm_config_proxy",
+        "npm_config_noproxy",
 };
 
 const char *sandbox_profile_name(enum sandbox_profile p) {
@@ -90,6 +103,7 @@ void sandbox_policy_free(struct sandbox_policy *p) {
         }
         free(p->ops);
         strv_free(p->env);
+        free(p->label);
         free(p);
 }
 
@@ -176,39 +190,6 @@ static int add_system_dirs(struct sandbox_policy *p) {
                         return r;
         }
         return 0;
-}
-
-/* Whether dest lies strictly below dir. */
-static bool path_below(const char *dest, const char *dir) {
-        size_t n = strlen(dir);
-        return strncmp(dest, dir, n) == 0 && dest[n] == '/';
-}
-
-/* A networked sandbox resolves names with the host's resolv.conf, loopback
- * resolvers replaced by slirp's forwarder, bound where /etc/resolv.conf
- * leads: a symlink into /run (systemd-resolved) would dangle inside. */
-static int add_resolv_conf(struct sandbox_policy *p) {
-        _cleanup_free_ char *content = NULL, *dest = NULL;
-        int r = sandbox_resolv_conf(RESOLV_CONF, &content, &dest);
-        if (r == -ENOMEM)
-                return r;
-        if (r < 0 || !path_is_clean_abs(dest))
-                return 0; /* nothing to bind: names will not resolve */
-        if (path_below(dest, "/etc") || path_below(dest, "/usr")) {
-                /* Bound read-only from the host: only an existing file can be covered. */
-                struct stat st;
-                if (stat(dest, &st) < 0 || !S_ISREG(st.st_mode))
-                        return 0;
-        } else if (path_below(dest, "/run") && !path_below(dest, "/run/postgresql") &&
-                   !path_below(dest, "/run/seed")) {
-                _cleanup_free_ char *parent = strndup(dest, (size_t)(strrchr(dest, '/') - dest));
-                if (!parent)
-                        return -ENOMEM;
-                if (!streq(parent, "/run") && (r = policy_add(p, SB_DIR, NULL, parent)) < 0)
-                        return r;
-        } else
-                return 0;
-        return policy_add(p, SB_RO_BIND_DATA, content, dest);
 }
 
 /* Covers dest inside the sandbox: a directory with an empty tmpfs, a file
@@ -358,6 +339,26 @@ static int build_env(struct sandbox_policy *p, const struct sandbox_spec *spec, 
         if (with_cache && (strv_push(&env, "npm_config_cache=/cache/npm") < 0 ||
                            strv_push(&env, "XDG_CACHE_HOME=/cache/xdg") < 0))
                 goto oom;
+        if (spec->egress) {
+                /* Every common client's spelling; plain HTTP is sent there
+                 * too, to be refused with a reason rather than to vanish. */
+                static const char *const proxy_env[] = {
+                        "HTTPS_PROXY=" SANDBOX_PROXY_URL,
+                        "https_proxy=" SANDBOX_PROXY_URL,
+                        "HTTP_PROXY=" SANDBOX_PROXY_URL,
+                        "http_proxy=" SANDBOX_PROXY_URL,
+                        "npm_config_https_proxy=" SANDBOX_PROXY_URL,
+                        "npm_config_proxy=" SANDBOX_PROXY_URL,
+                        "NO_PROXY=localhost,127.0.0.1",
+                        "no_proxy=localhost,127.0.0.1",
+                        "npm_config_noproxy=localhost,127.0.0.1",
+                        "NODE_USE_ENV_PROXY=1",
+                        "NODE_OPTIONS=--require " SANDBOX_NODE_SHIM,
+                };
+                for (size_t i = 0; i < ARRAY_SIZE(proxy_env); i++)
+                        if (strv_push(&env, proxy_env[i]) < 0)
+                                goto oom;
+        }
         for (char *const *e = spec->extra_env; e && *e; e++) {
                 size_t n;
                 if (!env_name_valid(*e, &n) || strv_length(env) >= SANDBOX_ENV_MAX) {
@@ -448,6 +449,19 @@ static int add_read_only(struct sandbox_policy *p) {
         return 0;
 }
 
+/* Node.js honours HTTPS_PROXY in fetch() only from 22.21 (with
+ * NODE_USE_ENV_PROXY=1); for older ones NODE_OPTIONS preloads this shim,
+ * which routes fetch() and https requests through the door. */
+static int add_node_shim(struct sandbox_policy *p) {
+        const struct embedded_file *f = embedded_find(sandbox_files, "egress-node.cjs");
+        if (!f)
+                return -ENOENT;
+        int r = policy_add(p, SB_DIR, NULL, "/run/seed");
+        if (r < 0)
+                return r;
+        return policy_add(p, SB_RO_BIND_DATA, (const char *)f->data, SANDBOX_NODE_SHIM);
+}
+
 static char *hidden_everywhere[SANDBOX_HIDE_MAX + 1];
 
 int sandbox_hide_everywhere(char *const *paths) {
@@ -469,12 +483,13 @@ int sandbox_policy_build(const struct sandbox_spec *spec, struct sandbox_policy 
         if (!p)
                 return -ENOMEM;
         p->profile = spec->profile;
-        p->net = profile_private(spec->profile) ? SANDBOX_NET_NONE : SANDBOX_NET_SLIRP;
+        p->egress = spec->egress;
+        p->egress_policy = profile_private(spec->profile) ? EGRESS_POLICY_LIVE : EGRESS_POLICY_BUILD;
+        if (!(p->label = strndup(spec->label ? spec->label : sandbox_profile_name(spec->profile), 64)))
+                return -ENOMEM;
         bool with_cache = spec->cache_dir && !profile_private(spec->profile);
 
         if ((r = add_system_dirs(p)) < 0)
-                return r;
-        if (p->net == SANDBOX_NET_SLIRP && (r = add_resolv_conf(p)) < 0)
                 return r;
         if ((r = policy_add(p, SB_DEV, NULL, "/dev")) < 0 ||
             (r = policy_add(p, SB_PROC, NULL, "/proc")) < 0 || (r = policy_add(p, SB_TMPFS, NULL, "/tmp")) < 0 ||
@@ -487,6 +502,8 @@ int sandbox_policy_build(const struct sandbox_spec *spec, struct sandbox_policy 
         if (with_cache && (r = policy_add(p, SB_BIND, spec->cache_dir, "/cache")) < 0)
                 return r;
         if (spec->bridge_path && (r = policy_add(p, SB_RO_BIND, spec->bridge_path, "/run/seed/bridge")) < 0)
+                return r;
+        if (spec->egress && (r = add_node_shim(p)) < 0)
                 return r;
         /* The live Seed's folder and the owner's config stay invisible even
          * when they lie under something mounted (e.g. a Seed in /usr/local). */
@@ -595,8 +612,7 @@ static int policy_options(const struct sandbox_policy *p, const struct sandbox_f
                         return -ENOMEM;
         }
         if (push_fd_option(&v, "--seccomp", fds->seccomp) < 0 || push_fd_option(&v, "--info-fd", fds->info) < 0 ||
-            push_fd_option(&v, "--block-fd", fds->block) < 0 ||
-            (p->net == SANDBOX_NET_SLIRP && push_fd_option(&v, "--sync-fd", fds->sync) < 0))
+            push_fd_option(&v, "--block-fd", fds->block) < 0)
                 return -ENOMEM;
         *ret = TAKE_PTR(v);
         return 0;
@@ -669,12 +685,11 @@ struct launch {
         int args_fd;
         int info_r;  /* bwrap's JSON with the sandbox's pid 1 */
         int block_w; /* one byte lets the command run */
-        int sync_r;  /* EOF once the sandbox is gone: slirp4netns's exit fd */
 };
 
 static void launch_close_bwrap_ends(struct launch *l) {
-        int *fds[] = {&l->fds.seccomp, &l->fds.info, &l->fds.block, &l->fds.sync, &l->fds.data[0],
-                      &l->fds.data[1], &l->args_fd};
+        int *fds[] = {&l->fds.seccomp, &l->fds.info, &l->fds.block, &l->fds.data[0], &l->fds.data[1],
+                      &l->args_fd};
         for (size_t i = 0; i < ARRAY_SIZE(fds); i++)
                 closep(fds[i]), *fds[i] = -1;
 }
@@ -683,7 +698,6 @@ static void launch_done(struct launch *l) {
         launch_close_bwrap_ends(l);
         closep(&l->info_r);
         closep(&l->block_w);
-        closep(&l->sync_r);
 }
 
 /* Creates the fds, and bwrap's argv [bwrap, --args, N, --, cmd...]. */
@@ -708,13 +722,6 @@ static int launch_prepare(const struct sandbox_policy *p, char *const *cmd, stru
                 return -errno;
         l->block_w = block[0];
         l->fds.block = block[1];
-        if (p->net == SANDBOX_NET_SLIRP && sandbox_slirp_path()) {
-                int sync[2];
-                if (pipe2(sync, O_CLOEXEC) < 0)
-                        return -errno;
-                l->sync_r = sync[0];
-                l->fds.sync = sync[1];
-        }
         size_t n_data = 0;
         for (size_t i = 0; i < p->n_ops; i++) {
                 if (p->ops[i].kind != SB_RO_BIND_DATA)
@@ -738,14 +745,14 @@ static int launch_prepare(const struct sandbox_policy *p, char *const *cmd, stru
         return 0;
 }
 
-#define LAUNCH_KEEP_MAX (SANDBOX_KEEP_FDS_MAX + 5 + SANDBOX_DATA_MAX)
+#define LAUNCH_KEEP_MAX (SANDBOX_KEEP_FDS_MAX + 4 + SANDBOX_DATA_MAX)
 
 /* What bwrap inherits: its own fds, and the policy's, which it passes on to
  * the command. Returns how many. */
 static size_t keep_list(const struct sandbox_policy *p, const struct launch *l, int keep[LAUNCH_KEEP_MAX]) {
         size_t n = 0;
-        const int own[] = {l->args_fd, l->fds.seccomp, l->fds.info, l->fds.block, l->fds.sync,
-                           l->fds.data[0], l->fds.data[1]};
+        const int own[] = {l->args_fd, l->fds.seccomp, l->fds.info, l->fds.block, l->fds.data[0],
+                           l->fds.data[1]};
         for (size_t i = 0; i < ARRAY_SIZE(own); i++)
                 if (own[i] >= 0)
                         keep[n++] = own[i];
@@ -819,10 +826,23 @@ static int apply_limits(const struct sandbox_child *c) {
         return init_alive(c) ? 0 : -ESRCH;
 }
 
-/* Starts bwrap, waits for the sandbox's pid 1, limits it, connects its
- * network, then lets the command run. */
+/* The sandbox's way out: a door in its network namespace, served by the
+ * egress proxy with the profile's policy. A sandbox that should have one
+ * and cannot does not start. */
+static int open_door(const struct sandbox_policy *p, struct sandbox_child *c) {
+        int fd = -1;
+        int r = sandbox_door_listen(c->init_pid, EGRESS_PORT, SANDBOX_DOOR_TIMEOUT_MS, &fd);
+        if (r < 0)
+                return r;
+        if ((r = egress_door_open(p->egress, fd, p->egress_policy, p->label, &c->door)) < 0)
+                return log_error_errno(r, "sandbox: the egress proxy refused the %s sandbox's door: %m", p->label);
+        return 0;
+}
+
+/* Starts bwrap, waits for the sandbox's pid 1, limits it, opens its door,
+ * then lets the command run. */
 static int launch(const struct sandbox_policy *p, char *const *cmd, int out_fd, struct sandbox_child *ret) {
-        struct launch l = {.fds = SANDBOX_FDS_NONE, .args_fd = -1, .info_r = -1, .block_w = -1, .sync_r = -1};
+        struct launch l = {.fds = SANDBOX_FDS_NONE, .args_fd = -1, .info_r = -1, .block_w = -1};
         _cleanup_strv_free_ char **argv = NULL;
         int r = launch_prepare(p, cmd, &l, &argv);
         if (r < 0)
@@ -853,8 +873,12 @@ static int launch(const struct sandbox_policy *p, char *const *cmd, int out_fd, 
                         sandbox_child_done(&c);
                         goto out;
                 }
-                if (l.sync_r >= 0 && sandbox_net_start(c.init_pid, l.sync_r, SANDBOX_NET_TIMEOUT_MS, &c.net_pid) < 0)
-                        log_warn("sandbox: %s sandbox runs without network", sandbox_profile_name(p->profile));
+                if (p->egress && (r = open_door(p, &c)) < 0) {
+                        (void)sandbox_signal(&c, SIGKILL);
+                        (void)proc_wait(pid, -1);
+                        sandbox_child_done(&c);
+                        goto out;
+                }
                 (void)send(l.block_w, "1", 1, MSG_NOSIGNAL); /* fails only if bwrap is gone */
         }
         *ret = c;
@@ -865,14 +889,14 @@ out:
 }
 
 /* After bwrap was reaped: whatever is left, by means that cannot hit a
- * reused pid (the pidfd, bwrap's process group); then slirp4netns. */
+ * reused pid (the pidfd, bwrap's process group); then its door. */
 static void sandbox_finish(struct sandbox_child *c) {
         if (c->init_pidfd >= 0)
                 (void)syscall(SYS_pidfd_send_signal, c->init_pidfd, SIGKILL, NULL, 0);
         if (c->pid > 1)
                 (void)kill(-c->pid, SIGKILL);
-        sandbox_net_release(c->net_pid);
-        c->net_pid = 0;
+        egress_door_close(c->door);
+        c->door = NULL;
 }
 
 int sandbox_run(const struct sandbox_policy *p, char *const *cmd, int timeout_ms, struct proc_result *ret) {
@@ -967,7 +991,7 @@ void sandbox_child_done(struct sandbox_child *c) {
                 return;
         if (c->init_pidfd >= 0)
                 close(c->init_pidfd);
-        sandbox_net_release(c->net_pid);
+        egress_door_close(c->door);
         *c = (struct sandbox_child){.init_pidfd = -1};
 }
 
@@ -1060,12 +1084,8 @@ int sandbox_check(char **ret_message) {
         r = probe_bwrap(bwrap, true, &why);
         if (r < 0)
                 return errorf(r, ret_message, "cannot run %s: %s", bwrap, strerror(-r));
-        if (r == 0) {
-                _cleanup_free_ char *net = NULL;
-                if (sandbox_check_network(&net) < 0)
-                        log_warn("%s", net ? net : "sandboxes have no network");
+        if (r == 0)
                 return 0;
-        }
         /* Namespaces without the filter, but not with it: seccomp is what fails. */
         _cleanup_free_ char *why_plain = NULL;
         if (probe_bwrap(bwrap, false, &why_plain) == 0)

@@ -7,9 +7,13 @@
  * Every sandbox also gets, whatever its profile:
  *  - the seccomp filter of sandbox/seccomp.h (no ptrace, io_uring, bpf,
  *    mounts, new namespaces, …), loaded by bwrap just before the command;
- *  - its own network namespace: none at all for the live organism and
- *    previews, outbound NAT through slirp4netns for evolution, build and test
- *    (sandbox/netns.h), never the host's loopback;
+ *  - its own network namespace with only lo: no interface to the outside,
+ *    the host's addresses, its loopback or its abstract sockets. Its only way
+ *    out, when the spec names the kernel's egress proxy, is a door the kernel
+ *    makes inside it (sandbox/door.h): 127.0.0.1:EGRESS_PORT, announced as
+ *    HTTPS_PROXY, where kernel/egress applies the profile's policy (the live
+ *    organism and previews: the hosts the owner approved; evolution, build
+ *    and test: the package registries and hosts approved for evolutions);
  *  - resource limits on its pid 1 before anything runs (bwrap waits on
  *    --block-fd meanwhile): SANDBOX_LIMIT_NPROC processes, no core dumps,
  *    files up to SANDBOX_LIMIT_FSIZE, and an OOM score that makes a memory
@@ -18,14 +22,14 @@
 
 #include "base/base.h"
 #include "base/proc.h"
-#include "sandbox/netns.h"
+#include "egress/egress.h"
 #include <sys/types.h>
 
 enum sandbox_profile {
-        SANDBOX_EVOLUTION, /* a command of an evolution: outbound network, cache */
-        SANDBOX_BUILD,     /* the organism's build: outbound network, cache */
+        SANDBOX_EVOLUTION, /* a command of an evolution: registries (egress), cache */
+        SANDBOX_BUILD,     /* the organism's build: like evolution */
         SANDBOX_TEST,      /* the organism's tests: like build */
-        SANDBOX_LIVE,      /* the live organism: no network, no cache */
+        SANDBOX_LIVE,      /* the live organism: approved hosts (egress), no cache */
         SANDBOX_PREVIEW,   /* a preview of a generation: like live */
 };
 
@@ -43,11 +47,6 @@ enum sandbox_op_kind {
         SB_REMOUNT_RO,   /* make the mount at dest read-only (after every mount) */
         SB_RO_BIND_DATA, /* a read-only file at dest whose *contents* are src
                           * (passed to bwrap through a memfd) */
-};
-
-enum sandbox_net {
-        SANDBOX_NET_NONE,  /* a network namespace with only lo */
-        SANDBOX_NET_SLIRP, /* plus tap0 through slirp4netns (none if it is missing) */
 };
 
 #define SANDBOX_LIMIT_NPROC 1024                    /* RLIMIT_NPROC: processes+threads per sandbox */
@@ -81,6 +80,10 @@ struct sandbox_spec {
         const char *cwd;           /* inside the sandbox; default /workspace */
         char *const *hide_paths;   /* more host paths kept invisible (the owner's
                                     * config): covered wherever a mount shows them */
+        struct egress *egress;     /* the way out (borrowed, outlives the sandbox);
+                                    * NULL: none, lo only and no door */
+        const char *label;         /* names the sandbox at the proxy ("live",
+                                    * "evolution evo_…"); default the profile's name */
 };
 
 /* A live or preview sandbox has no writable host directory: the workspace is
@@ -94,7 +97,9 @@ struct sandbox_policy {
         struct sandbox_op *ops;
         size_t n_ops;
         char **env;               /* the complete environment, NAME=VALUE */
-        enum sandbox_net net;
+        struct egress *egress;    /* borrowed; NULL: no door */
+        enum egress_policy egress_policy; /* the door's policy, from the profile */
+        char *label;              /* the door's label */
         int keep_fds[SANDBOX_KEEP_FDS_MAX]; /* passed to the command; not owned */
         size_t n_keep_fds;
 };
@@ -115,11 +120,10 @@ struct sandbox_fds {
         int seccomp; /* the BPF program (--seccomp) */
         int info;    /* bwrap reports the sandbox's pid 1 here (--info-fd) */
         int block;   /* bwrap waits for a byte here before the command (--block-fd) */
-        int sync;    /* held open while the sandbox lives (--sync-fd); SANDBOX_NET_SLIRP only */
         int data[SANDBOX_DATA_MAX]; /* contents of the SB_RO_BIND_DATA ops, in order */
 };
 #define SANDBOX_FDS_NONE                                                                                       \
-        ((struct sandbox_fds){.seccomp = -1, .info = -1, .block = -1, .sync = -1, .data = {-1, -1}})
+        ((struct sandbox_fds){.seccomp = -1, .info = -1, .block = -1, .data = {-1, -1}})
 
 /* The full bwrap argv running cmd (NULL-terminated) under the policy, with
  * the given fds (NULL = none; then a policy with SB_RO_BIND_DATA ops is
@@ -144,11 +148,12 @@ struct sandbox_child {
         pid_t pid;       /* bwrap, leading its own process group; the caller reaps it */
         pid_t init_pid;  /* the sandbox's pid 1 as seen from the host; 0 if none */
         int init_pidfd;  /* pidfd of init_pid, or -1 */
-        pid_t net_pid;   /* slirp4netns (our child), or 0; reaped by sandbox_stop/_done */
+        struct egress_door *door; /* its way out at the proxy, or NULL; closed by
+                                   * sandbox_stop/_done once the sandbox is gone */
 };
 /* Starts cmd under the policy (stdout+stderr to out_fd, -1 = /dev/null) and
  * waits (up to 30 s) until the sandbox exists, its limits are set and its
- * network is up. If bwrap fails before creating the sandbox, init_pid is 0
+ * door is open. If bwrap fails before creating the sandbox, init_pid is 0
  * and its exit code tells. Release with sandbox_child_done() after reaping. */
 int sandbox_start(const struct sandbox_policy *p, char *const *cmd, int out_fd, struct sandbox_child *ret);
 /* SIGKILL tears the whole sandbox down; any other signal goes to the
@@ -168,9 +173,7 @@ int sandbox_hide_everywhere(char *const *paths);
 /* Start-up doctor: 0 if bwrap exists, can create namespaces here and load
  * the seccomp filter; otherwise -errno and *ret_message (caller frees) says
  * in one message what is wrong and how to fix it. Refuses to run as root
- * (-EPERM). A missing slirp4netns is only a warning, logged here (sandboxes
- * then have no network): sandbox_check_network() in sandbox/netns.h returns
- * it as a message. */
+ * (-EPERM). */
 int sandbox_check(char **ret_message);
 /* Path of bwrap, or NULL when missing. Borrowed. */
 const char *sandbox_bwrap_path(void);

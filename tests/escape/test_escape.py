@@ -488,7 +488,7 @@ def define_sandbox_attempts(ctx):
         'unreachable: experimental code never calls the live app', 'mutate',
         [run_cmd(ctx.http_probe_cmd('127.0.0.1', ctx.port, '/', 'localhost', 'live-app', need='purpose'))],
         [no_mark], summary=run_summary)
-    add('kernel-port-other-routes', f'run: the kernel\'s port through slirp\'s host gateway (10.0.2.2), the '
+    add('kernel-port-other-routes', f'run: the kernel\'s port through 10.0.2.2 (a user-mode NAT\'s host gateway), the '
         f'default gateway and the host\'s address ({ctx.host_ip})', 'unreachable (no host loopback)', 'mutate',
         [run_cmd(ctx.gateway_probe_cmd())], [no_mark], summary=run_summary)
     add('live-bridge-socket', 'run: connect to the live organism\'s bridge socket and list /run/postgresql',
@@ -688,7 +688,7 @@ def define_live_attempts(ctx):
               seed_absent('knowledge/pwned-by-build'), seed_absent('.git/refs/heads/escape-build'), hooks_same,
               seed_same('seed.yaml'), seed_same('.git/config')]),
             ('build-dot-seed', 'live build: read .seed/control-token and .seed/secrets/*', 'hidden (empty tmpfs)', []),
-            ('build-kernel-port', f'live build: connect to the kernel\'s port {ctx.port} (loopback, slirp gateway)',
+            ('build-kernel-port', f'live build: connect to the kernel\'s port {ctx.port} (loopback, 10.0.2.2)',
              'unreachable: no host loopback', [])):
         A.append(Attempt(key, title, expected, 'build', checks=[build_check], end=end))
     A.append(Attempt('no-secret-to-model', 'any secret of the Seed in anything sent to the model (evolutions, chat)',
@@ -927,7 +927,7 @@ class Ctx:
 
     def gateway_probe_cmd(self):
         """Tries the kernel's port on every other address that may lead to the
-        host: slirp4netns's gateway, the default route's gateway, the host's
+        host: 10.0.2.2 (user-mode NAT's host gateway), the default route's gateway, the host's
         own address; prints MARK for an HTTP answer."""
         py = ('import socket, struct\n'
               'hosts = ["10.0.2.2", "%s"]\n'

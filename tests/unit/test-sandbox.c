@@ -141,8 +141,10 @@ static void test_evolution(void **state) {
         assert_true(s > w);
         assert_true(find_op(p, SB_TMPFS, NULL, "/workspace/.git") < 0);
 
-        /* Outbound network through slirp4netns, build cache writable at /cache. */
-        assert_int_equal(p->net, SANDBOX_NET_SLIRP);
+        /* No way out without the proxy (no door, no proxy variables);
+         * build cache writable at /cache. */
+        assert_null(p->egress);
+        assert_true(find_op(p, SB_RO_BIND_DATA, NULL, NULL) < 0);
         assert_true(find_op(p, SB_BIND, cache, "/cache") >= 0);
         assert_true(find_op(p, SB_CHDIR, NULL, "/workspace") >= 0);
         assert_env(p, (const char *const[]){"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox",
@@ -159,7 +161,6 @@ static void test_build_and_test_profiles(void **state) {
                 spec.port = 8123;
                 _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
                 assert_int_equal(sandbox_policy_build(&spec, &p), 0);
-                assert_int_equal(p->net, SANDBOX_NET_SLIRP);
                 assert_true(find_op(p, SB_BIND, cache, "/cache") >= 0);
                 assert_writable_only(p, (const char *const[]){"organism", NULL});
                 assert_true(find_op(p, SB_TMPFS, NULL, "/workspace/.seed") >= 0);
@@ -229,8 +230,8 @@ static void test_live(void **state) {
                 assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/tmp") < 0);
                 assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/home/sandbox") < 0);
 
-                assert_int_equal(p->net, SANDBOX_NET_NONE);
-                assert_true(find_op(p, SB_RO_BIND_DATA, NULL, NULL) < 0); /* no resolv.conf of slirp's */
+                assert_null(p->egress);
+                assert_true(find_op(p, SB_RO_BIND_DATA, NULL, NULL) < 0); /* no shim without a door */
                 /* Never the shared cache, even when one is passed. */
                 assert_true(find_op(p, SB_BIND, NULL, "/cache") < 0);
                 assert_true(find_op(p, SB_BIND, cache, NULL) < 0);
@@ -379,7 +380,7 @@ static ssize_t argv_index(char **argv, const char *s) {
 
 /* The fds a launch hands bwrap, with made-up numbers. */
 static struct sandbox_fds some_fds(void) {
-        struct sandbox_fds fds = {.seccomp = 7, .info = 8, .block = 9, .sync = 10, .data = {11, -1}};
+        struct sandbox_fds fds = {.seccomp = 7, .info = 8, .block = 9, .data = {11, -1}};
         return fds;
 }
 
@@ -440,8 +441,8 @@ static void test_argv(void **state) {
         }
 }
 
-/* Every profile: the filter and the pid-1 handshake; only networked
- * profiles: slirp's lifetime fd and resolv.conf. */
+/* Every profile: the filter and the pid-1 handshake; with a way out, the
+ * Node.js shim as data; never a network of bwrap's or slirp's. */
 static void test_argv_fds(void **state) {
         (void)state;
         for (int prof = SANDBOX_EVOLUTION; prof <= SANDBOX_PREVIEW; prof++) {
@@ -453,15 +454,11 @@ static void test_argv_fds(void **state) {
                 assert_int_equal(sandbox_policy_argv(p, "/usr/bin/bwrap", &fds, (char *const[]){"/bin/true", NULL},
                                                      &argv),
                                  0);
-                bool slirp = prof != SANDBOX_LIVE && prof != SANDBOX_PREVIEW;
-                assert_int_equal(p->net, slirp ? SANDBOX_NET_SLIRP : SANDBOX_NET_NONE);
                 assert_string_equal(argv_after(argv, "--seccomp"), "7");
                 assert_string_equal(argv_after(argv, "--info-fd"), "8");
                 assert_string_equal(argv_after(argv, "--block-fd"), "9");
-                if (slirp)
-                        assert_string_equal(argv_after(argv, "--sync-fd"), "10");
-                else
-                        assert_false(argv_has(argv, "--sync-fd")); /* no slirp4netns to keep alive */
+                assert_false(argv_has(argv, "--sync-fd"));
+                assert_false(argv_has(argv, "--share-net"));
                 bool data = find_op(p, SB_RO_BIND_DATA, NULL, NULL) >= 0;
                 assert_int_equal(argv_has(argv, "--ro-bind-data"), data);
                 if (data) {
@@ -574,88 +571,77 @@ static void test_seccomp_memfd(void **state) {
         close(fd2);
 }
 
-static char *tmp_file(const char *dir, const char *name, const char *content) {
-        char *p = NULL;
-        assert_true(xasprintf(&p, "%s/%s", dir, name) >= 0);
-        if (content)
-                assert_int_equal(write_file_atomic(p, content, strlen(content), 0644), 0);
-        return p;
+static bool env_has(char *const *env, const char *entry) {
+        for (; env && *env; env++)
+                if (streq(*env, entry))
+                        return true;
+        return false;
 }
 
-static void test_resolv_conf(void **state) {
+/* With the kernel's egress proxy, every profile gets a way out: a door
+ * (made at start, see sandbox/door.h) with the profile's policy, the proxy
+ * variables every common client reads, and the Node.js shim; none of them can
+ * be overridden by extra_env. Without it, none of that. */
+static void test_egress(void **state) {
         (void)state;
-        _cleanup_free_ char *dir = ws_path(".seed/resolv");
-        assert_int_equal(mkdir_p(dir, 0755), 0);
-        char *content = NULL, *dest = NULL;
+        struct egress *fake = (struct egress *)&fake; /* only stored, never used by the policy */
+        static const struct {
+                enum sandbox_profile profile;
+                enum egress_policy policy;
+        } cases[] = {
+                {SANDBOX_EVOLUTION, EGRESS_POLICY_BUILD}, {SANDBOX_BUILD, EGRESS_POLICY_BUILD},
+                {SANDBOX_TEST, EGRESS_POLICY_BUILD},      {SANDBOX_LIVE, EGRESS_POLICY_LIVE},
+                {SANDBOX_PREVIEW, EGRESS_POLICY_LIVE},
+        };
+        static const char *const proxy_env[] = {
+                "HTTPS_PROXY=http://127.0.0.1:3128", "https_proxy=http://127.0.0.1:3128",
+                "HTTP_PROXY=http://127.0.0.1:3128",  "http_proxy=http://127.0.0.1:3128",
+                "NO_PROXY=localhost,127.0.0.1",      "no_proxy=localhost,127.0.0.1",
+                "NODE_USE_ENV_PROXY=1",              "NODE_OPTIONS=--require /run/seed/egress-node.cjs",
+                "npm_config_https_proxy=http://127.0.0.1:3128",
+        };
+        for (size_t k = 0; k < ARRAY_SIZE(cases); k++) {
+                struct sandbox_spec spec = base_spec(cases[k].profile);
+                spec.workspace_readonly = cases[k].profile == SANDBOX_LIVE || cases[k].profile == SANDBOX_PREVIEW;
+                spec.egress = fake;
+                _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
+                assert_int_equal(sandbox_policy_build(&spec, &p), 0);
+                assert_ptr_equal(p->egress, fake);
+                assert_int_equal(p->egress_policy, cases[k].policy);
+                assert_string_equal(p->label, sandbox_profile_name(cases[k].profile));
+                for (size_t i = 0; i < ARRAY_SIZE(proxy_env); i++)
+                        assert_true(env_has(p->env, proxy_env[i]));
+                ssize_t shim = find_op(p, SB_RO_BIND_DATA, NULL, "/run/seed/egress-node.cjs");
+                assert_true(shim >= 0);
+                assert_non_null(strstr(p->ops[shim].src, "HTTPS_PROXY"));
+                assert_true(find_op(p, SB_DIR, NULL, "/run/seed") < shim);
+                if (cases[k].policy == EGRESS_POLICY_LIVE) /* the root goes read-only after the shim's mount */
+                        assert_true(find_op(p, SB_REMOUNT_RO, NULL, "/") > shim);
 
-        /* A local resolver (systemd-resolved's stub): slirp's forwarder instead,
-         * once, the rest kept. */
-        _cleanup_free_ char *stub = tmp_file(dir, "stub", "# generated\nnameserver 127.0.0.53\n"
-                                                          "nameserver ::1\noptions edns0 trust-ad\n"
-                                                          "search example.org\n");
-        assert_int_equal(sandbox_resolv_conf(stub, &content, &dest), 0);
-        assert_string_equal(content, "# generated\nnameserver " SANDBOX_SLIRP_DNS "\noptions edns0 trust-ad\n"
-                                     "search example.org\n");
-        assert_string_equal(dest, stub);
-        free(content);
-        free(dest);
-
-        /* A real resolver is reachable through slirp's NAT: kept as it is. */
-        _cleanup_free_ char *real = tmp_file(dir, "real", "nameserver 10.255.255.53\nnameserver 127.0.0.1");
-        assert_int_equal(sandbox_resolv_conf(real, &content, &dest), 0);
-        assert_string_equal(content, "nameserver 10.255.255.53\nnameserver " SANDBOX_SLIRP_DNS "\n");
-        free(content);
-        free(dest);
-
-        /* No nameserver at all: libc would ask 127.0.0.1, i.e. nobody. */
-        _cleanup_free_ char *empty = tmp_file(dir, "empty", "search x\n");
-        assert_int_equal(sandbox_resolv_conf(empty, &content, &dest), 0);
-        assert_string_equal(content, "search x\nnameserver " SANDBOX_SLIRP_DNS "\n");
-        free(content);
-        free(dest);
-
-        /* /etc/resolv.conf -> ../run/...: bound where the link leads (inside,
-         * that file does not exist otherwise), read through the link. */
-        _cleanup_free_ char *sub = tmp_file(dir, "etc", NULL);
-        assert_int_equal(mkdir_p(sub, 0755), 0);
-        _cleanup_free_ char *link = tmp_file(dir, "etc/resolv.conf", NULL);
-        assert_int_equal(symlink("../stub", link), 0);
-        assert_int_equal(sandbox_resolv_conf(link, &content, &dest), 0);
-        assert_string_equal(dest, stub);
-        assert_non_null(strstr(content, "nameserver " SANDBOX_SLIRP_DNS "\n"));
-        assert_null(strstr(content, "127.0.0.53"));
-        free(content);
-        free(dest);
-
-        /* A link to a resolver that is not running: slirp's DNS. */
-        _cleanup_free_ char *dangling = tmp_file(dir, "dangling", NULL);
-        assert_int_equal(symlink("/nonexistent/run/resolv.conf", dangling), 0);
-        assert_int_equal(sandbox_resolv_conf(dangling, &content, &dest), 0);
-        assert_string_equal(dest, "/nonexistent/run/resolv.conf");
-        assert_string_equal(content, "nameserver " SANDBOX_SLIRP_DNS "\n");
-        free(content);
-        free(dest);
-
-        _cleanup_free_ char *missing = tmp_file(dir, "missing", NULL);
-        content = dest = NULL;
-        assert_int_equal(sandbox_resolv_conf(missing, &content, &dest), -ENOENT);
-        assert_null(content);
-        assert_null(dest);
-        rm_rf(dir);
-}
-
-/* The host's resolv.conf, as networked sandboxes get it. */
-static void test_resolv_in_policy(void **state) {
-        (void)state;
-        struct sandbox_spec spec = base_spec(SANDBOX_BUILD);
+                /* The same spec without the proxy: nothing of it. */
+                spec.egress = NULL;
+                _cleanup_(sandbox_policy_freep) struct sandbox_policy *q = NULL;
+                assert_int_equal(sandbox_policy_build(&spec, &q), 0);
+                assert_null(q->egress);
+                for (char **e = q->env; *e; e++)
+                        assert_null(strcasestr(*e, "proxy"));
+                assert_true(find_op(q, SB_RO_BIND_DATA, NULL, NULL) < 0);
+        }
+        /* The label names the sandbox at the proxy. */
+        struct sandbox_spec spec = base_spec(SANDBOX_EVOLUTION);
+        spec.egress = fake;
+        spec.label = "evolution evo_0123456789abcdef";
         _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
         assert_int_equal(sandbox_policy_build(&spec, &p), 0);
-        struct stat st;
-        if (lstat("/etc/resolv.conf", &st) < 0 || !S_ISREG(st.st_mode))
-                skip();
-        ssize_t i = find_op(p, SB_RO_BIND_DATA, NULL, "/etc/resolv.conf");
-        assert_true(i > find_op(p, SB_RO_BIND, "/etc", "/etc")); /* over the /etc bind */
-        assert_non_null(strstr(p->ops[i].src, "nameserver "));
+        assert_string_equal(p->label, "evolution evo_0123456789abcdef");
+        /* Code may not point clients elsewhere. */
+        static const char *const overrides[] = {"HTTPS_PROXY=http://10.0.0.1:3128", "https_proxy=x",
+                                                "NO_PROXY=*", "NODE_OPTIONS=--inspect", "ALL_PROXY=x"};
+        for (size_t i = 0; i < ARRAY_SIZE(overrides); i++) {
+                spec.extra_env = (char *const[]){(char *)overrides[i], NULL};
+                _cleanup_(sandbox_policy_freep) struct sandbox_policy *bad = NULL;
+                assert_int_equal(sandbox_policy_build(&spec, &bad), -EINVAL);
+        }
 }
 
 static void test_seed_dir_under_system_dir(void **state) {
@@ -715,14 +701,14 @@ static void test_extra_env_and_cwd(void **state) {
         (void)state;
         struct sandbox_spec spec = base_spec(SANDBOX_LIVE);
         spec.cache_dir = NULL;
-        spec.extra_env = (char *const[]){"NODE_USE_ENV_PROXY=1", NULL};
+        spec.extra_env = (char *const[]){"APP_MODE=production", NULL};
         spec.cwd = "/workspace/organism";
         _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
         assert_int_equal(sandbox_policy_build(&spec, &p), 0);
         assert_true(find_op(p, SB_CHDIR, NULL, "/workspace/organism") >= 0);
         assert_env(p, (const char *const[]){"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=/home/sandbox",
                                             "TMPDIR=/tmp", "LANG=C.UTF-8", "PWD=/workspace/organism",
-                                            "SEED_ENV=live", "NODE_USE_ENV_PROXY=1", NULL});
+                                            "SEED_ENV=live", "APP_MODE=production", NULL});
 }
 
 static void test_invalid_specs(void **state) {
@@ -817,8 +803,7 @@ int main(void) {
                 cmocka_unit_test(test_argv_fds),
                 cmocka_unit_test(test_seccomp_table),
                 cmocka_unit_test(test_seccomp_memfd),
-                cmocka_unit_test(test_resolv_conf),
-                cmocka_unit_test(test_resolv_in_policy),
+                cmocka_unit_test(test_egress),
                 cmocka_unit_test(test_seed_dir_under_system_dir),
                 cmocka_unit_test(test_pg_socket_dir_only_postgres),
                 cmocka_unit_test(test_extra_env_and_cwd),
