@@ -823,6 +823,10 @@ int organism_set_workspace(struct organism *o, const char *workspace) {
         return 0;
 }
 
+const char *organism_workspace(struct organism *o) {
+        return o->workspace;
+}
+
 enum organism_state organism_state(struct organism *o) {
         pthread_mutex_lock(&o->lock);
         enum organism_state s = o->state;

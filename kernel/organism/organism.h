@@ -61,6 +61,9 @@ int organism_restart(struct organism *o);
 /* The folder the next start builds and runs from (absolute; NULL = the
  * Seed's folder). Only while stopped: -EBUSY otherwise. Copied. */
 int organism_set_workspace(struct organism *o, const char *workspace);
+/* The folder it builds and runs from. Borrowed, valid until the next
+ * organism_set_workspace(). */
+const char *organism_workspace(struct organism *o);
 void organism_free(struct organism *o);
 enum organism_state organism_state(struct organism *o);
 const char *organism_state_name(enum organism_state s);
