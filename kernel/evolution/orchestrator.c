@@ -96,6 +96,7 @@ struct run {
         bool cancelled;
         bool owner_job;          /* verifying the owner's commits (kind "owner") */
         struct repo_owner_change oc; /* owner jobs: what they verify */
+        struct cfg *verify_cfg;  /* owner jobs: their seed.yaml, which the checks follow; owned */
         int tagged_gen;          /* the generation tagged by this run, 0 if none */
         char *tagged_oid;        /* its commit */
         bool main_moved;         /* main went to it (or a restore was committed) */
@@ -556,6 +557,7 @@ static void cleanup_run(struct run *r) {
         free(r->error);
         free(r->tagged_oid);
         repo_owner_change_done(&r->oc);
+        cfg_free(r->verify_cfg);
 }
 
 /* ---- plan, mutate, verify ---- */
@@ -666,7 +668,7 @@ static int verify(struct run *r, struct evo_check **ret_failed) {
                 .seed_dir = r->o->c.seed_dir,
                 .worktree = r->worktree,
                 .evo_id = r->id,
-                .cfg = r->o->c.cfg,
+                .cfg = r->verify_cfg ? r->verify_cfg : r->o->c.cfg,
                 .pg = r->o->c.pg,
                 .bridge_path = r->o->c.bridge_path,
                 .on_check = on_check_state,
@@ -1101,6 +1103,24 @@ static int owner_gate(struct run *r, bool rollback) {
         return k;
 }
 
+/* The kernel reads seed.yaml: the owner's must load before anything else is
+ * checked, and the checks then follow it (its organism commands). */
+static int owner_config(struct run *r) {
+        _cleanup_free_ char *yaml = NULL, *err = NULL;
+        size_t len = 0;
+        int64_t started = now_ms();
+        int k = repo_read_blob_at(r->o->c.seed_dir, r->oc.head, "seed.yaml", 1024 * 1024, &yaml, &len);
+        if (k < 0)
+                err = strdup(repo_last_error());
+        else
+                k = cfg_parse(yaml, len, "seed.yaml", &r->verify_cfg, &err);
+        struct evo_check c = {.name = "config", .ok = k >= 0, .output = err, .duration_ms = now_ms() - started};
+        on_check(r, &c);
+        if (k < 0)
+                return fail(r, "seed.yaml does not load: %s", err ? err : strerror(-k));
+        return 0;
+}
+
 /* The job of kind "owner": main holds the owner's commits on top of the live
  * generation. In a worktree at them, against scratch databases, the kernel
  * verifies them as it verifies an evolution (verify.h); then a commit with
@@ -1136,6 +1156,8 @@ static int owner_job(struct run *r) {
                 return fail(r, "cannot create the worktree: %s", repo_last_error());
         if (!streq(wt_head, oc->head))
                 return fail(r, "main moved while your commit was being checked out; the newer one is verified next");
+        if ((k = owner_config(r)) < 0)
+                return k;
         struct evo_check *failed = NULL;
         k = verify(r, &failed);
         if (k == -EAGAIN) {

@@ -6,15 +6,16 @@
 #include "base/log.h"
 #include "base/priv.h"
 #include "base/text.h"
+#include "config/config.h"
 #include "repo/repo.h"
 
 #include <pwd.h>
 
 #define LIVE_EXPORT ".seed/live"
-#define ERROR_MAX 2048
-#define ERROR_HEAD_LINES 6
+#define ERROR_MAX 3072
+#define ERROR_HEAD_LINES 8
 #define ERROR_TAIL_LINES 6
-#define ERROR_LINE_MAX 160
+#define ERROR_LINE_MAX 200
 
 const char *evo_owner_state_name(enum evo_owner_state s) {
         static const char *const names[] = {
@@ -263,4 +264,25 @@ int evo_owner_live_workspace(const char *seed_dir, char **ret_path) {
                 return -ENOMEM;
         *ret_path = path;
         return 0;
+}
+
+int evo_owner_live_config(const char *seed_dir, struct cfg **ret) {
+        struct repo_owner_change oc;
+        _cleanup_free_ char *yaml = NULL, *err = NULL;
+        size_t len = 0;
+        int r = repo_owner_change(seed_dir, &oc);
+        if (r < 0)
+                return r;
+        if (oc.state == REPO_OWNER_NONE)
+                r = -ENOENT;
+        else if ((r = repo_read_blob_at(seed_dir, oc.generation_commit, "seed.yaml", 1024 * 1024, &yaml, &len)) < 0)
+                log_error("cannot read generation %d's seed.yaml: %s", oc.generation, repo_last_error());
+        else if ((r = cfg_parse(yaml, len, "seed.yaml", ret, &err)) < 0)
+                log_error("generation %d's seed.yaml does not load either: %s", oc.generation, err ? err : "?");
+        else
+                log_warn("main (%.7s) is not a generation yet and its seed.yaml does not load: the kernel runs with "
+                         "generation %d's until it is fixed",
+                         oc.head, oc.generation);
+        repo_owner_change_done(&oc);
+        return r;
 }

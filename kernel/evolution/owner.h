@@ -11,6 +11,8 @@
 #include "base/base.h"
 #include "base/json.h"
 
+struct cfg;
+
 enum evo_owner_state {
         EVO_OWNER_PENDING,   /* committed while the kernel ran: verified before the
                               * next evolution or at the next start */
@@ -43,7 +45,7 @@ int evo_owner_text(const struct evo_owner_view *v, char **ret_text, char **ret_f
 int evo_owner_json(const struct evo_owner_view *v, json_t **ret);
 /* What failed, from a failed check of verify.h: "the build failed:" and the
  * first lines of its output (and its last ones when it is longer), at most
- * 2 KiB, valid UTF-8 without control characters but newlines. check is the
+ * 3 KiB, valid UTF-8 without control characters but newlines. check is the
  * step's name ("build", "test", …). Caller frees *ret. */
 int evo_owner_check_error(const char *check, const char *output, char **ret);
 
@@ -53,3 +55,10 @@ int evo_owner_check_error(const char *check, const char *output, char **ret);
  * Falls back to the Seed folder (logged) when the export cannot be made.
  * Caller frees *ret_path. */
 int evo_owner_live_workspace(const char *seed_dir, char **ret_path);
+/* The live generation's seed.yaml, parsed, when main is not the live
+ * generation (the owner's commits on top, or diverged): what the kernel
+ * runs with when the Seed folder's seed.yaml does not load, so the owner's
+ * broken seed.yaml does not keep the Seed from starting (its verification
+ * then says what is wrong). -ENOENT when main is the live generation (its
+ * seed.yaml is the folder's). Caller frees *ret with cfg_free(). */
+int evo_owner_live_config(const char *seed_dir, struct cfg **ret);

@@ -482,6 +482,45 @@ int repo_changed_paths(const char *dir, const char *from_oid_hex, const char *to
         return (int)(n > INT_MAX ? INT_MAX : n);
 }
 
+int repo_read_blob_at(const char *dir, const char *oid_hex, const char *path, size_t max, char **ret,
+                      size_t *ret_len) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        _cleanup_(git_object_freep) git_object *obj = NULL;
+        git_tree_entry *entry = NULL;
+        int r;
+
+        repo_err_clear();
+        if (strempty(path) || path[0] == '/')
+                return repo_err(-EINVAL, "not a relative path: '%.64s'", path ? path : "");
+        if ((r = repo_open(dir, &repo, NULL, NULL)) < 0 || (r = repo_lookup_tree(repo, oid_hex, NULL, &tree)) < 0)
+                return r;
+        if ((r = git_tree_entry_bypath(&entry, tree, path)) < 0)
+                return repo_git_err(r, "no '%s' in %.12s", path, oid_hex);
+        git_filemode_t mode = git_tree_entry_filemode(entry);
+        if (mode != GIT_FILEMODE_BLOB && mode != GIT_FILEMODE_BLOB_EXECUTABLE) {
+                git_tree_entry_free(entry);
+                return repo_err(-EINVAL, "'%s' in %.12s is not a regular file", path, oid_hex);
+        }
+        r = git_tree_entry_to_object(&obj, repo, entry);
+        git_tree_entry_free(entry);
+        if (r < 0)
+                return repo_git_err(r, "cannot read '%s' in %.12s", path, oid_hex);
+        const git_blob *blob = (const git_blob *)obj;
+        git_object_size_t size = git_blob_rawsize(blob);
+        if (size > max)
+                return repo_err(-EFBIG, "'%s' in %.12s is larger than %zu bytes", path, oid_hex, max);
+        char *data = malloc((size_t)size + 1);
+        if (!data)
+                return repo_err(-ENOMEM, "out of memory");
+        memcpy(data, git_blob_rawcontent(blob), (size_t)size);
+        data[size] = 0;
+        *ret = data;
+        if (ret_len)
+                *ret_len = (size_t)size;
+        return 0;
+}
+
 /* ---- commit messages and tags -------------------------------------------- */
 
 bool repo_evo_id_valid(const char *evo_id) {

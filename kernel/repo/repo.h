@@ -114,6 +114,12 @@ void repo_log_free(struct repo_log_entry *e, size_t n);
 /* Up to max (capped at 1000) commits reachable from HEAD, newest first. */
 int repo_log(const char *dir, size_t max, struct repo_log_entry **ret, size_t *ret_n);
 
+/* The content of the regular file at path (relative, '/'-separated) in a
+ * commit's tree, NUL-terminated, at most max bytes (-EFBIG beyond); -ENOENT
+ * if there is none, -EINVAL if it is not a regular file. Caller frees *ret. */
+int repo_read_blob_at(const char *dir, const char *oid_hex, const char *path, size_t max, char **ret,
+                      size_t *ret_len);
+
 /* The paths that differ between two commits (both sides of a rename), sorted,
  * as a NULL-terminated strv the caller frees with strv_free(). Returns the
  * count. For "did this generation touch the kernel?" prefer

@@ -1036,6 +1036,18 @@ static void test_owner_generation_commit(void **state) {
                                      "Owner-Commit: %s\n", c2) >= 0);
         assert_string_equal(msg, want);
 
+        /* A file as a commit holds it (the owner's seed.yaml, before it is a generation). */
+        _cleanup_free_ char *yaml = NULL, *none = NULL;
+        size_t ylen = 0;
+        assert_int_equal(repo_read_blob_at(seed, c1, "seed.yaml", 1 << 20, &yaml, &ylen), 0);
+        assert_string_equal(yaml, "name: t\n# mine\n");
+        assert_int_equal(ylen, strlen(yaml));
+        assert_int_equal(repo_read_blob_at(seed, base, "organism/nope", 1 << 20, &none, NULL), -ENOENT);
+        assert_int_equal(repo_read_blob_at(seed, base, "organism", 1 << 20, &none, NULL), -EINVAL);
+        assert_int_equal(repo_read_blob_at(seed, c1, "seed.yaml", 4, &none, NULL), -EFBIG);
+        assert_int_equal(repo_read_blob_at(seed, c1, "/etc/passwd", 1 << 20, &none, NULL), -EINVAL);
+        assert_null(none);
+
         /* An uncommitted edit in the folder survives recording and applying. */
         put(seed, "knowledge/self.yaml", "name: t\n# not committed\n");
         assert_int_equal(repo_owner_commit(seed, c2, msg, &oid), 0);
