@@ -939,7 +939,12 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
         if (o->c.pg && (k = backup_live(r, &backup)) < 0)
                 return fail(r, "cannot back up the live data, so generation %d is not applied: %s", new_gen,
                             strerror(-k));
-        if (!restored && (k = repo_fast_forward_main(o->c.seed_dir, oid)) < 0)
+        k = restored ? 0 : repo_fast_forward_main(o->c.seed_dir, oid);
+        if (k == -ENOTRECOVERABLE)
+                return fail(r, "main moved while this ran (a commit of yours?), so generation %d is not applied; "
+                               "ask again: your commit is verified first",
+                            new_gen);
+        if (k < 0)
                 return fail(r, "cannot move main to generation %d: %s", new_gen, repo_last_error());
         r->main_moved = true;
         _cleanup_free_ char *merr = NULL;
@@ -1146,8 +1151,10 @@ static int owner_job(struct run *r) {
         if (!(r->base = strdup(oc->generation_commit)))
                 return -ENOMEM;
         owner_remember(o, oc, EVO_OWNER_VERIFYING, r->id, NULL, 0);
-        note(r, "verifying your commit %.7s \"%s\"%s on top of generation %d like an evolution: build, migrate, "
-                "test, launch, health", oc->head, oc->subject ? oc->subject : "", oc->n_commits > 1 ? " (and earlier ones)" : "",
+        note(r,
+             "verifying your commit %.7s \"%s\"%s on top of generation %d like an evolution: seed.yaml, build, "
+             "migrate, test, launch, health",
+             oc->head, oc->subject ? oc->subject : "", oc->n_commits > 1 ? " (and the earlier ones)" : "",
              oc->generation);
         (void)repo_worktree_remove(o->c.seed_dir, r->hex);
         _cleanup_free_ char *wt_head = NULL;
@@ -1251,24 +1258,21 @@ static void run_one(struct orchestrator *o, const char *id) {
         log_info("evolution %s: starting (%s)", id, kind);
         if (!e)
                 k = fail(&r, "cannot read the evolution");
-        else if (streq(kind, "owner")) {
+        else if (streq(kind, "owner"))
                 k = owner_job(&r);
-                if (k < 0 && r.tagged_gen && !r.main_moved)
-                        untag(&r);
-                owner_finish(&r, k);
-        } else if ((k = owner_gate(&r, streq(kind, "rollback"))) == 1) {
+        else if ((k = owner_gate(&r, streq(kind, "rollback"))) == 1) {
                 log_info("evolution %s waits for the owner's commit to be verified", id);
                 cleanup_run(&r);
                 return; /* still requested: it runs after the owner's job */
-        } else if (k < 0)
-                ;
-        else if (streq(kind, "rollback")) {
+        } else if (k == 0 && streq(kind, "rollback")) {
                 const char *g = strstr(intent, "generation ");
                 k = rollback(&r, g ? atoi(g + strlen("generation ")) : 0, strstr(intent, ROLLBACK_WITH_DATA) != NULL);
-        } else
+        } else if (k == 0)
                 k = evolve(&r, intent);
         if (k < 0 && r.tagged_gen && !r.main_moved)
                 untag(&r);
+        if (r.owner_job)
+                owner_finish(&r, k);
         if (k == -ECANCELED || (k < 0 && is_cancelled(&r) && r.state != EVO_APPLYING)) {
                 (void)set_state(&r, EVO_CANCELLED, "cancelled by the owner");
                 log_info("evolution %s: cancelled", id);
@@ -1455,10 +1459,12 @@ int orch_owner_change_json(struct orchestrator *o, json_t **ret) {
         pthread_mutex_unlock(&o->lock);
         if (oc.state == REPO_OWNER_DIVERGED)
                 v.state = EVO_OWNER_DIVERGED;
-        *ret = NULL;
+        json_t *out = NULL;
         if (oc.state != REPO_OWNER_NONE || restored)
-                k = evo_owner_json(&v, ret);
+                k = evo_owner_json(&v, &out);
         repo_owner_change_done(&oc);
+        if (k >= 0)
+                *ret = out;
         return k;
 }
 
