@@ -2,7 +2,10 @@
  * state machine of SPEC §4: plan → mutate → verify (repair) → reflect →
  * boundary check → commit → apply, in a git worktree per evolution with a
  * scratch database per evolution, every step persisted as an event (store.h)
- * and announced through on_event. */
+ * and announced through on_event. The owner's own commits on main on top of
+ * the live generation are a job of their own (kind "owner", owner.h), queued
+ * at start and before the next evolution or rollback, run first: verified
+ * like an evolution (no model), recorded as a generation, applied. */
 #pragma once
 
 #include "base/base.h"
