@@ -97,9 +97,6 @@ struct run {
         bool owner_job;          /* verifying the owner's commits (kind "owner") */
         struct repo_owner_change oc; /* owner jobs: what they verify */
         struct cfg *verify_cfg;  /* owner jobs: their seed.yaml, which the checks follow; owned */
-        int tagged_gen;          /* the generation tagged by this run, 0 if none */
-        char *tagged_oid;        /* its commit */
-        bool main_moved;         /* main went to it (or a restore was committed) */
         int restored_gen;        /* the generation that restored the old one after an unhealthy apply */
 };
 
@@ -555,7 +552,6 @@ static void cleanup_run(struct run *r) {
         free(r->scope);
         free(r->summary);
         free(r->error);
-        free(r->tagged_oid);
         repo_owner_change_done(&r->oc);
         cfg_free(r->verify_cfg);
 }
@@ -748,17 +744,6 @@ static int reflect(struct run *r) {
 
 /* ---- commit ---- */
 
-/* Remembers the generation this run tagged: until main moves to it, an
- * end of the run takes the tag away again (a generation is what was
- * applied; a stray tag would stand in front of the live one). */
-static int tagged(struct run *r, const char *oid, int gen) {
-        free(r->tagged_oid);
-        if (!(r->tagged_oid = strdup(oid)))
-                return -ENOMEM;
-        r->tagged_gen = gen;
-        return 0;
-}
-
 /* Violations of a change list plus the git dir's: 0 none, -EIO (r->error) some. */
 static int boundary(struct run *r, struct repo_change *c, size_t n, bool *ret_protected) {
         _cleanup_free_ char *text = NULL;
@@ -813,10 +798,7 @@ static int commit(struct run *r, char **ret_oid, bool *ret_kernel) {
         repo_changes_free(c, n);
         if (k < 0)
                 return k;
-        if ((k = repo_tag_generation(r->o->c.seed_dir, oid, r->base_gen + 1)) < 0)
-                return fail(r, "cannot tag generation %d: %s", r->base_gen + 1, repo_last_error());
-        if ((k = tagged(r, oid, r->base_gen + 1)) < 0)
-                return k;
+        /* Tagged seed/gen-N once applied (apply()). */
         if ((k = evo_set_generation(r->o->c.kdb, r->id, r->base, oid, r->base_gen, r->base_gen + 1)) < 0)
                 log_warn_errno(k, "evolution %s: cannot record its generation: %m", r->id);
         emitj(r, "note", json_pack("{s:s, s:s, s:i}", "text", "committed", "commit", oid, "generation",
@@ -908,8 +890,9 @@ static int backup_live(struct run *r, char **ret_path) {
         return 0;
 }
 
-/* ready → applying → complete | rolled_back. oid: the new commit already
- * tagged new_gen; restored: main is already there (rollback); data: a
+/* ready → applying → complete | rolled_back. oid: the new commit, tagged
+ * new_gen once main is there (a rollback's, restored, is on main and tagged
+ * already); data: a
  * backup to bring the live data back to (rollback --with-data), or NULL.
  * The live data is backed up first; if the new generation is unhealthy
  * after its data changed, that backup is restored with the old generation. */
@@ -926,6 +909,10 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
                 if (k == 0)
                         return fail(r, "the owner did not approve applying generation %d", new_gen);
         }
+        int live = 0;
+        if (!restored && repo_live_generation(o->c.seed_dir, &live) == 0 && live >= new_gen)
+                return fail(r, "generation %d exists already (the live one is %d), so this one is not applied", new_gen,
+                            live);
         /* From here main moves: a cancel is refused (orch_cancel) and an
          * unhealthy generation goes through the rollback below. */
         pthread_mutex_lock(&o->lock);
@@ -946,7 +933,12 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
                             new_gen);
         if (k < 0)
                 return fail(r, "cannot move main to generation %d: %s", new_gen, repo_last_error());
-        r->main_moved = true;
+        /* A generation is what was applied: tagged once main is there, so
+         * the newest tag is always the live one (owner.h). Should the kernel
+         * die right here, main holds a commit without a tag on top of the
+         * live generation, which the next start verifies and records. */
+        if (!restored && (k = repo_tag_generation(o->c.seed_dir, oid, new_gen)) < 0)
+                return fail(r, "cannot tag generation %d: %s", new_gen, repo_last_error());
         _cleanup_free_ char *merr = NULL;
         const char *why = NULL;
         bool data_changed = false;
@@ -985,15 +977,6 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
                 o->c.request_restart(o->c.userdata);
         }
         return 0;
-}
-
-/* A run that tagged a generation and ends before main moved to it. */
-static void untag(struct run *r) {
-        int k = repo_untag_generation(r->o->c.seed_dir, r->tagged_gen, r->tagged_oid);
-        if (k < 0)
-                log_warn("evolution %s: cannot take back the tag of generation %d, which was never applied: %s", r->id,
-                         r->tagged_gen, repo_last_error());
-        r->tagged_gen = 0;
 }
 
 /* ---- the two kinds of evolution ---- */
@@ -1036,7 +1019,6 @@ static int rollback(struct run *r, int gen, bool with_data) {
                 return -ENOMEM;
         if ((k = repo_restore_tree_commit(r->o->c.seed_dir, gen, msg, &oid)) < 0)
                 return fail(r, "cannot restore generation %d: %s", gen, repo_last_error());
-        r->main_moved = true;
         if ((k = repo_tag_generation(r->o->c.seed_dir, oid, new_gen)) < 0)
                 return fail(r, "cannot tag generation %d: %s", new_gen, repo_last_error());
         if ((k = evo_set_generation(r->o->c.kdb, r->id, old_head, oid, r->base_gen, new_gen)) < 0)
@@ -1196,10 +1178,6 @@ static int owner_job(struct run *r) {
         for (size_t i = 0; i < n; i++)
                 kernel = kernel || c[i].protected;
         repo_changes_free(c, n);
-        if ((k = repo_tag_generation(o->c.seed_dir, oid, new_gen)) < 0)
-                return fail(r, "cannot tag generation %d: %s", new_gen, repo_last_error());
-        if ((k = tagged(r, oid, new_gen)) < 0)
-                return k;
         if ((k = evo_set_generation(o->c.kdb, r->id, oc->generation_commit, oid, oc->generation, new_gen)) < 0)
                 log_warn_errno(k, "evolution %s: cannot record its generation: %m", r->id);
         emitj(r, "note", json_pack("{s:s, s:s, s:i, s:s}", "text", "committed", "commit", oid, "generation", new_gen,
@@ -1269,8 +1247,6 @@ static void run_one(struct orchestrator *o, const char *id) {
                 k = rollback(&r, g ? atoi(g + strlen("generation ")) : 0, strstr(intent, ROLLBACK_WITH_DATA) != NULL);
         } else if (k == 0)
                 k = evolve(&r, intent);
-        if (k < 0 && r.tagged_gen && !r.main_moved)
-                untag(&r);
         if (r.owner_job)
                 owner_finish(&r, k);
         if (k == -ECANCELED || (k < 0 && is_cancelled(&r) && r.state != EVO_APPLYING)) {

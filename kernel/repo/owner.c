@@ -171,29 +171,6 @@ int repo_owner_commit(const char *seed_dir, const char *head_oid_hex, const char
         return repo_oid_hex_dup(&oid, ret_oid_hex);
 }
 
-int repo_untag_generation(const char *seed_dir, int n, const char *oid_hex) {
-        _cleanup_(git_repository_freep) git_repository *repo = NULL;
-        _cleanup_(git_reference_freep) git_reference *ref = NULL;
-        char name[48];
-        git_oid oid, at;
-        int r;
-
-        if (n < 1)
-                return repo_err(-EINVAL, "invalid generation %d", n);
-        if ((r = repo_parse_oid(oid_hex, &oid)) < 0 || (r = repo_open_seed(seed_dir, &repo, NULL)) < 0)
-                return r;
-        snprintf(name, sizeof name, "refs/tags/seed/gen-%d", n);
-        if ((r = git_reference_lookup(&ref, repo, name)) < 0)
-                return r == GIT_ENOTFOUND ? 0 : repo_git_err(r, "cannot read %s", name);
-        if ((r = git_reference_name_to_id(&at, repo, name)) < 0)
-                return repo_git_err(r, "cannot resolve %s", name);
-        if (!git_oid_equal(&at, &oid))
-                return repo_err(-EBUSY, "%s points at another commit", name);
-        if ((r = git_reference_delete(ref)) < 0)
-                return repo_git_err(r, "cannot delete %s", name);
-        return 0;
-}
-
 int repo_export_generation(const char *seed_dir, int n, const char *dest_dir) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_object_freep) git_object *gen = NULL;

@@ -86,10 +86,6 @@ int repo_owner_message(const char *subject, size_t n_commits, const char *evo_id
  * ref: repo_fast_forward_main() then moves main to it. -ESTALE if main is no
  * longer head. Caller frees *ret_oid_hex. */
 int repo_owner_commit(const char *seed_dir, const char *head_oid_hex, const char *message, char **ret_oid_hex);
-/* Deletes tag seed/gen-<n> if it points at the commit (a generation that was
- * tagged but never applied); 0 if it is gone already, -EBUSY if it points
- * elsewhere. */
-int repo_untag_generation(const char *seed_dir, int n, const char *oid_hex);
 /* Writes generation n's tree (its files as committed) into dest_dir, an
  * absolute path, after removing whatever was there (without following
  * symlinks); the folder is created 0700. The Seed folder's index and working
