@@ -96,8 +96,9 @@ int evo_owner_text(const struct evo_owner_view *v, char **ret_text, char **ret_f
                 r = xasprintf(&fix, "Nothing to do: follow it in the evolutions%s%s.", v->evolution ? ", " : "",
                               v->evolution ? v->evolution : "");
                 if (r >= 0)
-                        r = xasprintf(&text, "%s is being verified like an evolution (build, migrate, test, launch, "
-                                             "health). Generation %d keeps serving until it becomes generation %d.",
+                        r = xasprintf(&text, "%s is being verified like an evolution (seed.yaml, build, migrate, "
+                                             "test, launch, health). Generation %d keeps serving until it becomes "
+                                             "generation %d.",
                                       w, n, n + 1);
                 break;
         case EVO_OWNER_FAILED:
