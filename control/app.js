@@ -222,6 +222,12 @@
     const doctor = $('doctor');
     doctor.textContent = typeof status.doctor === 'string' ? 'This host: ' + status.doctor : '';
     doctor.hidden = typeof status.doctor !== 'string';
+    // The owner's own commits on main: being verified, failed (why, and how to fix or revert).
+    const owner = $('owner-change');
+    const ownerText = status.owner_change && typeof status.owner_change.text === 'string' ? status.owner_change.text : '';
+    owner.textContent = ownerText;
+    owner.hidden = !ownerText;
+    owner.dataset.state = ownerText ? String(status.owner_change.state || '') : '';
     if (state.view === 'settings') {
       facts($('status-facts'), Object.entries(status).filter(([k]) => k !== 'name'));
       $('status-updated').textContent = 'updated ' + new Date().toLocaleTimeString();
@@ -560,7 +566,7 @@
       list.append(h('li', { class: 'row' },
         h('a', { class: 'row-main', href: '#evolution/' + e.id },
           h('span', { class: 'row-title', text: evoName(e) }),
-          h('span', { class: 'row-sub' }, e.kind === 'rollback' ? 'rollback · ' : '', time(Number(e.created_at)),
+          h('span', { class: 'row-sub' }, e.kind === 'rollback' ? 'rollback · ' : e.kind === 'owner' ? 'your commit · ' : '', time(Number(e.created_at)),
             generationOf(e) ? ' · generation ' + generationOf(e) : '',
             e.error ? h('span', { class: 'row-error', text: ' · ' + short(e.error, 120) }) : null)),
         badge(e.state)));
@@ -748,7 +754,8 @@
         const when = typeof g.time === 'number' ? (g.time < 1e12 ? g.time * 1000 : g.time) : null;
         list.append(h('li', { class: ['row', g.current ? 'current' : ''], dataset: { generation: String(g.number) } },
           h('div', { class: 'row-main' },
-            h('span', { class: 'row-title' }, 'Generation ' + g.number, g.current ? h('span', { class: 'badge', dataset: { state: 'complete' }, text: 'live' }) : null),
+            h('span', { class: 'row-title' }, 'Generation ' + g.number, g.current ? h('span', { class: 'badge', dataset: { state: 'complete' }, text: 'live' }) : null,
+              g.owner ? h('span', { class: ['badge', 'owner'], title: 'your own commit ' + String(g.owner_commit || '').slice(0, 10), text: 'owner' }) : null),
             h('span', { class: 'row-sub' }, g.summary || '', ' · ', time(when), ' · ', h('code', { text: String(g.commit || '').slice(0, 10) }))),
           g.current ? null : h('button', { type: 'button', class: 'secondary', text: 'Roll back to ' + g.number, on: { click: () => rollback(g.number) } })));
       }

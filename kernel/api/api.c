@@ -478,15 +478,18 @@ static int h_generations(void *ud, const struct ctl_api_call *call, int *ret_sta
         int r = repo_generations(api->seed_dir, &g, &n);
         if (r < 0)
                 return log_error_errno(r, "could not list generations: %s", repo_last_error());
-        if (repo_current_generation(api->seed_dir, &cur) < 0)
+        if (repo_live_generation(api->seed_dir, &cur) < 0)
                 cur = 0;
         _cleanup_json_ json_t *arr = json_array();
         bool ok = arr;
         for (size_t i = n; ok && i > 0; i--) {
                 const struct repo_generation *e = &g[i - 1];
-                json_t *o = json_pack("{s:i, s:s, s:s, s:I, s:b}", "number", e->number, "commit", e->commit,
+                /* owner: the owner's own commits, recorded as a generation. */
+                json_t *o = json_pack("{s:i, s:s, s:s, s:I, s:b, s:b}", "number", e->number, "commit", e->commit,
                                       "summary", e->summary ? e->summary : "", "time", (json_int_t)e->time,
-                                      "current", e->number == cur);
+                                      "current", e->number == cur, "owner", e->owner_commit[0] != 0);
+                if (o && e->owner_commit[0])
+                        json_object_set_new(o, "owner_commit", json_string(e->owner_commit));
                 ok = o && json_array_append_new(arr, o) == 0;
         }
         repo_generations_free(g, n);

@@ -9,6 +9,7 @@
 #include "db/db.h"
 #include "api/api.h"
 #include "evolution/orchestrator.h"
+#include "evolution/owner.h"
 #include "model/model.h"
 #include "model/providers.h"
 #include "organism/organism.h"
@@ -127,7 +128,7 @@ static void app_control_url(const struct app *a, unsigned port, char *out, size_
 static int app_status_json(void *userdata, char **ret_json) {
         struct app *a = userdata;
         int gen = 0;
-        if (repo_current_generation(a->opts->seed_dir, &gen) < 0)
+        if (repo_live_generation(a->opts->seed_dir, &gen) < 0)
                 gen = a->generation;
         _cleanup_json_ json_t *o = json_pack("{s:s, s:i, s:s, s:{s:s}, s:{s:i, s:I, s:s}}",
                               "name", a->cfg->name,
@@ -146,6 +147,10 @@ static int app_status_json(void *userdata, char **ret_json) {
         json_object_set_new(o, "control_url", json_string(control));
         if (a->doctor)
                 json_object_set_new(o, "doctor", json_string(a->doctor));
+        /* The owner's commits on main that are not a generation (yet). */
+        json_t *owner = NULL;
+        if (a->orch && orch_owner_change_json(a->orch, &owner) >= 0 && owner)
+                json_object_set_new(o, "owner_change", owner);
         char *s = json_dumps(o, JSON_COMPACT);
         if (!s)
                 return -ENOMEM;
@@ -239,10 +244,12 @@ static int app_start_organism(struct app *a) {
          * socket dir, which sandboxes see read-only). */
         _cleanup_free_ char *run_dir = seed_path(a, ".seed/organism");
         _cleanup_free_ char *log_path = seed_path(a, ".seed/logs/organism.log");
-        if (!run_dir || !log_path)
+        _cleanup_free_ char *workspace = NULL;
+        if (!run_dir || !log_path || evo_owner_live_workspace(a->opts->seed_dir, &workspace) < 0)
                 return -ENOMEM;
         struct organism_config oc = {
                 .seed_dir = a->opts->seed_dir,
+                .workspace = workspace, /* the live generation, even with the owner's commits on main */
                 .build_cmd = a->cfg->organism.build,
                 .run_cmd = a->cfg->organism.run,
                 .health_path = a->cfg->organism.health,
@@ -508,7 +515,9 @@ int app_run(const struct app_options *o) {
         cfg_path = seed_path(&a, "seed.yaml");
         if ((r = cfg_load(cfg_path, &a.cfg, &err)) < 0) {
                 log_error("%s", err ? err : "cannot load seed.yaml");
-                goto fail;
+                /* The owner's commit broke it: the live generation's serves meanwhile. */
+                if ((r = evo_owner_live_config(o->seed_dir, &a.cfg)) < 0)
+                        goto fail;
         }
         if ((r = app_prepare_dirs(&a)) < 0)
                 goto fail;
@@ -518,7 +527,7 @@ int app_run(const struct app_options *o) {
         log_info("starting Seed '%s' (pid %d)", a.cfg->name, (int)getpid());
         if ((r = app_take_secrets(&a)) < 0)
                 goto fail;
-        if (repo_current_generation(o->seed_dir, &a.generation) < 0)
+        if (repo_live_generation(o->seed_dir, &a.generation) < 0)
                 a.generation = 0;
 
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||

@@ -4,6 +4,7 @@
 #include "base/json.h"
 #include "base/priv.h"
 #include "cli/cli.h"
+#include "evolution/owner.h"
 #include "repo/repo.h"
 
 #include <getopt.h>
@@ -126,21 +127,41 @@ int cli_cmd_stop(int argc, char **argv) {
         return CLI_EXIT_OK;
 }
 
+/* The owner's commits on main while the Seed is not running: it verifies
+ * them when it starts. */
+static void print_owner_change_from_git(const char *seed_dir) {
+        struct repo_owner_change oc;
+        if (repo_owner_change(seed_dir, &oc) < 0)
+                return;
+        struct evo_owner_view v = {
+                .state = oc.state == REPO_OWNER_DIVERGED ? EVO_OWNER_DIVERGED : EVO_OWNER_PENDING,
+                .seed_dir = seed_dir, .commit = oc.head, .subject = oc.subject, .n_commits = oc.n_commits,
+                .generation = oc.generation, .on_main = oc.on_main,
+        };
+        _cleanup_free_ char *text = NULL, *fix = NULL;
+        if (oc.state != REPO_OWNER_NONE && evo_owner_text(&v, &text, &fix) >= 0)
+                printf("\n%s\n", text);
+        repo_owner_change_done(&oc);
+}
+
 int cli_cmd_status(int argc, char **argv) {
         static const char usage[] = "Usage: seed status [--dir DIR]\n"
                                     "\n"
                                     "Says whether the Seed is running, its generation, URL and the state of\n"
-                                    "its organism. Exit code 0 when running, 3 when not.\n";
+                                    "its organism, and what became of your own commits on main (verified,\n"
+                                    "failed and why, how to fix or revert). Exit code 0 when running, 3 when\n"
+                                    "not.\n";
         _cleanup_free_ char *seed_dir = NULL;
         int code = open_seed(argc, argv, usage, NULL, &seed_dir);
         if (code >= 0)
                 return code;
         int gen = 0;
-        bool has_gen = repo_current_generation(seed_dir, &gen) == 0;
+        bool has_gen = repo_live_generation(seed_dir, &gen) == 0;
         if (!cli_seed_running(seed_dir)) {
                 printf("Seed:        %s\nRunning:     no\n", seed_dir);
                 if (has_gen)
                         printf("Generation:  %d\n", gen);
+                print_owner_change_from_git(seed_dir);
                 return CLI_EXIT_NOT_RUNNING;
         }
         long status = 0;
@@ -162,6 +183,10 @@ int cli_cmd_status(int argc, char **argv) {
         const char *doctor = json_string_value(json_object_get(o, "doctor"));
         if (doctor)
                 printf("Warning:     %s\n", doctor);
+        /* The kernel's own words about the owner's commits on main. */
+        const char *owner = json_string_value(json_object_get(json_object_get(o, "owner_change"), "text"));
+        if (owner)
+                printf("\n%s\n", owner);
         return CLI_EXIT_OK;
 }
 

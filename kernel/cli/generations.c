@@ -8,14 +8,19 @@
 #include <getopt.h>
 #include <time.h>
 
-static void print_row(bool current, long long number, const char *commit, long long t, const char *summary) {
+/* An owner's generation (the owner's own commits) says so after its summary. */
+static void print_row(bool current, long long number, const char *commit, long long t, const char *summary,
+                      const char *owner_commit) {
         char when[32] = "?";
         time_t tt = (time_t)t;
         struct tm tm;
         if (localtime_r(&tt, &tm))
                 strftime(when, sizeof when, "%Y-%m-%d %H:%M", &tm);
-        printf("%s %-4lld %.10s  %s  %s\n", current ? "*" : " ", number, commit ? commit : "?", when,
+        printf("%s %-4lld %.10s  %s  %s", current ? "*" : " ", number, commit ? commit : "?", when,
                summary ? summary : "");
+        if (owner_commit && *owner_commit)
+                printf("  [yours: %.10s]", owner_commit);
+        printf("\n");
 }
 
 /* From the kernel's API. */
@@ -38,7 +43,8 @@ static int print_from_api(const char *seed_dir) {
                           (long long)json_integer_value(json_object_get(g, "number")),
                           json_string_value(json_object_get(g, "commit")),
                           (long long)json_integer_value(json_object_get(g, "time")),
-                          json_string_value(json_object_get(g, "summary")));
+                          json_string_value(json_object_get(g, "summary")),
+                          json_string_value(json_object_get(g, "owner_commit")));
         return 0;
 }
 
@@ -52,10 +58,11 @@ static int print_from_git(const char *seed_dir) {
                 fprintf(stderr, "seed: cannot read the generations: %s\n", repo_last_error());
                 return r;
         }
-        if (repo_current_generation(seed_dir, &cur) < 0)
+        if (repo_live_generation(seed_dir, &cur) < 0)
                 cur = 0;
         for (size_t i = n; i > 0; i--)
-                print_row(g[i - 1].number == cur, g[i - 1].number, g[i - 1].commit, g[i - 1].time, g[i - 1].summary);
+                print_row(g[i - 1].number == cur, g[i - 1].number, g[i - 1].commit, g[i - 1].time, g[i - 1].summary,
+                          g[i - 1].owner_commit);
         repo_generations_free(g, n);
         return 0;
 }
@@ -64,7 +71,9 @@ int cli_cmd_generations(int argc, char **argv) {
         static const char usage[] = "Usage: seed generations [--dir DIR]\n"
                                     "\n"
                                     "Lists the Seed's generations (git tags seed/gen-N), newest first; the\n"
-                                    "live one is marked with '*'. Go back to one with 'seed rollback N'.\n"
+                                    "live one is marked with '*'. Your own commits on main, once the Seed\n"
+                                    "verified them, are a generation 'owner: <subject>' marked [yours: <commit>].\n"
+                                    "Go back to one with 'seed rollback N'.\n"
                                     "\n"
                                     "  --dir DIR   the Seed's folder (default: this folder or the nearest above)\n";
         static const struct option longopts[] = {

@@ -21,6 +21,7 @@
 #include "base/log.h"
 #include "config/config.h"
 #include "db/db.h"
+#include "evolution/owner.h"
 #include "evolution/store.h"
 #include "evolution/verify.h"
 #include "fsx/fsx.h"
@@ -55,6 +56,18 @@ struct orchestrator {
         char *current;       /* under lock: the running evolution's id */
         bool applying;       /* under lock: it is moving main; too late to cancel */
         atomic_bool cancel;  /* the running evolution is cancelled (or we stop) */
+        /* Under lock: the owner's commit on main whose job is queued or
+         * running (VERIFYING) or that failed (FAILED); head "" = none. */
+        struct {
+                char head[REPO_OID_HEX_LEN + 1];
+                enum evo_owner_state state;
+                char *subject;
+                size_t n_commits;
+                int generation;      /* the live one it was on */
+                char *error;         /* FAILED: what failed */
+                int restored;        /* FAILED once live: the generation restoring the live one */
+                char job[32];        /* the owner job's id */
+        } owner;
 };
 
 /* One evolution under way (worker thread only). */
@@ -82,6 +95,10 @@ struct run {
         char *title, *scope, *summary;
         char *error;             /* why it failed */
         bool cancelled;
+        bool owner_job;          /* verifying the owner's commits (kind "owner") */
+        struct repo_owner_change oc; /* owner jobs: what they verify */
+        struct cfg *verify_cfg;  /* owner jobs: their seed.yaml, which the checks follow; owned */
+        int restored_gen;        /* the generation that restored the old one after an unhealthy apply */
 };
 
 /* ---- events and states ---- */
@@ -347,14 +364,104 @@ static int run_phase(struct run *r, enum tool_phase phase, const char *purpose, 
         return 0;
 }
 
+/* ---- the owner's commits on main (see owner.h) ---- */
+
+static void owner_forget(struct orchestrator *o) {
+        o->owner.head[0] = 0;
+        o->owner.job[0] = 0;
+        o->owner.restored = 0;
+        free(o->owner.subject);
+        free(o->owner.error);
+        o->owner.subject = o->owner.error = NULL;
+}
+
+/* Remembers the owner's commit as verifying (its job is id) or failed. */
+static void owner_remember(struct orchestrator *o, const struct repo_owner_change *oc, enum evo_owner_state st,
+                           const char *job, const char *error, int restored) {
+        pthread_mutex_lock(&o->lock);
+        owner_forget(o);
+        memcpy(o->owner.head, oc->head, sizeof o->owner.head);
+        o->owner.state = st;
+        o->owner.subject = oc->subject ? strdup(oc->subject) : NULL;
+        o->owner.n_commits = oc->n_commits;
+        o->owner.generation = oc->generation;
+        o->owner.error = error ? strdup(error) : NULL;
+        o->owner.restored = restored;
+        snprintf(o->owner.job, sizeof o->owner.job, "%s", job ? job : "");
+        pthread_mutex_unlock(&o->lock);
+}
+
+/* Whether what is remembered is about the owner's commits as they are now (under lock). */
+static bool owner_is_locked(struct orchestrator *o, const struct repo_owner_change *oc) {
+        return oc->state == REPO_OWNER_COMMITS && streq(o->owner.head, oc->head);
+}
+
+/* The owner's commit's state as remembered, if it is about HEAD oc->head. */
+static bool owner_recalled(struct orchestrator *o, const struct repo_owner_change *oc, enum evo_owner_state *ret) {
+        pthread_mutex_lock(&o->lock);
+        bool same = owner_is_locked(o, oc);
+        if (same)
+                *ret = o->owner.state;
+        pthread_mutex_unlock(&o->lock);
+        return same;
+}
+
+static struct evo_owner_view owner_view(struct orchestrator *o, const struct repo_owner_change *oc,
+                                        enum evo_owner_state st) {
+        return (struct evo_owner_view){
+                .state = st,
+                .seed_dir = o->c.seed_dir,
+                .commit = oc->head,
+                .subject = oc->subject,
+                .n_commits = oc->n_commits,
+                .generation = oc->generation,
+                .on_main = oc->on_main,
+        };
+}
+
+/* Fails the run with the owner-change sentence (owner.h). */
+static int owner_refuse(struct run *r, const struct evo_owner_view *v) {
+        _cleanup_free_ char *text = NULL, *fix = NULL;
+        if (evo_owner_text(v, &text, &fix) < 0)
+                return -ENOMEM;
+        return fail(r, "%s", text);
+}
+
+/* Where main stands must be the live generation to start from it: then
+ * *ret_gen is it; else the run fails saying why and how to fix it. */
+static int owner_settled(struct run *r, int *ret_gen) {
+        struct orchestrator *o = r->o;
+        struct repo_owner_change oc;
+        if (repo_owner_change(o->c.seed_dir, &oc) < 0)
+                return fail(r, "cannot tell whether main is the live generation: %s", repo_last_error());
+        int k = 0;
+        if (oc.state == REPO_OWNER_NONE)
+                *ret_gen = oc.generation;
+        else {
+                enum evo_owner_state st = oc.state == REPO_OWNER_DIVERGED ? EVO_OWNER_DIVERGED : EVO_OWNER_PENDING;
+                struct evo_owner_view v = owner_view(o, &oc, st);
+                pthread_mutex_lock(&o->lock);
+                bool failed = owner_is_locked(o, &oc) && o->owner.state == EVO_OWNER_FAILED;
+                _cleanup_free_ char *error = failed && o->owner.error ? strdup(o->owner.error) : NULL;
+                pthread_mutex_unlock(&o->lock);
+                if (failed) {
+                        v.state = EVO_OWNER_FAILED;
+                        v.error = error;
+                }
+                k = owner_refuse(r, &v);
+        }
+        repo_owner_change_done(&oc);
+        return k;
+}
+
 /* ---- preparation ---- */
 
 static int prepare(struct run *r) {
         struct orchestrator *o = r->o;
         const struct cfg *cfg = o->c.cfg;
         int k;
-        if (repo_current_generation(o->c.seed_dir, &r->base_gen) < 0)
-                return fail(r, "the live Seed is not at a generation (no seed/gen-N tag on main)");
+        if ((k = owner_settled(r, &r->base_gen)) < 0)
+                return k;
         if ((k = repo_head(o->c.seed_dir, &r->base)) < 0)
                 return fail(r, "cannot read main: %s", repo_last_error());
         if ((k = repo_gitdir_snapshot(o->c.seed_dir, &r->gitdir_snap)) < 0)
@@ -450,6 +557,8 @@ static void cleanup_run(struct run *r) {
         free(r->scope);
         free(r->summary);
         free(r->error);
+        repo_owner_change_done(&r->oc);
+        cfg_free(r->verify_cfg);
 }
 
 /* ---- plan, mutate, verify ---- */
@@ -560,7 +669,7 @@ static int verify(struct run *r, struct evo_check **ret_failed) {
                 .seed_dir = r->o->c.seed_dir,
                 .worktree = r->worktree,
                 .evo_id = r->id,
-                .cfg = r->o->c.cfg,
+                .cfg = r->verify_cfg ? r->verify_cfg : r->o->c.cfg,
                 .pg = r->o->c.pg,
                 .bridge_path = r->o->c.bridge_path,
                 .egress = r->o->c.egress,
@@ -695,8 +804,7 @@ static int commit(struct run *r, char **ret_oid, bool *ret_kernel) {
         repo_changes_free(c, n);
         if (k < 0)
                 return k;
-        if ((k = repo_tag_generation(r->o->c.seed_dir, oid, r->base_gen + 1)) < 0)
-                return fail(r, "cannot tag generation %d: %s", r->base_gen + 1, repo_last_error());
+        /* Tagged seed/gen-N once applied (apply()). */
         if ((k = evo_set_generation(r->o->c.kdb, r->id, r->base, oid, r->base_gen, r->base_gen + 1)) < 0)
                 log_warn_errno(k, "evolution %s: cannot record its generation: %m", r->id);
         emitj(r, "note", json_pack("{s:s, s:s, s:i}", "text", "committed", "commit", oid, "generation",
@@ -736,12 +844,16 @@ static int migrate_live(struct run *r, char **ret_error) {
         return k;
 }
 
+/* Restarts the live organism from the Seed folder, or from an export of
+ * the live generation while main is not one (owner.h). */
 static int restart_organism(struct run *r) {
         struct organism *org = r->o->c.organism;
         if (!org)
                 return 0;
-        int k = organism_restart(org);
-        if (k < 0)
+        _cleanup_free_ char *ws = NULL;
+        organism_stop(org);
+        int k = evo_owner_live_workspace(r->o->c.seed_dir, &ws);
+        if (k < 0 || (k = organism_set_workspace(org, ws)) < 0 || (k = organism_start(org)) < 0)
                 return k;
         return organism_wait_ready(org, HEALTH_TIMEOUT_MS);
 }
@@ -760,6 +872,8 @@ static int roll_back_live(struct run *r, int good_gen, int new_gen, const char *
         }
         if ((k = repo_tag_generation(r->o->c.seed_dir, oid, new_gen + 1)) < 0)
                 log_warn("evolution %s: cannot tag the restored generation: %s", r->id, repo_last_error());
+        else
+                r->restored_gen = new_gen + 1;
         note(r, "generation %d was unhealthy (%s); generation %d's tree is live again as generation %d", new_gen,
              why, good_gen, new_gen + 1);
         if ((k = restart_organism(r)) < 0)
@@ -782,15 +896,17 @@ static int backup_live(struct run *r, char **ret_path) {
         return 0;
 }
 
-/* ready → applying → complete | rolled_back. oid: the new commit already
- * tagged new_gen; restored: main is already there (rollback); data: a
+/* ready → applying → complete | rolled_back. oid: the new commit, tagged
+ * new_gen once main is there (a rollback's, restored, is on main and tagged
+ * already); data: a
  * backup to bring the live data back to (rollback --with-data), or NULL.
  * The live data is backed up first; if the new generation is unhealthy
  * after its data changed, that backup is restored with the old generation. */
 static int apply(struct run *r, const char *oid, int new_gen, bool restored, bool kernel, const char *data) {
         struct orchestrator *o = r->o;
         int k;
-        if (o->c.cfg->permissions.require_apply_approval) {
+        /* The owner's own commits need no approval of the owner's. */
+        if (!r->owner_job && o->c.cfg->permissions.require_apply_approval) {
                 _cleanup_json_ json_t *req = json_pack("{s:s, s:i, s:i}", "commit", oid, "from_generation", r->base_gen,
                                         "generation", new_gen);
                 k = ask_owner_decision(r, "apply", NULL, NULL, req, "approval", NULL);
@@ -799,6 +915,10 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
                 if (k == 0)
                         return fail(r, "the owner did not approve applying generation %d", new_gen);
         }
+        int live = 0;
+        if (!restored && repo_live_generation(o->c.seed_dir, &live) == 0 && live >= new_gen)
+                return fail(r, "generation %d exists already (the live one is %d), so this one is not applied", new_gen,
+                            live);
         /* From here main moves: a cancel is refused (orch_cancel) and an
          * unhealthy generation goes through the rollback below. */
         pthread_mutex_lock(&o->lock);
@@ -812,8 +932,19 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
         if (o->c.pg && (k = backup_live(r, &backup)) < 0)
                 return fail(r, "cannot back up the live data, so generation %d is not applied: %s", new_gen,
                             strerror(-k));
-        if (!restored && (k = repo_fast_forward_main(o->c.seed_dir, oid)) < 0)
+        k = restored ? 0 : repo_fast_forward_main(o->c.seed_dir, oid);
+        if (k == -ENOTRECOVERABLE)
+                return fail(r, "main moved while this ran (a commit of yours?), so generation %d is not applied; "
+                               "ask again: your commit is verified first",
+                            new_gen);
+        if (k < 0)
                 return fail(r, "cannot move main to generation %d: %s", new_gen, repo_last_error());
+        /* A generation is what was applied: tagged once main is there, so
+         * the newest tag is always the live one (owner.h). Should the kernel
+         * die right here, main holds a commit without a tag on top of the
+         * live generation, which the next start verifies and records. */
+        if (!restored && (k = repo_tag_generation(o->c.seed_dir, oid, new_gen)) < 0)
+                return fail(r, "cannot tag generation %d: %s", new_gen, repo_last_error());
         _cleanup_free_ char *merr = NULL;
         const char *why = NULL;
         bool data_changed = false;
@@ -873,14 +1004,10 @@ static int rollback(struct run *r, int gen, bool with_data) {
         int k;
         if ((k = set_state(r, EVO_BUILDING, NULL)) < 0)
                 return k;
-        if (repo_current_generation(r->o->c.seed_dir, &r->base_gen) < 0) {
-                struct repo_generation *g = NULL;
-                size_t n = 0;
-                if (repo_generations(r->o->c.seed_dir, &g, &n) < 0 || n == 0)
-                        return fail(r, "no generations to roll back from");
-                r->base_gen = g[n - 1].number;
-                repo_generations_free(g, n);
-        }
+        /* From the live generation, whatever main holds: a rollback is also
+         * how the owner's commits on main are reverted. */
+        if (repo_live_generation(r->o->c.seed_dir, &r->base_gen) < 0)
+                return fail(r, "no generations to roll back from");
         if (gen < 1 || gen > r->base_gen)
                 return fail(r, "there is no generation %d", gen);
         _cleanup_free_ char *data = NULL;
@@ -920,6 +1047,187 @@ static int rollback(struct run *r, int gen, bool with_data) {
         return apply(r, oid, new_gen, true, kernel, data);
 }
 
+/* ---- the owner's commits: verified like an evolution, recorded as a generation ---- */
+
+/* Queues the verification of the owner's commits (oc->state COMMITS) unless
+ * one is queued already; it runs before anything else queued. */
+static int owner_queue(struct orchestrator *o, const struct repo_owner_change *oc) {
+        _cleanup_free_ char *intent = NULL, *id = NULL;
+        int k = evo_find_requested(o->c.kdb, "owner", &id);
+        if (k == -ENOENT) {
+                if (xasprintf(&intent, "owner: %s", strempty(oc->subject) ? "(no subject)" : oc->subject) < 0)
+                        return -ENOMEM;
+                if ((k = evo_create(o->c.kdb, intent, "owner", &id)) < 0)
+                        return log_error_errno(k, "cannot queue the verification of the owner's commit %.7s: %m",
+                                               oc->head);
+                log_info("the owner's commit %.7s on main is verified first (%s)", oc->head, id);
+        } else if (k < 0)
+                return k;
+        owner_remember(o, oc, EVO_OWNER_VERIFYING, id, NULL, 0);
+        return 0;
+}
+
+/* Before an evolution or a rollback. 0: go on. 1: the owner's commits on
+ * main are verified first (their job was queued; this one stays queued).
+ * Else the run fails with the owner-change sentence: their verification of
+ * this very HEAD failed, or main does not contain the live generation. A
+ * rollback always goes on once they were verified: it is how they are
+ * reverted. */
+static int owner_gate(struct run *r, bool rollback) {
+        struct orchestrator *o = r->o;
+        struct repo_owner_change oc;
+        if (repo_owner_change(o->c.seed_dir, &oc) < 0)
+                return fail(r, "cannot tell whether main is the live generation: %s", repo_last_error());
+        enum evo_owner_state st;
+        int k = 0;
+        if (oc.state == REPO_OWNER_DIVERGED && !rollback) {
+                struct evo_owner_view v = owner_view(o, &oc, EVO_OWNER_DIVERGED);
+                k = owner_refuse(r, &v);
+        } else if (oc.state == REPO_OWNER_COMMITS && owner_recalled(o, &oc, &st) && st == EVO_OWNER_FAILED) {
+                k = rollback ? 0 : owner_settled(r, &(int){0});
+        } else if (oc.state == REPO_OWNER_COMMITS) {
+                k = owner_queue(o, &oc);
+                if (k >= 0) {
+                        note(r, "your commit %.7s on main is verified first", oc.head);
+                        k = 1;
+                }
+        }
+        repo_owner_change_done(&oc);
+        return k;
+}
+
+/* The kernel reads seed.yaml: the owner's must load before anything else is
+ * checked, and the checks then follow it (its organism commands). */
+static int owner_config(struct run *r) {
+        _cleanup_free_ char *yaml = NULL, *err = NULL;
+        size_t len = 0;
+        int64_t started = now_ms();
+        int k = repo_read_blob_at(r->o->c.seed_dir, r->oc.head, "seed.yaml", 1024 * 1024, &yaml, &len);
+        if (k < 0)
+                err = strdup(repo_last_error());
+        else
+                k = cfg_parse(yaml, len, "seed.yaml", &r->verify_cfg, &err);
+        struct evo_check c = {.name = "config", .ok = k >= 0, .output = err, .duration_ms = now_ms() - started};
+        on_check(r, &c);
+        if (k < 0)
+                return fail(r, "seed.yaml does not load: %s", err ? err : strerror(-k));
+        return 0;
+}
+
+/* The job of kind "owner": main holds the owner's commits on top of the live
+ * generation. In a worktree at them, against scratch databases, the kernel
+ * verifies them as it verifies an evolution (verify.h); then a commit with
+ * their tree records them as the next generation (repo_owner_commit), which
+ * is applied like an evolution's. No model takes part. */
+static int owner_job(struct run *r) {
+        struct orchestrator *o = r->o;
+        struct repo_owner_change *oc = &r->oc;
+        r->owner_job = true;
+        if (repo_owner_change(o->c.seed_dir, oc) < 0)
+                return fail(r, "cannot tell whether main is the live generation: %s", repo_last_error());
+        if (oc->state == REPO_OWNER_NONE) {
+                char why[96];
+                snprintf(why, sizeof why, "nothing to verify: main is generation %d", oc->generation);
+                return set_state(r, EVO_CANCELLED, why);
+        }
+        if (oc->state == REPO_OWNER_DIVERGED) {
+                struct evo_owner_view v = owner_view(o, oc, EVO_OWNER_DIVERGED);
+                return owner_refuse(r, &v);
+        }
+        int k;
+        r->base_gen = oc->generation;
+        if (!(r->base = strdup(oc->generation_commit)))
+                return -ENOMEM;
+        owner_remember(o, oc, EVO_OWNER_VERIFYING, r->id, NULL, 0);
+        note(r,
+             "verifying your commit %.7s \"%s\"%s on top of generation %d like an evolution: seed.yaml, build, "
+             "migrate, test, launch, health",
+             oc->head, oc->subject ? oc->subject : "", oc->n_commits > 1 ? " (and the earlier ones)" : "",
+             oc->generation);
+        (void)repo_worktree_remove(o->c.seed_dir, r->hex);
+        _cleanup_free_ char *wt_head = NULL;
+        if ((k = repo_worktree_add(o->c.seed_dir, r->hex, &r->worktree)) < 0 ||
+            (k = repo_head(r->worktree, &wt_head)) < 0)
+                return fail(r, "cannot create the worktree: %s", repo_last_error());
+        if (!streq(wt_head, oc->head))
+                return fail(r, "main moved while your commit was being checked out; the newer one is verified next");
+        if ((k = owner_config(r)) < 0)
+                return k;
+        struct evo_check *failed = NULL;
+        k = verify(r, &failed);
+        if (k == -EAGAIN) {
+                _cleanup_free_ char *what = NULL;
+                k = evo_owner_check_error(failed->name, failed->output, &what);
+                evo_check_free(failed);
+                return k < 0 ? k : fail(r, "%s", what);
+        }
+        if (k < 0)
+                return k;
+
+        /* It passed: a generation of its own. */
+        _cleanup_free_ char *msg = NULL, *oid = NULL;
+        int new_gen = oc->generation + 1;
+        if ((k = repo_owner_message(oc->subject, oc->n_commits, r->hex, oc->generation, new_gen, oc->head, &msg)) < 0)
+                return fail(r, "cannot write the commit message: %s", repo_last_error());
+        k = repo_owner_commit(o->c.seed_dir, oc->head, msg, &oid);
+        if (k == -ESTALE)
+                return fail(r, "main moved on while your commit was verified; the newer commit is verified next");
+        if (k < 0)
+                return fail(r, "cannot record your commit: %s", repo_last_error());
+        struct repo_change *c = NULL;
+        size_t n = 0;
+        if ((k = repo_boundary_changes_between(o->c.seed_dir, oc->generation_commit, oid, o->c.cfg->kernel.evolvable,
+                                               &c, &n)) < 0)
+                return fail(r, "cannot compare your commit with generation %d: %s", oc->generation,
+                            repo_last_error());
+        bool kernel = false;
+        for (size_t i = 0; i < n; i++)
+                kernel = kernel || c[i].protected;
+        repo_changes_free(c, n);
+        if ((k = evo_set_generation(o->c.kdb, r->id, oc->generation_commit, oid, oc->generation, new_gen)) < 0)
+                log_warn_errno(k, "evolution %s: cannot record its generation: %m", r->id);
+        emitj(r, "note", json_pack("{s:s, s:s, s:i, s:s}", "text", "committed", "commit", oid, "generation", new_gen,
+                                   "owner_commit", oc->head));
+        if ((k = set_state(r, EVO_REFLECTING, NULL)) < 0 || (k = set_state(r, EVO_READY, NULL)) < 0)
+                return k;
+        return apply(r, oid, new_gen, false, kernel, NULL);
+}
+
+/* What the owner job's end leaves to say (the status, the banner): nothing
+ * once its generation is live or it was cancelled (then it is verified
+ * again before the next evolution); else what failed. The run's error
+ * becomes the whole owner-change sentence. */
+static void owner_finish(struct run *r, int k) {
+        struct orchestrator *o = r->o;
+        struct repo_owner_change *oc = &r->oc;
+        if (oc->state != REPO_OWNER_COMMITS)
+                return;
+        bool cancelled = k == -ECANCELED || (k < 0 && is_cancelled(r) && r->state != EVO_APPLYING);
+        if ((k >= 0 && r->state == EVO_COMPLETE) || cancelled) {
+                pthread_mutex_lock(&o->lock);
+                if (streq(o->owner.head, oc->head))
+                        owner_forget(o);
+                pthread_mutex_unlock(&o->lock);
+                return;
+        }
+        struct evo_owner_view v = owner_view(o, oc, EVO_OWNER_FAILED);
+        v.error = r->error ? r->error : k < 0 ? strerror(-k) : "?";
+        v.restored = r->state == EVO_ROLLED_BACK ? r->restored_gen : 0;
+        v.evolution = r->id;
+        owner_remember(o, oc, EVO_OWNER_FAILED, r->id, v.error, v.restored);
+        _cleanup_free_ char *text = NULL, *fix = NULL;
+        if (evo_owner_text(&v, &text, &fix) >= 0) {
+                free(r->error);
+                r->error = TAKE_PTR(text);
+        }
+        /* The live generation keeps serving: from its export, not from a
+         * Seed folder that now holds what failed. */
+        struct organism *org = o->c.organism;
+        if (r->state != EVO_ROLLED_BACK && org && streq(organism_workspace(org), o->c.seed_dir) &&
+            restart_organism(r) < 0)
+                log_error("evolution %s: the live generation did not come back healthy from its export", r->id);
+}
+
 static void run_one(struct orchestrator *o, const char *id) {
         struct run r = {.o = o, .id = id, .hex = id + 4, .state = EVO_REQUESTED, .root_fd = -1};
         agent_state_init(&r.st);
@@ -934,11 +1242,19 @@ static void run_one(struct orchestrator *o, const char *id) {
         log_info("evolution %s: starting (%s)", id, kind);
         if (!e)
                 k = fail(&r, "cannot read the evolution");
-        else if (streq(kind, "rollback")) {
+        else if (streq(kind, "owner"))
+                k = owner_job(&r);
+        else if ((k = owner_gate(&r, streq(kind, "rollback"))) == 1) {
+                log_info("evolution %s waits for the owner's commit to be verified", id);
+                cleanup_run(&r);
+                return; /* still requested: it runs after the owner's job */
+        } else if (k == 0 && streq(kind, "rollback")) {
                 const char *g = strstr(intent, "generation ");
                 k = rollback(&r, g ? atoi(g + strlen("generation ")) : 0, strstr(intent, ROLLBACK_WITH_DATA) != NULL);
-        } else
+        } else if (k == 0)
                 k = evolve(&r, intent);
+        if (r.owner_job)
+                owner_finish(&r, k);
         if (k == -ECANCELED || (k < 0 && is_cancelled(&r) && r.state != EVO_APPLYING)) {
                 (void)set_state(&r, EVO_CANCELLED, "cancelled by the owner");
                 log_info("evolution %s: cancelled", id);
@@ -1021,6 +1337,24 @@ static void remove_leftovers(struct orchestrator *o) {
         strv_free(names);
 }
 
+/* Boot: the owner's commits on main are verified before anything else. */
+static void owner_at_boot(struct orchestrator *o) {
+        struct repo_owner_change oc;
+        if (repo_owner_change(o->c.seed_dir, &oc) < 0) {
+                log_warn("cannot tell whether main is the live generation: %s", repo_last_error());
+                return;
+        }
+        if (oc.state == REPO_OWNER_COMMITS)
+                (void)owner_queue(o, &oc);
+        else if (oc.state == REPO_OWNER_DIVERGED) {
+                struct evo_owner_view v = owner_view(o, &oc, EVO_OWNER_DIVERGED);
+                _cleanup_free_ char *text = NULL, *fix = NULL;
+                if (evo_owner_text(&v, &text, &fix) >= 0)
+                        log_warn("%s", text);
+        }
+        repo_owner_change_done(&oc);
+}
+
 static void kick(struct orchestrator *o) {
         pthread_mutex_lock(&o->lock);
         o->kick = true;
@@ -1042,6 +1376,7 @@ int orch_start(const struct orch_config *cfg, struct orchestrator **ret) {
         if (n > 0)
                 log_warn("%d evolution%s interrupted by a kernel restart marked failed", n, n == 1 ? " was" : "s were");
         remove_leftovers(o);
+        owner_at_boot(o);
         o->kick = true;
         int k = pthread_create(&o->thread, NULL, worker, o);
         if (k != 0) {
@@ -1067,7 +1402,52 @@ void orch_stop(struct orchestrator *o) {
                 pthread_join(o->thread, NULL);
         pthread_cond_destroy(&o->cond);
         pthread_mutex_destroy(&o->lock);
+        owner_forget(o);
         free(o);
+}
+
+int orch_owner_change_json(struct orchestrator *o, json_t **ret) {
+        if (!o || !ret)
+                return -EINVAL;
+        struct repo_owner_change oc;
+        int k = repo_owner_change(o->c.seed_dir, &oc);
+        if (k < 0)
+                return k;
+        struct evo_owner_view v = owner_view(o, &oc, EVO_OWNER_PENDING);
+        _cleanup_free_ char *error = NULL, *subject = NULL;
+        char head[REPO_OID_HEX_LEN + 1], job[32];
+        pthread_mutex_lock(&o->lock);
+        bool same = owner_is_locked(o, &oc);
+        /* Unhealthy once live: its generation was replaced by a restore,
+         * which is still the live one. */
+        bool restored = oc.state == REPO_OWNER_NONE && o->owner.head[0] && o->owner.state == EVO_OWNER_FAILED &&
+                        o->owner.restored == oc.generation;
+        if (same || restored) {
+                v.state = o->owner.state;
+                error = o->owner.error ? strdup(o->owner.error) : NULL;
+                v.error = error;
+                v.restored = o->owner.restored;
+                memcpy(job, o->owner.job, sizeof job);
+                v.evolution = job[0] ? job : NULL;
+        }
+        if (restored) {
+                memcpy(head, o->owner.head, sizeof head);
+                subject = o->owner.subject ? strdup(o->owner.subject) : NULL;
+                v.commit = head;
+                v.subject = subject;
+                v.n_commits = o->owner.n_commits;
+                v.generation = o->owner.generation;
+        }
+        pthread_mutex_unlock(&o->lock);
+        if (oc.state == REPO_OWNER_DIVERGED)
+                v.state = EVO_OWNER_DIVERGED;
+        json_t *out = NULL;
+        if (oc.state != REPO_OWNER_NONE || restored)
+                k = evo_owner_json(&v, &out);
+        repo_owner_change_done(&oc);
+        if (k >= 0)
+                *ret = out;
+        return k;
 }
 
 int orch_submit(struct orchestrator *o, const char *intent, char **ret_id) {
@@ -1112,6 +1492,12 @@ int orch_cancel(struct orchestrator *o, const char *evo_id) {
                 return -EBUSY;
         if (running)
                 return 0;
+        /* A queued verification of the owner's commits that never runs:
+         * they are pending again (verified before the next evolution). */
+        pthread_mutex_lock(&o->lock);
+        if (o->owner.state == EVO_OWNER_VERIFYING && streq(o->owner.job, evo_id))
+                owner_forget(o);
+        pthread_mutex_unlock(&o->lock);
         /* Queued: it never started. (A race with the worker picking it up
          * ends in -EPERM/-EAGAIN from the store; retry as running.) */
         _cleanup_free_ char *err = NULL;

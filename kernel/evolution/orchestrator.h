@@ -2,10 +2,14 @@
  * state machine of SPEC §4: plan → mutate → verify (repair) → reflect →
  * boundary check → commit → apply, in a git worktree per evolution with a
  * scratch database per evolution, every step persisted as an event (store.h)
- * and announced through on_event. */
+ * and announced through on_event. The owner's own commits on main on top of
+ * the live generation are a job of their own (kind "owner", owner.h), queued
+ * at start and before the next evolution or rollback, run first: verified
+ * like an evolution (no model), recorded as a generation, applied. */
 #pragma once
 
 #include "base/base.h"
+#include "base/json.h"
 
 struct cfg;
 struct db;
@@ -54,6 +58,11 @@ int orch_rollback(struct orchestrator *o, int generation, bool with_data, char *
 /* Cancels a queued or running evolution: -ENOENT unknown, -EALREADY ended,
  * -EBUSY applying (main is moving: it ends complete or rolled back). */
 int orch_cancel(struct orchestrator *o, const char *evo_id);
+/* The status' "owner_change" (evolution/owner.h): the owner's commits on
+ * main that are not a generation (pending, being verified, failed), or main
+ * not containing the live generation; *ret = NULL when there is nothing to
+ * say. Caller owns *ret. */
+int orch_owner_change_json(struct orchestrator *o, json_t **ret);
 /* Decides a pending approval or answers a question (answer != NULL) and
  * wakes the evolution waiting for it. -ENOENT unknown, -EALREADY decided. */
 int orch_decide(struct orchestrator *o, const char *approval_id, bool approved, const char *answer);

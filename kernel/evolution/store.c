@@ -48,7 +48,7 @@ int evo_event(struct db *db, const char *id, const char *kind, const char *data_
 
 int evo_create(struct db *db, const char *intent, const char *kind, char **ret_id) {
         if (strempty(intent) || strlen(intent) > INTENT_MAX || !kind ||
-            (!streq(kind, "evolve") && !streq(kind, "rollback")))
+            (!streq(kind, "evolve") && !streq(kind, "rollback") && !streq(kind, "owner")))
                 return -EINVAL;
         _cleanup_free_ char *id = NULL;
         int r = new_id("evo", &id);
@@ -211,8 +211,17 @@ int evo_list_json(struct db *db, int limit, char **ret_json) {
 }
 
 int evo_next_requested(struct db *db, char **ret_id) {
-        return db_query_value(db, "SELECT id FROM evolutions WHERE state = 'requested' ORDER BY seq LIMIT 1", 0, NULL,
-                              ret_id);
+        return db_query_value(db,
+                              "SELECT id FROM evolutions WHERE state = 'requested' "
+                              "ORDER BY (kind = 'owner') DESC, seq LIMIT 1",
+                              0, NULL, ret_id);
+}
+
+int evo_find_requested(struct db *db, const char *kind, char **ret_id) {
+        const char *p[] = {kind};
+        return db_query_value(db,
+                              "SELECT id FROM evolutions WHERE state = 'requested' AND kind = $1 ORDER BY seq LIMIT 1",
+                              1, p, ret_id);
 }
 
 int evo_recover(struct db *db) {

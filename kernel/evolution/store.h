@@ -12,8 +12,9 @@ struct db;
 /* Event kinds of SPEC §4. */
 bool evo_event_kind_valid(const char *kind);
 
-/* A new evolution in state requested (kind "evolve" or "rollback"); intent is
- * the owner's words (at most 16 KiB). *ret_id is "evo_<16 hex>"; caller frees. */
+/* A new evolution in state requested (kind "evolve", "rollback" or "owner":
+ * the verification of the owner's own commits on main); intent is the
+ * owner's words (at most 16 KiB). *ret_id is "evo_<16 hex>"; caller frees. */
 int evo_create(struct db *db, const char *intent, const char *kind, char **ret_id);
 /* Moves id to `to` if the state machine allows it from its current state;
  * -EPERM if not (with *ret_error saying from → to), -ENOENT for an unknown id,
@@ -37,8 +38,12 @@ int evo_count_repair(struct db *db, const char *id);
 int evo_get_json(struct db *db, const char *id, bool with_events, int64_t after_event_id, char **ret_json);
 /* The newest evolutions first (limit 1..500). */
 int evo_list_json(struct db *db, int limit, char **ret_json);
-/* The oldest evolution still requested (FIFO), or -ENOENT. */
+/* The oldest evolution still requested (FIFO; the owner's commits are
+ * verified first, so a queued "owner" job comes before the others), or
+ * -ENOENT. */
 int evo_next_requested(struct db *db, char **ret_id);
+/* The oldest requested evolution of a kind, or -ENOENT. */
+int evo_find_requested(struct db *db, const char *kind, char **ret_id);
 /* Boot recovery: every evolution that was under way is failed ("interrupted
  * by a kernel restart") and every pending approval expires. Returns how many
  * evolutions were failed. */

@@ -46,7 +46,7 @@
 
 struct organism {
         /* Configuration (owned copies). */
-        char *seed_dir, *build_cmd, *run_cmd, *health_path, *database_url, *pg_socket_dir;
+        char *seed_dir, *workspace, *build_cmd, *run_cmd, *health_path, *database_url, *pg_socket_dir;
         char *bridge_path, *run_dir, *log_path, *cache_dir, *socket_path;
         char *label, *build_label;  /* its sandboxes at the egress proxy */
         struct egress *egress;      /* borrowed */
@@ -405,7 +405,7 @@ static int build_policy(struct organism *o, struct sandbox_policy **ret) {
         struct sandbox_spec spec = {
                 .profile = SANDBOX_BUILD,
                 .seed_dir = o->seed_dir,
-                .workspace = o->seed_dir,
+                .workspace = o->workspace,
                 .evolvable = o->evolvable ? o->evolvable : organism_only,
                 .cache_dir = o->cache_dir,
                 .port = o->port,
@@ -420,7 +420,7 @@ static int live_policy(struct organism *o, const int *listen_fd, struct sandbox_
         struct sandbox_spec spec = {
                 .profile = SANDBOX_LIVE,
                 .seed_dir = o->seed_dir,
-                .workspace = o->seed_dir,
+                .workspace = o->workspace,
                 .workspace_readonly = true,
                 .pg_socket_dir = o->pg_socket_dir,
                 .database_url = o->database_url,
@@ -660,6 +660,7 @@ void organism_free(struct organism *o) {
                 free(o->database_url);
         }
         free(o->seed_dir);
+        free(o->workspace);
         free(o->build_cmd);
         free(o->run_cmd);
         free(o->health_path);
@@ -679,7 +680,9 @@ void organism_free(struct organism *o) {
 
 static int organism_copy_config(struct organism *o, const struct organism_config *cfg) {
         int r;
-        if ((r = dup_opt(cfg->seed_dir, &o->seed_dir)) < 0 || (r = dup_opt(cfg->build_cmd, &o->build_cmd)) < 0 ||
+        if ((r = dup_opt(cfg->seed_dir, &o->seed_dir)) < 0 ||
+            (r = dup_opt(cfg->workspace ? cfg->workspace : cfg->seed_dir, &o->workspace)) < 0 ||
+            (r = dup_opt(cfg->build_cmd, &o->build_cmd)) < 0 ||
             (r = dup_opt(cfg->run_cmd, &o->run_cmd)) < 0 ||
             (r = dup_opt(cfg->health_path ? cfg->health_path : "/healthz", &o->health_path)) < 0 ||
             (r = dup_opt(cfg->database_url, &o->database_url)) < 0 ||
@@ -709,7 +712,8 @@ static int organism_copy_config(struct organism *o, const struct organism_config
 }
 
 int organism_new(const struct organism_config *cfg, struct organism **ret) {
-        if (!cfg || !is_abs(cfg->seed_dir) || strempty(cfg->build_cmd) || strempty(cfg->run_cmd) ||
+        if (!cfg || !is_abs(cfg->seed_dir) || (cfg->workspace && !is_abs(cfg->workspace)) ||
+            strempty(cfg->build_cmd) || strempty(cfg->run_cmd) ||
             !is_abs(cfg->bridge_path) || cfg->port < 1 || cfg->port > 65535 ||
             (cfg->health_path && !health_path_valid(cfg->health_path)) ||
             (cfg->run_dir && !is_abs(cfg->run_dir)) || (cfg->log_path && !is_abs(cfg->log_path)) ||
@@ -810,6 +814,29 @@ void organism_stop(struct organism *o) {
 int organism_restart(struct organism *o) {
         organism_stop(o);
         return organism_start(o);
+}
+
+int organism_set_workspace(struct organism *o, const char *workspace) {
+        const char *w = workspace ? workspace : o->seed_dir;
+        if (!is_abs(w))
+                return -EINVAL;
+        pthread_mutex_lock(&o->lock);
+        bool busy = o->thread_started && !o->thread_done;
+        pthread_mutex_unlock(&o->lock);
+        if (busy)
+                return -EBUSY;
+        if (streq(w, o->workspace))
+                return 0;
+        char *copy = strdup(w);
+        if (!copy)
+                return -ENOMEM;
+        free(o->workspace);
+        o->workspace = copy;
+        return 0;
+}
+
+const char *organism_workspace(struct organism *o) {
+        return o->workspace;
 }
 
 enum organism_state organism_state(struct organism *o) {

@@ -21,6 +21,10 @@ enum organism_state {
 
 struct organism_config {
         const char *seed_dir;      /* absolute */
+        const char *workspace;     /* built and run from here (absolute); NULL =
+                                    * seed_dir. E.g. an export of the live
+                                    * generation while the owner's commits on
+                                    * main are not a generation. */
         const char *build_cmd;     /* shell command, e.g. "make -C organism build" */
         const char *run_cmd;       /* e.g. "organism/bin/server" */
         const char *health_path;   /* e.g. "/healthz" */
@@ -59,6 +63,12 @@ int organism_start(struct organism *o);
 void organism_stop(struct organism *o);
 /* Stop, then start again with a fresh crash window (e.g. after DOWN). */
 int organism_restart(struct organism *o);
+/* The folder the next start builds and runs from (absolute; NULL = the
+ * Seed's folder). Only while stopped: -EBUSY otherwise. Copied. */
+int organism_set_workspace(struct organism *o, const char *workspace);
+/* The folder it builds and runs from. Borrowed, valid until the next
+ * organism_set_workspace(). */
+const char *organism_workspace(struct organism *o);
 void organism_free(struct organism *o);
 enum organism_state organism_state(struct organism *o);
 const char *organism_state_name(enum organism_state s);

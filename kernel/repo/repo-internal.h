@@ -45,6 +45,13 @@ int repo_open(const char *dir, git_repository **ret, git_worktree **ret_wt, char
 int repo_open_seed(const char *seed_dir, git_repository **ret, char **ret_root);
 int repo_parse_oid(const char *hex, git_oid *ret);
 int repo_lookup_tree(git_repository *repo, const char *oid_hex, git_commit **ret_commit, git_tree **ret_tree);
+void repo_oid_hex(const git_oid *oid, char out[REPO_OID_HEX_LEN + 1]);
+int repo_oid_hex_dup(const git_oid *oid, char **ret);
+/* main's commit; -EINVAL (with a message) when HEAD is not the branch main. */
+int repo_main_head(git_repository *repo, git_oid *ret);
+/* One line of at most max bytes: control characters become spaces, runs of
+ * spaces collapse, cut on a UTF-8 character boundary. NULL on OOM; caller frees. */
+char *repo_clean_line(const char *in, size_t max);
 
 /* ---- scan.c: the working tree and trees as sorted lists of entries ---- */
 

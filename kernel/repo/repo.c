@@ -195,13 +195,13 @@ int repo_lookup_tree(git_repository *repo, const char *oid_hex, git_commit **ret
         return 0;
 }
 
-static void oid_hex(const git_oid *oid, char out[REPO_OID_HEX_LEN + 1]) {
+void repo_oid_hex(const git_oid *oid, char out[REPO_OID_HEX_LEN + 1]) {
         git_oid_tostr(out, REPO_OID_HEX_LEN + 1, oid);
 }
 
-static int oid_hex_dup(const git_oid *oid, char **ret) {
+int repo_oid_hex_dup(const git_oid *oid, char **ret) {
         char hex[REPO_OID_HEX_LEN + 1];
-        oid_hex(oid, hex);
+        repo_oid_hex(oid, hex);
         char *s = strdup(hex);
         if (!s)
                 return repo_err(-ENOMEM, "out of memory");
@@ -280,6 +280,21 @@ static int parse_gen_tag(const char *refname, int *ret) {
         return 0;
 }
 
+/* The Owner-Commit trailer of a generation's message (a 40-hex oid), or "". */
+static void owner_trailer(const char *message, char out[REPO_OID_HEX_LEN + 1]) {
+        git_message_trailer_array tr = {0};
+        out[0] = 0;
+        if (!message || git_message_trailers(&tr, message) < 0)
+                return;
+        for (size_t i = 0; i < tr.count; i++) {
+                const char *v = tr.trailers[i].value;
+                git_oid oid;
+                if (streq(tr.trailers[i].key, "Owner-Commit") && repo_parse_oid(v, &oid) == 0)
+                        repo_oid_hex(&oid, out);
+        }
+        git_message_trailer_array_free(&tr);
+}
+
 static int cmp_gen(const void *a, const void *b) {
         return ((const struct repo_generation *)a)->number - ((const struct repo_generation *)b)->number;
 }
@@ -317,6 +332,7 @@ int repo_generations(const char *dir, struct repo_generation **ret, size_t *ret_
                 gens[n] = (struct repo_generation){.number = num, .time = git_commit_time(c),
                                                    .summary = strdup(summary ? summary : "")};
                 git_oid_tostr(gens[n].commit, sizeof gens[n].commit, git_object_id(obj));
+                owner_trailer(git_commit_message(c), gens[n].owner_commit);
                 n++;
         }
         git_reference_iterator_free(it);
@@ -364,7 +380,7 @@ int repo_head(const char *dir, char **ret_oid_hex) {
                 return r;
         if ((r = git_reference_name_to_id(&head, repo, "HEAD")) < 0)
                 return repo_git_err(r, "cannot resolve HEAD");
-        return oid_hex_dup(&head, ret_oid_hex);
+        return repo_oid_hex_dup(&head, ret_oid_hex);
 }
 
 int repo_tracked_paths(const char *dir, char ***ret) {
@@ -416,7 +432,7 @@ int repo_log(const char *dir, size_t max, struct repo_log_entry **ret, size_t *r
                 if ((r = git_commit_lookup(&c, repo, &oid)) < 0)
                         break;
                 const char *s = git_commit_summary(c);
-                oid_hex(&oid, v[n].oid);
+                repo_oid_hex(&oid, v[n].oid);
                 v[n].time = git_commit_time(c);
                 if (!(v[n].summary = strdup(s ? s : ""))) {
                         repo_log_free(v, n);
@@ -466,6 +482,45 @@ int repo_changed_paths(const char *dir, const char *from_oid_hex, const char *to
         return (int)(n > INT_MAX ? INT_MAX : n);
 }
 
+int repo_read_blob_at(const char *dir, const char *oid_hex, const char *path, size_t max, char **ret,
+                      size_t *ret_len) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        _cleanup_(git_object_freep) git_object *obj = NULL;
+        git_tree_entry *entry = NULL;
+        int r;
+
+        repo_err_clear();
+        if (strempty(path) || path[0] == '/')
+                return repo_err(-EINVAL, "not a relative path: '%.64s'", path ? path : "");
+        if ((r = repo_open(dir, &repo, NULL, NULL)) < 0 || (r = repo_lookup_tree(repo, oid_hex, NULL, &tree)) < 0)
+                return r;
+        if ((r = git_tree_entry_bypath(&entry, tree, path)) < 0)
+                return repo_git_err(r, "no '%s' in %.12s", path, oid_hex);
+        git_filemode_t mode = git_tree_entry_filemode(entry);
+        if (mode != GIT_FILEMODE_BLOB && mode != GIT_FILEMODE_BLOB_EXECUTABLE) {
+                git_tree_entry_free(entry);
+                return repo_err(-EINVAL, "'%s' in %.12s is not a regular file", path, oid_hex);
+        }
+        r = git_tree_entry_to_object(&obj, repo, entry);
+        git_tree_entry_free(entry);
+        if (r < 0)
+                return repo_git_err(r, "cannot read '%s' in %.12s", path, oid_hex);
+        const git_blob *blob = (const git_blob *)obj;
+        git_object_size_t size = git_blob_rawsize(blob);
+        if (size > max)
+                return repo_err(-EFBIG, "'%s' in %.12s is larger than %zu bytes", path, oid_hex, max);
+        char *data = malloc((size_t)size + 1);
+        if (!data)
+                return repo_err(-ENOMEM, "out of memory");
+        memcpy(data, git_blob_rawcontent(blob), (size_t)size);
+        data[size] = 0;
+        *ret = data;
+        if (ret_len)
+                *ret_len = (size_t)size;
+        return 0;
+}
+
 /* ---- commit messages and tags -------------------------------------------- */
 
 bool repo_evo_id_valid(const char *evo_id) {
@@ -495,7 +550,7 @@ static int clean_scope(const char *in, char out[41]) {
 
 /* One line of at most max bytes: control characters become spaces, runs of
  * spaces collapse, cut on a UTF-8 character boundary. Caller frees. */
-static char *clean_line(const char *in, size_t max) {
+char *repo_clean_line(const char *in, size_t max) {
         char *out = malloc(max + 1);
         if (!out)
                 return NULL;
@@ -525,7 +580,7 @@ int repo_evolution_message(const char *scope, const char *title, const char *bod
 
         if (!scope || clean_scope(scope, sc) < 0)
                 return repo_err(-EINVAL, "the evolution's scope is empty");
-        if (!title || !(t = clean_line(title, 200)))
+        if (!title || !(t = repo_clean_line(title, 200)))
                 return repo_err(title ? -ENOMEM : -EINVAL, "the evolution has no title");
         if (!*t)
                 return repo_err(-EINVAL, "the evolution's title is empty");
@@ -588,7 +643,7 @@ static int move_main(git_repository *repo, const git_oid *expected, const git_oi
         char hex[REPO_OID_HEX_LEN + 1];
         int r;
 
-        oid_hex(target, hex);
+        repo_oid_hex(target, hex);
         if ((r = git_commit_lookup(&commit, repo, target)) < 0 || (r = git_commit_tree(&tree, commit)) < 0)
                 return repo_git_err(r, "cannot read commit %s", hex);
         if (git_tree_entry_byname(tree, ".seed") || git_tree_entry_byname(tree, ".git"))
@@ -606,7 +661,7 @@ static int move_main(git_repository *repo, const git_oid *expected, const git_oi
         return 0;
 }
 
-static int main_head(git_repository *repo, git_oid *ret) {
+int repo_main_head(git_repository *repo, git_oid *ret) {
         _cleanup_(git_reference_freep) git_reference *head = NULL;
         int r;
 
@@ -627,11 +682,11 @@ int repo_fast_forward_main(const char *seed_dir, const char *oid_hex_in) {
         int r;
 
         if ((r = repo_parse_oid(oid_hex_in, &target)) < 0 || (r = repo_open_seed(seed_dir, &repo, NULL)) < 0 ||
-            (r = main_head(repo, &cur)) < 0)
+            (r = repo_main_head(repo, &cur)) < 0)
                 return r;
         if (git_oid_equal(&target, &cur))
                 return 0;
-        oid_hex(&cur, cur_hex);
+        repo_oid_hex(&cur, cur_hex);
         r = git_graph_descendant_of(repo, &target, &cur);
         if (r < 0)
                 return repo_git_err(r, "cannot relate %s to main", oid_hex_in);
@@ -655,7 +710,7 @@ int repo_restore_tree_commit(const char *seed_dir, int gen_n, const char *messag
                 return repo_err(-EINVAL, "invalid generation %d", gen_n);
         if (strempty(message) || strlen(message) > 64 * 1024)
                 return repo_err(-EINVAL, "the commit message is empty or too long");
-        if ((r = repo_open_seed(seed_dir, &repo, NULL)) < 0 || (r = main_head(repo, &cur)) < 0)
+        if ((r = repo_open_seed(seed_dir, &repo, NULL)) < 0 || (r = repo_main_head(repo, &cur)) < 0)
                 return r;
         snprintf(spec, sizeof spec, "refs/tags/seed/gen-%d", gen_n);
         if ((r = git_revparse_single(&gen, repo, spec)) < 0)
@@ -671,5 +726,5 @@ int repo_restore_tree_commit(const char *seed_dir, int gen_n, const char *messag
                 return repo_git_err(r, "cannot create the restoring commit");
         if ((r = move_main(repo, &cur, &oid, "seed: restore a generation")) < 0)
                 return r;
-        return oid_hex_dup(&oid, ret_oid_hex);
+        return repo_oid_hex_dup(&oid, ret_oid_hex);
 }

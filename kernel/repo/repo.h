@@ -36,12 +36,61 @@ struct repo_generation {
         char commit[41];      /* hex oid */
         char *summary;        /* first line of the commit message */
         int64_t time;         /* commit time, seconds since the epoch */
+        char owner_commit[41];/* an owner's generation: its Owner-Commit trailer
+                               * (the owner's newest commit it records), else "" */
 };
 void repo_generations_free(struct repo_generation *g, size_t n);
 /* Every seed/gen-N tag, ascending by N. */
 int repo_generations(const char *dir, struct repo_generation **ret, size_t *ret_n);
 /* The highest N whose tag points at HEAD; -ENOENT if none does. */
 int repo_current_generation(const char *dir, int *ret);
+/* The live generation: the newest seed/gen-N (main is it, or the owner's
+ * commits lie on top of it); -ENOENT if there is no generation. */
+int repo_live_generation(const char *dir, int *ret);
+
+/* ---- the owner's commits on main -------------------------------------- */
+
+enum repo_owner_state {
+        REPO_OWNER_NONE,     /* main is the newest generation's commit */
+        REPO_OWNER_COMMITS,  /* main descends from it: the owner committed on top */
+        REPO_OWNER_DIVERGED, /* main does not contain it (history rewritten, reset
+                              * to an older commit), or HEAD is not the branch main */
+};
+
+struct repo_owner_change {
+        enum repo_owner_state state;
+        int generation;                        /* the newest seed/gen-N (the live one) */
+        char generation_commit[REPO_OID_HEX_LEN + 1];
+        char head[REPO_OID_HEX_LEN + 1];       /* HEAD's commit */
+        bool on_main;                          /* HEAD is the branch main */
+        char *subject;                         /* COMMITS: HEAD's summary as one line of at
+                                                * most 200 bytes; else NULL. Owned. */
+        size_t n_commits;                      /* COMMITS: commits on top (counted up to 1000) */
+};
+void repo_owner_change_done(struct repo_owner_change *c);
+/* Where main stands against the newest generation. *ret is written only on
+ * success; release it with repo_owner_change_done(). */
+int repo_owner_change(const char *seed_dir, struct repo_owner_change *ret);
+
+/* The message of the commit that records the owner's commits as a
+ * generation, exactly:
+ *   "owner: <subject>[ (and N more)]\n\nEvolution: evo_<id>\nGeneration: F -> T\n"
+ *   "Owner-Commit: <owner_oid>\n"
+ * The subject is made one line of at most 200 bytes; " (and N more)" when
+ * n_commits > 1. -EINVAL for an invalid id or oid, n_commits 0 or T != F+1.
+ * Caller frees *ret. */
+int repo_owner_message(const char *subject, size_t n_commits, const char *evo_id, int from_gen, int to_gen,
+                       const char *owner_oid_hex, char **ret);
+/* A new commit whose tree is head's tree and whose parent is head (the
+ * owner's commits stay as they are in history), with `message`. Moves no
+ * ref: repo_fast_forward_main() then moves main to it. -ESTALE if main is no
+ * longer head. Caller frees *ret_oid_hex. */
+int repo_owner_commit(const char *seed_dir, const char *head_oid_hex, const char *message, char **ret_oid_hex);
+/* Writes generation n's tree (its files as committed) into dest_dir, an
+ * absolute path, after removing whatever was there (without following
+ * symlinks); the folder is created 0700. The Seed folder's index and working
+ * tree are not touched. -ENOENT if there is no generation n. */
+int repo_export_generation(const char *seed_dir, int n, const char *dest_dir);
 
 /* ---- commits, tags, history ------------------------------------------- */
 
@@ -60,6 +109,12 @@ struct repo_log_entry {
 void repo_log_free(struct repo_log_entry *e, size_t n);
 /* Up to max (capped at 1000) commits reachable from HEAD, newest first. */
 int repo_log(const char *dir, size_t max, struct repo_log_entry **ret, size_t *ret_n);
+
+/* The content of the regular file at path (relative, '/'-separated) in a
+ * commit's tree, NUL-terminated, at most max bytes (-EFBIG beyond); -ENOENT
+ * if there is none, -EINVAL if it is not a regular file. Caller frees *ret. */
+int repo_read_blob_at(const char *dir, const char *oid_hex, const char *path, size_t max, char **ret,
+                      size_t *ret_len);
 
 /* The paths that differ between two commits (both sides of a rename), sorted,
  * as a NULL-terminated strv the caller frees with strv_free(). Returns the

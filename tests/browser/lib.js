@@ -133,7 +133,9 @@ class TestSeed {
     await waitUntil(async () => (await fetch(this.modelBase + '/_health')).ok, { timeout: 30000, what: 'the model server' });
   }
 
-  // Writes organism files and commits them, as if an evolution had.
+  // Writes organism files and commits them, as if an evolution had: the
+  // commit is tagged generation 2 (an untagged commit on main would be the
+  // owner's, verified before it is served, against the starter's tests).
   plantOrganism(files) {
     for (const [rel, content] of Object.entries(files)) {
       const p = path.join(this.dir, 'organism', rel);
@@ -144,6 +146,38 @@ class TestSeed {
       '-c', 'user.email=test@localhost', '-C', this.dir, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     git('add', 'organism');
     git('commit', '-q', '-m', 'test: a planted organism');
+    git('tag', 'seed/gen-2');
+  }
+
+  // git in the Seed's folder as its owner would run it: as the Seed's
+  // account when we are root (sudo -u seed git -C <dir> ...).
+  ownerGit(...args) {
+    const cmd = ['git', '-C', this.dir, '-c', 'user.name=Owner', '-c', 'user.email=owner@example.org', ...args];
+    const [bin, argv] = process.getuid() === 0 ? ['runuser', ['-u', 'seed', '--', ...cmd]] : [cmd[0], cmd.slice(1)];
+    return execFileSync(bin, argv, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'],
+      env: Object.assign({}, process.env, { HOME: this.tmp, GIT_CONFIG_NOSYSTEM: '1' }) }).trim();
+  }
+
+  // The owner's own commit on main: files (path -> content, or a function
+  // of the old content) written as the folder's owner, committed.
+  ownerCommit(files, message) {
+    const { uid, gid } = fs.statSync(this.dir);
+    for (const [rel, content] of Object.entries(files)) {
+      const p = path.join(this.dir, rel);
+      const old = fs.existsSync(p) ? fs.readFileSync(p, 'utf8') : '';
+      fs.writeFileSync(p, typeof content === 'function' ? content(old) : content);
+      fs.chownSync(p, uid, gid);
+      this.ownerGit('add', rel);
+    }
+    this.ownerGit('commit', '-q', '-m', message);
+    return this.ownerGit('rev-parse', 'HEAD');
+  }
+
+  // seed stop, then seed run --detach on the same port.
+  async restart() {
+    seed(this.tmp, 'stop', '--dir', this.dir);
+    seed(this.dir, 'run', '--detach', '--addr', `127.0.0.1:${this.port}`);
+    await waitUntil(async () => (await httpJson(this.app + '/_seed/healthz')).status === 200, { what: 'the kernel' });
   }
 
   // Replaces what re matches in seed.yaml (which must match).

@@ -140,6 +140,24 @@ static void test_fifo_and_recovery(void **state) {
         assert_int_equal(evo_next_requested(g_db, &next), 0);
         assert_string_equal(next, second);
         free(next);
+        /* The owner's commits are verified before anything queued earlier. */
+        char *owner = NULL, *found = NULL;
+        assert_int_equal(evo_find_requested(g_db, "owner", &found), -ENOENT);
+        assert_int_equal(evo_create(g_db, "owner: Pick a model", "owner", &owner), 0);
+        assert_int_equal(evo_next_requested(g_db, &next), 0);
+        assert_string_equal(next, owner);
+        free(next);
+        assert_int_equal(evo_find_requested(g_db, "owner", &found), 0);
+        assert_string_equal(found, owner);
+        free(found);
+        assert_int_equal(evo_find_requested(g_db, "evolve", &found), 0);
+        assert_string_equal(found, second);
+        free(found);
+        assert_int_equal(evo_set_state(g_db, owner, EVO_BUILDING, NULL, NULL), 0);
+        assert_int_equal(evo_next_requested(g_db, &next), 0);
+        assert_string_equal(next, second);
+        free(next);
+        free(owner);
         free(first);
         free(second);
         free(busy);

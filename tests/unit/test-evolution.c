@@ -1,9 +1,12 @@
-/* Unit tests for kernel/evolution's state machine (SPEC §4). */
+/* Unit tests for kernel/evolution's state machine (SPEC §4) and the words
+ * about the owner's commits on main (owner.h). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "base/buf.h"
+#include "evolution/owner.h"
 #include "evolution/state.h"
 
 static void test_names_round_trip(void **state) {
@@ -75,6 +78,132 @@ static void test_final_states_stay_final(void **state) {
         assert_true(evo_state_is_active(EVO_NEEDS_INPUT));
 }
 
+/* ---- the owner's commits on main (owner.h) ---- */
+
+#define C1 "abc1234def5678901234567890abcdef12345678"
+
+static void test_owner_texts(void **state) {
+        struct evo_owner_view v = {.state = EVO_OWNER_FAILED, .seed_dir = "/srv/seeds/demo", .commit = C1,
+                                   .subject = "Pick a model", .n_commits = 1, .generation = 3,
+                                   .error = "the build failed:\n$ make -C organism build\n[exit code 2]"};
+        char *text = NULL, *fix = NULL;
+        assert_int_equal(evo_owner_text(&v, &text, &fix), 0);
+        /* The fix names the very commands; as root the Seed's account runs them. */
+        assert_non_null(strstr(fix, "git -C /srv/seeds/demo reset --hard seed/gen-3"));
+        assert_true(startswith(fix, "Fix it and commit again, or revert: "));
+        assert_true(startswith(text, "Your commit abc1234 'Pick a model' was not applied: the build failed:\n"));
+        assert_non_null(strstr(text, "[exit code 2]\nGeneration 3 keeps serving. "));
+        assert_true(endswith(text, fix));
+        free(text);
+        free(fix);
+
+        v.state = EVO_OWNER_VERIFYING;
+        v.n_commits = 3;
+        v.evolution = "evo_0123456789abcdef";
+        assert_int_equal(evo_owner_text(&v, &text, &fix), 0);
+        assert_true(startswith(text, "Your commit abc1234 'Pick a model' (with 2 earlier commits) is being verified"));
+        assert_non_null(strstr(text, "Generation 3 keeps serving until it becomes generation 4."));
+        assert_non_null(strstr(fix, "evo_0123456789abcdef"));
+        free(text);
+        free(fix);
+
+        v.state = EVO_OWNER_PENDING;
+        v.subject = NULL;
+        v.n_commits = 2;
+        assert_int_equal(evo_owner_text(&v, &text, &fix), 0);
+        assert_true(startswith(text, "Your commit abc1234 (with 1 earlier commit) is not a generation yet"));
+        free(text);
+        free(fix);
+
+        v.state = EVO_OWNER_FAILED;
+        v.restored = 5;
+        v.error = "not healthy within 60 s";
+        assert_int_equal(evo_owner_text(&v, &text, &fix), 0);
+        assert_non_null(strstr(text, "was not kept: it was unhealthy once live: not healthy within 60 s"));
+        assert_non_null(strstr(text, "Generation 5 (the files of generation 3) serves instead."));
+        assert_non_null(strstr(fix, "show abc1234"));
+        free(text);
+        free(fix);
+
+        v = (struct evo_owner_view){.state = EVO_OWNER_DIVERGED, .seed_dir = "/srv/my seeds/it's", .commit = C1,
+                                    .generation = 2, .on_main = true};
+        assert_int_equal(evo_owner_text(&v, &text, &fix), 0);
+        assert_true(startswith(text, "main (abc1234) does not contain the live generation 2"));
+        assert_non_null(strstr(fix, "git -C '/srv/my seeds/it'\\''s' reset --hard seed/gen-2"));
+        assert_non_null(strstr(fix, "branch saved-abc1234 abc1234"));
+        free(text);
+        free(fix);
+        v.on_main = false;
+        assert_int_equal(evo_owner_text(&v, &text, &fix), 0);
+        assert_true(startswith(text, "The Seed folder is not on branch main (HEAD is abc1234)."));
+        assert_true(endswith(fix, "checkout main"));
+        free(text);
+        free(fix);
+        v.state = (enum evo_owner_state)42;
+        assert_int_equal(evo_owner_text(&v, &text, &fix), -EINVAL);
+}
+
+static void test_owner_json(void **state) {
+        struct evo_owner_view v = {.state = EVO_OWNER_FAILED, .seed_dir = "/s", .commit = C1, .subject = "x",
+                                   .n_commits = 1, .generation = 3, .error = "the tests failed:\nboom",
+                                   .evolution = "evo_0123456789abcdef"};
+        json_t *o = NULL;
+        assert_int_equal(evo_owner_json(&v, &o), 0);
+        assert_string_equal(json_string_value(json_object_get(o, "state")), "failed");
+        assert_string_equal(json_string_value(json_object_get(o, "commit")), C1);
+        assert_string_equal(json_string_value(json_object_get(o, "subject")), "x");
+        assert_string_equal(json_string_value(json_object_get(o, "error")), "the tests failed:\nboom");
+        assert_int_equal(json_integer_value(json_object_get(o, "generation")), 3);
+        assert_string_equal(json_string_value(json_object_get(o, "evolution")), "evo_0123456789abcdef");
+        const char *text = json_string_value(json_object_get(o, "text"));
+        const char *fix = json_string_value(json_object_get(o, "fix"));
+        assert_non_null(text);
+        assert_non_null(fix);
+        assert_true(endswith(text, fix));
+        json_decref(o);
+        v.state = EVO_OWNER_VERIFYING;
+        v.evolution = NULL;
+        assert_int_equal(evo_owner_json(&v, &o), 0);
+        assert_null(json_object_get(o, "error"));
+        assert_null(json_object_get(o, "evolution"));
+        json_decref(o);
+}
+
+static void test_owner_check_error_is_bounded(void **state) {
+        char *e = NULL;
+        assert_int_equal(evo_owner_check_error("build", "$ make -C organism build\nMakefile:2: *** oops.  Stop.\n"
+                                                        "\n[exit code 2]\n",
+                                               &e),
+                         0);
+        assert_string_equal(e, "the build failed:\n$ make -C organism build\nMakefile:2: *** oops.  Stop.\n\n"
+                               "[exit code 2]");
+        free(e);
+        assert_int_equal(evo_owner_check_error("nope", NULL, &e), 0);
+        assert_string_equal(e, "the check 'nope' failed:");
+        free(e);
+
+        /* Long output: its first and last lines, each cut; control bytes and
+         * broken UTF-8 never reach a terminal or JSON. */
+        struct buf b = BUF_INIT(1 << 20);
+        for (int i = 0; i < 500; i++)
+                assert_true(buf_printf(&b, "line %d \x1b[31mred\x1b[0m \xff\xfe %0300d\n", i, 0) >= 0);
+        assert_int_equal(evo_owner_check_error("test", b.data, &e), 0);
+        buf_free(&b);
+        assert_true(strlen(e) <= 3072);
+        assert_true(startswith(e, "the tests failed:\nline 0 "));
+        assert_non_null(strstr(e, "\n…\n"));
+        assert_non_null(strstr(e, "\nline 499 "));
+        assert_null(strstr(e, "\nline 8 "));
+        assert_non_null(strstr(e, "\nline 7 "));
+        assert_null(strchr(e, '\x1b'));
+        for (const unsigned char *p = (const unsigned char *)e; *p; p++)
+                assert_true(*p != 0xff && *p != 0xfe && (*p >= 0x20 || *p == '\n'));
+        json_t *j = json_string(e); /* valid UTF-8 */
+        assert_non_null(j);
+        json_decref(j);
+        free(e);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names_round_trip),
@@ -83,6 +212,9 @@ int main(void) {
                 cmocka_unit_test(test_any_active_state_can_fail_cancel_or_ask),
                 cmocka_unit_test(test_needs_input_returns_to_what_it_interrupted),
                 cmocka_unit_test(test_final_states_stay_final),
+                cmocka_unit_test(test_owner_texts),
+                cmocka_unit_test(test_owner_json),
+                cmocka_unit_test(test_owner_check_error_is_bounded),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

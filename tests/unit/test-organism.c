@@ -48,6 +48,14 @@ static void test_defaults(void **state) {
         cfg.run_dir = "/run/x";
         assert_int_equal(organism_new(&cfg, &o), 0);
         assert_string_equal(organism_socket(o), "/run/x/http.sock");
+        /* Another folder to build and run from, while stopped; the socket stays. */
+        assert_int_equal(organism_set_workspace(o, "/srv/seeds/tasks/.seed/live"), 0);
+        assert_int_equal(organism_set_workspace(o, "relative/live"), -EINVAL);
+        assert_int_equal(organism_set_workspace(o, NULL), 0);
+        assert_string_equal(organism_socket(o), "/run/x/http.sock");
+        organism_free(o);
+        cfg.workspace = "/srv/seeds/tasks/.seed/live";
+        assert_int_equal(organism_new(&cfg, &o), 0);
         organism_free(o);
 }
 
@@ -69,6 +77,9 @@ static void test_invalid(void **state) {
                 cfg.health_path = bad_health[i];
                 assert_int_equal(organism_new(&cfg, &o), -EINVAL);
         }
+        cfg = good();
+        cfg.workspace = "live";
+        assert_int_equal(organism_new(&cfg, &o), -EINVAL);
         cfg = good();
         cfg.bridge_path = "seed-bridge";
         assert_int_equal(organism_new(&cfg, &o), -EINVAL);

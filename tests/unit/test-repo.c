@@ -880,6 +880,263 @@ static void test_restore_generation(void **state) {
         rm_rf(seed);
 }
 
+/* ---- the owner's commits on main ------------------------------------------ */
+
+/* What the owner does with git: change a file and commit it on main (as
+ * `git commit -a` would; libgit2 here instead of the git CLI). Caller frees. */
+static char *owner_commit(const char *seed, const char *rel, const char *content, const char *message) {
+        put(seed, rel, content);
+        git_libgit2_init();
+        git_repository *r = NULL;
+        git_index *idx = NULL;
+        git_tree *tree = NULL;
+        git_commit *parent = NULL;
+        git_signature *sig = NULL;
+        git_oid tree_oid, parent_oid, oid;
+        assert_int_equal(git_repository_open(&r, seed), 0);
+        assert_int_equal(git_repository_index(&idx, r), 0);
+        assert_int_equal(git_index_add_bypath(idx, rel), 0);
+        assert_int_equal(git_index_write(idx), 0);
+        assert_int_equal(git_index_write_tree(&tree_oid, idx), 0);
+        assert_int_equal(git_tree_lookup(&tree, r, &tree_oid), 0);
+        assert_int_equal(git_reference_name_to_id(&parent_oid, r, "HEAD"), 0);
+        assert_int_equal(git_commit_lookup(&parent, r, &parent_oid), 0);
+        assert_int_equal(git_signature_now(&sig, "Owner", "owner@example.org"), 0);
+        const git_commit *parents[] = {parent};
+        assert_int_equal(git_commit_create(&oid, r, "HEAD", sig, sig, NULL, message, tree, 1, parents), 0);
+        char hex[41];
+        git_oid_tostr(hex, sizeof hex, &oid);
+        git_signature_free(sig);
+        git_commit_free(parent);
+        git_tree_free(tree);
+        git_index_free(idx);
+        git_repository_free(r);
+        git_libgit2_shutdown();
+        return strdup(hex);
+}
+
+/* Points a ref of the Seed (main, or HEAD detached) at a commit. */
+static void set_ref(const char *seed, const char *name, const char *hex) {
+        git_libgit2_init();
+        git_repository *r = NULL;
+        git_oid oid;
+        assert_int_equal(git_repository_open(&r, seed), 0);
+        assert_int_equal(git_oid_fromstr(&oid, hex), 0);
+        if (streq(name, "HEAD"))
+                assert_int_equal(git_repository_set_head_detached(r, &oid), 0);
+        else {
+                git_reference *ref = NULL;
+                assert_int_equal(git_reference_create(&ref, r, name, &oid, 1, "test"), 0);
+                git_reference_free(ref);
+        }
+        git_repository_free(r);
+        git_libgit2_shutdown();
+}
+
+static void test_owner_change_detection(void **state) {
+        _cleanup_free_ char *base = NULL, *c1 = NULL, *c2 = NULL;
+        _cleanup_free_ char *seed = make_seed(&base);
+        struct repo_owner_change oc;
+
+        /* No change: main is generation 1. */
+        assert_int_equal(repo_owner_change(seed, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_NONE);
+        assert_int_equal(oc.generation, 1);
+        assert_string_equal(oc.generation_commit, base);
+        assert_string_equal(oc.head, base);
+        assert_true(oc.on_main);
+        assert_null(oc.subject);
+        repo_owner_change_done(&oc);
+
+        /* On top: the owner committed once, then again. */
+        c1 = owner_commit(seed, "seed.yaml", "name: t\n# the owner's model\n", "Pick a model\n\nBecause.\n");
+        assert_int_equal(repo_owner_change(seed, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_COMMITS);
+        assert_int_equal(oc.generation, 1);
+        assert_string_equal(oc.head, c1);
+        assert_string_equal(oc.subject, "Pick a model");
+        assert_int_equal(oc.n_commits, 1);
+        repo_owner_change_done(&oc);
+        c2 = owner_commit(seed, "organism/index.html", "<h1>mine</h1>\n", "Say\tmine");
+        assert_int_equal(repo_owner_change(seed, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_COMMITS);
+        assert_string_equal(oc.head, c2);
+        assert_string_equal(oc.subject, "Say mine");
+        assert_int_equal(oc.n_commits, 2);
+        repo_owner_change_done(&oc);
+        int live = 0;
+        assert_int_equal(repo_live_generation(seed, &live), 0);
+        assert_int_equal(live, 1);
+        assert_int_equal(repo_current_generation(seed, &live), -ENOENT);
+
+        /* Not on top: main reset to a commit that does not contain
+         * generation 1 (an unrelated root commit stands in for rewritten
+         * history), and HEAD detached from main. */
+        set_ref(seed, "HEAD", base);
+        assert_int_equal(repo_owner_change(seed, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_DIVERGED);
+        assert_false(oc.on_main);
+        repo_owner_change_done(&oc);
+        git_libgit2_init();
+        git_repository *r = NULL;
+        git_reference *head = NULL;
+        assert_int_equal(git_repository_open(&r, seed), 0);
+        assert_int_equal(git_reference_symbolic_create(&head, r, "HEAD", "refs/heads/main", 1, "test"), 0);
+        git_reference_free(head);
+        git_repository_free(r);
+        git_libgit2_shutdown();
+        _cleanup_free_ char *g2 = evolve(seed, "two", "organism/extra.txt", "gen 2\n");
+        set_ref(seed, "refs/heads/main", c2);
+        assert_int_equal(repo_tag_generation(seed, g2, 2), 0); /* generation 2 is not in main */
+        assert_int_equal(repo_owner_change(seed, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_DIVERGED);
+        assert_true(oc.on_main);
+        assert_int_equal(oc.generation, 2);
+        assert_string_equal(oc.generation_commit, g2);
+        assert_string_equal(oc.head, c2);
+        assert_null(oc.subject);
+        repo_owner_change_done(&oc);
+        set_ref(seed, "refs/heads/main", base); /* reset to an older generation */
+        assert_int_equal(repo_owner_change(seed, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_DIVERGED);
+        repo_owner_change_done(&oc);
+
+
+        struct repo_owner_change untouched = {.generation = 77};
+        assert_true(repo_owner_change("/nonexistent-seed-dir", &untouched) < 0);
+        assert_int_equal(untouched.generation, 77);
+        rm_rf(seed);
+}
+
+static void test_owner_generation_commit(void **state) {
+        _cleanup_free_ char *base = NULL, *c1 = NULL, *c2 = NULL, *msg = NULL, *oid = NULL, *stale = NULL;
+        _cleanup_free_ char *seed = make_seed(&base);
+        c1 = owner_commit(seed, "seed.yaml", "name: t\n# mine\n", "Pick a model");
+        c2 = owner_commit(seed, "organism/index.html", "<h1>mine</h1>\n", "Say mine");
+
+        _cleanup_free_ char *bad = NULL;
+        assert_int_equal(repo_owner_message("x", 1, "a/b", 1, 2, c2, &bad), -EINVAL);
+        assert_int_equal(repo_owner_message("x", 1, "ab", 1, 3, c2, &bad), -EINVAL);
+        assert_int_equal(repo_owner_message("x", 0, "ab", 1, 2, c2, &bad), -EINVAL);
+        assert_int_equal(repo_owner_message("x", 1, "ab", 1, 2, "nope", &bad), -EINVAL);
+        assert_null(bad);
+        _cleanup_free_ char *one = NULL;
+        assert_int_equal(repo_owner_message("  ", 1, "ab", 4, 5, c1, &one), 0);
+        assert_true(startswith(one, "owner: (no subject)\n\n"));
+        assert_int_equal(repo_owner_message("Say mine", 2, "0123abcd", 1, 2, c2, &msg), 0);
+        _cleanup_free_ char *want = NULL;
+        assert_true(xasprintf(&want, "owner: Say mine (and 1 more)\n\nEvolution: evo_0123abcd\nGeneration: 1 -> 2\n"
+                                     "Owner-Commit: %s\n", c2) >= 0);
+        assert_string_equal(msg, want);
+
+        /* A file as a commit holds it (the owner's seed.yaml, before it is a generation). */
+        _cleanup_free_ char *yaml = NULL, *none = NULL;
+        size_t ylen = 0;
+        assert_int_equal(repo_read_blob_at(seed, c1, "seed.yaml", 1 << 20, &yaml, &ylen), 0);
+        assert_string_equal(yaml, "name: t\n# mine\n");
+        assert_int_equal(ylen, strlen(yaml));
+        assert_int_equal(repo_read_blob_at(seed, base, "organism/nope", 1 << 20, &none, NULL), -ENOENT);
+        assert_int_equal(repo_read_blob_at(seed, base, "organism", 1 << 20, &none, NULL), -EINVAL);
+        assert_int_equal(repo_read_blob_at(seed, c1, "seed.yaml", 4, &none, NULL), -EFBIG);
+        assert_int_equal(repo_read_blob_at(seed, c1, "/etc/passwd", 1 << 20, &none, NULL), -EINVAL);
+        assert_null(none);
+
+        /* An uncommitted edit in the folder survives recording and applying. */
+        put(seed, "knowledge/self.yaml", "name: t\n# not committed\n");
+        assert_int_equal(repo_owner_commit(seed, c2, msg, &oid), 0);
+        _cleanup_free_ char *head = NULL;
+        assert_int_equal(repo_head(seed, &head), 0);
+        assert_string_equal(head, c2); /* no ref moved */
+        char **paths = NULL;
+        assert_int_equal(repo_changed_paths(seed, c2, oid, &paths), 0); /* the owner's tree, unchanged */
+        strv_free(paths);
+
+        /* The trailers as git reads them, and the parent. */
+        git_libgit2_init();
+        git_repository *r = NULL;
+        git_commit *c = NULL;
+        git_oid id;
+        char parent[41];
+        assert_int_equal(git_repository_open(&r, seed), 0);
+        assert_int_equal(git_oid_fromstr(&id, oid), 0);
+        assert_int_equal(git_commit_lookup(&c, r, &id), 0);
+        assert_int_equal(git_commit_parentcount(c), 1);
+        git_oid_tostr(parent, sizeof parent, git_commit_parent_id(c, 0));
+        assert_string_equal(parent, c2);
+        git_message_trailer_array tr;
+        assert_int_equal(git_message_trailers(&tr, git_commit_message(c)), 0);
+        assert_int_equal(tr.count, 3);
+        assert_string_equal(tr.trailers[0].key, "Evolution");
+        assert_string_equal(tr.trailers[0].value, "evo_0123abcd");
+        assert_string_equal(tr.trailers[1].key, "Generation");
+        assert_string_equal(tr.trailers[1].value, "1 -> 2");
+        assert_string_equal(tr.trailers[2].key, "Owner-Commit");
+        assert_string_equal(tr.trailers[2].value, c2);
+        git_message_trailer_array_free(&tr);
+        git_commit_free(c);
+        git_repository_free(r);
+        git_libgit2_shutdown();
+
+        assert_int_equal(repo_tag_generation(seed, oid, 2), 0);
+        assert_int_equal(repo_fast_forward_main(seed, oid), 0);
+        _cleanup_free_ char *kept = slurp(seed, "knowledge/self.yaml");
+        assert_string_equal(kept, "name: t\n# not committed\n");
+        struct repo_owner_change oc;
+        assert_int_equal(repo_owner_change(seed, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_NONE);
+        assert_int_equal(oc.generation, 2);
+        repo_owner_change_done(&oc);
+        struct repo_generation *g = NULL;
+        size_t n = 0;
+        assert_int_equal(repo_generations(seed, &g, &n), 0);
+        assert_int_equal(n, 2);
+        assert_string_equal(g[0].owner_commit, "");
+        assert_string_equal(g[1].owner_commit, c2);
+        assert_string_equal(g[1].summary, "owner: Say mine (and 1 more)");
+        repo_generations_free(g, n);
+
+        /* Main moved on since: nothing is recorded. */
+        assert_int_equal(repo_owner_commit(seed, c2, msg, &stale), -ESTALE);
+        assert_null(stale);
+        rm_rf(seed);
+}
+
+static void test_export_generation(void **state) {
+        _cleanup_free_ char *base = NULL, *c1 = NULL, *idx_before = NULL, *idx_after = NULL;
+        _cleanup_free_ char *seed = make_seed(&base);
+        c1 = owner_commit(seed, "organism/index.html", "broken\n", "Break it");
+        put(seed, "organism/a.txt", "dirty, not committed\n");
+        size_t len_before = 0, len_after = 0;
+        _cleanup_free_ char *idx = path_join(seed, ".git/index");
+        assert_int_equal(read_file(idx, 1 << 20, &idx_before, &len_before), 0);
+
+        _cleanup_free_ char *dest = path_join(seed, ".seed/live");
+        put(seed, ".seed/live/junk/left.txt", "from an old build\n");
+        assert_int_equal(repo_export_generation(seed, 1, dest), 0);
+        _cleanup_free_ char *html = slurp(dest, "organism/index.html"), *a = slurp(dest, "organism/a.txt");
+        assert_string_equal(html, "<h1>hello</h1>\nline 2\nline 3\n");
+        assert_string_equal(a, "the file that moves\n");
+        assert_true(exists_at(dest, "kernel/app.c"));
+        assert_false(exists_at(dest, "junk"));
+        assert_false(exists_at(dest, ".git"));
+        assert_false(exists_at(dest, ".seed"));
+        struct stat st;
+        assert_int_equal(stat(dest, &st), 0);
+        assert_int_equal(st.st_mode & 07777, 0700);
+
+        /* The Seed folder is as it was: its index, its committed and dirty files. */
+        assert_int_equal(read_file(idx, 1 << 20, &idx_after, &len_after), 0);
+        assert_int_equal(len_before, len_after);
+        assert_memory_equal(idx_before, idx_after, len_before);
+        _cleanup_free_ char *mine = slurp(seed, "organism/index.html"), *dirty = slurp(seed, "organism/a.txt");
+        assert_string_equal(mine, "broken\n");
+        assert_string_equal(dirty, "dirty, not committed\n");
+
+        assert_int_equal(repo_export_generation(seed, 9, dest), -ENOENT);
+        assert_int_equal(repo_export_generation(seed, 1, "relative/dir"), -EINVAL);
+        rm_rf(seed);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_init_commit_and_generation),
@@ -909,6 +1166,9 @@ int main(void) {
                 cmocka_unit_test(test_open_beneath_refuses_symlinks),
                 cmocka_unit_test(test_fast_forward),
                 cmocka_unit_test(test_restore_generation),
+                cmocka_unit_test(test_owner_change_detection),
+                cmocka_unit_test(test_owner_generation_commit),
+                cmocka_unit_test(test_export_generation),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
