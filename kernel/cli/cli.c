@@ -11,6 +11,7 @@ static const struct cli_command commands[] = {
         {"new", "plant a new Seed in ./<name> and start it", cli_cmd_new},
         {"run", "build the Seed's kernel from its own source and start it", cli_cmd_run},
         {"stop", "stop a running Seed (gracefully; forced after 30 s)", cli_cmd_stop},
+        {"restart", "restart a running Seed's kernel, adding or replacing secrets (-e)", cli_cmd_restart},
         {"status", "say whether the Seed runs, its generation, URL and organism", cli_cmd_status},
         {"login", "print a fresh one-time sign-in link (15 minutes, one use)", cli_cmd_login},
         {"evolve", "ask the running Seed to change itself, and follow the evolution", cli_cmd_evolve},
