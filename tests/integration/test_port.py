@@ -368,5 +368,30 @@ def an_exit_75_restart_keeps_the_port(c):
     print(f'# the other account tried bind() {tries} times through the exit-75 restart', flush=True)
 
 
+@test
+def a_seed_restart_keeps_the_port(c):
+    need(c)
+    # `seed restart` (new secrets for a running Seed) stops the kernel and
+    # starts the next one under the same supervisor: the port never frees.
+    if not healthy_on_both(c):
+        seed('run', '--detach', '--addr', c.addr, cwd=c.dir, timeout=900)
+    pid = kernel_pid(c)
+    race = Race(c)
+    p, err = None, None
+    try:
+        p = seed('restart', '--dir', c.dir, '-e', 'SEED_RESTART_TEST=on', timeout=300)
+        wait_until(lambda: healthy_on_both(c), timeout=120, what='the restarted kernel on both addresses')
+    except AssertionError as e:
+        err = e
+    finally:
+        got, tries = race.finish()
+    assert got == [], f'the other account got the port during seed restart: {got}'
+    if err:
+        raise err
+    assert kernel_pid(c) != pid, 'the kernel was not restarted'
+    assert 'Restarting the Seed' in p.stdout and 'SEED_RESTART_TEST' in p.stdout, p.stdout
+    print(f'# the other account tried bind() {tries} times through seed restart', flush=True)
+
+
 if __name__ == '__main__':
     taplib.run(setup, teardown)
