@@ -17,6 +17,7 @@ static const struct cli_command commands[] = {
         {"evolve", "ask the running Seed to change itself, and follow the evolution", cli_cmd_evolve},
         {"generations", "list the Seed's generations, the live one marked", cli_cmd_generations},
         {"rollback", "make a new generation with generation N's files, and follow it", cli_cmd_rollback},
+        {"doctor", "check this machine (and a Seed) for what a Seed needs, with fixes", cli_cmd_doctor},
 };
 
 static void cli_usage(FILE *f) {
