@@ -782,7 +782,7 @@ int ctl_control_host_other(struct ctl_req *q, struct ctl_resp *resp) {
                 int r = ctl_resp_set(resp, 308, "text/plain; charset=utf-8", "See /_seed/\n");
                 return r < 0 ? r : ctl_hdrs_add(&resp->hdrs, "Location", "/_seed/");
         }
-        /* What a browser asks for when a page names no icon (a plain-text answer). */
+        /* What a browser asks for when a page names no icon: the control plane's. */
         if (streq(q->path, "/favicon.ico") && get)
                 return ctl_static_file("favicon.svg", resp);
         return ctl_resp_set(resp, 404, "text/plain; charset=utf-8",

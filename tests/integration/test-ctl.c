@@ -748,6 +748,9 @@ static void test_forged_host(void **state) {
                 resp_done(&r);
                 http_host("GET", "/", hosts[i], NULL, NULL, &r);
                 assert_int_equal(r.status, 421);
+                /* It says what to do: tunnel, or allow the name. */
+                assert_non_null(strstr(r.body, "ssh -L"));
+                assert_non_null(strstr(r.body, "server.allowed_hosts in seed.yaml"));
                 resp_done(&r);
         }
         struct resp r;
