@@ -79,8 +79,13 @@ static int restart(const struct cli_run_options *o) {
         signal(SIGPIPE, SIG_IGN); /* a supervisor that hangs up is an error, not a kill */
         int r = supervisor_request_restart(o->seed_dir, o->secrets, o->hide_paths, &old_pid, &why);
         if (r == -ENOENT) {
-                fprintf(stderr, "seed: this Seed's supervisor takes no restart requests (it was started by an "
-                                "older seed); run 'seed stop', then 'seed run' with the secrets\n");
+                _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
+                if (cli_kernel_endpoint(o->seed_dir, &e) < 0)
+                        fprintf(stderr, "seed: this Seed is still starting; try again once 'seed status' says it "
+                                        "runs\n");
+                else
+                        fprintf(stderr, "seed: this Seed's supervisor takes no restart requests (it was started by "
+                                        "an older seed); run 'seed stop', then 'seed run' with the secrets\n");
                 return CLI_EXIT_FAILURE;
         }
         if (r == -EIO) {
