@@ -172,9 +172,10 @@ static int app_write_state(struct app *a) {
         app_control_url(a, ctl_port(a->ctl), control, sizeof control);
         if (*a->cfg->server.control_host)
                 snprintf(hosthdr, sizeof hosthdr, "%s:%u", a->cfg->server.control_host, ctl_port(a->ctl));
-        _cleanup_json_ json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:I}", "pid", (int)getpid(), "url", url, "host",
-                              hosthdr, "control_url", control, "port", (int)ctl_port(a->ctl), "started_at",
-                              (json_int_t)(wall_ms() / 1000));
+        _cleanup_json_ json_t *o = json_pack("{s:i, s:s, s:s, s:s, s:i, s:I, s:s}", "pid", (int)getpid(), "url", url,
+                              "host", hosthdr, "control_url", control, "port", (int)ctl_port(a->ctl), "started_at",
+                              (json_int_t)(wall_ms() / 1000), "addr",
+                              a->opts->addr ? a->opts->addr : a->cfg->server.addr);
         char *s = o ? json_dumps(o, JSON_INDENT(2)) : NULL;
         if (!s)
                 return -ENOMEM;

@@ -32,6 +32,7 @@ int app_main(int argc, char **argv);
 /* Files under the Seed's .seed/ that the CLI reads too. */
 /* {"pid", "url" (where the CLI connects), "host" (the Host header the control
  * plane answers to, "" in the same-origin fallback), "control_url" (what the
- * owner opens), "port", "started_at"} */
+ * owner opens), "port", "started_at", "addr" (the address listened on, as
+ * given: "0.0.0.0:8080")} */
 #define APP_STATE_FILE ".seed/kernel.json"
 #define APP_CONTROL_TOKEN_FILE ".seed/control-token"

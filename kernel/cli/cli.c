@@ -11,11 +11,13 @@ static const struct cli_command commands[] = {
         {"new", "plant a new Seed in ./<name> and start it", cli_cmd_new},
         {"run", "build the Seed's kernel from its own source and start it", cli_cmd_run},
         {"stop", "stop a running Seed (gracefully; forced after 30 s)", cli_cmd_stop},
+        {"restart", "restart a running Seed's kernel, adding or replacing secrets (-e)", cli_cmd_restart},
         {"status", "say whether the Seed runs, its generation, URL and organism", cli_cmd_status},
         {"login", "print a fresh one-time sign-in link (15 minutes, one use)", cli_cmd_login},
         {"evolve", "ask the running Seed to change itself, and follow the evolution", cli_cmd_evolve},
         {"generations", "list the Seed's generations, the live one marked", cli_cmd_generations},
         {"rollback", "make a new generation with generation N's files, and follow it", cli_cmd_rollback},
+        {"doctor", "check this machine (and a Seed) for what a Seed needs, with fixes", cli_cmd_doctor},
 };
 
 static void cli_usage(FILE *f) {

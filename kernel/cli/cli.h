@@ -4,6 +4,8 @@
 
 #include "base/base.h"
 
+#include <sys/types.h>
+
 /* Exit codes. */
 #define CLI_EXIT_OK 0
 #define CLI_EXIT_FAILURE 1
@@ -21,6 +23,8 @@ int cli_cmd_login(int argc, char **argv);
 int cli_cmd_evolve(int argc, char **argv);
 int cli_cmd_rollback(int argc, char **argv);
 int cli_cmd_generations(int argc, char **argv);
+int cli_cmd_restart(int argc, char **argv);
+int cli_cmd_doctor(int argc, char **argv);
 
 /* ---- shared by the commands ---- */
 struct secrets;
@@ -34,6 +38,14 @@ struct cli_run_options {
 };
 /* Builds the kernel from the Seed's own source and starts it (supervised). */
 int cli_run_seed(const struct cli_run_options *o);
+/* What `seed run` prints once the kernel answers (o->seed_dir, o->open):
+ * the app's and the control plane's addresses, how to reach them from
+ * another machine when the Seed listens beyond loopback, and a fresh
+ * sign-in link (opened in a browser with o->open). */
+void cli_announce(const struct cli_run_options *o);
+/* -EINVAL (printed) when an --env-file lies inside the Seed's folder, where
+ * sandboxes and git can read it. */
+int cli_check_env_files(char *const *env_files, const char *seed_dir);
 
 /* Finds the Seed folder: dir if given, else the current directory or the
  * nearest ancestor holding seed.yaml. Caller frees. */
@@ -45,6 +57,8 @@ struct cli_endpoint {
         char *host;        /* the Host the control plane answers to ("seed.localhost:8080"), or NULL */
         char *control_url; /* what the owner opens, e.g. "http://seed.localhost:8080/_seed/" */
         char *token;       /* the CLI token (secret: wiped by cli_endpoint_done) */
+        char *addr;        /* the address listened on ("0.0.0.0:8080"), or NULL (an older kernel) */
+        pid_t pid;         /* the kernel's */
 };
 /* -ENOENT when the kernel is not running. Free with cli_endpoint_done(). */
 int cli_kernel_endpoint(const char *seed_dir, struct cli_endpoint *ret);

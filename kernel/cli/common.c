@@ -59,6 +59,7 @@ void cli_endpoint_done(struct cli_endpoint *e) {
         free(e->host);
         free(e->control_url);
         free(e->token);
+        free(e->addr);
         *e = (struct cli_endpoint){0};
 }
 
@@ -88,6 +89,9 @@ int cli_kernel_endpoint(const char *seed_dir, struct cli_endpoint *ret) {
         e.url = json_strdup(o, "url", &oom);
         e.host = json_strdup(o, "host", &oom);
         e.control_url = json_strdup(o, "control_url", &oom);
+        e.addr = json_strdup(o, "addr", &oom);
+        json_int_t pid = json_integer_value(json_object_get(o, "pid"));
+        e.pid = pid > 1 && pid <= INT_MAX ? (pid_t)pid : 0;
         r = oom ? -ENOMEM : 0;
         if (r == 0 && (!e.url || !startswith(e.url, "http://") || (e.host && strpbrk(e.host, "\r\n"))))
                 r = -EBADMSG;
@@ -178,7 +182,7 @@ const char *cli_source_dir(void) {
 
 /* What a Seed's source tree is: the design card's top level. */
 static const char *const tree_entries[] = {
-        "meson.build", "meson_options.txt", "seed.yaml", "README.md", ".gitignore",
+        "meson.build", "meson_options.txt", "seed.yaml", "README.md", "SECURITY.md", ".gitignore",
         "kernel", "cmd", "control", "organism", "knowledge", "skills", "tests", "bench",
         "scripts", "tools", ".ci",
 };

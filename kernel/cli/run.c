@@ -12,8 +12,10 @@
 #include "secrets/secrets.h"
 #include "supervisor/supervisor.h"
 
+#include <arpa/inet.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <strings.h>
 #include <signal.h>
 #include <time.h>
 #include <sys/stat.h>
@@ -67,17 +69,69 @@ static int wait_ready(const char *seed_dir, pid_t supervisor) {
         return -ETIMEDOUT;
 }
 
-static void announce(const struct cli_run_options *o) {
+/* Whether addr ("HOST:PORT") can be reached from this machine only. */
+static bool addr_is_loopback(const char *addr) {
+        _cleanup_free_ char *host = NULL;
+        int port;
+        if (!addr || cfg_split_addr(addr, &host, &port) < 0)
+                return true; /* unknown: nothing to add */
+        struct in_addr v4;
+        struct in6_addr v6;
+        if (inet_pton(AF_INET, host, &v4) == 1)
+                return (ntohl(v4.s_addr) >> 24) == 127;
+        if (inet_pton(AF_INET6, host, &v6) == 1)
+                return IN6_IS_ADDR_LOOPBACK(&v6);
+        return strcasecmp(host, "localhost") == 0;
+}
+
+/* Listening beyond loopback: the control plane still answers only on
+ * seed.localhost (and server.allowed_hosts), so say how to get there. */
+static void print_remote_hint(const struct cli_endpoint *e) {
+        if (addr_is_loopback(e->addr))
+                return;
+        _cleanup_free_ char *host = NULL;
+        int port = 0;
+        (void)cfg_split_addr(e->addr, &host, &port);
+        printf("From another machine: forward the port ('ssh -L %d:127.0.0.1:%d <this server>') and open these "
+               "links there, or give the Seed a name of its own (server.allowed_hosts and control_host in "
+               "seed.yaml; README: \"Reaching a Seed on a server\").\n",
+               port, port);
+}
+
+void cli_announce(const struct cli_run_options *o) {
         _cleanup_free_ char *link = NULL;
         _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
-        if (cli_kernel_endpoint(o->seed_dir, &e) == 0)
+        if (cli_kernel_endpoint(o->seed_dir, &e) == 0) {
                 printf("Seed running: the app at %s/, the control plane at %s\n", e.url, e.control_url);
+                print_remote_hint(&e);
+        }
         if (cli_login_link(o->seed_dir, &link) < 0)
                 return;
         printf("Sign in (one use, 15 minutes): %s\n", link);
         fflush(stdout);
         if (o->open)
                 cli_open_in_browser(link);
+}
+
+/* Secrets given to a Seed that runs already would be dropped silently:
+ * name them (never their values) and say how to apply them. */
+static void print_not_applied(const struct cli_run_options *o) {
+        size_t n = secrets_count(o->secrets);
+        fprintf(stderr, "seed: the secret%s given (", n == 1 ? "" : "s");
+        for (size_t i = 0; i < n; i++)
+                fprintf(stderr, "%s%s", i ? ", " : "", secrets_name(o->secrets, i));
+        fprintf(stderr, ") %s NOT applied: the running kernel keeps the ones it started with.\n"
+                        "seed: apply them with a graceful restart (the port stays bound): seed restart",
+                n == 1 ? "was" : "were");
+        if (o->hide_paths && *o->hide_paths) {
+                for (char *const *f = o->hide_paths; *f; f++)
+                        fprintf(stderr, " --env-file %s", *f);
+                fprintf(stderr, " (and the same -e options)\n");
+                return;
+        }
+        for (size_t i = 0; i < n; i++)
+                fprintf(stderr, " -e %s", secrets_name(o->secrets, i));
+        fprintf(stderr, "\n");
 }
 
 /* The Seed's folder is its account's alone: one readable by other local
@@ -120,7 +174,10 @@ int cli_run_seed(const struct cli_run_options *o) {
                         printf("This Seed is already running at %s (not started twice).\n", e.control_url);
                 else
                         printf("This Seed is already starting (not started twice).\n");
-                return CLI_EXIT_OK;
+                if (secrets_count(o->secrets) == 0)
+                        return CLI_EXIT_OK;
+                print_not_applied(o);
+                return CLI_EXIT_FAILURE;
         }
         if (r < 0) {
                 fprintf(stderr, "seed: cannot lock %s/.seed/run.lock: %s\n", o->seed_dir, strerror(-r));
@@ -147,7 +204,7 @@ int cli_run_seed(const struct cli_run_options *o) {
                         kill(sup, SIGTERM);
                 return CLI_EXIT_FAILURE;
         }
-        announce(o);
+        cli_announce(o);
         if (o->detach) {
                 printf("Running in the background; stop it with 'seed stop' (in %s).\n", o->seed_dir);
                 return CLI_EXIT_OK;
@@ -165,7 +222,8 @@ static void run_usage(FILE *f) {
               "and starts it, then prints a one-time sign-in link. Exit code 75 from the\n"
               "kernel means 'rebuild and restart'; a kernel that fails to build or dies\n"
               "within 60 s falls back to the last good kernel. A running Seed is not\n"
-              "started twice. The port is bound once and kept across those restarts.\n"
+              "started twice (secrets given to it are not applied: 'seed restart -e NAME'\n"
+              "applies them). The port is bound once and kept across those restarts.\n"
               "Run as root, it switches to the unprivileged account 'seed'.\n"
               "\n"
               "  --dir DIR          the Seed's folder (default: the one you are in)\n"
@@ -207,6 +265,17 @@ int cli_parse_secret_opt(int c, const char *arg, struct secrets *s, char ***hide
         }
         if (c == 'e')
                 cli_scrub_arg((char *)arg);
+        return 0;
+}
+
+int cli_check_env_files(char *const *env_files, const char *seed_dir) {
+        for (char *const *f = env_files; f && *f; f++)
+                if (cli_path_inside(*f, seed_dir)) {
+                        fprintf(stderr, "seed: --env-file %s is inside the Seed's folder, where sandboxes and git can "
+                                        "read it; keep secrets outside the Seed (e.g. in ~/.config/seed/)\n",
+                                *f);
+                        return -EINVAL;
+                }
         return 0;
 }
 
@@ -255,13 +324,8 @@ int cli_cmd_run(int argc, char **argv) {
         _cleanup_free_ char *seed_dir = NULL;
         if (cli_find_seed(dir, &seed_dir) < 0)
                 return CLI_EXIT_USAGE;
-        for (char **f = env_files; f && *f; f++)
-                if (cli_path_inside(*f, seed_dir)) {
-                        fprintf(stderr, "seed: --env-file %s is inside the Seed's folder, where sandboxes and git can "
-                                        "read it; keep secrets outside the Seed (e.g. in ~/.config/seed/)\n",
-                                *f);
-                        return CLI_EXIT_USAGE;
-                }
+        if (cli_check_env_files(env_files, seed_dir) < 0)
+                return CLI_EXIT_USAGE;
         o.seed_dir = seed_dir;
         o.secrets = secrets;
         o.hide_paths = hide;

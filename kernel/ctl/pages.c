@@ -14,7 +14,8 @@ static int page_build(const char *title, const char *heading, const char *text, 
         if (r >= 0 && refresh_url) /* a path of this file's own, never from a request */
                 r = buf_printf(&b, "<meta http-equiv=\"refresh\" content=\"0;url=%s\">\n", refresh_url);
         if (r >= 0)
-                r = buf_puts(&b, "<link rel=\"stylesheet\" href=\"/_seed/public.css\">\n<title>");
+                r = buf_puts(&b, "<link rel=\"stylesheet\" href=\"/_seed/public.css\">\n"
+                                 "<link rel=\"icon\" href=\"/_seed/favicon.svg\" type=\"image/svg+xml\">\n<title>");
         if (r >= 0)
                 r = ctl_html_escape(&b, title);
         if (r >= 0)

@@ -17,7 +17,7 @@
 
 enum ctl_auth {
         AUTH_UNSET,   /* the zero value: a route that names no level is refused, never open */
-        AUTH_NONE,    /* anyone: health check, the notice pages' stylesheet */
+        AUTH_NONE,    /* anyone: health check, the notice pages' stylesheet, the favicon */
         AUTH_LINK,    /* a sign-in link: top-level navigations only */
         AUTH_FORM,    /* the password form's POST: a same-origin top-level navigation */
         AUTH_PAGE,    /* the page carrying the API token: session + top-level navigation */
@@ -551,6 +551,7 @@ static const struct ctl_route routes[] = {
         {"GET", "/_seed/healthz", AUTH_NONE, h_healthz},
         {"GET", "/_seed", AUTH_NONE, h_redirect_slash},
         {"GET", "/_seed/public.css", AUTH_NONE, h_asset},
+        {"GET", "/_seed/favicon.svg", AUTH_NONE, h_asset},
         {"GET", "/_seed/login", AUTH_LINK, h_login},
         {"POST", "/_seed/login", AUTH_FORM, h_login_password},
         {"GET", "/_seed/", AUTH_PAGE, h_page},
@@ -776,10 +777,14 @@ int ctl_expire_foreign_cookies(const struct ctl_req *q, struct ctl_hdrs *out) {
 }
 
 int ctl_control_host_other(struct ctl_req *q, struct ctl_resp *resp) {
-        if (streq(q->path, "/") && (streq(q->method, "GET") || streq(q->method, "HEAD"))) {
+        bool get = streq(q->method, "GET") || streq(q->method, "HEAD");
+        if (streq(q->path, "/") && get) {
                 int r = ctl_resp_set(resp, 308, "text/plain; charset=utf-8", "See /_seed/\n");
                 return r < 0 ? r : ctl_hdrs_add(&resp->hdrs, "Location", "/_seed/");
         }
+        /* What a browser asks for when a page names no icon: the control plane's. */
+        if (streq(q->path, "/favicon.ico") && get)
+                return ctl_static_file("favicon.svg", resp);
         return ctl_resp_set(resp, 404, "text/plain; charset=utf-8",
                             "This is the Seed's control plane: the app it grows is not served on this "
                             "origin. Open it at its own address (e.g. http://localhost with this port).\n");

@@ -314,9 +314,14 @@ static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, con
         if (!ctl_host_allowed(ctl_req_header(q, "Host"), q->ctl->allowed_hosts)) {
                 log_limited(LOG_DEBUG, q->client_ip, "refused a request for a Host that is not allowed (client %s)",
                             q->client_ip);
-                return queue_text(q, conn, 421,
-                                  "Misdirected Request: this Seed answers only to localhost names "
-                                  "and server.allowed_hosts.\n");
+                char text[512];
+                snprintf(text, sizeof text,
+                         "Misdirected Request: this Seed answers only to localhost names and "
+                         "server.allowed_hosts. To reach it from another machine, forward its port "
+                         "('ssh -L %u:127.0.0.1:%u <server>') and open http://seed.localhost:%u/_seed/, or add "
+                         "this name to server.allowed_hosts in seed.yaml.\n",
+                         (unsigned)q->ctl->port, (unsigned)q->ctl->port, (unsigned)q->ctl->port);
+                return queue_text(q, conn, 421, text);
         }
         r = ctl_request_framing(&q->hdrs, &q->body_kind, &q->body_len);
         if (r == -EOPNOTSUPP)

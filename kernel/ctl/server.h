@@ -140,7 +140,8 @@ int ctl_seed_finish(struct ctl_req *q, struct ctl_resp *resp);
  * in the same-origin fallback). */
 bool ctl_req_on_control_host(const struct ctl_req *q);
 /* A path outside /_seed on the control plane's own origin, where the
- * organism is never served: "/" goes to /_seed/, the rest is 404. */
+ * organism is never served: "/" goes to /_seed/, /favicon.ico is the
+ * control plane's icon, the rest is 404. */
 int ctl_control_host_other(struct ctl_req *q, struct ctl_resp *resp);
 /* Adds Set-Cookie headers to out that expire the cookies under /_seed the
  * kernel did not set (page loads only; a bounded number per answer). */

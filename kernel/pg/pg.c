@@ -22,7 +22,6 @@
 #define PG_PORT "5432"
 #define PG_SOCKET_NAME "/.s.PGSQL." PG_PORT
 #define PG_SANDBOX_SOCKET_DIR "/run/postgresql"
-#define PG_BINDIR_ROOT "/usr/lib/postgresql"
 #define PG_READY_TIMEOUT_MS 60000
 #define PG_STOP_TIMEOUT_MS 30000
 #define PG_INITDB_TIMEOUT_MS 180000
@@ -122,12 +121,12 @@ static int parse_major(const char *s) {
         return *end ? -1 : (int)(major * 100 + minor);
 }
 
-int pg_find_bindir(char **ret) {
+int pg_find_bindir(char **ret, char **ret_error) {
         _cleanup_(closedirp) DIR *d = NULL;
         d = opendir(PG_BINDIR_ROOT);
         if (!d)
-                return log_error_errno(-errno, "PostgreSQL is not installed: cannot open %s: %m "
-                                               "(install the postgresql package)", PG_BINDIR_ROOT);
+                return errorf(-errno, ret_error, "PostgreSQL is not installed (%s: %s)", PG_BINDIR_ROOT,
+                              strerror(errno));
         int best = -1;
         _cleanup_free_ char *best_dir = NULL;
         struct dirent *de;
@@ -145,8 +144,8 @@ int pg_find_bindir(char **ret) {
                 best_dir = TAKE_PTR(bindir);
         }
         if (!best_dir)
-                return log_error_errno(-ENOENT, "no PostgreSQL server binaries (initdb, postgres) under %s/<version>/bin",
-                                       PG_BINDIR_ROOT);
+                return errorf(-ENOENT, ret_error, "no PostgreSQL server binaries (initdb, postgres) under %s/<version>/bin",
+                              PG_BINDIR_ROOT);
         *ret = TAKE_PTR(best_dir);
         return 0;
 }
@@ -319,8 +318,9 @@ static int ensure_initdb(struct pg *pg, bool *ret_fresh) {
         int r = rm_rf(pg->datadir);
         if (r < 0)
                 return log_error_errno(r, "cannot remove the incomplete %s: %m", pg->datadir);
-        if ((r = pg_find_bindir(&pg->bindir)) < 0)
-                return r;
+        _cleanup_free_ char *why = NULL;
+        if ((r = pg_find_bindir(&pg->bindir, &why)) < 0)
+                return log_error_errno(r, "%s (install the postgresql package)", why ? why : "no PostgreSQL");
         _cleanup_free_ char *pwfile = NULL, *password = NULL;
         if (secret_path(pg, ROLE_POSTGRES, &pwfile) < 0)
                 return -ENOMEM;

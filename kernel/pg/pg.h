@@ -60,5 +60,9 @@ int pg_backup_prune(const char *seed_dir, size_t keep);
 /* The generation a backup's file name says it was taken under, or 0 when
  * name is not a backup's (gen-<N>-<hex>.dump, N >= 1). */
 int pg_backup_generation(const char *name);
-/* Finds the PostgreSQL server binaries (initdb, postgres). Caller frees. */
-int pg_find_bindir(char **ret);
+/* Where Debian's PostgreSQL server binaries are: <root>/<major>/bin. */
+#define PG_BINDIR_ROOT "/usr/lib/postgresql"
+/* Finds the newest PostgreSQL server binaries (initdb, postgres): *ret is
+ * their directory. Else -errno and *ret_error says what is missing. Both
+ * the caller's to free. Does not log. */
+int pg_find_bindir(char **ret, char **ret_error);

@@ -23,7 +23,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 
-#define BWRAP_PATH "/usr/bin/bwrap"
 #define SANDBOX_HOME "/home/sandbox"
 #define SANDBOX_WORKSPACE "/workspace"
 #define SANDBOX_PATH_MAX 4096
@@ -91,7 +90,7 @@ static bool profile_private(enum sandbox_profile p) {
 }
 
 const char *sandbox_bwrap_path(void) {
-        return access(BWRAP_PATH, X_OK) == 0 ? BWRAP_PATH : NULL;
+        return access(SANDBOX_BWRAP_PATH, X_OK) == 0 ? SANDBOX_BWRAP_PATH : NULL;
 }
 
 void sandbox_policy_free(struct sandbox_policy *p) {
@@ -708,7 +707,7 @@ static int launch_prepare(const struct sandbox_policy *p, char *const *cmd, stru
                 return -EINVAL;
         const char *bwrap = sandbox_bwrap_path();
         if (!bwrap)
-                return log_error_errno(-ENOENT, "sandbox: %s is missing (install bubblewrap)", BWRAP_PATH);
+                return log_error_errno(-ENOENT, "sandbox: %s is missing (install bubblewrap)", SANDBOX_BWRAP_PATH);
         int r = sandbox_seccomp_memfd(&l->fds.seccomp);
         if (r < 0)
                 return log_error_errno(r, "sandbox: no seccomp filter, so no sandbox: %m");
@@ -993,137 +992,4 @@ void sandbox_child_done(struct sandbox_child *c) {
                 close(c->init_pidfd);
         egress_door_close(c->door);
         *c = (struct sandbox_child){.init_pidfd = -1};
-}
-
-/* Reads a small integer sysctl; -1 when absent or unreadable. */
-static long sysctl_long(const char *path) {
-        _cleanup_free_ char *s = NULL;
-        if (read_file(path, 64, &s, NULL) < 0)
-                return -1;
-        char *end;
-        long v = strtol(s, &end, 10);
-        return end == s ? -1 : v;
-}
-
-/* The first line of bwrap's complaint, bounded, for the message. */
-static char *first_line(const char *out) {
-        if (!out)
-                return strdup("");
-        size_t n = strcspn(out, "\n");
-        if (n > 300)
-                n = 300;
-        return strndup(out, n);
-}
-
-
-/* Runs /usr/bin/true in a throw-away sandbox, with Seed's seccomp filter or
- * without. 0 if it ran, 1 with *ret_why (bwrap's complaint) if not, -errno if
- * bwrap could not be started at all. */
-static int probe_bwrap(const char *bwrap, bool with_seccomp, char **ret_why) {
-        _cleanup_close_ int sfd = -1;
-        if (with_seccomp) {
-                int r = sandbox_seccomp_memfd(&sfd);
-                if (r < 0)
-                        return r;
-        }
-        static const char *const base[] = {
-                "--die-with-parent", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-                "--unshare-net", "--disable-userns", "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev",
-                "--tmpfs", "/tmp",
-        };
-        _cleanup_strv_free_ char **argv = NULL;
-        if (strv_push(&argv, bwrap) < 0)
-                return -ENOMEM;
-        for (size_t i = 0; i < ARRAY_SIZE(base); i++)
-                if (strv_push(&argv, base[i]) < 0)
-                        return -ENOMEM;
-        if (with_seccomp && push_fd_option(&argv, "--seccomp", sfd) < 0)
-                return -ENOMEM;
-        if (strv_push(&argv, "--") < 0 || strv_push(&argv, "/usr/bin/true") < 0)
-                return -ENOMEM;
-        struct proc_result res = {0};
-        int r = proc_run(&(struct proc_opts){.argv = argv, .stdin_fd = -1, .out_fd = -1, .timeout_ms = 20000,
-                                             .keep_fds = &sfd, .n_keep_fds = with_seccomp ? 1 : 0,
-                                             .out_head = 4096, .out_tail = 1},
-                         &res);
-        if (r < 0)
-                return r;
-        bool ok = res.exit_code == 0 && !res.timed_out;
-        char *why = ok ? NULL : first_line(res.output);
-        proc_result_done(&res);
-        if (ok)
-                return 0;
-        if (!why)
-                return -ENOMEM;
-        *ret_why = why;
-        return 1;
-}
-
-int sandbox_check(char **ret_message) {
-        const char *bwrap = sandbox_bwrap_path();
-        if (!bwrap)
-                return errorf(-ENOENT, ret_message,
-                                  "bubblewrap is not installed (%s is missing). Seed runs every command in a "
-                                  "bubblewrap sandbox; install it, e.g. 'sudo apt-get install bubblewrap'.",
-                                  BWRAP_PATH);
-        if (geteuid() == 0)
-                return errorf(-EPERM, ret_message,
-                                  "the kernel is running as root; sandboxes never run as host uid 0. Start the "
-                                  "Seed as an unprivileged user (the seed CLI drops to the '" "seed"
-                                  "' account).");
-        const void *prog;
-        size_t prog_len;
-        int r = sandbox_seccomp_program(&prog, &prog_len);
-        if (r < 0)
-                return errorf(r, ret_message,
-                                  "libseccomp cannot build Seed's system-call filter (%s), and no sandbox starts "
-                                  "without it. Fix: install a current libseccomp ('sudo apt-get install "
-                                  "libseccomp2') and rebuild the kernel.",
-                                  strerror(-r));
-        _cleanup_free_ char *why = NULL;
-        r = probe_bwrap(bwrap, true, &why);
-        if (r < 0)
-                return errorf(r, ret_message, "cannot run %s: %s", bwrap, strerror(-r));
-        if (r == 0)
-                return 0;
-        /* Namespaces without the filter, but not with it: seccomp is what fails. */
-        _cleanup_free_ char *why_plain = NULL;
-        if (probe_bwrap(bwrap, false, &why_plain) == 0)
-                return errorf(-EPERM, ret_message,
-                                  "bubblewrap cannot load Seed's seccomp filter (%s), and no sandbox starts "
-                                  "without it. Fix: use a kernel with seccomp filters (CONFIG_SECCOMP_FILTER); in "
-                                  "a container, run it with Seed's seccomp profile ('--security-opt "
-                                  "seccomp=seccomp.json'), which allows seccomp(2).",
-                                  why);
-        if (sysctl_long("/proc/sys/kernel/apparmor_restrict_unprivileged_userns") == 1)
-                return errorf(-EPERM, ret_message,
-                                  "bubblewrap cannot create a sandbox (%s): AppArmor restricts unprivileged user "
-                                  "namespaces on this host. Fix: 'sudo sysctl -w "
-                                  "kernel.apparmor_restrict_unprivileged_userns=0' (or install an AppArmor "
-                                  "profile for %s that allows userns).",
-                                  why, bwrap);
-        if (sysctl_long("/proc/sys/kernel/unprivileged_userns_clone") == 0)
-                return errorf(-EPERM, ret_message,
-                                  "bubblewrap cannot create a sandbox (%s): unprivileged user namespaces are "
-                                  "disabled. Fix: 'sudo sysctl -w kernel.unprivileged_userns_clone=1'.",
-                                  why);
-        if (sysctl_long("/proc/sys/user/max_user_namespaces") == 0)
-                return errorf(-EPERM, ret_message,
-                                  "bubblewrap cannot create a sandbox (%s): user namespaces are disabled "
-                                  "(user.max_user_namespaces=0). Fix: 'sudo sysctl -w "
-                                  "user.max_user_namespaces=15000'.",
-                                  why);
-        if (path_exists("/.dockerenv") || path_exists("/run/.containerenv"))
-                return errorf(-EPERM, ret_message,
-                                  "bubblewrap cannot create a sandbox (%s): this container forbids namespaces. "
-                                  "Run it with Seed's seccomp profile (seccomp.json) and AppArmor relaxed "
-                                  "('--security-opt seccomp=seccomp.json --security-opt apparmor=unconfined "
-                                  "--security-opt systempaths=unconfined'), or use 'seed run' with the "
-                                  "container driver.",
-                                  why);
-        return errorf(-EPERM, ret_message,
-                          "bubblewrap cannot create a sandbox here (%s). Unprivileged user namespaces must be "
-                          "available: check 'sysctl kernel.apparmor_restrict_unprivileged_userns "
-                          "kernel.unprivileged_userns_clone user.max_user_namespaces'.",
-                          why);
 }

@@ -170,10 +170,19 @@ void sandbox_child_done(struct sandbox_child *c);
 #define SANDBOX_HIDE_MAX 16
 int sandbox_hide_everywhere(char *const *paths);
 
-/* Start-up doctor: 0 if bwrap exists, can create namespaces here and load
- * the seccomp filter; otherwise -errno and *ret_message (caller frees) says
- * in one message what is wrong and how to fix it. Refuses to run as root
- * (-EPERM). */
+#define SANDBOX_BWRAP_PATH "/usr/bin/bwrap"
+
+/* The start-up checks (check.c), one by one: `seed doctor` shows each as a
+ * row. Each returns 0 when it passes; else -errno, with *ret_what (what is
+ * wrong) and *ret_fix (how to fix it), both the caller's to free. The last
+ * two refuse to run as root (-EPERM): sandboxes never do. */
+int sandbox_check_bwrap(char **ret_what, char **ret_fix);   /* bubblewrap is installed */
+int sandbox_check_userns(char **ret_what, char **ret_fix);  /* it can create a sandbox's namespaces here */
+int sandbox_check_seccomp(char **ret_what, char **ret_fix); /* libseccomp builds the filter, bwrap loads it */
+
+/* The kernel's start-up check: all three (one sandbox probe when all is
+ * well): 0, or -errno and *ret_message (caller frees) saying in one message
+ * what is wrong and how to fix it ("… Fix: …"). */
 int sandbox_check(char **ret_message);
 /* Path of bwrap, or NULL when missing. Borrowed. */
 const char *sandbox_bwrap_path(void);

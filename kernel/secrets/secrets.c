@@ -86,6 +86,26 @@ const char *secrets_get(const struct secrets *s, const char *name) {
 size_t secrets_count(const struct secrets *s) { return s ? s->n : 0; }
 const char *secrets_name(const struct secrets *s, size_t i) { return i < s->n ? s->items[i].name : NULL; }
 
+/* Swaps the contents of two sets (the structs stay where they are). */
+static void secrets_swap(struct secrets *a, struct secrets *b) {
+        struct secrets t = *a;
+        *a = *b;
+        *b = t;
+}
+
+int secrets_merge(struct secrets *s, const struct secrets *from) {
+        _cleanup_(secrets_freep) struct secrets *next = NULL;
+        int r = secrets_new(&next);
+        for (size_t i = 0; r >= 0 && i < s->n; i++)
+                r = secrets_set(next, s->items[i].name, s->items[i].value);
+        for (size_t i = 0; r >= 0 && from && i < from->n; i++)
+                r = secrets_set(next, from->items[i].name, from->items[i].value);
+        if (r < 0)
+                return r;
+        secrets_swap(s, next); /* next now holds the old ones, wiped as it is freed */
+        return 0;
+}
+
 static int set_or_explain(struct secrets *s, const char *name, const char *value, const char *where,
                           char **ret_error) {
         int r = secrets_set(s, name, value);

@@ -36,7 +36,11 @@ int secrets_add_arg(struct secrets *s, const char *arg, char **ret_error);
  * name the file and line. */
 int secrets_add_env_file(struct secrets *s, const char *path, char **ret_error);
 
-/* Wire format over a pipe: "NAME=VALUE\0" records. */
+/* Sets every secret of from into s (a name s has already gets from's
+ * value; the others are kept). All or nothing: on failure s is unchanged. */
+int secrets_merge(struct secrets *s, const struct secrets *from);
+
+/* Wire format over a pipe or socket: "NAME=VALUE\0" records. */
 int secrets_write_fd(const struct secrets *s, int fd);
 /* Reads until EOF (at most 1 MiB), validating every record. */
 int secrets_read_fd(struct secrets *s, int fd);

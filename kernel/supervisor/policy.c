@@ -13,6 +13,9 @@ const struct supervisor_rule supervisor_rules[] = {
          "exit 75: the kernel's source changed, so it is built again (the crash count starts over)"},
         {SUPERVISOR_END_BUILD_FAILED, SUPERVISOR_ANY, SUPERVISOR_ANY, SUPERVISOR_ANY, SUPERVISOR_FALL_BACK,
          "a source that does not build is not run: the last good kernel is"},
+        {SUPERVISOR_END_ASKED, SUPERVISOR_ANY, SUPERVISOR_ANY, SUPERVISOR_ANY, SUPERVISOR_START_AGAIN,
+         "seed restart: the same kernel starts again at once with the secrets as they are now (the port stays "
+         "bound)"},
         {SUPERVISOR_END_CRASHED, SUPERVISOR_YES, SUPERVISOR_YES, SUPERVISOR_ANY, SUPERVISOR_FALL_BACK,
          "a new build that dies within 60 s is not trusted: the last good kernel runs instead"},
         {SUPERVISOR_END_CRASHED, SUPERVISOR_YES, SUPERVISOR_NO, SUPERVISOR_ANY, SUPERVISOR_GIVE_UP,
@@ -54,7 +57,7 @@ const char *supervisor_action_name(enum supervisor_action a) {
         static const char *const names[] = {
                 [SUPERVISOR_STOP] = "stop",         [SUPERVISOR_REBUILD] = "rebuild",
                 [SUPERVISOR_FALL_BACK] = "fall back", [SUPERVISOR_RESTART] = "restart",
-                [SUPERVISOR_GIVE_UP] = "give up",
+                [SUPERVISOR_GIVE_UP] = "give up",   [SUPERVISOR_START_AGAIN] = "start again",
         };
         return (unsigned)a < ARRAY_SIZE(names) ? names[a] : "?";
 }

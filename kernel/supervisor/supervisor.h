@@ -4,9 +4,11 @@
  * the supervisor's whole life: --listen-fd) and the owner's secrets (through
  * a pipe), and, each time a kernel ends, decides what comes next.
  *
- * Three parts:
+ * Four parts:
  *   policy.c      what follows a kernel's end, as a table of rules (pure, no
  *                 processes: tests check the data itself);
+ *   control.c     the control channel: `seed restart` asks the running
+ *                 supervisor for a restart with more secrets;
  *   build.c       the kernel's binaries: a fresh build, or the last good one
  *                 (.seed/kernel-good, kept once a kernel ran 60 s);
  *   supervisor.c  the process work: the run lock, the loop that starts and
@@ -19,6 +21,8 @@
 #include "ctl/listen.h"
 
 #include <sys/types.h>
+
+struct secrets;
 
 /* A kernel that ran this long counts as good: its binaries are kept as the
  * last good kernel, and a crash after that is restarted. */
@@ -42,6 +46,7 @@ enum supervisor_end {
         SUPERVISOR_END_RESTART,      /* exit 75 (APP_EXIT_RESTART): rebuild me from my source */
         SUPERVISOR_END_CRASHED,      /* any other exit code, or a signal */
         SUPERVISOR_END_BUILD_FAILED, /* no kernel ran: building it from the source failed */
+        SUPERVISOR_END_ASKED,        /* `seed restart` asked, and the kernel has stopped */
         _SUPERVISOR_END_MAX,
 };
 
@@ -51,6 +56,7 @@ enum supervisor_action {
         SUPERVISOR_FALL_BACK, /* start the last good kernel; without one, give up */
         SUPERVISOR_RESTART,   /* start the same binaries again, after delay_ms */
         SUPERVISOR_GIVE_UP,   /* the supervisor ends, SUPERVISOR_EXIT_FAILURE */
+        SUPERVISOR_START_AGAIN, /* start the same binaries again at once (not a crash: the count stays) */
         _SUPERVISOR_ACTION_MAX,
 };
 
@@ -114,9 +120,60 @@ int supervisor_bins_load(const char *seed_dir, struct supervisor_bins *ret);
  * .seed/kernel-good and marks them not fresh (a failed copy is logged). */
 void supervisor_bins_promote(const char *seed_dir, struct supervisor_bins *b);
 
-/* ---- the supervisor (supervisor.c) ---- */
+/* ---- the control channel (control.c) ----
+ *
+ * A Unix socket at .seed/supervisor/control.sock (the directory 0700; .seed/
+ * is hidden from every sandbox), listened on by the supervisor for its whole
+ * life. One request per connection, from a peer of the supervisor's own uid
+ * or root (SO_PEERCRED), whole within SUPERVISOR_CONTROL_TIMEOUT_MS:
+ *   "restart\n"
+ *   "hide <absolute path>\n"   (at most SUPERVISOR_CONTROL_HIDE_MAX: the env
+ *                               files the secrets came from)
+ *   "\n"
+ *   the secrets in kernel/secrets' wire format ("NAME=VALUE\0"…, at most
+ *   1 MiB), then the end of the stream (shutdown(SHUT_WR)).
+ * The answer is one line: "ok <pid of the kernel being replaced>" or
+ * "error <reason>". Secrets never travel in argv or the environment. */
+#define SUPERVISOR_CONTROL_DIR ".seed/supervisor"
+#define SUPERVISOR_CONTROL_SOCKET "control.sock"
+#define SUPERVISOR_CONTROL_TIMEOUT_MS (10 * 1000)
+/* How long the client waits for the answer: the supervisor may be building
+ * a kernel (exit 75) before it reads the request. */
+#define SUPERVISOR_CONTROL_ANSWER_MS (20 * 60 * 1000)
+#define SUPERVISOR_CONTROL_HIDE_MAX 16 /* SANDBOX_HIDE_MAX: what a kernel takes */
 
-struct secrets;
+struct supervisor_request {
+        struct secrets *secrets; /* owned: the secrets sent */
+        char **hide_paths;       /* owned strv: the paths sent */
+};
+void supervisor_request_done(struct supervisor_request *q);
+
+/* Creates .seed/supervisor (0700) and listens there (non-blocking,
+ * O_CLOEXEC); a stale socket of a dead supervisor is replaced (the caller
+ * holds the run lock). *ret_fd is the caller's: close it with
+ * supervisor_control_close(). */
+int supervisor_control_open(const char *seed_dir, int *ret_fd);
+/* Closes fd (-1: nothing) and removes the socket. */
+void supervisor_control_close(const char *seed_dir, int fd);
+/* Accepts one connection on listen_fd and reads its request. -EAGAIN when
+ * nobody is waiting. A refused request (a stranger's: -EPERM; malformed or
+ * over a limit: -EBADMSG, -E2BIG; too slow: -ETIMEDOUT) has been answered
+ * and closed. On success *ret is the caller's (supervisor_request_done) and
+ * so is *ret_conn, the connection to answer on with
+ * supervisor_control_answer() (a line ending in '\n'). Nothing logs. */
+int supervisor_control_read(int listen_fd, int *ret_conn, struct supervisor_request *ret);
+int supervisor_control_answer(int conn, const char *line);
+
+/* The client (`seed restart`): asks the supervisor of the Seed at seed_dir
+ * to restart its kernel with s merged into its secrets (s and hide_paths
+ * borrowed; s may be NULL: the same secrets). -ENOENT when no supervisor
+ * listens. Refused: -EIO with *ret_error (the supervisor's reason; caller
+ * frees). On success *ret_old_pid is the kernel being replaced. The caller
+ * ignores SIGPIPE. */
+int supervisor_request_restart(const char *seed_dir, const struct secrets *s, char *const *hide_paths,
+                               pid_t *ret_old_pid, char **ret_error);
+
+/* ---- the supervisor (supervisor.c) ---- */
 
 struct supervisor_options {
         const char *seed_dir;    /* absolute; borrowed */
@@ -141,7 +198,11 @@ int supervisor_start(const struct supervisor_options *o, int lock_fd, pid_t *ret
 /* Starts kernels from *b (replaced as the decisions say) with sockets
  * (borrowed; the same for every kernel) until one decision ends it: 0 for
  * SUPERVISOR_STOP, negative when giving up. Blocks SIGTERM, SIGINT, SIGHUP
- * (each stops the kernel, then the loop) and SIGCHLD in the caller. */
+ * (each stops the kernel, then the loop) and SIGCHLD in the caller. Listens
+ * on the control channel meanwhile: a restart request stops the kernel
+ * (SIGTERM, SUPERVISOR_STOP_GRACE_MS) and starts the next with the secrets
+ * merged (the request's names override, the others are kept) and the
+ * request's hide paths added. */
 int supervisor_loop(const struct supervisor_options *o, struct supervisor_bins *b, const struct ctl_listen *sockets);
 
 /* For the `seed run` that stays in the foreground: blocks SIGINT and SIGTERM

@@ -41,6 +41,22 @@ test('GET / greets', async () => {
   assert.doesNotMatch(body, /<script/i);
 });
 
+test('the page shows the logo as an image, and it is the favicon', async () => {
+  const body = await (await fetch(`${base}/`)).text();
+  assert.match(body, /<img class="seed" src="\/logo\.svg"/);
+  assert.match(body, /<link rel="icon" href="\/logo\.svg" type="image\/svg\+xml">/);
+  assert.doesNotMatch(body, /\u{1F331}|&#x1F331;/u); // no emoji: fonts without one show a box
+  for (const p of ['/logo.svg', '/favicon.ico']) {
+    const res = await fetch(`${base}${p}`);
+    assert.equal(res.status, 200, p);
+    assert.equal(res.headers.get('content-type'), 'image/svg+xml');
+    assert.match(res.headers.get('content-security-policy'), /default-src 'none'/);
+    const svg = await res.text();
+    assert.match(svg, /^<svg xmlns="http:\/\/www\.w3\.org\/2000\/svg"/);
+    assert.match(svg, /#3f7d4e/); // the Seed's accent colour
+  }
+});
+
 test('GET /healthz is ok', async () => {
   const res = await fetch(`${base}/healthz`);
   assert.equal(res.status, 200);

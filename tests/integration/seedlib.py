@@ -243,26 +243,57 @@ MODEL_SERVER = os.path.join(os.path.dirname(os.path.abspath(__file__)), '..', 'f
 EVO_ID = re.compile(r'^evo_[0-9a-f]{16}$')
 
 
+class ModelServer:
+    """tests/fakes/model_server.py on a free port, logging into tmp."""
+
+    def __init__(self, tmp):
+        import sys
+        port_file = os.path.join(tmp, 'model-port')
+        self.log = open(os.path.join(tmp, 'model-server.log'), 'w')
+        self.proc = subprocess.Popen([sys.executable, MODEL_SERVER, '--port', '0', '--port-file', port_file],
+                                     stdout=self.log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        self.port = int(wait_until(
+            lambda: open(port_file).read().strip() if os.path.exists(port_file) else None,
+            timeout=30, what='the model server port'))
+        self.base = f'http://127.0.0.1:{self.port}'
+        self.model_base = self.base  # what script() takes
+        wait_until(lambda: request(self.base + '/_health').status == 200, timeout=30, what='the model server')
+
+    def yaml(self, api_key_env=''):
+        """seed.yaml's model section pointing at it (provider openai-compatible)."""
+        return (f'model:\n  provider: openai-compatible\n  name: scripted\n'
+                f'  base_url: {self.base}/v1\n  api_key_env: "{api_key_env}"\n  max_tokens: 16000\n')
+
+    def point(self, seed_yaml, api_key_env=''):
+        """Rewrites the model section of the seed.yaml at path seed_yaml."""
+        text = open(seed_yaml).read()
+        new, n = re.subn(r'(?m)^model:\n(?:[ \t]+.*\n)+', self.yaml(api_key_env), text)
+        assert n == 1, text
+        with open(seed_yaml, 'w') as f:
+            f.write(new)
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
 class ScriptedSeed:
     """A planted, running Seed (real CLI, kernel, PostgreSQL, bwrap, git) whose
     model is tests/fakes/model_server.py through provider openai-compatible."""
 
     def __init__(self, prefix, name):
-        import sys
         import tempfile
         self.tmp = tempfile.mkdtemp(prefix=prefix)
         os.chmod(self.tmp, 0o755)  # the unprivileged account must reach it when we are root
         self.model = None
         self.dir = None
-        port_file = os.path.join(self.tmp, 'model-port')
-        self.model_log = open(os.path.join(self.tmp, 'model-server.log'), 'w')
-        self.model = subprocess.Popen([sys.executable, MODEL_SERVER, '--port', '0', '--port-file', port_file],
-                                      stdout=self.model_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        self.model_port = int(wait_until(
-            lambda: open(port_file).read().strip() if os.path.exists(port_file) else None,
-            timeout=30, what='the model server port'))
-        self.model_base = f'http://127.0.0.1:{self.model_port}'
-        wait_until(lambda: request(self.model_base + '/_health').status == 200, timeout=30, what='the model server')
+        self.model = ModelServer(self.tmp)
+        self.model_port = self.model.port
+        self.model_base = self.model.base
         self.port = free_port()
         self.dir = os.path.join(self.tmp, name)
         seed('new', name, '--no-run', '--addr', f'127.0.0.1:{self.port}', cwd=self.tmp, timeout=900)
@@ -273,26 +304,14 @@ class ScriptedSeed:
         wait_until(lambda: request(self.base + '/_seed/healthz').status == 200, timeout=120, what='the kernel')
 
     def _point_at_model_server(self):
-        path = os.path.join(self.dir, 'seed.yaml')
-        text = open(path).read()
-        model = (f'model:\n  provider: openai-compatible\n  name: scripted\n'
-                 f'  base_url: http://127.0.0.1:{self.model_port}/v1\n  api_key_env: ""\n  max_tokens: 16000\n')
-        new, n = re.subn(r'(?m)^model:\n(?:[ \t]+.*\n)+', model, text)
-        assert n == 1, text
-        with open(path, 'w') as f:
-            f.write(new)
+        self.model.point(os.path.join(self.dir, 'seed.yaml'))
 
     def close(self):
         import shutil
         if self.dir:
             seed('stop', '--dir', self.dir, check=False, timeout=120)
         if self.model:
-            self.model.terminate()
-            try:
-                self.model.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.model.kill()
-            self.model_log.close()
+            self.model.close()
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 

@@ -748,6 +748,9 @@ static void test_forged_host(void **state) {
                 resp_done(&r);
                 http_host("GET", "/", hosts[i], NULL, NULL, &r);
                 assert_int_equal(r.status, 421);
+                /* It says what to do: tunnel, or allow the name. */
+                assert_non_null(strstr(r.body, "ssh -L"));
+                assert_non_null(strstr(r.body, "server.allowed_hosts in seed.yaml"));
                 resp_done(&r);
         }
         struct resp r;
@@ -945,6 +948,17 @@ static void test_assets(void **state) {
         resp_done(&r);
         http("GET", "/_seed/public.css", NULL, NULL, &r);
         assert_int_equal(r.status, 200);
+        resp_done(&r);
+        /* The icon every page names: no session needed (the private page
+         * shows it too). (/favicon.ico on the control plane's own origin:
+         * test_attack.py; here, in the same-origin layout, it is the app's.) */
+        http("GET", "/_seed/favicon.svg", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_non_null(strstr(r.head, "Content-Type: image/svg+xml"));
+        assert_true(r.body_len > 0 && strncmp(r.body, "<svg", 4) == 0);
+        resp_done(&r);
+        http("GET", "/_seed/", NULL, NULL, &r);
+        assert_non_null(strstr(r.body, "<link rel=\"icon\" href=\"/_seed/favicon.svg\""));
         resp_done(&r);
 }
 

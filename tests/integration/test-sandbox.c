@@ -349,6 +349,13 @@ static void test_check(void **state) {
         _cleanup_free_ char *msg = NULL;
         assert_int_equal(sandbox_check(&msg), 0);
         assert_string_equal(sandbox_bwrap_path(), "/usr/bin/bwrap");
+        /* `seed doctor`'s rows, one by one, agree. */
+        char *what = NULL, *fix = NULL;
+        assert_int_equal(sandbox_check_bwrap(&what, &fix), 0);
+        assert_int_equal(sandbox_check_userns(&what, &fix), 0);
+        assert_int_equal(sandbox_check_seccomp(&what, &fix), 0);
+        assert_null(what);
+        assert_null(fix);
 }
 
 static void test_true(void **state) {
@@ -1439,10 +1446,16 @@ static void test_doctor_seccomp(void **state) {
                 if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) < 0 ||
                     prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) < 0)
                         _exit(3);
-                char *msg = NULL;
+                char *msg = NULL, *what = NULL, *fix = NULL;
                 int r = sandbox_check(&msg);
                 if (msg)
                         (void)!write(fds[1], msg, strlen(msg));
+                /* `seed doctor`'s rows: namespaces pass, the filter is what fails, with a fix. */
+                if (sandbox_check_bwrap(&what, &fix) != 0 || sandbox_check_userns(&what, &fix) != 0)
+                        _exit(4);
+                if (sandbox_check_seccomp(&what, &fix) >= 0 || !what || !fix || !strstr(what, "seccomp filter") ||
+                    !strstr(fix, "seccomp"))
+                        _exit(5);
                 _exit(r < 0 ? 1 : 0);
         }
         close(fds[1]);

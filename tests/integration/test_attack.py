@@ -336,6 +336,8 @@ def the_control_plane_origin_serves_no_app(c):
         assert 'not served on this origin' in r.text
     r = req(c, 'POST', '/api/things', {'Content-Type': 'application/json'}, '{}')
     assert r.status == 404
+    r = req(c, 'GET', '/favicon.ico')  # the control plane's own icon, not a 404
+    assert r.status == 200 and r.header('Content-Type') == 'image/svg+xml', (r.status, r.header('Content-Type'))
     assert req(c, 'GET', '/healthz', host=f'127.0.0.1:{c.port}').status == 200  # the app, on its own origin
 
 

@@ -42,7 +42,8 @@ def teardown(c):
 def installs_the_binaries_and_the_source(c):
     assert os.access(c.seed, os.X_OK)
     src = os.path.join(c.prefix, 'share/seed/source')
-    for f in ('meson.build', 'seed.yaml', 'kernel/app/app.c', 'organism/bin/server', 'control/index.html'):
+    for f in ('meson.build', 'seed.yaml', 'README.md', 'SECURITY.md', 'kernel/app/app.c', 'organism/bin/server',
+              'control/index.html'):
         assert os.path.exists(os.path.join(src, f)), f
     assert not os.path.exists(os.path.join(src, 'tests/browser/node_modules'))
     kernels = [d for d, _, files in os.walk(c.prefix) if 'seed-kernel' in files]
@@ -59,6 +60,7 @@ def installed_cli_plants_from_the_installed_source(c):
     assert p.returncode == 0, p.stdout + p.stderr
     d = os.path.join(work, 'fromdist')
     assert os.path.exists(os.path.join(d, 'kernel/app/app.c'))
+    assert os.path.exists(os.path.join(d, 'SECURITY.md'))  # the README's Security section links it
     assert 'name: fromdist' in open(os.path.join(d, 'seed.yaml')).read()
     assert os.path.isdir(os.path.join(d, '.git'))
     assert 'Start it with' in p.stdout
@@ -75,7 +77,7 @@ def installed_cli_plants_from_the_installed_source(c):
 @test
 def cli_help_and_errors(c):
     for args in (['--help'], ['new', '--help'], ['run', '--help'], ['stop', '--help'], ['status', '--help'],
-                 ['login', '--help']):
+                 ['login', '--help'], ['restart', '--help'], ['doctor', '--help']):
         p = subprocess.run([c.seed, *args], capture_output=True, text=True, timeout=30)
         assert p.returncode == 0, (args, p.stderr)
         assert 'Usage: seed' in p.stdout, (args, p.stdout)

@@ -19,6 +19,7 @@ Environment: SEED_BIN (the seed CLI).
 import json
 import os
 import pwd
+import re
 import shutil
 import signal
 import socket
@@ -29,7 +30,7 @@ import tempfile
 import time
 
 import taplib
-from seedlib import alive, kernel_pid, process_age, request, seed, wait_until
+from seedlib import alive, free_port, kernel_pid, process_age, request, seed, wait_until
 from taplib import Skip, test
 
 OTHER = 'seedtest-other'
@@ -366,6 +367,56 @@ def an_exit_75_restart_keeps_the_port(c):
     assert not os.path.exists(marker), 'the patched kernel never ran'
     assert 'asked to be rebuilt and restarted' in log, log[-2000:]
     print(f'# the other account tried bind() {tries} times through the exit-75 restart', flush=True)
+
+
+@test
+def a_seed_restart_keeps_the_port(c):
+    need(c)
+    # `seed restart` (new secrets for a running Seed) stops the kernel and
+    # starts the next one under the same supervisor: the port never frees.
+    if not healthy_on_both(c):
+        seed('run', '--detach', '--addr', c.addr, cwd=c.dir, timeout=900)
+    pid = kernel_pid(c)
+    race = Race(c)
+    p, err = None, None
+    try:
+        p = seed('restart', '--dir', c.dir, '-e', 'SEED_RESTART_TEST=on', timeout=300)
+        wait_until(lambda: healthy_on_both(c), timeout=120, what='the restarted kernel on both addresses')
+    except AssertionError as e:
+        err = e
+    finally:
+        got, tries = race.finish()
+    assert got == [], f'the other account got the port during seed restart: {got}'
+    if err:
+        raise err
+    assert kernel_pid(c) != pid, 'the kernel was not restarted'
+    assert 'Restarting the Seed' in p.stdout and 'SEED_RESTART_TEST' in p.stdout, p.stdout
+    print(f'# the other account tried bind() {tries} times through seed restart', flush=True)
+
+
+@test
+def on_every_address_it_prints_links_that_work_and_how_to_tunnel(c):
+    need(c)
+    # --addr 0.0.0.0:PORT: the control plane still answers on seed.localhost
+    # only; seed run says how to get there from another machine, and a
+    # request for the machine's address gets a 421 that says what to do.
+    seed('stop', '--dir', c.dir, timeout=120)
+    port = free_port()
+    p = seed('run', '--detach', '--addr', f'0.0.0.0:{port}', cwd=c.dir, timeout=900)
+    try:
+        assert f'the control plane at http://seed.localhost:{port}/_seed/' in p.stdout, p.stdout
+        assert f"ssh -L {port}:127.0.0.1:{port}" in p.stdout, p.stdout
+        assert 'server.allowed_hosts' in p.stdout, p.stdout
+        link = re.search(r'(http://\S+/_seed/login\?t=[0-9a-f]+)', p.stdout).group(1)
+        assert link.startswith(f'http://seed.localhost:{port}/'), link
+        r = request(f'http://127.0.0.1:{port}/_seed/healthz', headers={'Host': f'192.0.2.7:{port}'})
+        assert r.status == 421, r.status
+        assert f'ssh -L {port}:127.0.0.1:{port}' in r.text and 'allowed_hosts' in r.text, r.text
+    finally:
+        seed('stop', '--dir', c.dir, timeout=120)
+    # On loopback (the default) there is nothing to add.
+    p = seed('run', '--detach', '--addr', c.addr, cwd=c.dir, timeout=900)
+    assert 'ssh -L' not in p.stdout, p.stdout
 
 
 if __name__ == '__main__':

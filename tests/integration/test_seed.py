@@ -14,6 +14,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import urllib.parse
 import zlib
 
 import taplib
@@ -23,6 +24,8 @@ from taplib import test
 CANARY_ARG = 'canary-arg-' + secrets.token_hex(12)
 CANARY_ENV = 'canary-env-' + secrets.token_hex(12)
 CANARY_FILE = 'canary-file-' + secrets.token_hex(12)
+CANARY_LATE = 'canary-late-' + secrets.token_hex(12)
+OWNER_PASSWORD = 'restart-pw-' + secrets.token_hex(12)
 
 
 class Ctx:
@@ -267,6 +270,61 @@ def running_twice_does_not_start_twice(c):
     assert 'already running' in p.stdout, p.stdout
 
 
+def password_sign_in(c, user, password):
+    """POSTs the sign-in form the way a browser does; 303 means signed in."""
+    body = urllib.parse.urlencode({'user': user, 'password': password})
+    h = dict(NAV, **{'Sec-Fetch-Site': 'same-origin', 'Origin': c.base,
+                     'Content-Type': 'application/x-www-form-urlencoded'})
+    return request(c.base + '/_seed/login', method='POST', headers=h, body=body).status
+
+
+def kernel_pid(c):
+    return json.load(open(os.path.join(c.dir, '.seed/kernel.json')))['pid']
+
+
+@test
+def secrets_given_to_a_running_seed_are_not_applied_silently(c):
+    p = seed('run', '--dir', c.dir, '--detach', '-e', f'SEED_CANARY_LATE={CANARY_LATE}', check=False)
+    assert p.returncode == 1, (p.returncode, p.stdout, p.stderr)
+    assert 'already running' in p.stdout, p.stdout
+    assert 'SEED_CANARY_LATE' in p.stderr and 'NOT applied' in p.stderr, p.stderr
+    assert 'seed restart -e SEED_CANARY_LATE' in p.stderr, p.stderr
+    assert CANARY_LATE not in p.stdout + p.stderr
+
+
+@test
+def restart_adds_secrets_and_keeps_the_others(c):
+    assert password_sign_in(c, 'alice', OWNER_PASSWORD) != 303  # started without a password
+    pid = kernel_pid(c)
+    p = seed('restart', '--dir', c.dir, '-e', 'SEED_OWNER_USER=alice', timeout=300)
+    assert 'Restarting the Seed' in p.stdout and 'SEED_OWNER_USER' in p.stdout, p.stdout
+    assert 'the control plane at ' + c.base in p.stdout, p.stdout
+    assert Browser(c.base).sign_in(link_from(p.stdout)).status == 200
+    second = kernel_pid(c)
+    assert second != pid
+    # A second restart adds the password; the user given before is kept.
+    p = seed('restart', '--dir', c.dir, '-e', 'SEED_OWNER_PASSWORD', '-e', f'SEED_CANARY_LATE={CANARY_LATE}',
+             env={'SEED_OWNER_PASSWORD': OWNER_PASSWORD}, timeout=300)
+    assert kernel_pid(c) not in (pid, second)
+    assert OWNER_PASSWORD not in p.stdout + p.stderr and CANARY_LATE not in p.stdout + p.stderr
+    assert password_sign_in(c, 'alice', OWNER_PASSWORD) == 303
+    assert password_sign_in(c, 'owner', OWNER_PASSWORD) != 303
+    # the signed-in browser from before is still signed in
+    assert c.browser.load_page().status == 200
+
+
+@test
+def restart_of_a_stopped_seed_says_so(c):
+    # (the Seed runs; a copy of its folder without a supervisor does not)
+    other = os.path.join(c.tmp, 'not-running')
+    os.makedirs(os.path.join(other, 'kernel'), exist_ok=True)
+    shutil.copy(os.path.join(c.dir, 'seed.yaml'), other)
+    os.chmod(other, 0o755)
+    p = seed('restart', '--dir', other, '-e', 'X=1', check=False)
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+    assert 'not running' in p.stderr and "seed run" in p.stderr, p.stderr
+
+
 @test
 def stop_then_run_keeps_generation_data_and_session(c):
     p = seed('stop', '--dir', c.dir, timeout=120)
@@ -383,7 +441,8 @@ def every_file(root):
 
 @test
 def canary_secrets_appear_nowhere(c):
-    canaries = [CANARY_ARG.encode(), CANARY_ENV.encode(), CANARY_FILE.encode()]
+    canaries = [CANARY_ARG.encode(), CANARY_ENV.encode(), CANARY_FILE.encode(), CANARY_LATE.encode(),
+                OWNER_PASSWORD.encode()]
     # the kernel did receive them (it logs their names, never values)
     klog = open(os.path.join(c.dir, '.seed/logs/kernel.log')).read()
     assert 'SEED_CANARY_ARG' in klog, 'the kernel never received the secrets'

@@ -108,6 +108,34 @@ static void test_pipe_rejects_garbage(void **state) {
         close(p[0]);
 }
 
+static void test_merge_overrides_keeps_and_is_all_or_nothing(void **state) {
+        _cleanup_(secrets_freep) struct secrets *s = NULL, *from = NULL, *many = NULL;
+        assert_int_equal(secrets_new(&s), 0);
+        assert_int_equal(secrets_new(&from), 0);
+        assert_int_equal(secrets_set(s, "KEPT", "old"), 0);
+        assert_int_equal(secrets_set(s, "KEY", "old-key"), 0);
+        assert_int_equal(secrets_set(from, "KEY", "new-key"), 0);
+        assert_int_equal(secrets_set(from, "ADDED", "a"), 0);
+        assert_int_equal(secrets_merge(s, from), 0);
+        assert_int_equal(secrets_count(s), 3);
+        assert_string_equal(secrets_get(s, "KEPT"), "old");
+        assert_string_equal(secrets_get(s, "KEY"), "new-key");
+        assert_string_equal(secrets_get(s, "ADDED"), "a");
+        assert_int_equal(secrets_merge(s, NULL), 0);
+        assert_int_equal(secrets_count(s), 3);
+        /* Past SECRETS_MAX in all: refused, and s is as it was. */
+        assert_int_equal(secrets_new(&many), 0);
+        for (int i = 0; i < SECRETS_MAX - 2; i++) {
+                char name[16];
+                snprintf(name, sizeof name, "N%d", i);
+                assert_int_equal(secrets_set(many, name, "x"), 0);
+        }
+        assert_int_equal(secrets_merge(s, many), -E2BIG);
+        assert_int_equal(secrets_count(s), 3);
+        assert_string_equal(secrets_get(s, "KEY"), "new-key");
+        assert_null(secrets_get(s, "N0"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_arg_forms),
@@ -115,6 +143,7 @@ int main(void) {
                 cmocka_unit_test(test_env_file),
                 cmocka_unit_test(test_pipe_roundtrip),
                 cmocka_unit_test(test_pipe_rejects_garbage),
+                cmocka_unit_test(test_merge_overrides_keeps_and_is_all_or_nothing),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

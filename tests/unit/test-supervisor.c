@@ -16,7 +16,9 @@
 #include "supervisor/supervisor.h"
 
 #include <signal.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 
 /* ---- the policy ---- */
@@ -30,6 +32,7 @@ static enum supervisor_action reference(const struct supervisor_outcome *o, int 
         case SUPERVISOR_END_EXITED: return SUPERVISOR_STOP;
         case SUPERVISOR_END_RESTART: return SUPERVISOR_REBUILD;
         case SUPERVISOR_END_BUILD_FAILED: return SUPERVISOR_FALL_BACK;
+        case SUPERVISOR_END_ASKED: return SUPERVISOR_START_AGAIN;
         case SUPERVISOR_END_CRASHED:
                 if (o->early && o->fresh)
                         return SUPERVISOR_FALL_BACK;
@@ -162,7 +165,8 @@ static char *in_seed(const char *rel) {
 
 /* A fake kernel at rel: every run appends a line to <rel>.runs (in the Seed
  * folder), then body runs with the kernel's arguments parsed: $dir, $secrets
- * (the secrets pipe's fd), $listen (the --listen-fd numbers). */
+ * (the secrets pipe's fd), $listen (the --listen-fd numbers), $hide (the
+ * --hide paths). */
 static char *fake_kernel(const char *rel, const char *body) {
         _cleanup_free_ char *script = NULL;
         char *path = in_seed(rel);
@@ -172,12 +176,13 @@ static char *fake_kernel(const char *rel, const char *body) {
         assert_int_equal(mkdir_p(parent, 0700), 0);
         assert_int_equal(xasprintf(&script,
                                    "#!/bin/sh\n"
-                                   "listen=\n"
+                                   "listen=\nhide=\n"
                                    "while [ $# -gt 1 ]; do\n"
                                    "  case \"$1\" in\n"
                                    "  --dir) dir=$2 ;;\n"
                                    "  --secrets-fd) secrets=$2 ;;\n"
                                    "  --listen-fd) listen=\"$listen $2\" ;;\n"
+                                   "  --hide) hide=\"$hide $2\" ;;\n"
                                    "  esac\n"
                                    "  shift 2\n"
                                    "done\n"
@@ -303,6 +308,168 @@ static void test_a_stop_request_stops_the_kernel_and_the_loop(void **state) {
         assert_true(now_ms() - t0 < 20 * 1000); /* stopped, not waited out */
 }
 
+/* ---- restart requests (the control channel) ---- */
+
+/* Each kernel writes its secrets (sorted) and hide paths to secrets.out,
+ * then "---", tells the client (SIGUSR1 to the pid in client.pid) and
+ * waits to be stopped. */
+#define RECORDING_KERNEL                                                                                \
+        "cat <&$secrets | tr '\\0' '\\n' | sort >> \"$dir/secrets.out\"\n"                              \
+        "echo \"hide:$hide\" >> \"$dir/secrets.out\"\n"                                                 \
+        "echo --- >> \"$dir/secrets.out\"\n"                                                              \
+        "kill -USR1 $(cat \"$dir/client.pid\")\n"                                                          \
+        "exec sleep 30"
+
+/* In the forked client (no cmocka there): the next kernel's "recorded". */
+static bool child_wait_record(void) {
+        sigset_t usr1;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        struct timespec ts = {30, 0};
+        return sigtimedwait(&usr1, NULL, &ts) == SIGUSR1;
+}
+
+/* Forks a client that runs fn once the first kernel has recorded, then
+ * waits until `then` kernels have and stops the loop (SIGTERM to us).
+ * Returns its pid; it exits 0 when fn returned true. */
+static pid_t client(bool (*fn)(void), int then) {
+        pid_t parent = getpid();
+        sigset_t usr1;
+        sigemptyset(&usr1);
+        sigaddset(&usr1, SIGUSR1);
+        sigprocmask(SIG_BLOCK, &usr1, NULL); /* before the fork: no signal is lost */
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+                bool ok = child_wait_record() && fn();
+                for (int i = 1; ok && i < then; i++)
+                        ok = child_wait_record();
+                kill(parent, SIGTERM);
+                _exit(ok ? 0 : 1);
+        }
+        char text[32];
+        int n = snprintf(text, sizeof text, "%d\n", (int)pid);
+        _cleanup_free_ char *p = in_seed("client.pid");
+        assert_int_equal(write_file_atomic(p, text, (size_t)n, 0600), 0);
+        return pid;
+}
+
+static int client_exit(pid_t pid) {
+        int status;
+        assert_int_equal(waitpid(pid, &status, 0), pid);
+        return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static void block_sigterm(void) {
+        sigset_t mask;
+        sigemptyset(&mask);
+        sigaddset(&mask, SIGTERM);
+        sigprocmask(SIG_BLOCK, &mask, NULL);
+}
+
+static bool ask_restart_with_more_secrets(void) {
+        struct secrets *s = NULL;
+        char *err = NULL;
+        pid_t old = 0;
+        char *hide[] = {"/etc/seed/new.env", NULL};
+        if (secrets_new(&s) < 0 || secrets_set(s, "KEY", "new-key") < 0 || secrets_set(s, "ADDED", "a") < 0)
+                return false;
+        int r = supervisor_request_restart(seed_dir, s, hide, &old, &err);
+        secrets_free(s);
+        free(err);
+        return r == 0 && old > 1;
+}
+
+static void test_a_restart_request_restarts_with_the_secrets_merged(void **state) {
+        (void)state;
+        block_sigterm();
+        _cleanup_(secrets_freep) struct secrets *s = NULL;
+        assert_int_equal(secrets_new(&s), 0);
+        assert_int_equal(secrets_set(s, "KEY", "old-key"), 0);
+        assert_int_equal(secrets_set(s, "KEPT", "kept"), 0);
+        char *hide[] = {"/root/first.env", NULL};
+        struct supervisor_options o = {.secrets = s, .hide_paths = hide};
+        pid_t c = client(ask_restart_with_more_secrets, 2);
+        assert_int_equal(loop(RECORDING_KERNEL, true, &o, NULL), 0);
+        assert_int_equal(client_exit(c), 0);
+        assert_int_equal(runs("fresh-kernel"), 2); /* the same binaries, started again */
+        _cleanup_free_ char *out = in_seed("secrets.out"), *data = NULL;
+        assert_int_equal(read_file(out, 65536, &data, NULL), 0);
+        assert_string_equal(data, "KEPT=kept\nKEY=old-key\nhide: /root/first.env\n---\n"
+                                  "ADDED=a\nKEPT=kept\nKEY=new-key\nhide: /root/first.env /etc/seed/new.env\n---\n");
+        /* The channel is gone with the supervisor. */
+        pid_t old = 0;
+        assert_int_equal(supervisor_request_restart(seed_dir, NULL, NULL, &old, NULL), -ENOENT);
+}
+
+/* Raw requests on the control socket; true when every answer is an error. */
+static bool send_bad_requests(void) {
+        static const struct {
+                const char *data;
+                size_t len;
+        } bad[] = {
+                {"restrat\n\n", 10},                        /* an unknown verb */
+                {"restart\nhide relative\n\n", 23},        /* a hide path that is not absolute */
+                {"restart\n\nNOEQUALS", 19},                /* a secret without '=' or its NUL */
+                {"restart\n", 8},                            /* the head never ends */
+        };
+        _cleanup_free_ char *path = NULL;
+        if (xasprintf(&path, "%s/%s/%s", seed_dir, SUPERVISOR_CONTROL_DIR, SUPERVISOR_CONTROL_SOCKET) < 0)
+                return false;
+        for (size_t i = 0; i < ARRAY_SIZE(bad) + 1; i++) {
+                int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+                struct sockaddr_un a = {.sun_family = AF_UNIX};
+                snprintf(a.sun_path, sizeof a.sun_path, "%s", path);
+                if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0)
+                        return false;
+                if (i < ARRAY_SIZE(bad)) {
+                        if (write(fd, bad[i].data, bad[i].len) != (ssize_t)bad[i].len)
+                                return false;
+                } else {
+                        /* One hide path past the limit. */
+                        if (write(fd, "restart\n", 8) != 8)
+                                return false;
+                        for (int k = 0; k <= SUPERVISOR_CONTROL_HIDE_MAX; k++)
+                                if (write(fd, "hide /x\n", 8) != 8)
+                                        return false;
+                        if (write(fd, "\n", 1) != 1)
+                                return false;
+                }
+                shutdown(fd, SHUT_WR);
+                char answer[128] = "";
+                ssize_t n = read(fd, answer, sizeof answer - 1);
+                close(fd);
+                if (n <= 0 || !startswith(answer, "error "))
+                        return false;
+        }
+        return true;
+}
+
+static void test_bad_restart_requests_are_refused_and_change_nothing(void **state) {
+        (void)state;
+        block_sigterm();
+        _cleanup_(secrets_freep) struct secrets *s = NULL;
+        assert_int_equal(secrets_new(&s), 0);
+        assert_int_equal(secrets_set(s, "KEY", "old-key"), 0);
+        struct supervisor_options o = {.secrets = s};
+        pid_t c = client(send_bad_requests, 1);
+        assert_int_equal(loop(RECORDING_KERNEL, true, &o, NULL), 0);
+        assert_int_equal(client_exit(c), 0);
+        assert_int_equal(runs("fresh-kernel"), 1);
+        _cleanup_free_ char *out = in_seed("secrets.out"), *data = NULL;
+        assert_int_equal(read_file(out, 65536, &data, NULL), 0);
+        assert_string_equal(data, "KEY=old-key\nhide:\n---\n");
+}
+
+static void test_a_restart_request_without_a_supervisor_is_enoent(void **state) {
+        (void)state;
+        pid_t old = 0;
+        assert_int_equal(supervisor_request_restart(seed_dir, NULL, NULL, &old, NULL), -ENOENT);
+        _cleanup_free_ char *dir = in_seed(SUPERVISOR_CONTROL_DIR);
+        assert_int_equal(mkdir_p(dir, 0700), 0);
+        assert_int_equal(supervisor_request_restart(seed_dir, NULL, NULL, &old, NULL), -ENOENT);
+}
+
 /* ---- the binaries ---- */
 
 static void test_promote_keeps_the_binaries_as_the_last_good(void **state) {
@@ -359,6 +526,12 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_exit_75_rebuilds_and_a_failed_build_falls_back, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_every_kernel_gets_the_sockets_and_the_secrets, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_a_stop_request_stops_the_kernel_and_the_loop, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_a_restart_request_restarts_with_the_secrets_merged, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_bad_restart_requests_are_refused_and_change_nothing, setup,
+                                                teardown),
+                cmocka_unit_test_setup_teardown(test_a_restart_request_without_a_supervisor_is_enoent, setup,
+                                                teardown),
                 cmocka_unit_test_setup_teardown(test_promote_keeps_the_binaries_as_the_last_good, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_load_without_source_or_last_good_fails, setup, teardown),
         };
