@@ -170,6 +170,12 @@ void sandbox_child_done(struct sandbox_child *c);
 #define SANDBOX_HIDE_MAX 16
 int sandbox_hide_everywhere(char *const *paths);
 
+/* The variables every policy sets itself (PATH, HOME, PORT, DATABASE_URL,
+ * the proxy variables, …): extra_env may not set them, and a secret of that
+ * name is never granted (kernel/outbound). Static data. */
+const char *const *sandbox_fixed_env_names(size_t *ret_n);
+bool sandbox_env_name_fixed(const char *name);
+
 /* Start-up doctor: 0 if bwrap exists, can create namespaces here and load
  * the seccomp filter; otherwise -errno and *ret_message (caller frees) says
  * in one message what is wrong and how to fix it. Refuses to run as root
