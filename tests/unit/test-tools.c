@@ -43,13 +43,17 @@ static void fake_reset(void) {
         fake = (struct fake_cb){.ask_answer = 1};
 }
 
-static int fake_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level) {
+static int fake_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level,
+                    char **ret_approval_id) {
         fake.ask_calls++;
         free(fake.ask_args);
         free(fake.ask_tool);
         fake.ask_args = strdup(args_json);
         fake.ask_tool = strdup(t->name);
         fake.ask_level = level;
+        /* A new approval every time it is asked, never one reused. */
+        if (fake.ask_answer == 1)
+                (void)xasprintf(ret_approval_id, "apr_%016x", (unsigned)fake.ask_calls);
         return fake.ask_answer;
 }
 
