@@ -43,7 +43,7 @@ static void shown(char out[LINE_SHOWN + 4], const char *s, size_t len) {
         for (size_t i = 0; i < len && n < LINE_SHOWN; i++)
                 out[n++] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
         if (len > LINE_SHOWN)
-                memcpy(out + n, "…", strlen("…")), n += strlen("…");
+                memcpy(out + n, "...", 3), n += 3;
         out[n] = 0;
 }
 
@@ -108,7 +108,7 @@ int registries_add(struct registries *r, const char *host, const char *from) {
         }
         for (size_t i = 0; i < r->n; i++)
                 if (streq(r->v[i].host, host))
-                        return 0;
+                        return 0; /* there already, with its first source */
         if (r->n >= REGISTRIES_MAX)
                 return registries_note(r, "%s: '%s' dropped: more than %d registries", from, host, REGISTRIES_MAX) < 0
                                ? -ENOMEM
@@ -124,7 +124,7 @@ int registries_add(struct registries *r, const char *host, const char *from) {
                 return -ENOMEM;
         }
         r->n++;
-        return 0;
+        return 1;
 }
 
 /* url without its credentials (user:password@), for notes and logs. */
@@ -139,7 +139,7 @@ static char *without_credentials(const char *url) {
         char *s = NULL;
         if (!at)
                 return strdup(url);
-        return xasprintf(&s, "%.*s…@%s", (int)(auth - url), url, at + 1) < 0 ? NULL : s;
+        return xasprintf(&s, "%.*s...@%s", (int)(auth - url), url, at + 1) < 0 ? NULL : s;
 }
 
 /* A URL from a client's configuration: its host is added, or a refusal
@@ -161,7 +161,7 @@ static int add_url(struct registries *r, const char *url, size_t len, const char
                 return registries_note(r, "%s: '%s' refused: %s", from, s, why) < 0 ? -ENOMEM : 0;
         }
         k = registries_add(r, host, from);
-        return k == -ENOMEM ? k : k == 0 ? 1 : 0;
+        return k == -ENOMEM ? k : k > 0;
 }
 
 /* Whitespace-separated URLs of one value. Returns hosts added or -ENOMEM. */
@@ -270,7 +270,7 @@ static int parse_pip_default(struct registries *r, const char *from, const char 
         int k = registries_add(r, host, from);
         if (k == -ENOMEM)
                 return k;
-        return added + (k == 0);
+        return added + (k > 0);
 }
 
 /* GOSUMDB: "off", "<name>[+<key>]" (served at https://<name>) or
@@ -421,7 +421,7 @@ int registries_discover(char *const *configured, struct registries *ret) {
                 k = found[i] = ask_client(&r, c);
         }
         for (char *const *h = configured; k >= 0 && h && *h; h++)
-                if ((k = registries_add(&r, *h, "seed.yaml egress.registries")) == -EINVAL || k == -E2BIG)
+                if ((k = registries_add(&r, *h, "seed.yaml egress.registries")) >= 0 || k == -EINVAL || k == -E2BIG)
                         k = 0;
         if (k == -ENOMEM) {
                 registries_done(&r);

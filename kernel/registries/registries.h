@@ -50,9 +50,9 @@ void registries_done(struct registries *r);
  * dot dropped; caller frees. Never echoes credentials. */
 int registries_host_from_url(const char *url, char **ret_host, char **ret_error);
 
-/* Adds host (a pattern egress accepts, lowercased) from a source; one
- * already there is kept with its first source (0). -EINVAL with a note for a
- * bad host; -E2BIG past REGISTRIES_MAX. */
+/* Adds host (a pattern egress accepts, lowercased) from a source: 1 added,
+ * 0 when it was there already (kept with its first source). -EINVAL with a
+ * note (and a log line) for a bad host; -E2BIG past REGISTRIES_MAX. */
 int registries_add(struct registries *r, const char *host, const char *from);
 /* Adds a note ("npm: not installed, skipped"). */
 int registries_note(struct registries *r, const char *fmt, ...) _printf_(2, 3);
