@@ -73,7 +73,10 @@ class Network:
         if not os.environ.get(NETNS_MARK):
             self.reason = NAMESPACE_REASON or 'not in a private network namespace'
             return
-        subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)
+        subprocess.run(['ip', 'link', 'set', 'lo', 'up'], check=True)  # the Seed and the model server need it
+        if not shutil.which('openssl'):
+            self.reason = 'openssl is missing (scripts/bootstrap --tests installs it)'
+            return
         subprocess.run(['ip', 'addr', 'add', f'{STANDIN_ADDR}/32', 'dev', 'lo'], check=True)
         hosts = os.path.join(tmp, 'hosts')
         with open(hosts, 'w') as f:
