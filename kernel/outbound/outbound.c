@@ -612,21 +612,21 @@ static json_t *refusals_json(struct outbound *o) {
 }
 
 int outbound_json(struct outbound *o, json_t **ret) {
-        _cleanup_free_ char *rows = NULL;
-        int r = db_grants_json(o->c.kdb, &rows);
+        _cleanup_free_ char *rows = NULL, *active_rows = NULL;
+        int r = db_grants_active_json(o->c.kdb, &active_rows);
+        if (r >= 0)
+                r = db_grants_json(o->c.kdb, &rows);
         if (r < 0)
                 return log_error_errno(r, "outbound: cannot list the grants: %m");
-        _cleanup_json_ json_t *all = json_loads(rows, 0, NULL);
+        _cleanup_json_ json_t *all = json_loads(rows, 0, NULL), *live = json_loads(active_rows, 0, NULL);
         _cleanup_json_ json_t *active = json_array(), *revoked = json_array(), *reg = json_array(),
                               *notes = json_array(), *refused = refusals_json(o);
-        if (!all || !active || !revoked || !reg || !notes || !refused)
+        if (!all || !live || !active || !revoked || !reg || !notes || !refused)
                 return -ENOMEM;
-        /* Newest first from the store; active ones are listed oldest first. */
-        for (size_t i = json_array_size(all); i > 0; i--) {
-                json_t *row = json_array_get(all, i - 1);
-                if (json_is_null(json_object_get(row, "revoked_at")))
-                        json_array_append_new(active, grant_json(o, row));
-        }
+        size_t k;
+        json_t *row;
+        json_array_foreach(live, k, row) json_array_append_new(active, grant_json(o, row)); /* oldest first */
+        /* The newest revoked ones, for history. */
         for (size_t i = 0; i < json_array_size(all); i++) {
                 json_t *row = json_array_get(all, i);
                 if (!json_is_null(json_object_get(row, "revoked_at")) && json_array_size(revoked) < OUTBOUND_REVOKED_SHOWN)

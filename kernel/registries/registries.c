@@ -402,8 +402,6 @@ static int ask_client(struct registries *r, const struct client *c) {
         }
         k = c->parse(r, c->from, res.output ? res.output : "");
         proc_result_done(&res);
-        if (k == 0 && registries_note(r, "%s: named no registry", c->from) < 0)
-                return -ENOMEM;
         return k;
 }
 
@@ -419,6 +417,11 @@ int registries_discover(char *const *configured, struct registries *ret) {
                 if (skip)
                         continue;
                 k = found[i] = ask_client(&r, c);
+                bool followed = false; /* a later row asks again when this one named nothing */
+                for (size_t j = i + 1; j < ARRAY_SIZE(clients); j++)
+                        followed = followed || (clients[j].unless && streq(clients[j].unless, c->name));
+                if (k == 0 && !followed && registries_note(&r, "%s: named no registry", c->from) < 0)
+                        k = -ENOMEM;
         }
         for (char *const *h = configured; k >= 0 && h && *h; h++)
                 if ((k = registries_add(&r, *h, "seed.yaml egress.registries")) >= 0 || k == -EINVAL || k == -E2BIG)
