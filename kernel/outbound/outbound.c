@@ -627,11 +627,9 @@ int outbound_json(struct outbound *o, json_t **ret) {
         json_t *row;
         json_array_foreach(live, k, row) json_array_append_new(active, grant_json(o, row)); /* oldest first */
         /* The newest revoked ones, for history. */
-        for (size_t i = 0; i < json_array_size(all); i++) {
-                json_t *row = json_array_get(all, i);
+        json_array_foreach(all, k, row)
                 if (!json_is_null(json_object_get(row, "revoked_at")) && json_array_size(revoked) < OUTBOUND_REVOKED_SHOWN)
                         json_array_append_new(revoked, grant_json(o, row));
-        }
         pthread_mutex_lock(&o->lock);
         bool pending = o->reg_pending;
         if (o->reg.n == 0 && !pending)
