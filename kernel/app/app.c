@@ -23,6 +23,7 @@
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 struct app {
@@ -465,6 +466,24 @@ static void app_stop(struct app *a) {
         free(a->doctor);
 }
 
+/* The kernel holds many descriptors at once: 256 control-plane
+ * connections, and the egress proxy's 64 tunnels and 64 waiting
+ * connections at about 6 each (two sockets, two pipes). The soft limit
+ * (often 1024) goes up to the hard one, at most APP_NOFILE; what the kernel
+ * starts gets its own limits (sandboxes set theirs). */
+#define APP_NOFILE 16384
+static void app_raise_nofile(void) {
+        struct rlimit rl;
+        if (getrlimit(RLIMIT_NOFILE, &rl) < 0)
+                return;
+        rlim_t want = rl.rlim_max < APP_NOFILE ? rl.rlim_max : APP_NOFILE;
+        if (rl.rlim_cur >= want)
+                return;
+        rl.rlim_cur = want;
+        if (setrlimit(RLIMIT_NOFILE, &rl) < 0)
+                log_warn("cannot raise the open-file limit to %llu: %m", (unsigned long long)want);
+}
+
 /* The supervisor's listening sockets (--listen-fd): each proven a listening
  * TCP socket on the one port before anything else runs, and closed on exec
  * from here on (nothing the kernel starts inherits them). */
@@ -520,6 +539,7 @@ int app_run(const struct app_options *o) {
                           "seed");
                 return APP_EXIT_USAGE;
         }
+        app_raise_nofile();
         if ((r = app_take_listeners(&a)) < 0)
                 goto fail;
         sigset_t stop;

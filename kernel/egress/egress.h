@@ -31,12 +31,19 @@
  *    EGRESS_HELLO_TIMEOUT_MS) must carry an SNI host_name equal to host:
  *    missing, different, an IP, oversized or slow → the tunnel is closed.
  *  - At most EGRESS_MAX_TUNNELS tunnels at once over all doors (the next is
- *    refused); a tunnel with no byte either way for EGRESS_IDLE_MS ends.
+ *    refused with 503); a tunnel holds its place from the moment its host
+ *    passed the policy until it ends. At most EGRESS_MAX_PENDING more
+ *    connections may still be sending their request head (the next is
+ *    answered 503 at once). A tunnel with no byte either way for
+ *    EGRESS_IDLE_MS ends.
  *  - Bytes are copied with splice(2), socket → pipe → socket.
- *  - Every refusal is answered (403/502/503/504 with a one-line reason, or a
- *    closed tunnel after the ClientHello), logged at most once a minute per
- *    door, host and reason, and kept: the newest EGRESS_REFUSALS_KEPT, with
- *    the host only when it is a well-formed name.
+ *  - Every refusal is answered (400 malformed, 405 not CONNECT, 403 by the
+ *    rules or the policy, 408 head too slow, 502 cannot resolve or connect,
+ *    503 too many, 504 connect timeout: each with a one-line reason and
+ *    "Connection: close"; or a closed tunnel after the ClientHello), logged
+ *    at most once a minute per door, host and reason, and kept: the newest
+ *    EGRESS_REFUSALS_KEPT, with the host only when it is a well-formed name.
+ *    Raw client bytes are never logged or kept.
  *
  * Thread-safe: grants, revocations and doors may change while tunnels run. */
 #pragma once
@@ -48,6 +55,7 @@ struct sockaddr_storage;
 
 #define EGRESS_PORT 3128                 /* the door inside every sandbox that may go out */
 #define EGRESS_MAX_TUNNELS 64
+#define EGRESS_MAX_PENDING 64            /* connections still sending their request head */
 #define EGRESS_IDLE_MS (5 * 60 * 1000)
 #define EGRESS_CONNECT_TIMEOUT_MS 10000
 #define EGRESS_REQUEST_MAX 8192
@@ -80,21 +88,39 @@ struct egress_config {
 
 /* Starts the proxy's thread(s). Caller frees with egress_free(). */
 int egress_new(const struct egress_config *cfg, struct egress **ret);
-/* Closes every door, ends every tunnel, joins the threads. Accepts NULL. */
+/* Closes every door still open (those egress_door pointers are invalid
+ * afterwards), ends every tunnel, joins the threads. Accepts NULL. */
 void egress_free(struct egress *e);
 
 /* The test seam: how names are resolved. fn writes at most max addresses
  * (AF_INET / AF_INET6 sockaddrs; the port is ignored) and their count, or
- * returns -errno (-ENOENT: no such name). NULL restores getaddrinfo(). Tests
- * swap it; nothing else does (no config, no environment variable). */
+ * returns -errno (-ENOENT: no such name). NULL restores getaddrinfo() (of
+ * the name made absolute, "host.", so no search domain ever applies; both
+ * families; no AI_ADDRCONFIG). Tests swap it; nothing else does (no config,
+ * no environment variable). */
 typedef int (*egress_resolve_fn)(void *userdata, const char *host, struct sockaddr_storage *ret, size_t max,
                                  size_t *ret_n);
 void egress_set_resolver(struct egress *e, egress_resolve_fn fn, void *userdata);
 
+/* Timeouts for connections accepted from now on; idle_ms also for the
+ * tunnels running, from the next time each wakes up. 0 leaves a field as it
+ * is; egress_new() starts with the EGRESS_*_MS defaults. Tests lower them;
+ * nothing else does. */
+struct egress_timeouts {
+        int idle_ms;    /* EGRESS_IDLE_MS */
+        int connect_ms; /* EGRESS_CONNECT_TIMEOUT_MS */
+        int request_ms; /* EGRESS_REQUEST_TIMEOUT_MS */
+        int hello_ms;   /* EGRESS_HELLO_TIMEOUT_MS */
+};
+/* -EINVAL (nothing changed) for a negative field. */
+int egress_set_timeouts(struct egress *e, const struct egress_timeouts *t);
+
 /* Serves listen_fd (a listening TCP socket, taken in every case) with the
  * policy p. label names the sandbox in logs and refusals ("live",
- * "evolution evo_…"; copied, at most 64 bytes). Caller closes the door with
- * egress_door_close(), which also ends the tunnels it opened. */
+ * "evolution evo_…"; copied, 1..64 bytes, no control characters). -EINVAL
+ * for anything else (or a socket not listening), -ESHUTDOWN during
+ * egress_free(). Caller closes the door with egress_door_close(), which
+ * also ends the tunnels it opened (and the connections it accepted). */
 int egress_door_open(struct egress *e, int listen_fd, enum egress_policy p, const char *label,
                      struct egress_door **ret);
 void egress_door_close(struct egress_door *d);
@@ -103,13 +129,16 @@ void egress_door_close(struct egress_door *d);
  * with *ret_error (caller frees; may be NULL) saying why (an IP literal, an
  * internal name, a single label, malformed, a bare "*"). */
 int egress_pattern_check(const char *pattern, char **ret_error);
-/* Grants / revokes one pattern for scope s (checked as above). A revocation
- * takes effect for new connections at once and ends the open tunnels to
- * hosts no remaining grant (or registry) allows. Revoking what is not
- * granted is -ENOENT. */
+/* Grants / revokes one pattern for scope s (checked as above; kept
+ * normalised: lowercase, no trailing dot). Granting what is granted is 0;
+ * -E2BIG past EGRESS_PATTERNS_MAX. A revocation takes effect for new
+ * connections at once and ends the open tunnels to hosts no remaining grant
+ * (or registry) allows. Revoking what is not granted is -ENOENT. */
 int egress_grant(struct egress *e, enum egress_scope s, const char *pattern);
 int egress_revoke(struct egress *e, enum egress_scope s, const char *pattern);
-/* Replaces the registry list (patterns as above, each checked). */
+/* Replaces the registry list (patterns as above, each checked; NULL or an
+ * empty list: none): 0, or -EINVAL / -E2BIG with the list unchanged. Like a
+ * revocation, it ends the open tunnels of BUILD doors it no longer allows. */
 int egress_set_registries(struct egress *e, char *const *patterns);
 
 /* The patterns a policy allows now (registries first for BUILD), NULL-
@@ -130,7 +159,10 @@ int egress_refusals(struct egress *e, struct egress_refusal **ret, size_t *ret_n
 
 /* Address classes (smokescreen's list and more): EGRESS_ADDR_PUBLIC or why
  * not. IPv4-mapped/-compatible, NAT64, 6to4 and Teredo addresses are judged
- * by the IPv4 address they embed, and refused when that is not public. */
+ * by the IPv4 address they embed (Teredo: its server's and its client's),
+ * and refused when that is not public; the NAT64 local-use prefix
+ * (64:ff9b:1::/48) always. IPv6 outside global unicast (2000::/3) is
+ * reserved. The table: kernel/egress/addr.c. */
 enum egress_addr_class {
         EGRESS_ADDR_PUBLIC,
         EGRESS_ADDR_UNSPECIFIED,

@@ -60,37 +60,50 @@
 
   // fetch(): Node's bundled undici keeps its dispatcher under this symbol;
   // its Agent takes a `connect` function that hands it a ready socket.
-  try {
+  // Installed at the first call, so processes that never fetch pay nothing.
+  function installDispatcher(originalFetch) {
     const key = Symbol.for('undici.globalDispatcher.1');
-    if (typeof fetch === 'function') fetch('data:,').catch(() => {}); // loads undici
+    originalFetch('data:,').catch(() => {}); // loads undici, which sets its dispatcher
     const current = globalThis[key];
     const Agent = current && current.constructor;
-    if (Agent) {
-      globalThis[key] = new Agent({
-        connect(opts, cb) {
-          const host = opts.hostname;
-          const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
-          const wrap = (err, sock) => {
-            if (err) return cb(err);
-            if (opts.protocol !== 'https:') return cb(null, sock);
-            const t = tls.connect({ socket: sock, servername: opts.servername || host,
-              ALPNProtocols: ['http/1.1'] });
-            t.once('secureConnect', () => cb(null, t));
-            t.once('error', cb);
-          };
-          if (direct(host)) {
-            const sock = opts.protocol === 'https:'
-              ? tls.connect({ host, port, servername: opts.servername || host, ALPNProtocols: ['http/1.1'] })
-              : net.connect({ host, port });
-            sock.once(opts.protocol === 'https:' ? 'secureConnect' : 'connect', () => cb(null, sock));
-            sock.once('error', cb);
-            return;
-          }
-          tunnel(host, port, wrap);
-        },
-      });
-    }
-  } catch (e) { /* fetch stays as it was */ }
+    if (!Agent) return;
+    globalThis[key] = new Agent({
+      connect(opts, cb) {
+        const host = opts.hostname;
+        const port = Number(opts.port) || (opts.protocol === 'https:' ? 443 : 80);
+        const wrap = (err, sock) => {
+          if (err) return cb(err);
+          if (opts.protocol !== 'https:') return cb(null, sock);
+          const t = tls.connect({ socket: sock, servername: opts.servername || host,
+            ALPNProtocols: ['http/1.1'] });
+          t.once('secureConnect', () => cb(null, t));
+          t.once('error', cb);
+        };
+        if (direct(host)) {
+          const sock = opts.protocol === 'https:'
+            ? tls.connect({ host, port, servername: opts.servername || host, ALPNProtocols: ['http/1.1'] })
+            : net.connect({ host, port });
+          sock.once(opts.protocol === 'https:' ? 'secureConnect' : 'connect', () => cb(null, sock));
+          sock.once('error', cb);
+          return;
+        }
+        tunnel(host, port, wrap);
+      },
+    });
+  }
+  if (typeof globalThis.fetch === 'function') {
+    const originalFetch = globalThis.fetch;
+    let installed = false;
+    const fetch = function fetch(...args) {
+      if (!installed) {
+        installed = true;
+        try { installDispatcher(originalFetch); } catch (e) { /* fetch stays as it was */ }
+      }
+      return originalFetch.apply(this, args);
+    };
+    Object.defineProperty(globalThis, 'fetch', { value: fetch, writable: true, configurable: true,
+      enumerable: true });
+  }
 
   // The https module's default agent (https.get, https.request, most clients).
   try {

@@ -1,7 +1,7 @@
 /* Unit tests for kernel/outbound's pure parts: secret names, host patterns,
  * requests (as the API and the tool read them), and its tool table. The
  * grants themselves (kernel DB, proxy, organism) are tested end to end in
- * tests/integration/test_outbound.py. */
+ * tests/integration/test_outbound_access.py. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
