@@ -298,7 +298,9 @@
     try {
       await api('POST', 'approvals/' + encodeURIComponent(a.id), { approved });
       card.classList.add('decided');
-      card.querySelector('.decision').textContent = approved ? 'Approved. The evolution goes on.' : 'Denied.';
+      card.querySelector('.decision').textContent = !approved ? 'Denied.'
+        : a.evolution_id ? 'Approved. The evolution goes on.' : 'Approved.';
+      if (a.tool === 'request_outbound_access' && state.view === 'settings') setTimeout(refreshOutbound, 600);
       setTimeout(refreshApprovals, 600);
     } catch (e) {
       showError(err, e);
@@ -324,11 +326,31 @@
     }
   }
 
+  // request_outbound_access, shown in full: exactly this is granted.
+  function outboundRequest(args) {
+    const list = (v) => (Array.isArray(v) ? v : []).map(String);
+    const hosts = list(args.hosts), secrets = list(args.secrets);
+    const forText = args.for === 'evolutions' ? 'evolution, build and test commands' : 'the live app (and previews)';
+    const dl = h('dl', { class: 'facts' });
+    facts(dl, [['hosts', h('span', { class: 'hosts', text: hosts.join('\n') })], ['for', forText],
+      ['secrets', secrets.length ? secrets.join(', ') : '(none)'],
+      ['reason', typeof args.reason === 'string' && args.reason ? args.reason : '(none given)']]);
+    return h('div', { class: 'request outbound-request' },
+      h('p', { class: 'tool-line' }, 'The Seed asks for outbound access ', h('code', { text: 'request_outbound_access' }),
+        ' · level ', h('strong', { class: 'level level-dangerous', text: 'dangerous' })),
+      dl,
+      secrets.length ? h('p', { class: 'outbound-warning', text: 'A granted secret can be sent anywhere the app may ' +
+        'reach. Approve secrets only together with the hosts they are meant for.' }) : null);
+  }
+
   function approvalCard(a) {
     const evo = evoById(a.evolution_id);
     const req = a.request;
     const body = [];
-    if (a.kind === 'tool' && req && typeof req === 'object') {
+    if (a.kind === 'tool' && req && typeof req === 'object' && req.tool === 'request_outbound_access' &&
+        req.arguments && typeof req.arguments === 'object') {
+      body.push(outboundRequest(req.arguments));
+    } else if (a.kind === 'tool' && req && typeof req === 'object') {
       body.push(h('p', { class: 'tool-line' }, 'Tool ', h('code', { text: req.tool || a.tool || '?' }),
         ' · level ', h('strong', { class: 'level level-' + (req.level || a.level), text: req.level || a.level || '?' })));
       body.push(h('div', { class: 'request' }, renderValue(req.arguments)));
@@ -341,7 +363,8 @@
       h('div', { class: 'card-head' },
         h('h2', { text: approvalTitle(a) }),
         h('span', { class: 'updated' }, time(Number(a.created_at)))),
-      a.evolution_id ? h('p', { class: 'muted' }, 'For ', h('a', { href: '#evolution/' + a.evolution_id, text: evoName(evo) })) : null,
+      a.evolution_id ? h('p', { class: 'muted' }, 'For ', h('a', { href: '#evolution/' + a.evolution_id, text: evoName(evo) }))
+        : h('p', { class: 'muted', text: 'Asked in the chat' }),
       body,
       h('p', { class: 'decision', role: 'status' }),
       h('p', { class: 'error', role: 'alert', hidden: true }));
@@ -982,6 +1005,102 @@
     }
   }
 
+  // ---- outbound access ----
+
+  function grantFor(f) {
+    return f === 'evolutions' ? 'for evolution, build and test commands' : 'for the live app';
+  }
+
+  function grantBy(by) {
+    return by === 'owner' ? 'granted by you in Settings' : 'approved request ' + by;
+  }
+
+  function grantRow(g, active) {
+    const secrets = Array.isArray(g.secrets) ? g.secrets : [];
+    const sub = [grantFor(g.for), ' · ', grantBy(String(g.by || '')), ' · ', time(Number(g.at))];
+    if (!active && g.revoked_at) sub.push(' · revoked ', time(Number(g.revoked_at)));
+    return h('li', { class: 'row', dataset: { grant: g.id } },
+      h('div', { class: 'row-main' },
+        h('span', { class: 'row-title hosts', text: (Array.isArray(g.hosts) ? g.hosts : []).join(', ') }),
+        h('span', { class: 'row-sub' }, sub),
+        secrets.length ? h('span', { class: 'row-sub' }, 'secrets: ', secrets.map((s, i) => [i ? ', ' : '',
+          s.available ? h('code', { text: s.name })
+            : h('span', { class: 'secret-missing' }, h('code', { text: s.name }), ' not available (pass it with -e ' + s.name + ' at start)')])) : null,
+        g.reason ? h('span', { class: 'row-sub', text: 'why: ' + g.reason }) : null),
+      active ? h('button', { type: 'button', class: 'danger-quiet', text: 'Revoke', on: { click: () => revokeGrant(g) } }) : null);
+  }
+
+  function refusedRow(r) {
+    const host = r.host ? r.host + (r.port && r.port !== 443 ? ':' + r.port : '') : '(no well-formed host)';
+    return h('li', { class: 'row', dataset: { refused: r.host || '' } },
+      h('div', { class: 'row-main' },
+        h('span', { class: 'row-title hosts', text: host }),
+        h('span', { class: 'row-sub' }, 'from ', h('strong', { text: r.door || '?' }), ' · ', r.reason || 'refused', ' · ', time(Number(r.at)))));
+  }
+
+  async function refreshOutbound() {
+    try {
+      const d = await api('GET', 'outbound');
+      const grants = clear($('outbound-grants')), refused = clear($('outbound-refused'));
+      const regs = clear($('outbound-registries')), revoked = clear($('outbound-revoked'));
+      for (const g of d.grants || []) grants.append(grantRow(g, true));
+      if (!grants.children.length) grants.append(h('li', { class: 'muted', text: 'Nothing is granted: the live app reaches no host.' }));
+      for (const r of d.refused || []) refused.append(refusedRow(r));
+      if (!refused.children.length) refused.append(h('li', { class: 'muted', text: 'No connection was refused.' }));
+      for (const r of d.registries || []) {
+        regs.append(h('li', { class: 'row' }, h('div', { class: 'row-main' },
+          h('span', { class: 'row-title hosts', text: r.host }), h('span', { class: 'row-sub', text: r.from }))));
+      }
+      if (!regs.children.length) {
+        regs.append(h('li', { class: 'muted', text: d.registries_pending ? 'Asking the package clients…' : 'None.' }));
+      }
+      for (const n of d.registry_notes || []) regs.append(h('li', { class: 'row-sub', text: n }));
+      for (const g of d.revoked || []) revoked.append(grantRow(g, false));
+      $('outbound-revoked-box').hidden = !revoked.children.length;
+      showError($('outbound-error'), null);
+    } catch (e) {
+      showError($('outbound-error'), e);
+    }
+  }
+
+  async function revokeGrant(g) {
+    const hosts = (Array.isArray(g.hosts) ? g.hosts : []).join(', ');
+    const secrets = (Array.isArray(g.secrets) ? g.secrets : []).length;
+    const ok = await confirmDialog('Revoke this grant?', 'New connections to ' + hosts + ' are refused at once and open ones end.' +
+      (secrets ? ' The live app restarts without its secrets.' : ''), 'Revoke');
+    if (!ok) return;
+    try {
+      await api('POST', 'outbound/revoke', { id: g.id });
+      refreshOutbound();
+    } catch (e) {
+      showError($('outbound-error'), e);
+    }
+  }
+
+  function splitList(s) {
+    return String(s || '').split(/[\s,]+/).map((x) => x.trim()).filter(Boolean);
+  }
+
+  async function grantFromForm(ev) {
+    ev.preventDefault();
+    const body = { hosts: splitList($('grant-hosts').value), for: $('grant-for').value };
+    const secrets = splitList($('grant-secrets').value);
+    if (secrets.length) body.secrets = secrets;
+    if ($('grant-reason').value.trim()) body.reason = $('grant-reason').value.trim();
+    const button = $('grant-submit');
+    button.disabled = true;
+    try {
+      await api('POST', 'outbound/grant', body);
+      $('outbound-form').reset();
+      showError($('outbound-error'), null);
+      refreshOutbound();
+    } catch (e) {
+      showError($('outbound-error'), e);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
   async function signOut() {
     try {
       await api('POST', 'owner/logout', {});
@@ -1002,7 +1121,7 @@
     knowledge: { show: (arg) => showKnowledge(arg) },
     skills: { show: (arg) => showSkills(arg) },
     logs: { show: () => refreshLogs() },
-    settings: { show: () => { renderIdentityFacts(); renderStatus(); refreshSessions(); refreshUsage(); refreshConfig(); } },
+    settings: { show: () => { renderIdentityFacts(); renderStatus(); refreshSessions(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
   };
 
   // The path an #ask= fragment names, or null: "/" then URL path
@@ -1090,7 +1209,10 @@
       return;
     }
     const id = typeof data.evolution === 'string' ? data.evolution : null;
-    if (!id) return;
+    if (!id) {
+      if (kind === 'approval' || kind === 'question') refreshApprovalsSoon(); // the chat's
+      return;
+    }
     state.seenActive.add(id);
     if (kind === 'note' && typeof data.generation === 'number') state.gens.set(id, data.generation);
     if (kind !== 'tool_result' || data.is_error) state.last.set(id, { kind, text: eventText(kind, data), at: Date.now() });
@@ -1142,6 +1264,7 @@
       sendMessage();
     });
     $('evolve-button').addEventListener('click', startEvolution);
+    $('outbound-form').addEventListener('submit', grantFromForm);
     $('composer-text').addEventListener('keydown', (ev) => {
       if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) {
         ev.preventDefault();

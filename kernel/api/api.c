@@ -2,6 +2,7 @@
  * the chat, and self.c's) and the event hub behind GET /_seed/api/events.
  * See api.h. */
 #include "api/api.h"
+#include "api/outbound.h"
 #include "api/self.h"
 #include "base/buf.h"
 #include "base/json.h"
@@ -33,6 +34,7 @@ struct api {
         struct db *kdb;
         struct orchestrator *orch; /* atomic */
         struct chat *chat;
+        struct outbound *outbound;
         pthread_mutex_t lock;
         pthread_cond_t cond;       /* CLOCK_MONOTONIC; broadcast on publish and shutdown */
         struct sse_sub *subs[API_SSE_SUBSCRIBERS];
@@ -464,8 +466,10 @@ static int h_decide(void *ud, const struct ctl_api_call *call, int *ret_status, 
         bool approved = json_is_true(v);
         if (!ok)
                 return reply_error(400, "\"approved\" must be true or false", ret_status, ret_json);
-        return decided(orch_decide(o, call->param, approved, NULL), call->param, approved ? "approved" : "denied",
-                       ret_status, ret_json);
+        /* An evolution's approval wakes the orchestrator, a chat call's the chat. */
+        r = orch_decide(o, call->param, approved, NULL);
+        chat_approval_decided(api->chat);
+        return decided(r, call->param, approved ? "approved" : "denied", ret_status, ret_json);
 }
 
 /* ---- generations ---- */
@@ -761,6 +765,20 @@ static int h_usage(void *ud, const struct ctl_api_call *call, int *ret_status, c
         return api_self_h_usage(((struct api *)ud)->kdb, call, ret_status, ret_json);
 }
 
+/* ---- outbound access (api/outbound.c) ---- */
+
+static int h_outbound(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_outbound_h_get(((struct api *)ud)->outbound, call, ret_status, ret_json);
+}
+
+static int h_outbound_grant(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_outbound_h_grant(((struct api *)ud)->outbound, call, ret_status, ret_json);
+}
+
+static int h_outbound_revoke(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_outbound_h_revoke(((struct api *)ud)->outbound, call, ret_status, ret_json);
+}
+
 const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/evolutions", h_list, NULL},
         {"POST", "/_seed/api/evolutions", h_submit, NULL},
@@ -782,6 +800,9 @@ const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/skills/*", h_skill, NULL},
         {"GET", "/_seed/api/settings", h_settings, NULL},
         {"GET", "/_seed/api/usage", h_usage, NULL},
+        {"GET", "/_seed/api/outbound", h_outbound, NULL},
+        {"POST", "/_seed/api/outbound/grant", h_outbound_grant, NULL},
+        {"POST", "/_seed/api/outbound/revoke", h_outbound_revoke, NULL},
         {0},
 };
 
@@ -801,13 +822,15 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         }
         api->kdb = cfg->kdb;
         api->orch = cfg->orch;
+        api->outbound = cfg->outbound;
         if (cfg->refused && xasprintf(&api->refused, "evolutions are refused on this host: %s", cfg->refused) < 0) {
                 free(api->seed_dir);
                 free(api);
                 return -ENOMEM;
         }
         int r = chat_new(&(struct chat_config){.seed_dir = cfg->seed_dir, .cfg = cfg->cfg, .kdb = cfg->kdb,
-                                               .model = cfg->model, .publish = chat_publish, .userdata = api},
+                                               .model = cfg->model, .outbound = cfg->outbound,
+                                               .publish = chat_publish, .userdata = api},
                          &api->chat);
         if (r < 0) {
                 free(api->refused);

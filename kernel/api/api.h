@@ -17,6 +17,7 @@
  *   GET  messages[?limit=N]          the chat, oldest first (chat/chat.h)
  *   POST messages                    {"text"} → the Seed's reply (chat/chat.h)
  *   GET  identity, knowledge, skills, settings, usage   the Seed itself (self.h)
+ *   GET  outbound, POST outbound/grant, outbound/revoke  outbound access (api/outbound.h)
  *
  * ctl does the auth, same-origin, JSON and size rules; handlers validate
  * every id and body themselves. */
@@ -29,6 +30,7 @@ struct cfg;
 struct db;
 struct model;
 struct orchestrator;
+struct outbound;
 
 #define API_INTENT_MAX (16 * 1024)
 #define API_DIFF_MAX (1024 * 1024)
@@ -42,6 +44,8 @@ struct api_config {
         struct orchestrator *orch;      /* borrowed; NULL until api_set_orchestrator() */
         struct model *model;            /* the chat's (borrowed); NULL: POST messages answers 503 */
         const struct cfg *cfg;          /* seed.yaml (borrowed); NULL: POST messages answers 503 */
+        struct outbound *outbound;      /* outbound access, for its routes and the chat's tools
+                                         * (borrowed); NULL: they answer 503 */
         const char *refused;            /* the start-up doctor's message when sandboxes cannot
                                          * run here: evolutions are refused with it (copied) */
 };

@@ -16,6 +16,7 @@
 #include "pg/pg.h"
 #include "repo/repo.h"
 #include "egress/egress.h"
+#include "outbound/outbound.h"
 #include "sandbox/sandbox.h"
 #include "secrets/secrets.h"
 
@@ -33,6 +34,7 @@ struct app {
         struct pg *pg;
         struct db *kdb;
         struct egress *egress;   /* every sandbox's way out */
+        struct outbound *outbound; /* the owner's grants, the organism's secrets, the registries */
         struct organism *organism;
         struct model *model;
         struct orchestrator *orch;
@@ -232,6 +234,41 @@ static int app_start_egress(struct app *a) {
         return 0;
 }
 
+/* A grant or revocation changed the live organism's secrets: it restarts
+ * with them (the API's, the chat's or the orchestrator's thread). */
+static void app_outbound_env(void *userdata) {
+        struct app *a = userdata;
+        char **env = NULL;
+        if (!a->organism)
+                return;
+        int r = outbound_organism_env(a->outbound, &env);
+        if (r >= 0)
+                r = organism_set_env(a->organism, env);
+        outbound_env_free(env);
+        if (r < 0)
+                log_error_errno(r, "the live organism did not get its new secrets: %m");
+        else
+                log_info("the live organism restarts with the secrets granted to it");
+}
+
+/* The owner's grants into the proxy, and the registries evolutions may
+ * reach, asked of the package clients without delaying the start. */
+static int app_start_outbound(struct app *a) {
+        struct outbound_config oc = {
+                .kdb = a->kdb,
+                .egress = a->egress,
+                .secrets = a->secrets,
+                .cfg = a->cfg,
+                .on_env = app_outbound_env,
+                .userdata = a,
+        };
+        int r = outbound_new(&oc, &a->outbound);
+        if (r < 0)
+                return log_error_errno(r, "the outbound grants cannot be loaded: %m");
+        (void)outbound_discover_registries(a->outbound); /* logged there */
+        return 0;
+}
+
 static int app_start_organism(struct app *a) {
         /* The start-up doctor: without working sandboxes nothing of the
          * model's runs, so say why once, clearly, and keep the control plane up. */
@@ -248,6 +285,11 @@ static int app_start_organism(struct app *a) {
         _cleanup_free_ char *workspace = NULL;
         if (!run_dir || !log_path || evo_owner_live_workspace(a->opts->seed_dir, &workspace) < 0)
                 return -ENOMEM;
+        /* The secrets granted to it (only the live organism gets any). */
+        _cleanup_(outbound_env_freep) char **env = NULL;
+        int r = outbound_organism_env(a->outbound, &env);
+        if (r < 0)
+                return r;
         struct organism_config oc = {
                 .seed_dir = a->opts->seed_dir,
                 .workspace = workspace, /* the live generation, even with the owner's commits on main */
@@ -263,8 +305,9 @@ static int app_start_organism(struct app *a) {
                 .evolvable = NULL, /* the live build writes only organism/ */
                 .egress = a->egress,
                 .label = "live",
+                .extra_env = env,
         };
-        int r = organism_new(&oc, &a->organism);
+        r = organism_new(&oc, &a->organism);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the organism: %m");
         return organism_start(a->organism);
@@ -343,6 +386,7 @@ static int app_start_orchestrator(struct app *a) {
                 .organism = a->organism,
                 .bridge_path = a->opts->bridge_path,
                 .egress = a->egress,
+                .outbound = a->outbound,
                 .request_restart = app_request_restart,
                 .on_event = app_on_event,
                 .userdata = a,
@@ -356,7 +400,7 @@ static int app_start_orchestrator(struct app *a) {
 static int app_start_ctl(struct app *a) {
         struct api *api = NULL;
         int r = api_new(&(struct api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
-                                             .refused = a->doctor,
+                                             .refused = a->doctor, .outbound = a->outbound,
                                              .model = a->model, .cfg = a->cfg},
                         &api);
         if (r < 0)
@@ -405,6 +449,7 @@ static void app_stop(struct app *a) {
                 organism_stop(a->organism);
                 organism_free(a->organism);
         }
+        outbound_free(a->outbound);
         egress_free(a->egress); /* after every sandbox that had a door */
         model_free(a->model);
         db_close(a->kdb);
@@ -536,7 +581,8 @@ int app_run(const struct app_options *o) {
                 goto fail;
         if ((r = app_create_model(&a)) < 0)
                 goto fail;
-        if ((r = app_start_database(&a)) < 0 || (r = app_start_egress(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
+        if ((r = app_start_database(&a)) < 0 || (r = app_start_egress(&a)) < 0 ||
+            (r = app_start_outbound(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
             (r = app_start_orchestrator(&a)) < 0 || (r = app_start_ctl(&a)) < 0 || (r = app_write_state(&a)) < 0)
                 goto fail;
         log_info("generation %d is live", a.generation);

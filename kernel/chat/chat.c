@@ -10,6 +10,7 @@
 #include "evolution/store.h"
 #include "fsx/fsx.h"
 #include "model/model.h"
+#include "outbound/outbound.h"
 #include "repo/repo.h"
 #include "tools/tools.h"
 
@@ -20,16 +21,20 @@
 #define PROMPT_MAX (128 * 1024)
 #define EVOLUTIONS_SHOWN 10
 #define EVOLUTIONS_LISTED 20
+#define APPROVAL_POLL_MS 500
 
 struct chat {
         char *seed_dir;
         const struct cfg *cfg;
         struct db *kdb;
         struct model *model;
+        struct outbound *outbound;
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;
         pthread_mutex_t busy;
         atomic_bool cancel;
+        pthread_mutex_t wait_lock;  /* with decided: a call waiting for the owner */
+        pthread_cond_t decided;     /* CLOCK_MONOTONIC */
 };
 
 /* One owner message being answered. */
@@ -51,23 +56,42 @@ int chat_new(const struct chat_config *cfg, struct chat **ret) {
         c->cfg = cfg->cfg;
         c->kdb = cfg->kdb;
         c->model = cfg->model;
+        c->outbound = cfg->outbound;
         c->publish = cfg->publish;
         c->userdata = cfg->userdata;
         pthread_mutex_init(&c->busy, NULL);
         atomic_init(&c->cancel, false);
+        pthread_mutex_init(&c->wait_lock, NULL);
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&c->decided, &ca);
+        pthread_condattr_destroy(&ca);
         *ret = c;
         return 0;
 }
 
+void chat_approval_decided(struct chat *c) {
+        if (!c)
+                return;
+        pthread_mutex_lock(&c->wait_lock);
+        pthread_cond_broadcast(&c->decided);
+        pthread_mutex_unlock(&c->wait_lock);
+}
+
 void chat_cancel(struct chat *c) {
-        if (c)
-                atomic_store(&c->cancel, true);
+        if (!c)
+                return;
+        atomic_store(&c->cancel, true);
+        chat_approval_decided(c); /* a call waiting for the owner stops waiting */
 }
 
 void chat_free(struct chat *c) {
         if (!c)
                 return;
         pthread_mutex_destroy(&c->busy);
+        pthread_mutex_destroy(&c->wait_lock);
+        pthread_cond_destroy(&c->decided);
         free(c->seed_dir);
         free(c);
 }
@@ -199,7 +223,91 @@ static const struct tool chat_tools[] = {
         TOOL_TABLE_END,
 };
 
-const struct tool *const chat_tool_set[] = {tools_table, chat_tools, NULL};
+const struct tool *const chat_tool_set[] = {tools_table, outbound_tools, chat_tools, NULL};
+
+/* ---- the owner's approval of a chat call ---- */
+
+/* Sleeps until the next poll (at most until_ms), a decision or a cancel. */
+static void wait_a_little(struct chat *c, int64_t until_ms) {
+        int64_t wait = until_ms - now_ms();
+        if (wait > APPROVAL_POLL_MS)
+                wait = APPROVAL_POLL_MS;
+        if (wait <= 0)
+                return;
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        ts.tv_sec += wait / 1000;
+        ts.tv_nsec += (wait % 1000) * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+                ts.tv_sec++;
+                ts.tv_nsec -= 1000000000L;
+        }
+        pthread_mutex_lock(&c->wait_lock);
+        if (!atomic_load(&c->cancel))
+                pthread_cond_timedwait(&c->decided, &c->wait_lock, &ts);
+        pthread_mutex_unlock(&c->wait_lock);
+}
+
+/* Waits for the owner's decision on approval id: 1 approved, 0 denied or
+ * not decided in time (it then expires), -ECANCELED stopping. */
+static int wait_decision(struct chat *c, const char *id) {
+        int64_t until = now_ms() + CHAT_APPROVAL_WAIT_MS;
+        for (;;) {
+                _cleanup_free_ char *state = NULL;
+                int r = evo_approval_state(c->kdb, id, &state, NULL);
+                if (r < 0)
+                        return r;
+                if (streq(state, "approved"))
+                        return 1;
+                if (!streq(state, "pending"))
+                        return 0;
+                if (atomic_load(&c->cancel)) {
+                        (void)evo_approval_expire(c->kdb, id);
+                        return -ECANCELED;
+                }
+                if (now_ms() >= until) {
+                        if (evo_approval_expire(c->kdb, id) == -EALREADY)
+                                continue; /* decided just now: read it */
+                        log_info("approval %s expired: the owner did not decide within %d minutes", id,
+                                 CHAT_APPROVAL_WAIT_MS / 60000);
+                        return 0;
+                }
+                wait_a_little(c, until);
+        }
+}
+
+/* tools: the "ask" decision of a chat call: a new approval of exactly this
+ * call, shown to the owner in full, waited for. */
+static int chat_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level,
+                    char **ret_approval_id) {
+        struct chat_run *run = ctx->userdata;
+        if (!run)
+                return 0;
+        struct chat *c = run->c;
+        json_t *args = json_loads(args_json ? args_json : "{}", 0, NULL);
+        _cleanup_json_ json_t *req = json_pack("{s:s, s:s, s:o}", "tool", t->name, "level", tools_level_name(level),
+                                               "arguments", args ? args : json_string(args_json ? args_json : ""));
+        _cleanup_free_ char *text = req ? json_dumps(req, JSON_COMPACT) : NULL, *id = NULL;
+        if (!text)
+                return -ENOMEM;
+        int r = evo_approval_create(c->kdb, NULL, "tool", t->name, tools_level_name(level), text, &id);
+        if (r < 0)
+                return log_error_errno(r, "the chat cannot create an approval: %m");
+        if (c->publish) {
+                _cleanup_json_ json_t *ev = json_pack("{s:s, s:s, s:s, s:O}", "id", id, "kind", "tool", "tool", t->name,
+                                                      "request", req);
+                _cleanup_free_ char *s = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
+                if (s)
+                        c->publish(c->userdata, "approval", s);
+        }
+        log_info("the chat asks the owner to approve %s (%s)", t->name, id);
+        r = wait_decision(c, id);
+        if (r == 1)
+                *ret_approval_id = TAKE_PTR(id);
+        return r;
+}
+
+static const struct tool_hooks chat_hooks = {.ask = chat_ask};
 
 /* ---- the prompt and the conversation ---- */
 
@@ -232,7 +340,12 @@ static char *system_prompt(struct chat *c, int root) {
                          "You can start evolutions with start_evolution when the owner asks for a change: give it the "
                          "owner's intent, complete and self-contained. It only queues the change; tell the owner its "
                          "id and that it runs in the background. Never claim a change is made before its evolution "
-                         "completes. list_evolutions shows how they are going.\n\n"
+                         "completes. list_evolutions shows how they are going.\n"
+                         "The app and evolutions reach the internet only through the kernel's egress proxy, and only "
+                         "the hosts the owner granted (evolutions also reach the package registries). "
+                         "outbound_status shows what is granted and what the proxy refused; when something needs "
+                         "another host (or a secret such as an API key for the app), ask with "
+                         "request_outbound_access for exactly that, and why: the owner approves or denies it.\n\n"
                          "## Who you are (knowledge/self.yaml)\n",
                          c->cfg->name ? c->cfg->name : "seed");
         if (fsx_read(root, "knowledge/self.yaml", SELF_MAX, &self, NULL, &err) < 0)
@@ -344,7 +457,9 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **r
                 .root_path = c->seed_dir,
                 .tracked = tracked,
                 .evolvable = c->cfg->kernel.evolvable,
-                .userdata = &run, /* no hooks: an "ask" call is denied */
+                .outbound = c->outbound,
+                .hooks = &chat_hooks,
+                .userdata = &run,
         };
         tools_ctx_set_permissions(&tc, c->cfg);
         struct agent_config ac = {

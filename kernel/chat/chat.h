@@ -1,6 +1,13 @@
 /* chat.h — the owner's chat with the Seed (SPEC "Chat and API"): one
  * conversation, kept in the kernel DB's messages table, answered by the chat
- * agent (phase chat: read-only tools, start_evolution, list_evolutions).
+ * agent (phase chat: read-only tools, start_evolution, list_evolutions,
+ * outbound_status and request_outbound_access).
+ *
+ * A chat call that needs the owner's approval (request_outbound_access, asked
+ * every time) creates an approval of no evolution (evolution/store.h),
+ * published as an "approval" event, and the owner's message waits for the
+ * decision (POST /_seed/api/approvals/{id}) for at most
+ * CHAT_APPROVAL_WAIT_MS; then the approval expires and the call is denied.
  *
  * kernel/api (api.c) serves it as
  *   GET  /_seed/api/messages[?limit=N]  the last N (1..200, default 50), oldest first
@@ -15,6 +22,7 @@ struct cfg;
 struct db;
 struct model;
 struct orchestrator;
+struct outbound;
 struct tool;
 
 #define CHAT_TEXT_MAX (16 * 1024)
@@ -22,21 +30,23 @@ struct tool;
 #define CHAT_LIST_MAX 200
 #define CHAT_LIST_DEFAULT 50
 #define CHAT_MAX_TURNS 20        /* model calls per owner message */
+#define CHAT_APPROVAL_WAIT_MS (10 * 60 * 1000) /* how long a call waits for the owner */
 
 struct chat_config {
         const char *seed_dir;        /* the live Seed's folder (copied) */
         const struct cfg *cfg;       /* seed.yaml (borrowed); NULL: the chat is unavailable */
         struct db *kdb;              /* borrowed */
         struct model *model;         /* borrowed; NULL: the chat is unavailable (no key) */
+        struct outbound *outbound;   /* borrowed; NULL: the outbound tools answer "not available" */
         /* Every stored message: kind "message", {"id","role","text","evolution_id","at"}. */
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;
 };
 
 /* The chat agent's tool set (NULL-terminated tables, see tools/tools.h):
- * kernel/tools' table and the chat's own (start_evolution, list_evolutions,
- * whose handlers take the owner message's run from tool_ctx.userdata).
- * Static data. */
+ * kernel/tools' table, kernel/outbound's and the chat's own
+ * (start_evolution, list_evolutions, whose handlers take the owner message's
+ * run from tool_ctx.userdata). Static data. */
 extern const struct tool *const chat_tool_set[];
 
 struct chat;
@@ -44,6 +54,8 @@ struct chat;
 int chat_new(const struct chat_config *cfg, struct chat **ret);
 /* Stops a running chat at its next model or tool call (kernel stopping). */
 void chat_cancel(struct chat *c);
+/* An approval was decided: a call waiting for one looks at once. */
+void chat_approval_decided(struct chat *c);
 /* Accepts NULL; no chat may be running. */
 void chat_free(struct chat *c);
 /* Whether a model is there to answer. */

@@ -15,6 +15,7 @@
 
 #include "base/fileio.h"
 #include "base/text.h"
+#include "egress/egress.h"
 #include "model/providers.h"
 
 #include <arpa/inet.h>
@@ -478,6 +479,28 @@ static int check_relpath(struct ctx *x, const char *path, yaml_node_t *n, char *
         return fail(x, n, "%s: '%s' %s", path, esc(e, v, strlen(v)), why);
 }
 
+/* egress.registries: a host pattern the egress proxy may allow (no scheme,
+ * port, path, IP literal or internal name), kept lowercased without a
+ * trailing dot. */
+static int check_registry(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
+        _cleanup_free_ char *why = NULL;
+        size_t len = strlen(v);
+        if (len > 0 && v[len - 1] == '.')
+                v[--len] = 0;
+        for (char *p = v; *p; p++)
+                *p = (char)tolower((unsigned char)*p);
+        int r = egress_pattern_check(v, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                char e[ESC_MAX];
+                return fail(x, n, "%s: '%s' is not a host pattern the proxy can allow (%s); write a host name "
+                                  "(registry.example.com) or *.example.com for its subdomains",
+                            path, esc(e, v, len), why ? why : "malformed");
+        }
+        return 0;
+}
+
 static int check_evolvable(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
         int r = check_relpath(x, path, n, v);
         if (r < 0)
@@ -568,6 +591,11 @@ static const struct field kernel_fields[] = {
         {0},
 };
 
+static const struct field egress_fields[] = {
+        LIST("registries", egress.registries, no_hosts, check_registry),
+        {0},
+};
+
 static const struct field root_fields[] = {
         STR("name", name, "seed", check_name),
         SECTION("server", server_fields, finish_server),
@@ -578,6 +606,7 @@ static const struct field root_fields[] = {
         SECTION("evolution", evolution_fields, NULL),
         SECTION("permissions", permissions_fields, NULL),
         SECTION("kernel", kernel_fields, NULL),
+        SECTION("egress", egress_fields, NULL),
         {0},
 };
 

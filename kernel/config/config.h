@@ -49,6 +49,15 @@ struct cfg {
         struct {
                 char **evolvable;        /* relative dirs ending in '/', default organism/ knowledge/ skills/ */
         } kernel;
+        struct {
+                /* Host patterns ("registry.example.com", "*.example.com")
+                 * that evolution, build, test and install commands may reach
+                 * besides the registries the machine's package clients are
+                 * configured to use (kernel/registries); each one a pattern
+                 * egress_pattern_check() accepts, lowercased, without a
+                 * trailing dot. Default: none. */
+                char **registries;
+        } egress;
 };
 
 /* A config holding every default. Caller frees with cfg_free(). */

@@ -2,11 +2,13 @@
  * what it checks, and words its result. */
 #include "doctor/doctor.h"
 
+#include "base/buf.h"
 #include "base/fileio.h"
 #include "base/priv.h"
 #include "base/proc.h"
 #include "config/config.h"
 #include "pg/pg.h"
+#include "registries/registries.h"
 #include "sandbox/sandbox.h"
 
 #include <pwd.h>
@@ -70,10 +72,34 @@ static int run_postgres(const struct doctor_context *x, char **ret_detail, char 
 }
 
 /* Sandboxes have no network interface to the outside: their only way out
- * is the kernel's egress proxy, which needs nothing of the host. */
+ * is the kernel's egress proxy. What evolution, build and test commands may
+ * reach there: the registries the machine's package clients use, plus
+ * seed.yaml's egress.registries (kernel/registries, as the kernel asks at
+ * start), and the hosts the owner grants. None: they install nothing. */
 static int run_network(const struct doctor_context *x, char **ret_detail, char **ret_fix) {
-        return detail(ret_detail, "no sandbox has a network interface to the outside; the kernel's egress "
-                                  "proxy is the only way out");
+        struct registries r = {0};
+        int k = registries_discover(x->cfg ? x->cfg->egress.registries : NULL, &r);
+        if (k < 0)
+                return k;
+        struct buf b = BUF_INIT(16 * 1024);
+        (void)buf_puts(&b, "no sandbox has a network interface; through the kernel's egress proxy, evolutions, "
+                           "builds and tests reach ");
+        for (size_t i = 0; i < r.n; i++)
+                (void)buf_printf(&b, "%s%s (%s)", i ? ", " : "", r.v[i].host, r.v[i].from);
+        if (r.n == 0)
+                (void)buf_puts(&b, "no package registry");
+        for (char **n = r.notes; n && *n; n++)
+                (void)buf_printf(&b, "; %s", *n);
+        (void)buf_puts(&b, "; the live organism, only the hosts you grant");
+        bool none = r.n == 0;
+        registries_done(&r);
+        *ret_detail = buf_steal(&b);
+        if (!*ret_detail)
+                return -ENOMEM;
+        if (none && !(*ret_fix = strdup("install the package clients the organism uses (npm, pip, go) or list "
+                                         "hosts under egress.registries in seed.yaml")))
+                return -ENOMEM;
+        return none ? -ENOENT : 0;
 }
 
 /* The first container engine installed, or NULL. */
@@ -175,7 +201,8 @@ const struct doctor_check doctor_checks[] = {
          "user.max_user_namespaces > 0)"},
         {"seccomp", true, false, run_seccomp, "a kernel with seccomp filters, and a current libseccomp"},
         {"PostgreSQL", true, false, run_postgres, "'sudo apt-get install postgresql-15' (scripts/bootstrap does)"},
-        {"sandbox network", false, false, run_network, "nothing to install: the kernel is the way out"},
+        {"sandbox network", false, false, run_network,
+         "list the hosts evolutions need under egress.registries in seed.yaml"},
         {"container engine", false, false, run_engine, "none needed: Seed runs natively"},
         {"Seed folder", true, true, run_folder, "put the Seed under /srv/seeds (as root) or in your home"},
         {"seed.yaml", true, true, run_config, "fix what the line and column above name"},

@@ -28,6 +28,7 @@
 #include "model/model.h"
 #include "organism/migrations.h"
 #include "organism/organism.h"
+#include "outbound/outbound.h"
 #include "pg/pg.h"
 #include "preview/preview.h"
 #include "repo/repo.h"
@@ -214,9 +215,10 @@ static int wait_decision(struct run *r, const char *approval_id, char **ret_answ
 }
 
 /* Creates an approval, moves to needs_input, waits, returns to the state it
- * interrupted. event_kind: "approval" or "question". */
+ * interrupted. event_kind: "approval" or "question". *ret_approval_id (may
+ * be NULL): the approval's id when it was approved or answered. */
 static int ask_owner_decision(struct run *r, const char *kind, const char *tool, const char *level,
-                              json_t *request, const char *event_kind, char **ret_answer) {
+                              json_t *request, const char *event_kind, char **ret_answer, char **ret_approval_id) {
         _cleanup_free_ char *req = json_dumps(request, JSON_COMPACT), *aid = NULL;
         if (!req)
                 return -ENOMEM;
@@ -235,19 +237,21 @@ static int ask_owner_decision(struct run *r, const char *kind, const char *tool,
                 return decision;
         if ((k = set_state(r, resume, NULL)) < 0)
                 return k;
+        if (decision == 1 && ret_approval_id)
+                *ret_approval_id = TAKE_PTR(aid);
         return decision;
 }
 
 /* tools: the "ask" decision of a call. */
-static int cb_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level) {
+static int cb_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level,
+                  char **ret_approval_id) {
         struct run *r = ctx->userdata;
         json_t *args = json_loads(args_json ? args_json : "{}", 0, NULL);
         _cleanup_json_ json_t *req = json_pack("{s:s, s:s, s:o}", "tool", t->name, "level", tools_level_name(level), "arguments",
                                 args ? args : json_string(args_json ? args_json : ""));
         if (!req)
                 return -ENOMEM;
-        int k = ask_owner_decision(r, "tool", t->name, tools_level_name(level), req, "approval", NULL);
-        return k;
+        return ask_owner_decision(r, "tool", t->name, tools_level_name(level), req, "approval", NULL, ret_approval_id);
 }
 
 /* tools: an approved call ran. Only an approved dangerous call (a write
@@ -291,7 +295,7 @@ static int tool_ask_owner(struct tool_ctx *ctx, const struct tool *t, json_t *ar
         if (!req)
                 return -ENOMEM;
         _cleanup_free_ char *answer = NULL;
-        int k = ask_owner_decision(r, "question", NULL, NULL, req, "question", &answer);
+        int k = ask_owner_decision(r, "question", NULL, NULL, req, "question", &answer, NULL);
         if (k < 0)
                 return k;
         return tool_result_printf(ret, false, "The owner answered: %s",
@@ -315,7 +319,7 @@ static const struct tool orch_tools[] = {
 
 /* Every phase of an evolution is offered this set; each entry's phases say
  * where it is offered. */
-const struct tool *const orch_tool_set[] = {tools_table, preview_tools, orch_tools, NULL};
+const struct tool *const orch_tool_set[] = {tools_table, preview_tools, outbound_tools, orch_tools, NULL};
 
 static const struct tool_hooks orch_hooks = {.ask = cb_ask, .approved_done = cb_approved_done};
 
@@ -521,6 +525,7 @@ static int prepare(struct run *r) {
                 .sandbox = &r->sandbox,
                 .command_timeout_ms = cfg->evolution.command_timeout_seconds * 1000,
                 .preview = r->preview,
+                .outbound = o->c.outbound,
                 .hooks = &orch_hooks,
                 .userdata = r,
         };
@@ -596,7 +601,7 @@ static int plan(struct run *r, const char *intent) {
         emitj(r, "plan", TAKE_PTR(p)); /* takes p */
         if (r->o->c.cfg->permissions.require_plan_approval) {
                 _cleanup_json_ json_t *req = json_loads(plan_json, 0, NULL);
-                k = ask_owner_decision(r, "plan", NULL, NULL, req, "approval", NULL);
+                k = ask_owner_decision(r, "plan", NULL, NULL, req, "approval", NULL, NULL);
                 if (k < 0)
                         return k;
                 if (k == 0)
@@ -909,7 +914,7 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
         if (!r->owner_job && o->c.cfg->permissions.require_apply_approval) {
                 _cleanup_json_ json_t *req = json_pack("{s:s, s:i, s:i}", "commit", oid, "from_generation", r->base_gen,
                                         "generation", new_gen);
-                k = ask_owner_decision(r, "apply", NULL, NULL, req, "approval", NULL);
+                k = ask_owner_decision(r, "apply", NULL, NULL, req, "approval", NULL, NULL);
                 if (k < 0)
                         return k;
                 if (k == 0)

@@ -16,6 +16,7 @@ struct db;
 struct pg;
 struct model;
 struct organism;
+struct outbound;
 
 struct orch_config {
         const char *seed_dir;          /* the live Seed's folder */
@@ -26,6 +27,8 @@ struct orch_config {
         struct organism *organism;     /* the live organism (restarted on apply); may be NULL */
         const char *bridge_path;       /* seed-bridge, for previews */
         struct egress *egress;         /* every sandbox's way out (borrowed); NULL: none */
+        struct outbound *outbound;     /* the owner's outbound access, for request_outbound_access
+                                        * and outbound_status (borrowed); NULL: not available */
         /* Every event, after it is stored: (evolution id, kind, compact JSON
          * object). Called from the worker thread. */
         void (*on_event)(void *userdata, const char *evo_id, const char *kind, const char *json);
@@ -39,8 +42,8 @@ struct orchestrator;
 struct tool;
 
 /* The tool set of every evolution phase (NULL-terminated tables, see
- * tools/tools.h): kernel/tools' table, kernel/preview's and the
- * orchestrator's own (ask_owner, whose handler takes the evolution's run from
+ * tools/tools.h): kernel/tools' table, kernel/preview's, kernel/outbound's
+ * (request_outbound_access, outbound_status) and the orchestrator's own (ask_owner, whose handler takes the evolution's run from
  * tool_ctx.userdata). Static data. */
 extern const struct tool *const orch_tool_set[];
 

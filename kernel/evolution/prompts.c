@@ -116,7 +116,13 @@ char *orch_system_prompt(const char *seed_dir, int seed_root, char *const *evolv
                 (void)buf_printf(&b, " %s", evolvable[i]);
         (void)buf_puts(&b, ". Everything else is the kernel: changing it needs the owner's approval, and an "
                            "unapproved change fails the evolution at commit.\n"
-                           "- Make small, complete changes; keep the app's tests passing.\n\n"
+                           "- Make small, complete changes; keep the app's tests passing.\n"
+                           "- Network: sandboxes reach the internet only through the kernel's egress proxy "
+                           "(HTTPS_PROXY, HTTPS only). Your commands reach the package registries and hosts "
+                           "granted for evolutions; the live app only hosts granted for it. outbound_status shows "
+                           "what is granted and what was refused; if the change needs another host (or a secret "
+                           "for the app, e.g. an API key), ask with request_outbound_access for exactly that, and "
+                           "why. Never hard-code a secret: the app reads it from its environment.\n\n"
                            "## Who this Seed is (knowledge/self.yaml)\n");
         add_self(&b, seed_root);
         (void)buf_puts(&b, "\n## Skills\n");

@@ -277,6 +277,15 @@ int evo_approval_create(struct db *db, const char *evo_id, const char *kind, con
         return 0;
 }
 
+int evo_approval_expire(struct db *db, const char *id) {
+        char now[32];
+        now_str(now);
+        const char *p[] = {id, now};
+        int r = db_execp(db, "UPDATE approvals SET state = 'expired', decided_at = $2 WHERE id = $1 AND state = 'pending'",
+                         2, p, NULL);
+        return r < 0 ? r : r == 1 ? 0 : -EALREADY;
+}
+
 int evo_approval_decide(struct db *db, const char *id, bool approved, const char *answer) {
         char now[32];
         now_str(now);

@@ -50,7 +50,8 @@ int evo_find_requested(struct db *db, const char *kind, char **ret_id);
 int evo_recover(struct db *db);
 
 /* ---- approvals: for that exact call of that evolution, never reused ---- */
-/* kind: tool | plan | apply | question. request_json: shown in full. */
+/* kind: tool | plan | apply | question. request_json: shown in full. evo_id
+ * NULL: a call of the chat's. */
 int evo_approval_create(struct db *db, const char *evo_id, const char *kind, const char *tool, const char *level,
                         const char *request_json, char **ret_id);
 /* Decides a pending approval: a question only with an answer (non-NULL), any
@@ -58,6 +59,9 @@ int evo_approval_create(struct db *db, const char *evo_id, const char *kind, con
  * -EINVAL and changes nothing. -ENOENT if unknown, -EALREADY if already
  * decided or expired. */
 int evo_approval_decide(struct db *db, const char *id, bool approved, const char *answer);
+/* Expires a pending approval nobody will wait for any more (the chat gave
+ * up waiting, or stopped): 0, or -EALREADY when it was decided already. */
+int evo_approval_expire(struct db *db, const char *id);
 /* "pending", "approved", "denied", "answered" or "expired"; answer may be NULL. */
 int evo_approval_state(struct db *db, const char *id, char **ret_state, char **ret_answer);
 int evo_approvals_pending_json(struct db *db, char **ret_json);

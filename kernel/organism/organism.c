@@ -50,7 +50,7 @@ struct organism {
         char *bridge_path, *run_dir, *log_path, *cache_dir, *socket_path;
         char *label, *build_label;  /* its sandboxes at the egress proxy */
         struct egress *egress;      /* borrowed */
-        char **evolvable, **extra_env;
+        char **evolvable;
         int port, backoff_ms_base, health_timeout_ms, build_timeout_ms;
         void (*on_state)(void *userdata, enum organism_state state);
         void *userdata;
@@ -60,6 +60,8 @@ struct organism {
         pthread_cond_t cond;
         enum organism_state state;
         bool stopping;
+        char **extra_env;           /* the live sandbox's (secrets: wiped when replaced) */
+        bool respawn;               /* the running app restarts with a new extra_env */
         bool thread_started, thread_done;
         pthread_t thread;
         int64_t crashes[CRASH_LIMIT + 1];
@@ -415,8 +417,26 @@ static int build_policy(struct organism *o, struct sandbox_policy **ret) {
         return sandbox_policy_build(&spec, ret);
 }
 
+static void env_free(char **env) {
+        for (char **e = env; e && *e; e++)
+                secure_zero(*e, strlen(*e));
+        strv_free(env);
+}
+
 /* listen_fd: the bridge's listening socket, passed at the same number. */
 static int live_policy(struct organism *o, const int *listen_fd, struct sandbox_policy **ret) {
+        /* The environment as it is now; a change from here on restarts. */
+        char **env = NULL;
+        int r = 0;
+        pthread_mutex_lock(&o->lock);
+        for (char **e = o->extra_env; r == 0 && e && *e; e++)
+                r = strv_push(&env, *e);
+        o->respawn = false;
+        pthread_mutex_unlock(&o->lock);
+        if (r < 0) {
+                env_free(env);
+                return r;
+        }
         struct sandbox_spec spec = {
                 .profile = SANDBOX_LIVE,
                 .seed_dir = o->seed_dir,
@@ -428,11 +448,13 @@ static int live_policy(struct organism *o, const int *listen_fd, struct sandbox_
                 .keep_fds = listen_fd,
                 .n_keep_fds = 1,
                 .port = o->port,
-                .extra_env = o->extra_env,
+                .extra_env = env,
                 .egress = o->egress,
                 .label = o->label,
         };
-        return sandbox_policy_build(&spec, ret);
+        r = sandbox_policy_build(&spec, ret);
+        env_free(env);
+        return r;
 }
 
 /* Runs the build to completion; 0 on success, -ECANCELED when stopped,
@@ -476,7 +498,14 @@ static int run_build(struct organism *o) {
         }
 }
 
-enum run_outcome { RUN_STOPPED, RUN_EXITED, RUN_UNHEALTHY };
+enum run_outcome { RUN_STOPPED, RUN_EXITED, RUN_UNHEALTHY, RUN_RESPAWN };
+
+static bool respawn_asked(struct organism *o) {
+        pthread_mutex_lock(&o->lock);
+        bool r = o->respawn;
+        pthread_mutex_unlock(&o->lock);
+        return r;
+}
 
 /* Watches a started organism: STARTING until healthy, then RUNNING until it
  * exits or stop is requested. */
@@ -501,6 +530,8 @@ static enum run_outcome watch(struct organism *o, struct sandbox_child *c, int *
                 }
                 if (wait_or_stop(o, POLL_STEP_MS))
                         return RUN_STOPPED;
+                if (respawn_asked(o))
+                        return RUN_RESPAWN;
         }
 }
 
@@ -566,6 +597,10 @@ static bool run_once(struct organism *o) {
         if (out == RUN_STOPPED) {
                 olog(o, LOG_INFO, "stopped");
                 return false;
+        }
+        if (out == RUN_RESPAWN) {
+                olog(o, LOG_INFO, "restarting with a new environment (secrets granted or revoked)");
+                return true;
         }
         if (out == RUN_UNHEALTHY) {
                 olog(o, LOG_ERROR, "did not become healthy within %d s (%s)", o->health_timeout_ms / 1000,
@@ -674,7 +709,7 @@ void organism_free(struct organism *o) {
         free(o->build_label);
         free(o->reason);
         strv_free(o->evolvable);
-        strv_free(o->extra_env);
+        env_free(o->extra_env);
         free(o);
 }
 
@@ -809,6 +844,23 @@ void organism_stop(struct organism *o) {
         pthread_join(o->thread, NULL);
         o->thread_started = false;
         set_state(o, ORGANISM_STOPPED, "stopped");
+}
+
+int organism_set_env(struct organism *o, char *const *env) {
+        char **copy = NULL;
+        for (char *const *e = env; e && *e; e++)
+                if (strv_push(&copy, *e) < 0) {
+                        env_free(copy);
+                        return -ENOMEM;
+                }
+        pthread_mutex_lock(&o->lock);
+        char **old = o->extra_env;
+        o->extra_env = copy;
+        o->respawn = o->thread_started && !o->thread_done;
+        pthread_cond_broadcast(&o->cond);
+        pthread_mutex_unlock(&o->lock);
+        env_free(old);
+        return 0;
 }
 
 int organism_restart(struct organism *o) {

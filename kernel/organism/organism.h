@@ -61,6 +61,12 @@ int organism_start(struct organism *o);
 /* Stops it (SIGTERM, then SIGKILL after 10 s) and the supervising thread.
  * Start, stop and restart are called from one thread at a time. */
 void organism_stop(struct organism *o);
+/* Replaces the live sandbox's extra environment (entries copied; the old
+ * ones wiped) and, if the app is running, restarts it with the new one: its
+ * sandbox ends and starts again without a rebuild or a crash counted.
+ * Thread-safe. The app only (the kernel calls it for the live organism's
+ * granted secrets); never for previews or checks. */
+int organism_set_env(struct organism *o, char *const *env);
 /* Stop, then start again with a fresh crash window (e.g. after DOWN). */
 int organism_restart(struct organism *o);
 /* The folder the next start builds and runs from (absolute; NULL = the

@@ -68,6 +68,18 @@ static const char *const fixed_env_names[] = {
         "npm_config_noproxy",
 };
 
+const char *const *sandbox_fixed_env_names(size_t *ret_n) {
+        *ret_n = ARRAY_SIZE(fixed_env_names);
+        return fixed_env_names;
+}
+
+bool sandbox_env_name_fixed(const char *name) {
+        for (size_t i = 0; name && i < ARRAY_SIZE(fixed_env_names); i++)
+                if (streq(name, fixed_env_names[i]))
+                        return true;
+        return false;
+}
+
 const char *sandbox_profile_name(enum sandbox_profile p) {
         switch (p) {
         case SANDBOX_EVOLUTION:

@@ -170,6 +170,12 @@ void sandbox_child_done(struct sandbox_child *c);
 #define SANDBOX_HIDE_MAX 16
 int sandbox_hide_everywhere(char *const *paths);
 
+/* The variables every policy sets itself (PATH, HOME, PORT, DATABASE_URL,
+ * the proxy variables, …): extra_env may not set them, and a secret of that
+ * name is never granted (kernel/outbound). Static data. */
+const char *const *sandbox_fixed_env_names(size_t *ret_n);
+bool sandbox_env_name_fixed(const char *name);
+
 #define SANDBOX_BWRAP_PATH "/usr/bin/bwrap"
 
 /* The start-up checks (check.c), one by one: `seed doctor` shows each as a

@@ -191,9 +191,26 @@ static int normalize_path_arg(const struct tool *t, json_t *args, struct tool_re
         return json_object_set_new(args, "path", json_string(norm)) < 0 ? -ENOMEM : 1;
 }
 
-/* Applies the owner's policy. 1: go ahead; 0: ret holds the refusal;
- * negative: the ask failed (the call must not run). */
-static int permit(struct tool_ctx *ctx, const struct tool *t, struct tool_result *ret) {
+/* The tool's own check of its arguments (which may normalise them). 1 ok,
+ * 0 when ret holds the refusal. */
+static int check_args(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
+        if (!t->check)
+                return 1;
+        _cleanup_free_ char *why = NULL;
+        int r = t->check(ctx, t, args, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0) {
+                r = tool_error(ret, "%s: %s", t->name, why ? why : "invalid arguments");
+                return r < 0 ? r : 0;
+        }
+        return 1;
+}
+
+/* Applies the owner's policy. 1: go ahead (*ret_approval_id set when the
+ * owner approved this very call); 0: ret holds the refusal; negative: the
+ * ask failed (the call must not run). */
+static int permit(struct tool_ctx *ctx, const struct tool *t, struct tool_result *ret, char **ret_approval_id) {
         size_t alen = ret->args ? strlen(ret->args) : 0;
         if (ret->level == TOOL_DANGEROUS && alen > TOOLS_DANGEROUS_INPUT_MAX) {
                 int r = tool_error(ret, "refused: this %s call is dangerous and its input (%zu bytes) is over %d bytes, "
@@ -202,6 +219,8 @@ static int permit(struct tool_ctx *ctx, const struct tool *t, struct tool_result
                 return r < 0 ? r : 0;
         }
         ret->decision = tools_decide(ctx, ret->level);
+        if (t->always_ask && ret->decision == CFG_ALLOW)
+                ret->decision = CFG_ASK; /* asked every time, whatever the policy allows */
         if (ret->decision == CFG_ALLOW)
                 return 1;
         if (ret->decision == CFG_DENY) {
@@ -213,13 +232,15 @@ static int permit(struct tool_ctx *ctx, const struct tool *t, struct tool_result
                                    tools_level_name(ret->level));
                 return r < 0 ? r : 0;
         }
-        int r = ctx->hooks->ask(ctx, t, ret->args, ret->level);
+        _cleanup_free_ char *approval = NULL;
+        int r = ctx->hooks->ask(ctx, t, ret->args, ret->level, &approval);
         if (r < 0)
                 return r;
         if (r == 0) {
                 r = tool_error(ret, "denied by the owner");
                 return r < 0 ? r : 0;
         }
+        *ret_approval_id = TAKE_PTR(approval);
         return 1;
 }
 
@@ -239,6 +260,7 @@ static int run_handler(struct tool_ctx *ctx, const struct tool *t, json_t *args,
 int tools_call(struct tool_ctx *ctx, const char *name, const char *args_json, struct tool_result *ret) {
         struct tool_result res = {0};
         _cleanup_json_ json_t *args = NULL;
+        _cleanup_free_ char *approval = NULL;
         int r;
         const struct tool *t = name ? tools_find(ctx->set, name) : NULL;
         if (!t || !tools_offered(t, ctx->phase)) {
@@ -257,6 +279,9 @@ int tools_call(struct tool_ctx *ctx, const char *name, const char *args_json, st
         r = normalize_path_arg(t, args, &res);
         if (r <= 0)
                 goto done;
+        r = check_args(ctx, t, args, &res);
+        if (r <= 0)
+                goto done;
         res.args = json_dumps(args, JSON_COMPACT);
         if (!res.args) {
                 r = -ENOMEM;
@@ -268,10 +293,12 @@ int tools_call(struct tool_ctx *ctx, const char *name, const char *args_json, st
                 goto done;
         }
         res.classified = true;
-        r = permit(ctx, t, &res);
+        r = permit(ctx, t, &res, &approval);
         if (r <= 0)
                 goto done;
+        ctx->approval_id = approval; /* this call's approval only, for its handler */
         r = run_handler(ctx, t, args, &res);
+        ctx->approval_id = NULL;
         if (r < 0)
                 goto out;
         if (res.decision == CFG_ASK && ctx->hooks && ctx->hooks->approved_done) {

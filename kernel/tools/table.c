@@ -142,8 +142,8 @@ const struct tool tools_table[] = {
         {
                 .name = "run",
                 .description = "Run a shell command (sh -c) in the sandbox, in /workspace (the repository). Only "
-                               "organism/, knowledge/ and skills/ are writable; the network is available for "
-                               "installs; DATABASE_URL points at this evolution's scratch database. Returns the exit "
+                               "organism/, knowledge/ and skills/ are writable; the package registries (and hosts "
+                               "granted for evolutions) are reachable over HTTPS for installs; DATABASE_URL points at this evolution's scratch database. Returns the exit "
                                "status and the output (capped).",
                 .level = TOOL_REVIEW,
                 .schema = "{\"type\":\"object\",\"properties\":{"

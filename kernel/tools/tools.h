@@ -12,10 +12,12 @@
  * Every call goes through tools_call(): the tool is looked up in the set and must be
  * offered in the context's phase; its arguments are parsed and validated
  * against its schema BEFORE anything runs; a "path" argument is replaced by
- * its normalised form (tools_normalize_path), so the path classified, shown
- * to the owner, approved and acted on is one and the same; the call is classified
+ * its normalised form (tools_normalize_path), and a tool's own check may
+ * refuse or normalise its arguments, so what is classified, shown to the
+ * owner, approved and acted on is one and the same; the call is classified
  * (safe/review/dangerous, possibly from its arguments) and the level mapped by
- * seed.yaml's permissions to allow/ask/deny; only then does the handler run.
+ * seed.yaml's permissions to allow/ask/deny (a tool marked always_ask is
+ * asked even where the level is allowed); only then does the handler run.
  * Anything wrong becomes an error result for the model, never a crash. The
  * classifier is advisory: the sandbox and fsx are the boundary. */
 #pragma once
@@ -69,6 +71,12 @@ void tool_result_done(struct tool_result *r);
  * JSON object (jansson), borrowed. */
 typedef int (*tool_handler_fn)(struct tool_ctx *ctx, const struct tool *t, struct json_t *args,
                                struct tool_result *ret);
+/* Checks validated arguments beyond the schema, before anything is
+ * classified, shown or asked, and may rewrite them into their normal form
+ * (as the call path does with "path"): what the owner is shown and approves
+ * is then what the handler acts on. 0 good; -EINVAL with *ret_error (caller
+ * frees) for the model; -ENOMEM. */
+typedef int (*tool_check_fn)(const struct tool_ctx *ctx, const struct tool *t, struct json_t *args, char **ret_error);
 /* Computes the level from validated arguments (e.g. from a path). */
 typedef int (*tool_classify_fn)(const struct tool_ctx *ctx, const struct tool *t, struct json_t *args,
                                 enum tool_level *ret);
@@ -78,11 +86,15 @@ struct tool {
         const char *description;
         enum tool_level level;        /* required (UNSET is refused); with classify, the floor */
         tool_classify_fn classify;    /* may be NULL */
+        tool_check_fn check;          /* may be NULL */
         const char *schema;           /* JSON Schema text (an object schema; see schema.h) */
         tool_handler_fn handler;
         unsigned phases;              /* mask of enum tool_phase */
         bool terminal;                /* a successful call ends the phase */
         bool repo_path;               /* its "path" argument names a repository path */
+        bool always_ask;              /* every call needs the owner's approval of that call, whatever
+                                       * seed.yaml's permissions say (a policy of deny still denies);
+                                       * only for dangerous tools (SPEC §5 "asked every time") */
 };
 
 /* A table is an array of entries ended by one whose name is NULL
@@ -94,17 +106,21 @@ struct tool {
  * calls are denied). Either may be NULL. They are called from the agent's
  * thread with the context's userdata and may block. */
 struct tool_hooks {
-        /* Decision "ask": create an approval for exactly this call, show it in
-         * full, block until the owner decides. Returns 1 approved, 0 denied,
-         * negative on failure (e.g. the evolution was cancelled: the call is
-         * not run). NULL: "ask" calls are denied. */
-        int (*ask)(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level);
+        /* Decision "ask": create a new approval for exactly this call (never
+         * reuse one), show it in full, block until the owner decides.
+         * Returns 1 approved (with *ret_approval_id, the approval's id, which
+         * the call path frees), 0 denied, negative on failure (e.g. the
+         * evolution was cancelled: the call is not run). NULL: "ask" calls
+         * are denied. */
+        int (*ask)(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level,
+                   char **ret_approval_id);
         /* After an approved call ran (successfully or not): e.g. to pin what
          * the approved write left at its path. A failure fails the call. */
         int (*approved_done)(struct tool_ctx *ctx, const struct tool *t, const char *args_json,
                              enum tool_level level);
 };
 
+struct outbound;
 struct preview;
 
 /* Everything handlers need. Borrowed pointers stay valid while calls run.
@@ -131,7 +147,12 @@ struct tool_ctx {
                                           * for the handlers of start_app … db_schema
                                           * (kernel/preview); NULL: they answer "not
                                           * available in this phase" */
+        struct outbound *outbound;       /* the owner's outbound access, for request_outbound_access
+                                          * and outbound_status (kernel/outbound); NULL: they
+                                          * answer "not available" */
         const struct tool_hooks *hooks;  /* may be NULL */
+        const char *approval_id;         /* set by the call path while the handler of a call the
+                                          * owner approved runs (that approval's id), else NULL */
         void *userdata;                  /* the hooks' and the set's own handlers' (the
                                           * chat's: struct chat_run; the orchestrator's:
                                           * its struct run); NULL: those handlers answer

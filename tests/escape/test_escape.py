@@ -491,6 +491,23 @@ def define_sandbox_attempts(ctx):
     add('kernel-port-other-routes', f'run: the kernel\'s port through 10.0.2.2 (a user-mode NAT\'s host gateway), the '
         f'default gateway and the host\'s address ({ctx.host_ip})', 'unreachable (no host loopback)', 'mutate',
         [run_cmd(ctx.gateway_probe_cmd())], [no_mark], summary=run_summary)
+    egress_targets = [f'127.0.0.1:{ctx.port}', '127.0.0.1:443', '[::1]:443', '169.254.169.254:443',
+                      '169.254.169.254:80', '10.0.0.1:443', '2130706433:443', '0x7f.1:443', 'localhost:443',
+                      'metadata.google.internal:443', f'seed.localhost:{ctx.port}']
+    egress_py = ('import os, socket\n'
+                 'door = os.environ.get("HTTPS_PROXY", "http://127.0.0.1:3128").rsplit("/", 1)[-1].rsplit(":", 1)\n'
+                 f'for t in {egress_targets!r}:\n'
+                 '    try:\n'
+                 '        s = socket.create_connection((door[0], int(door[1])), timeout=15)\n'
+                 '        s.sendall(("CONNECT %s HTTP/1.1\\r\\nHost: %s\\r\\n\\r\\n" % (t, t)).encode())\n'
+                 '        line = s.recv(300).split(b"\\r\\n")[0].decode("latin-1")\n'
+                 '        print(t, "->", ("ESC" + "APED:" + t) if " 200 " in line + " " else line)\n'
+                 '    except OSError as e:\n'
+                 '        print(t, "->", e)\n')
+    add('egress-internal-targets', 'run: CONNECT through the egress door (HTTPS_PROXY) to the kernel\'s port, '
+        'loopback, cloud metadata, a private address, IP literals in odd spellings and internal names',
+        'refused by the proxy (IP literals, internal names, ports other than 443)', 'mutate',
+        [run_cmd("python3 - <<'PY'\n" + egress_py + "PY")], [no_mark], summary=run_summary)
     add('live-bridge-socket', 'run: connect to the live organism\'s bridge socket and list /run/postgresql',
         'not in the sandbox', 'mutate',
         [run_cmd('echo "/run/postgresql holds: $(ls -A /run/postgresql | tr "\\n" " ")"; '

@@ -285,7 +285,9 @@ class ScriptedSeed:
     """A planted, running Seed (real CLI, kernel, PostgreSQL, bwrap, git) whose
     model is tests/fakes/model_server.py through provider openai-compatible."""
 
-    def __init__(self, prefix, name):
+    def __init__(self, prefix, name, run_args=(), before_run=None):
+        """run_args: more arguments for `seed run` (e.g. -e NAME=VALUE);
+        before_run(dir): called after planting, before the first start."""
         import tempfile
         self.tmp = tempfile.mkdtemp(prefix=prefix)
         os.chmod(self.tmp, 0o755)  # the unprivileged account must reach it when we are root
@@ -298,7 +300,9 @@ class ScriptedSeed:
         self.dir = os.path.join(self.tmp, name)
         seed('new', name, '--no-run', '--addr', f'127.0.0.1:{self.port}', cwd=self.tmp, timeout=900)
         self._point_at_model_server()
-        seed('run', '--detach', '--addr', f'127.0.0.1:{self.port}', cwd=self.dir, timeout=900)
+        if before_run:
+            before_run(self.dir)
+        seed('run', '--detach', '--addr', f'127.0.0.1:{self.port}', *run_args, cwd=self.dir, timeout=900)
         self.base = ctl_origin(self.port)
         self.app = app_origin(self.port)
         wait_until(lambda: request(self.base + '/_seed/healthz').status == 200, timeout=120, what='the kernel')

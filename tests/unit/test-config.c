@@ -76,6 +76,7 @@ static void assert_defaults(const struct cfg *c) {
         assert_false(c->permissions.require_plan_approval);
         assert_false(c->permissions.require_apply_approval);
         assert_strv(c->kernel.evolvable, evolvable, 3);
+        assert_strv(c->egress.registries, NULL, 0);
 }
 
 static void test_defaults(void **state) {
@@ -316,6 +317,43 @@ static void test_error_messages(void **state) {
                      "not absolute");
         expect_error("organism:\n  migrations: organism/../../etc\n",
                      "seed.yaml:2:15: organism.migrations: 'organism/../../etc' must not contain '..'");
+}
+
+/* egress.registries: host patterns, normalised; anything the proxy could not
+ * allow is an error at its line and column. */
+static void expect_error_prefix(const char *yaml, const char *prefix) {
+        struct cfg *c = NULL;
+        char *err = NULL;
+        assert_int_equal(cfg_parse(yaml, strlen(yaml), "seed.yaml", &c, &err), -EINVAL);
+        assert_null(c);
+        assert_non_null(err);
+        if (strncmp(err, prefix, strlen(prefix)) != 0)
+                print_error("got: %s\nwanted a message starting with: %s\n", err, prefix);
+        assert_true(strncmp(err, prefix, strlen(prefix)) == 0);
+        free(err);
+}
+
+static void test_egress_registries(void **state) {
+        static const char *const want[] = {"registry.example.com", "*.mirror.example.org"};
+        struct cfg *c = parse_ok("egress:\n  registries:\n    - Registry.Example.COM.\n    - '*.mirror.example.org'\n");
+        assert_strv(c->egress.registries, want, 2);
+        cfg_free(c);
+        c = parse_ok("egress: {}\n");
+        assert_strv(c->egress.registries, NULL, 0);
+        cfg_free(c);
+        expect_error_prefix("egress:\n  registries: ['10.0.0.1']\n",
+                            "seed.yaml:2:16: egress.registries[0]: '10.0.0.1' is not a host pattern the proxy can allow (");
+        expect_error_prefix("egress:\n  registries: [localhost]\n",
+                            "seed.yaml:2:16: egress.registries[0]: 'localhost' is not a host pattern the proxy can allow (");
+        expect_error_prefix("egress:\n  registries: [a.example.com, 'https://b.example.com/']\n",
+                            "seed.yaml:2:31: egress.registries[1]: 'https://b.example.com/' is not a host pattern");
+        expect_error_prefix("egress:\n  registries: ['*']\n",
+                            "seed.yaml:2:16: egress.registries[0]: '*' is not a host pattern the proxy can allow (");
+        expect_error("egress:\n  registries: [a.example.com, A.example.com]\n",
+                     "seed.yaml:2:31: egress.registries[1]: duplicate entry 'a.example.com'");
+        expect_error("egress:\n  registries: a.example.com\n",
+                     "seed.yaml:2:15: egress.registries: expected a sequence, got a string");
+        expect_error("egress:\n  hosts: []\n", "seed.yaml:2:3: unknown key 'hosts' in egress");
 }
 
 static void test_error_duplicates(void **state) {
@@ -777,6 +815,7 @@ int main(void) {
                 cmocka_unit_test(test_every_provider_accepted),
                 cmocka_unit_test(test_repo_seed_yaml_is_defaults),
                 cmocka_unit_test(test_load),
+                cmocka_unit_test(test_egress_registries),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -43,13 +43,17 @@ static void fake_reset(void) {
         fake = (struct fake_cb){.ask_answer = 1};
 }
 
-static int fake_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level) {
+static int fake_ask(struct tool_ctx *ctx, const struct tool *t, const char *args_json, enum tool_level level,
+                    char **ret_approval_id) {
         fake.ask_calls++;
         free(fake.ask_args);
         free(fake.ask_tool);
         fake.ask_args = strdup(args_json);
         fake.ask_tool = strdup(t->name);
         fake.ask_level = level;
+        /* A new approval every time it is asked, never one reused. */
+        if (fake.ask_answer == 1)
+                (void)xasprintf(ret_approval_id, "apr_%016x", (unsigned)fake.ask_calls);
         return fake.ask_answer;
 }
 
@@ -232,6 +236,18 @@ static void check_entry(const struct tool *t) {
         assert_non_null(t->handler);
         assert_true(t->phases != 0);
         assert_true(t->description && strlen(t->description) > 10);
+        /* Asked every time: only of a dangerous tool whose level is fixed
+         * (no classifier could lower it), and every tool SPEC §5 says is
+         * asked every time is marked so. */
+        static const char *const asked_every_time[] = {"request_outbound_access", "change_data", "call_api",
+                                                       "create_routine"};
+        if (t->always_ask) {
+                assert_int_equal(t->level, TOOL_DANGEROUS);
+                assert_null(t->classify);
+        }
+        for (size_t i = 0; i < ARRAY_SIZE(asked_every_time); i++)
+                if (streq(t->name, asked_every_time[i]) && !t->always_ask)
+                        fail_msg("%s: SPEC §5 says it is asked every time, but always_ask is not set", t->name);
         /* A tool taking a repository path says so (it is normalised and checked). */
         if (json_object_get(json_object_get(s, "properties"), "path") && !streq(t->name, "http_request"))
                 assert_true(t->repo_path);
@@ -499,6 +515,92 @@ static void test_classify(void **state) {
 }
 
 /* --- decisions --- */
+
+/* A tool asked every time: its handler sees the approval of its own call. */
+static char *seen_approvals[4];
+static int seen_n;
+static int always_handler(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
+        if (seen_n < 4)
+                seen_approvals[seen_n++] = ctx->approval_id ? strdup(ctx->approval_id) : NULL;
+        return tool_result_printf(ret, false, "ran");
+}
+static int upper_check(const struct tool_ctx *ctx, const struct tool *t, json_t *args, char **ret_error) {
+        const char *v = json_string_value(json_object_get(args, "v"));
+        if (streq(v, "bad"))
+                return errorf(-EINVAL, ret_error, "v: 'bad' is refused");
+        return json_object_set_new(args, "v", json_string("NORMAL")) < 0 ? -ENOMEM : 0;
+}
+static const struct tool always_tools[] = {
+        {
+                .name = "always",
+                .description = "a dangerous tool asked every time",
+                .level = TOOL_DANGEROUS,
+                .always_ask = true,
+                .check = upper_check,
+                .schema = "{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"string\"}},"
+                          "\"additionalProperties\":false}",
+                .handler = always_handler,
+                .phases = TOOL_PHASE_CHAT,
+        },
+        TOOL_TABLE_END,
+};
+
+static void test_always_ask(void **state) {
+        fake_reset();
+        const struct tool *const set[] = {always_tools, NULL};
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_CHAT);
+        ctx.set = set;
+        /* Even where seed.yaml allows dangerous calls, each call is asked,
+         * with the normalised arguments, and its handler gets that very
+         * approval: a new one every time, never an earlier one. */
+        ctx.decisions[TOOL_DANGEROUS] = CFG_ALLOW;
+        seen_n = 0;
+        for (int i = 1; i <= 2; i++) {
+                struct tool_result r = call(&ctx, "always", "{\"v\":\"x\"}");
+                assert_false(r.is_error);
+                assert_int_equal(r.decision, CFG_ASK);
+                assert_int_equal(fake.ask_calls, i);
+                assert_string_equal(fake.ask_args, "{\"v\":\"NORMAL\"}");
+                tool_result_done(&r);
+        }
+        assert_int_equal(seen_n, 2);
+        assert_non_null(seen_approvals[0]);
+        assert_non_null(seen_approvals[1]);
+        assert_string_not_equal(seen_approvals[0], seen_approvals[1]);
+        assert_null(ctx.approval_id); /* only while its handler runs */
+        /* Denied: the handler never runs. */
+        fake.ask_answer = 0;
+        struct tool_result r = call(&ctx, "always", "{\"v\":\"x\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "denied by the owner");
+        assert_int_equal(seen_n, 2);
+        tool_result_done(&r);
+        /* Its own check refuses before anything is asked. */
+        int asked = fake.ask_calls;
+        r = call(&ctx, "always", "{\"v\":\"bad\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "always: v: 'bad' is refused");
+        assert_int_equal(fake.ask_calls, asked);
+        tool_result_done(&r);
+        /* A policy of deny still denies, without asking. */
+        ctx.decisions[TOOL_DANGEROUS] = CFG_DENY;
+        fake.ask_answer = 1;
+        r = call(&ctx, "always", "{\"v\":\"x\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "denied by the owner's policy");
+        assert_int_equal(fake.ask_calls, asked);
+        tool_result_done(&r);
+        /* The real request_outbound_access is checked before it is asked:
+         * without outbound access here, nothing reaches the owner. */
+        ctx = make_ctx(TOOL_PHASE_CHAT);
+        r = call(&ctx, "request_outbound_access", "{\"hosts\":[\"api.example.com\"],\"for\":\"organism\",\"reason\":\"x\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "cannot be asked for here");
+        assert_int_equal(fake.ask_calls, asked);
+        tool_result_done(&r);
+        for (int i = 0; i < seen_n; i++)
+                free(seen_approvals[i]);
+}
 
 static void test_decisions(void **state) {
         fake_reset();
@@ -1311,6 +1413,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_unset_level_refused, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_classify, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_decisions, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_always_ask, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_dangerous_too_large, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_output_cap, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),
