@@ -21,6 +21,7 @@
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
+#include <resolv.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -335,12 +336,15 @@ static const char *const resolves_to[] = {
 
 static int resolve_default(void *userdata, const char *host, struct sockaddr_storage *ret, size_t max,
                            size_t *ret_n) {
-        /* Absolute: the resolver's search domains never apply. */
-        char fqdn[EGRESS_HOST_MAX + 2];
-        snprintf(fqdn, sizeof fqdn, "%s.", host);
+        /* The name as it is, so that /etc/hosts (matched only as written)
+         * counts, but never with the resolver's search domains appended:
+         * they are switched off in this thread's resolver state. */
+        if (!(_res.options & RES_INIT) && res_init() < 0)
+                return -EIO;
+        _res.options &= ~(unsigned long)(RES_DNSRCH | RES_DEFNAMES);
         struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM, .ai_protocol = IPPROTO_TCP};
         struct addrinfo *res = NULL;
-        int r = getaddrinfo(fqdn, NULL, &hints, &res);
+        int r = getaddrinfo(host, NULL, &hints, &res);
         switch (r) {
         case 0:
                 break;

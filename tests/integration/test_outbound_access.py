@@ -80,10 +80,10 @@ class Network:
         subprocess.run(['ip', 'addr', 'add', f'{STANDIN_ADDR}/32', 'dev', 'lo'], check=True)
         hosts = os.path.join(tmp, 'hosts')
         with open(hosts, 'w') as f:
-            # Both spellings: the proxy resolves the absolute name ("x."),
-            # which glibc's files backend matches only as written.
+            # As an owner would write them: the proxy's resolver reads
+            # /etc/hosts (and never appends search domains).
             f.write(f'127.0.0.1 localhost\n::1 localhost\n'
-                    f'{STANDIN_ADDR} {APPROVED} {APPROVED}. {UNAPPROVED} {UNAPPROVED}.\n')
+                    f'{STANDIN_ADDR} {APPROVED} {UNAPPROVED}\n')
         os.chmod(hosts, 0o644)
         subprocess.run(['mount', '--bind', hosts, '/etc/hosts'], check=True)
         self.ca = os.path.join(tmp, 'ca.pem')
