@@ -463,6 +463,88 @@ static void test_usage_hook(void **state) {
         assert_int_equal(seen.calls, 1);
 }
 
+/* The models list: one GET with the key, only the models that take tools. */
+static void test_list_models(void **state) {
+        char want[SHA256_HEX_LEN + 1];
+        crypto_sha256_hex(KEY, strlen(KEY), want);
+        load_script("[]");
+        _cleanup_(model_freep) struct model *m = compat_model(KEY, 20000);
+        struct model_list l = {0};
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(model_list(m, &l, &err), 0);
+        assert_int_equal(l.n, 2); /* scripted-no-tools is left out */
+        assert_string_equal(l.models[0].id, "scripted");
+        assert_string_equal(l.models[0].name, "Scripted");
+        assert_int_equal(l.models[0].tools, 1);
+        assert_int_equal(l.models[0].context_length, 200000);
+        assert_string_equal(l.models[1].id, "scripted-large");
+        model_list_done(&l);
+        json_t *reqs = requests();
+        assert_int_equal(json_array_size(reqs), 1);
+        json_t *rq = json_array_get(reqs, 0);
+        assert_string_equal(json_string_value(json_object_get(rq, "method")), "GET");
+        assert_string_equal(json_string_value(json_object_get(rq, "path")), "/v1/models");
+        json_t *auth = json_object_get(json_object_get(rq, "auth"), "authorization");
+        assert_string_equal(json_string_value(json_object_get(auth, "sha256")), want);
+        json_decref(reqs);
+
+        /* Anthropic's list: every model takes tools; the key goes as x-api-key. */
+        struct model *a = NULL;
+        assert_int_equal(model_new(&(struct model_config){.provider = "anthropic", .name = "claude-test",
+                                                          .api_key = KEY, .timeout_ms = 20000},
+                                   &a, &err),
+                         0);
+        char url[160];
+        snprintf(url, sizeof url, "%s/v1/messages", base);
+        assert_int_equal(model_set_endpoint_for_tests(a, url), 0);
+        assert_int_equal(model_list(a, &l, &err), 0);
+        assert_int_equal(l.n, 3);
+        assert_string_equal(l.models[2].id, "scripted-no-tools");
+        assert_string_equal(l.models[2].name, "Scripted without tools");
+        assert_int_equal(l.models[2].tools, 1);
+        model_list_done(&l);
+        reqs = requests();
+        json_t *xk = json_object_get(json_object_get(json_array_get(reqs, 1), "auth"), "x-api-key");
+        assert_string_equal(json_string_value(json_object_get(xk, "sha256")), want);
+        json_decref(reqs);
+
+        /* A server that answers with an error: said, without the key. */
+        snprintf(url, sizeof url, "%s/nowhere/chat/completions", base);
+        assert_int_equal(model_set_endpoint_for_tests(a, url), 0);
+        assert_int_equal(model_list(a, &l, &err), -EREMOTEIO);
+        assert_non_null(strstr(err, "cannot list the models: HTTP 404"));
+        assert_null(strstr(err, KEY));
+        model_free(a);
+}
+
+/* A model that does not take tools is refused when offered them (as
+ * OpenRouter does), without using a script step. */
+static void test_no_tools_model_refused(void **state) {
+        load_script("[{\"text\": \"ok\"}]");
+        char url[160];
+        snprintf(url, sizeof url, "%s/v1", base);
+        _cleanup_(model_freep) struct model *m = NULL;
+        _cleanup_free_ char *err0 = NULL;
+        assert_int_equal(model_new(&(struct model_config){.provider = "openai-compatible", .name = "scripted-no-tools",
+                                                          .base_url = url, .timeout_ms = 20000, .backoff_base_ms = 10},
+                                   &m, &err0),
+                         0);
+        const struct model_message user = {.role = MODEL_ROLE_USER, .text = "hi"};
+        const struct model_tool_def tool = {.name = "ok", .description = "Say ok."};
+        struct model_response res = {0};
+        char *err = NULL;
+        assert_failed(model_complete(m, &(struct model_request){.messages = &user, .n_messages = 1, .tools = &tool,
+                                                                .n_tools = 1, .purpose = "probe"},
+                                     &res, &err),
+                      -EREMOTEIO, &err, "HTTP 404: No endpoints found that support tool use");
+        /* without tools it is answered by the script */
+        assert_int_equal(model_complete(m, &(struct model_request){.messages = &user, .n_messages = 1, .purpose = "x"},
+                                        &res, &err),
+                         0);
+        assert_string_equal(res.message.text, "ok");
+        model_response_done(&res);
+}
+
 static void test_anthropic_round_trip(void **state) {
         load_script("[{\"text\": \"Reading.\", \"tool_calls\": ["
                     "   {\"name\": \"read_file\", \"arguments\": {\"path\": \"a.txt\"}},"
@@ -594,6 +676,8 @@ int main(void) {
                 cmocka_unit_test(test_key_echo_redacted),
                 cmocka_unit_test(test_usage_hook),
                 cmocka_unit_test(test_anthropic_round_trip),
+                cmocka_unit_test(test_list_models),
+                cmocka_unit_test(test_no_tools_model_refused),
                 cmocka_unit_test(test_script_exhausted_and_mismatch),
         };
         return cmocka_run_group_tests(tests, start_server, stop_server);
