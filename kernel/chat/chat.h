@@ -13,7 +13,7 @@
 
 struct cfg;
 struct db;
-struct model;
+struct mind;
 struct orchestrator;
 struct tool;
 
@@ -27,7 +27,7 @@ struct chat_config {
         const char *seed_dir;        /* the live Seed's folder (copied) */
         const struct cfg *cfg;       /* seed.yaml (borrowed); NULL: the chat is unavailable */
         struct db *kdb;              /* borrowed */
-        struct model *model;         /* borrowed; NULL: the chat is unavailable (no key) */
+        struct mind *mind;           /* the model it thinks with (borrowed); NULL: unavailable */
         /* Every stored message: kind "message", {"id","role","text","evolution_id","at"}. */
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;
@@ -46,7 +46,7 @@ int chat_new(const struct chat_config *cfg, struct chat **ret);
 void chat_cancel(struct chat *c);
 /* Accepts NULL; no chat may be running. */
 void chat_free(struct chat *c);
-/* Whether a model is there to answer. */
+/* Whether a model is there to answer (mind_ready()). */
 bool chat_available(const struct chat *c);
 
 /* The last limit messages (1..CHAT_LIST_MAX), oldest first, as a JSON array. */
@@ -55,6 +55,6 @@ int chat_messages_json(struct db *db, int limit, char **ret_json);
 /* Stores the owner's text, runs the chat agent (o: where start_evolution
  * queues; NULL: it says evolutions are unavailable), stores its reply.
  * *ret_json: {"id": reply id, "reply", "evolutions": [ids started]}.
- * -ENODEV no model, -EBUSY another chat is running, -EREMOTEIO the agent
+ * -ENODEV no model (*ret_error says why), -EBUSY another chat is running, -EREMOTEIO the agent
  * failed (*ret_error says why; caller frees), -ECANCELED stopping. */
 int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error);

@@ -63,8 +63,12 @@ static int plant(const char *dir, const char *name, const char *addr) {
                 if ((r = set_yaml_line(cfg, "  addr:", addr_line)) < 0)
                         return log_error_errno(r, "cannot set server.addr in %s: %m", cfg);
         }
+        /* The identity starts with the name the owner gave (the header shows
+         * it) until the Seed names itself. */
         if (path_exists(self) && (r = set_yaml_line(self, "slug:", slug_line)) < 0 && r != -ENOENT)
                 return log_error_errno(r, "cannot set the slug in %s: %m", self);
+        if (path_exists(self) && (r = set_yaml_line(self, "name:", name_line)) < 0 && r != -ENOENT)
+                return log_error_errno(r, "cannot set the name in %s: %m", self);
         /* The planted seed.yaml must be valid before anything is committed. */
         _cleanup_(cfg_freep) struct cfg *c = NULL;
         _cleanup_free_ char *err = NULL;
