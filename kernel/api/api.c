@@ -8,9 +8,9 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "chat/chat.h"
-#include "mind/mind.h"
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
+#include "mind/mind.h"
 #include "repo/repo.h"
 
 #include <limits.h>
