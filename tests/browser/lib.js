@@ -106,8 +106,18 @@ class TestSeed {
     s.port = await freePort();
     s.app = `http://127.0.0.1:${s.port}`; // the organism's
     s.base = sameOrigin ? s.app : `http://seed.localhost:${s.port}`; // the control plane's
-    const addr = `127.0.0.1:${s.port}`;
     s.addr = `127.0.0.1:${s.port}`;
+    try {
+      await s.plantAndRun(name, { scripted, secrets, organism, sameOrigin, keyEnv });
+    } catch (e) {
+      s.close(); // the model server too: a child left running would keep the test process alive
+      throw e;
+    }
+    return s;
+  }
+
+  async plantAndRun(name, { scripted, secrets, organism, sameOrigin, keyEnv }) {
+    const s = this;
     const env = Object.entries(secrets).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
     if (scripted || organism || sameOrigin) {
       seed(s.tmp, 'new', name, '--no-run', '--addr', s.addr);
@@ -124,7 +134,6 @@ class TestSeed {
     }
     s.started = true;
     await waitUntil(async () => (await httpJson(s.app + '/_seed/healthz')).status === 200, { what: 'the kernel' });
-    return s;
   }
 
   // Stops the Seed and starts it again with these secrets; returns what
