@@ -156,18 +156,17 @@ static int build_model(const struct mind *m, const struct model_provider *p, con
 
 /* ---- the current model ---- */
 
-static void handle_put(struct mind *m, struct handle *h) {
-        if (!h)
-                return;
-        bool last;
-        {
-                LOCKED(&m->lock);
-                last = --h->refs == 0;
-        }
-        if (last) {
+/* One reference less; the last one frees the model (wiping its key copy). */
+static void handle_unref_locked(struct handle *h) {
+        if (h && --h->refs == 0) {
                 model_free(h->model);
                 free(h);
         }
+}
+
+static void handle_put(struct mind *m, struct handle *h) {
+        LOCKED(&m->lock);
+        handle_unref_locked(h);
 }
 
 /* Replaces the current model by one built from the choice and its key, or
@@ -182,22 +181,15 @@ static void rebuild_locked(struct mind *m) {
                 (void)no_key_message(m, m->provider, &why);
         else if (build_model(m, m->provider, m->name, key, m->timeout_ms, 0, &model, &err) < 0)
                 (void)xasprintf(&why, "The model cannot be used: %s", err ? err : "out of memory");
-        struct handle *h = NULL;
-        if (model && !(h = calloc(1, sizeof *h))) {
-                model_free(model);
-                model = NULL;
-                why = strdup("The model cannot be used: out of memory");
-        }
+        struct handle *h = model ? calloc(1, sizeof *h) : NULL;
         if (h)
                 *h = (struct handle){.model = model, .refs = 1};
-        struct handle *old = m->current;
+        else
+                model_free(model); /* NULL, or out of memory for its handle */
+        handle_unref_locked(m->current);
         m->current = h;
         free(m->why_not);
-        m->why_not = h ? NULL : why ? TAKE_PTR(why) : strdup("The model cannot be used.");
-        if (old && --old->refs == 0) {
-                model_free(old->model);
-                free(old);
-        }
+        m->why_not = h ? NULL : why ? TAKE_PTR(why) : strdup("The model cannot be used: out of memory");
         if (h)
                 log_info("thinking with %s via %s (key: %s)", m->name, m->provider->name, mind_key_source_name(src));
         else
