@@ -32,6 +32,10 @@
     sending: false,
     pendingText: null,       // the owner's message on its way
     detailDiff: undefined,   // the diff of the evolution in detail (or the error getting it)
+    mind: null,              // GET mind: the model, where its key comes from, the providers
+    mindPick: null,          // the provider picked in Settings → Mind (null: the current one)
+    mindSig: null,           // provider, model and key source last shown
+    models: new Map(),       // provider → its list of models (or the error getting it)
   };
 
   // ---- the API ----
@@ -102,8 +106,42 @@
   }
 
   function label(key) {
+    if (Object.prototype.hasOwnProperty.call(LABELS, key)) return LABELS[key];
     const s = String(key).replace(/_/g, ' ');
     return s.charAt(0).toUpperCase() + s.slice(1);
+  }
+
+  // What the settings and the status call things, in words a person reads
+  // (anything not here falls back to its key, spaced and capitalised).
+  const LABELS = {
+    server: 'Server', model: 'Model (seed.yaml)', database: 'Database', sandbox: 'Sandboxes',
+    organism: 'App (organism)', evolution: 'Evolutions', permissions: 'Permissions', kernel: 'Kernel boundary',
+    name: 'Name', addr: 'Address', allowed_hosts: 'Other host names', control_host: 'Control plane host',
+    control_plane: 'Control plane', provider: 'Provider', base_url: 'Server address', api_key_env: 'Key variable',
+    max_tokens: 'Most tokens per reply', external: 'External database', driver: 'Driver', build: 'Build command',
+    test: 'Test command', run: 'Run command', port: 'Port', health: 'Health check', migrations: 'Migrations folder',
+    max_repair_attempts: 'Repair attempts', max_agent_turns: 'Model calls per evolution',
+    command_timeout_seconds: 'Time limit per command', safe: 'Safe actions', review: 'Reviewed actions',
+    dangerous: 'Dangerous actions', require_plan_approval: 'Plans need your approval',
+    require_apply_approval: 'Going live needs your approval', evolvable: 'Changes freely',
+    seed: 'Seed name', slug: 'Short name', tagline: 'Tagline', purpose: 'Purpose', accent: 'Accent colour',
+    generation: 'Generation', url: 'Address', control_url: 'Control plane', doctor: 'This host',
+  };
+  // Values of the settings that read better as words.
+  const DECISIONS = { allow: 'allowed', ask: 'asked first', deny: 'denied' };
+
+  // Seconds as "1 min 30 s", "2 h 5 min", "3 d 4 h".
+  function duration(sec) {
+    const s = Math.max(0, Math.floor(Number(sec) || 0));
+    if (s < 60) return s + ' s';
+    if (s < 3600) return Math.floor(s / 60) + ' min' + (s % 60 ? ' ' + (s % 60) + ' s' : '');
+    if (s < 86400) return Math.floor(s / 3600) + ' h' + (Math.floor(s / 60) % 60 ? ' ' + (Math.floor(s / 60) % 60) + ' min' : '');
+    return Math.floor(s / 86400) + ' d' + (Math.floor(s / 3600) % 24 ? ' ' + (Math.floor(s / 3600) % 24) + ' h' : '');
+  }
+
+  function capital(s) {
+    const t = String(s === undefined || s === null ? '' : s).replace(/_/g, ' ');
+    return t.charAt(0).toUpperCase() + t.slice(1);
   }
 
   function short(s, n) {
@@ -200,6 +238,8 @@
 
   function show(value) {
     if (value === null || value === undefined || value === '') return '—';
+    if (value === true) return 'yes';
+    if (value === false) return 'no';
     if (Array.isArray(value)) return value.length ? value.map(show).join(', ') : '—';
     if (typeof value === 'object') {
       return Object.entries(value).map(([k, v]) => label(k).toLowerCase() + ' ' + show(v)).join(' · ');
@@ -210,6 +250,24 @@
   function facts(dl, entries) {
     clear(dl);
     for (const [k, v] of entries) dl.append(h('dt', { text: label(k) }), h('dd', {}, v instanceof Node ? v : show(v)));
+  }
+
+  // The status as a person reads it: "Organism: Running", "Kernel: pid 1234, up 1 min 30 s".
+  function statusFacts(status) {
+    const rows = [];
+    const k = status.kernel && typeof status.kernel === 'object' ? status.kernel : null;
+    const m = status.mind && typeof status.mind === 'object' ? status.mind : null;
+    for (const [key, v] of Object.entries(status)) {
+      if (key === 'name') continue; // the header and Identity show it
+      if (key === 'organism') rows.push(['Organism', capital(organismState(status))]);
+      else if (key === 'kernel' && k) {
+        rows.push(['Kernel', ['pid ' + k.pid, 'up ' + duration(k.uptime_seconds), k.version ? 'version ' + k.version : null]
+          .filter(Boolean).join(', ')]);
+      } else if (key === 'mind' && m) rows.push(['Mind', mindSummary(m)]);
+      else if (key === 'owner_change' && v && typeof v === 'object') rows.push(['Your commit', String(v.text || v.state || '')]);
+      else rows.push([label(key), v]);
+    }
+    return rows;
   }
 
   function renderStatus() {
@@ -228,10 +286,235 @@
     owner.textContent = ownerText;
     owner.hidden = !ownerText;
     owner.dataset.state = ownerText ? String(status.owner_change.state || '') : '';
+    renderMindState(status.mind);
     if (state.view === 'settings') {
-      facts($('status-facts'), Object.entries(status).filter(([k]) => k !== 'name'));
+      facts($('status-facts'), statusFacts(status));
       $('status-updated').textContent = 'updated ' + new Date().toLocaleTimeString();
     }
+  }
+
+  // ---- the mind: the model the Seed thinks with ----
+
+  const KEY_SOURCES = {
+    start: (m) => 'passed at start' + (m.key_env ? ' (-e ' + m.key_env + ')' : ''),
+    lent: () => 'lent in the control plane, until the Seed restarts',
+    none: (m) => 'none' + (m.key_env ? ': start the Seed with -e ' + m.key_env + ', or lend one here' : ''),
+    not_needed: () => 'not needed by this server',
+  };
+
+  function keySource(m) {
+    const f = KEY_SOURCES[m && m.key_source];
+    return f ? f(m) : '—';
+  }
+
+  function mindSummary(m) {
+    return (m.model || '?') + ' via ' + (m.provider || '?') + (m.ready ? '' : ' · cannot think yet');
+  }
+
+  function noKey(m) {
+    return m && m.key_source === 'none' && typeof m.key_env === 'string';
+  }
+
+  function mindReady() {
+    const m = state.status && state.status.mind;
+    return !m || m.ready !== false; // an older kernel without a mind: let the API say
+  }
+
+  // The header, the banner with the lend-a-key form, and the composer.
+  function renderMindState(m) {
+    const el = $('mind-state');
+    el.hidden = !m;
+    if (!m) return;
+    // Another key or model (lent, forgotten, a restart): the lists may differ.
+    const sig = [m.provider, m.model, m.key_source].join(' ');
+    if (state.mindSig && state.mindSig !== sig) {
+      state.models.clear();
+      if (!state.mind || [state.mind.provider, state.mind.model, state.mind.key_source].join(' ') !== sig) refreshMind();
+    }
+    state.mindSig = sig;
+    $('mind-model').textContent = m.model || '?';
+    el.dataset.ready = m.ready ? 'yes' : 'no';
+    el.title = m.ready ? 'Thinks with ' + m.model + ' via ' + m.provider + ' (key: ' + keySource(m) + ')' : (m.why_not || 'It cannot think yet');
+    const banner = $('no-mind');
+    const was = banner.hidden;
+    banner.hidden = !!m.ready;
+    if (!m.ready) {
+      $('no-mind-text').textContent = noKey(m) ? 'No model key: the Seed cannot think yet. Start it with -e ' + m.key_env +
+        ', or lend a key here:' : (m.why_not || 'The Seed cannot think yet.');
+      if (was) fillProviders($('lend-provider'), m.provider);
+    }
+    updateComposer();
+  }
+
+  // A <select> of the providers the control plane may use, selected first.
+  function fillProviders(select, selected) {
+    const providers = state.mind && Array.isArray(state.mind.providers) ? state.mind.providers.filter((p) => p.available)
+      : [{ name: selected }];
+    const keep = select.value || selected;
+    clear(select);
+    for (const p of providers) select.append(h('option', { value: p.name, text: p.name }));
+    select.value = providers.some((p) => p.name === keep) ? keep : selected;
+  }
+
+  async function refreshMind() {
+    try {
+      state.mind = await api('GET', 'mind');
+      showError($('mind-error'), null);
+    } catch (e) {
+      showError($('mind-error'), e);
+      return;
+    }
+    if (!$('no-mind').hidden) fillProviders($('lend-provider'), state.mind.provider);
+    if (state.view === 'settings') renderMindCard();
+  }
+
+  // Settings → Mind.
+  function renderMindCard() {
+    const m = state.mind;
+    if (!m) return;
+    const rows = [['Provider', m.provider], ['Model', m.model], ['Key', keySource(m)]];
+    if (!m.ready && m.why_not) rows.push(['Cannot think', m.why_not]);
+    if (m.default && (m.default.provider !== m.provider || m.default.model !== m.model)) {
+      rows.push(['Default (seed.yaml)', m.default.model + ' via ' + m.default.provider]);
+    }
+    facts($('mind-facts'), rows);
+    const pick = state.mindPick || m.provider;
+    fillProviders($('mind-provider'), pick);
+    const provider = $('mind-provider').value;
+    const input = $('mind-model-input');
+    if (!input.value || input.dataset.provider !== provider) input.value = provider === m.provider ? m.model : '';
+    input.dataset.provider = provider;
+    const p = (m.providers || []).find((x) => x.name === provider);
+    const lent = p && p.key_source === 'lent';
+    $('mind-key-label').textContent = 'Lend a key for ' + provider;
+    $('mind-forget').hidden = !lent;
+    renderModels(provider);
+  }
+
+  function renderModels(provider) {
+    const list = clear($('mind-models'));
+    const note = $('mind-models-note');
+    const got = state.models.get(provider);
+    if (!got) {
+      note.textContent = 'Looking up the models of ' + provider + '…';
+      loadModels(provider);
+      return;
+    }
+    if (got instanceof Error) {
+      note.textContent = 'The list of models is not available: ' + got.message;
+      return;
+    }
+    for (const x of got.models || []) list.append(h('option', { value: x.id, text: x.name && x.name !== x.id ? x.name : '' }));
+    const n = (got.models || []).length;
+    note.textContent = n + (n === 1 ? ' model' : ' models') + ' of ' + provider + ' that can use tools' +
+      (got.truncated ? ' (the first ones)' : '') + '. Type to search, or any model name; it is checked before it is used.';
+  }
+
+  async function loadModels(provider, force) {
+    if (!force && state.models.has(provider)) return;
+    state.models.set(provider, null);
+    let got;
+    try {
+      got = await api('GET', 'mind/models?provider=' + encodeURIComponent(provider));
+    } catch (e) {
+      got = e;
+    }
+    state.models.set(provider, got);
+    if (state.view === 'settings' && $('mind-provider').value === provider) renderModels(provider);
+  }
+
+  function mindChanged(m) {
+    state.mind = m;
+    if (state.status) state.status.mind = { provider: m.provider, model: m.model, key_source: m.key_source, key_env: m.key_env,
+      ready: m.ready, why_not: m.why_not };
+    renderMindState(state.status ? state.status.mind : m);
+    if (state.view === 'settings') renderMindCard();
+    refreshStatus();
+  }
+
+  // Reads and clears a key input: the key is not left in the page.
+  function takeKey(input) {
+    const key = input.value.trim();
+    input.value = '';
+    return key;
+  }
+
+  async function lendKey(provider, key, errorEl) {
+    if (!key) {
+      showError(errorEl, new Error('Paste a key first.'));
+      return null;
+    }
+    showError(errorEl, null);
+    try {
+      const m = await api('POST', 'mind/key', { provider, key });
+      state.models.delete(provider); // its list may differ with this key
+      mindChanged(m);
+      return m;
+    } catch (e) {
+      showError(errorEl, e);
+      return null;
+    }
+  }
+
+  async function lendFromBanner(ev) {
+    ev.preventDefault();
+    const provider = $('lend-provider').value;
+    const m = await lendKey(provider, takeKey($('lend-key')), $('lend-error'));
+    if (m && !m.ready && m.provider !== provider) {
+      // A key for another provider: it needs a model of that provider.
+      state.mindPick = provider;
+      window.location.hash = '#settings';
+      notice($('mind-notice'), 'Key lent for ' + provider + '. Choose one of its models below to think with it.');
+    }
+  }
+
+  async function lendFromSettings(ev) {
+    ev.preventDefault();
+    const provider = $('mind-provider').value;
+    const m = await lendKey(provider, takeKey($('mind-key')), $('mind-error'));
+    if (m) notice($('mind-notice'), 'Key lent for ' + provider + ' until the Seed restarts.');
+  }
+
+  async function forgetKey() {
+    const provider = $('mind-provider').value;
+    try {
+      const m = await api('POST', 'mind/key/forget', { provider });
+      state.models.delete(provider);
+      mindChanged(m);
+      notice($('mind-notice'), 'Forgot the key lent for ' + provider + '.');
+    } catch (e) {
+      showError($('mind-error'), e);
+    }
+  }
+
+  async function chooseModel(ev) {
+    ev.preventDefault();
+    const provider = $('mind-provider').value;
+    const model = $('mind-model-input').value.trim();
+    if (!model) {
+      showError($('mind-error'), new Error('Type or pick a model first.'));
+      return;
+    }
+    showError($('mind-error'), null);
+    const button = $('mind-choose');
+    button.disabled = true;
+    notice($('mind-notice'), 'Checking ' + model + ' with one short call…');
+    try {
+      const m = await api('POST', 'mind', { provider, model });
+      state.mindPick = null;
+      mindChanged(m);
+      notice($('mind-notice'), 'Now thinking with ' + m.model + ' via ' + m.provider + '.');
+    } catch (e) {
+      $('mind-notice').hidden = true;
+      showError($('mind-error'), e);
+    } finally {
+      button.disabled = false;
+    }
+  }
+
+  function notice(el, text) {
+    el.textContent = text;
+    el.hidden = !text;
   }
 
   async function refreshStatus() {
@@ -413,7 +696,8 @@
     let idx = MAIN_PATH.indexOf(cur);
     if (e.state === 'complete') idx = MAIN_PATH.length - 1;
     const pct = idx < 0 ? (ENDED.has(e.state) ? 100 : 0) : Math.round((idx / (MAIN_PATH.length - 1)) * 100);
-    const bar = h('div', { class: 'progress', role: 'progressbar', aria: { valuemin: 0, valuemax: 100, valuenow: pct, label: 'Progress' } },
+    const bar = h('div', { class: 'progress', role: 'progressbar', dataset: { state: e.state },
+      aria: { valuemin: 0, valuemax: 100, valuenow: pct, label: 'Progress' } },
       h('span', { class: 'progress-fill' }));
     bar.firstChild.style.setProperty('--pct', pct + '%');
     return bar;
@@ -448,7 +732,8 @@
         h('h2', {}, ended ? null : h('span', { class: 'spinner', aria: { hidden: 'true' } }), ' ', evoName(e)),
         badge(e.state)),
       progress(e),
-      h('p', { class: 'last-step' }, last ? last.text : (ended ? (e.error || 'Finished.') : 'Waiting to start…')),
+      h('p', { class: 'last-step' }, e.state === 'failed' && e.error ? 'Failed: ' + e.error
+        : last ? last.text : (ended ? (e.error || 'Finished.') : 'Waiting to start…')),
       e.state === 'needs_input' ? h('p', { class: 'needs' }, 'It is waiting for you: see the card above.') : null,
       h('p', { class: 'actions-inline' },
         h('a', { href: '#evolution/' + e.id, text: 'Details' }),
@@ -526,16 +811,34 @@
 
   function setSending(on, what) {
     state.sending = on;
-    $('send-button').disabled = on;
-    $('evolve-button').disabled = on;
     $('thinking').hidden = !on;
     $('thinking-text').textContent = what || 'The Seed is thinking…';
+    updateComposer();
+  }
+
+  // Send and Evolve work only when the Seed can think; otherwise they say why.
+  function updateComposer() {
+    const ready = mindReady();
+    $('send-button').disabled = state.sending || !ready;
+    $('evolve-button').disabled = state.sending || !ready;
+    const why = $('composer-why');
+    const m = state.status && state.status.mind;
+    why.textContent = ready ? '' : noKey(m) ? 'Send and Evolve wait until the Seed can think: lend a key above, or start ' +
+      'it with -e ' + m.key_env + '.' : 'Send and Evolve wait until the Seed can think: ' + ((m && m.why_not) || '');
+    why.hidden = ready;
+  }
+
+  // Whether the composer may call the model; if not, says why.
+  function canThink() {
+    if (mindReady()) return true;
+    updateComposer();
+    return false;
   }
 
   async function sendMessage() {
     const ta = $('composer-text');
     const text = ta.value.trim();
-    if (!text || state.sending) return;
+    if (!text || state.sending || !canThink()) return;
     showError($('composer-error'), null);
     setSending(true);
     state.pendingText = text;
@@ -561,6 +864,7 @@
   async function startEvolution() {
     const ta = $('composer-text');
     const intent = ta.value.trim();
+    if (intent && !state.sending && !canThink()) return;
     if (!intent || state.sending) {
       if (!intent) showError($('composer-error'), new Error('Say what the Seed should become or change, then press Evolve.'));
       return;
@@ -571,7 +875,8 @@
       const res = await api('POST', 'evolutions', { intent });
       ta.value = '';
       state.seenActive.add(res.id);
-      state.last.set(res.id, { kind: 'note', text: 'Queued.', at: Date.now() });
+      // Its events may have come first (it can fail at once): never hide them.
+      if (!state.last.has(res.id)) state.last.set(res.id, { kind: 'note', text: 'Queued.', at: Date.now() });
       await refreshEvolutions();
     } catch (e) {
       showError($('composer-error'), e);
@@ -979,6 +1284,13 @@
     }
   }
 
+  // A seed.yaml value in words: decisions, seconds.
+  function configValue(key, v) {
+    if (typeof v === 'string' && DECISIONS[v] && ['safe', 'review', 'dangerous'].includes(key)) return DECISIONS[v];
+    if (key === 'command_timeout_seconds' && typeof v === 'number') return duration(v);
+    return v;
+  }
+
   async function refreshConfig() {
     const box = $('settings-config');
     try {
@@ -988,7 +1300,7 @@
       for (const [k, v] of Object.entries(cfg)) {
         if (v && typeof v === 'object' && !Array.isArray(v)) {
           const dl = h('dl', { class: 'facts' });
-          facts(dl, Object.entries(v));
+          facts(dl, Object.entries(v).map(([key, x]) => [key, configValue(key, x)]));
           box.append(h('h4', { text: label(k) }), dl);
         } else {
           top.push([k, v]);
@@ -1121,7 +1433,7 @@
     knowledge: { show: (arg) => showKnowledge(arg) },
     skills: { show: (arg) => showSkills(arg) },
     logs: { show: () => refreshLogs() },
-    settings: { show: () => { renderIdentityFacts(); renderStatus(); refreshSessions(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
+    settings: { show: () => { renderIdentityFacts(); renderStatus(); renderMindCard(); refreshMind(); refreshSessions(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
   };
 
   // The path an #ask= fragment names, or null: "/" then URL path
@@ -1196,6 +1508,7 @@
   function refreshVisible() {
     refreshIdentity();
     refreshStatus();
+    refreshMind();
     if (state.view === 'generations') refreshGenerations();
     if (state.view === 'knowledge') showKnowledge(parseHash().arg);
     if (state.view === 'skills') showSkills(parseHash().arg);
@@ -1265,6 +1578,14 @@
     });
     $('evolve-button').addEventListener('click', startEvolution);
     $('outbound-form').addEventListener('submit', grantFromForm);
+    $('lend-form').addEventListener('submit', lendFromBanner);
+    $('mind-form').addEventListener('submit', chooseModel);
+    $('mind-key-form').addEventListener('submit', lendFromSettings);
+    $('mind-forget').addEventListener('click', forgetKey);
+    $('mind-provider').addEventListener('change', () => {
+      state.mindPick = $('mind-provider').value;
+      renderMindCard();
+    });
     $('composer-text').addEventListener('keydown', (ev) => {
       if (ev.key === 'Enter' && (ev.ctrlKey || ev.metaKey)) {
         ev.preventDefault();
@@ -1276,6 +1597,7 @@
 
     refreshIdentity();
     refreshStatus();
+    refreshMind();
     refreshEvolutions();
     refreshApprovals();
     loadMessages();

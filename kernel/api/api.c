@@ -3,6 +3,7 @@
  * See api.h. */
 #include "api/api.h"
 #include "api/outbound.h"
+#include "api/mind.h"
 #include "api/self.h"
 #include "base/buf.h"
 #include "base/json.h"
@@ -10,6 +11,7 @@
 #include "chat/chat.h"
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
+#include "mind/mind.h"
 #include "repo/repo.h"
 
 #include <limits.h>
@@ -33,6 +35,7 @@ struct api {
         char *refused;             /* why evolutions are refused here, or NULL */
         struct db *kdb;
         struct orchestrator *orch; /* atomic */
+        struct mind *mind;         /* NULL: no model at all */
         struct chat *chat;
         struct outbound *outbound;
         pthread_mutex_t lock;
@@ -97,6 +100,16 @@ static int no_orch(const struct api *api, int *ret_status, char **ret_json) {
         return reply_error(503, api->refused ? api->refused : NO_ORCH, ret_status, ret_json);
 }
 
+/* 409 when there is a mind that cannot think (returns 1): nothing is
+ * created, and the owner reads why, with the variable to pass. */
+static int no_mind(const struct api *api, int *ret_status, char **ret_json) {
+        _cleanup_free_ char *why = api->mind ? mind_why_not(api->mind) : NULL;
+        if (!why)
+                return 0;
+        int r = reply_error(409, why, ret_status, ret_json);
+        return r < 0 ? r : 1;
+}
+
 /* The request body as a JSON object, or a 400 answer (returns 1). */
 static int parse_body(const struct ctl_api_call *call, json_t **ret, int *ret_status, char **ret_json) {
         json_error_t err;
@@ -151,6 +164,8 @@ static int h_submit(void *ud, const struct ctl_api_call *call, int *ret_status, 
                 return r < 0 ? r : 0;
         r = body_string(body, "intent", API_INTENT_MAX, true, &intent, ret_status, ret_json);
         if (r != 0)
+                return r < 0 ? r : 0;
+        if ((r = no_mind(api, ret_status, ret_json)) != 0)
                 return r < 0 ? r : 0;
         _cleanup_free_ char *id = NULL;
         r = orch_submit(o, intent, &id);
@@ -710,6 +725,9 @@ static int h_messages(void *ud, const struct ctl_api_call *call, int *ret_status
 
 static int h_message(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         struct api *api = ud;
+        int r0 = no_mind(api, ret_status, ret_json);
+        if (r0 != 0)
+                return r0 < 0 ? r0 : 0;
         if (!chat_available(api->chat))
                 return reply_error(503,
                                    "the chat is not available: no model is configured (start the Seed with the "
@@ -728,8 +746,9 @@ static int h_message(void *ud, const struct ctl_api_call *call, int *ret_status,
         r = chat_send(api->chat, api_orch(api), text, &json, &error);
         if (r == -EBUSY)
                 return reply_error(409, "busy: the Seed is answering another message", ret_status, ret_json);
-        if (r == -ENODEV)
-                return reply_error(503, "the chat is not available: no model is configured", ret_status, ret_json);
+        if (r == -ENODEV) /* the model went away since no_mind() */
+                return reply_error(409, error ? error : "the chat is not available: no model is configured",
+                                   ret_status, ret_json);
         if (r == -ECANCELED)
                 return reply_error(503, "the kernel is stopping", ret_status, ret_json);
         if (r == -EREMOTEIO)
@@ -779,6 +798,49 @@ static int h_outbound_revoke(void *ud, const struct ctl_api_call *call, int *ret
         return api_outbound_h_revoke(((struct api *)ud)->outbound, call, ret_status, ret_json);
 }
 
+/* ---- the Seed's mind (api/mind.c) ---- */
+
+#define NO_MIND "the model is not available in this kernel"
+
+static int h_mind(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct api *api = ud;
+        if (!api->mind)
+                return reply_error(503, NO_MIND, ret_status, ret_json);
+        return api_mind_h_get(api->mind, call, ret_status, ret_json);
+}
+
+static int h_mind_models(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct api *api = ud;
+        if (!api->mind)
+                return reply_error(503, NO_MIND, ret_status, ret_json);
+        char provider[64];
+        int r = query_value(call->query, "provider", provider, sizeof provider);
+        if (r != -ENOENT && r < 0)
+                return reply_error(400, "provider must be a provider's name", ret_status, ret_json);
+        return api_mind_h_models(api->mind, r == -ENOENT ? NULL : provider, ret_status, ret_json);
+}
+
+static int h_mind_choose(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct api *api = ud;
+        if (!api->mind)
+                return reply_error(503, NO_MIND, ret_status, ret_json);
+        return api_mind_h_choose(api->mind, call, ret_status, ret_json);
+}
+
+static int h_mind_lend(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct api *api = ud;
+        if (!api->mind)
+                return reply_error(503, NO_MIND, ret_status, ret_json);
+        return api_mind_h_lend(api->mind, call, ret_status, ret_json);
+}
+
+static int h_mind_forget(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct api *api = ud;
+        if (!api->mind)
+                return reply_error(503, NO_MIND, ret_status, ret_json);
+        return api_mind_h_forget(api->mind, call, ret_status, ret_json);
+}
+
 const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/evolutions", h_list, NULL},
         {"POST", "/_seed/api/evolutions", h_submit, NULL},
@@ -803,6 +865,11 @@ const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/outbound", h_outbound, NULL},
         {"POST", "/_seed/api/outbound/grant", h_outbound_grant, NULL},
         {"POST", "/_seed/api/outbound/revoke", h_outbound_revoke, NULL},
+        {"GET", "/_seed/api/mind", h_mind, NULL},
+        {"GET", "/_seed/api/mind/models", h_mind_models, NULL},
+        {"POST", "/_seed/api/mind", h_mind_choose, NULL},
+        {"POST", "/_seed/api/mind/key", h_mind_lend, NULL},
+        {"POST", "/_seed/api/mind/key/forget", h_mind_forget, NULL},
         {0},
 };
 
@@ -823,13 +890,14 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         api->kdb = cfg->kdb;
         api->orch = cfg->orch;
         api->outbound = cfg->outbound;
+        api->mind = cfg->mind;
         if (cfg->refused && xasprintf(&api->refused, "evolutions are refused on this host: %s", cfg->refused) < 0) {
                 free(api->seed_dir);
                 free(api);
                 return -ENOMEM;
         }
         int r = chat_new(&(struct chat_config){.seed_dir = cfg->seed_dir, .cfg = cfg->cfg, .kdb = cfg->kdb,
-                                               .model = cfg->model, .outbound = cfg->outbound,
+                                               .mind = cfg->mind, .outbound = cfg->outbound,
                                                .publish = chat_publish, .userdata = api},
                          &api->chat);
         if (r < 0) {

@@ -18,6 +18,10 @@
  *   POST messages                    {"text"} → the Seed's reply (chat/chat.h)
  *   GET  identity, knowledge, skills, settings, usage   the Seed itself (self.h)
  *   GET  outbound, POST outbound/grant, outbound/revoke  outbound access (api/outbound.h)
+ *   GET|POST mind, GET mind/models, POST mind/key[/forget]  its model (api/mind.h)
+ *
+ * Without a usable model (kernel/mind), POST evolutions and POST messages
+ * answer 409 {"error": why, naming the variable to pass} and create nothing.
  *
  * ctl does the auth, same-origin, JSON and size rules; handlers validate
  * every id and body themselves. */
@@ -28,7 +32,7 @@
 
 struct cfg;
 struct db;
-struct model;
+struct mind;
 struct orchestrator;
 struct outbound;
 
@@ -42,7 +46,8 @@ struct api_config {
         const char *seed_dir;           /* the live Seed's folder (copied) */
         struct db *kdb;                 /* kernel-memory DB (borrowed, outlives the api) */
         struct orchestrator *orch;      /* borrowed; NULL until api_set_orchestrator() */
-        struct model *model;            /* the chat's (borrowed); NULL: POST messages answers 503 */
+        struct mind *mind;              /* the model evolutions and the chat think with (borrowed);
+                                         * NULL: POST messages answers 503, mind routes 503 */
         const struct cfg *cfg;          /* seed.yaml (borrowed); NULL: POST messages answers 503 */
         struct outbound *outbound;      /* outbound access, for its routes and the chat's tools
                                          * (borrowed); NULL: they answer 503 */

@@ -10,8 +10,8 @@
 #include "api/api.h"
 #include "evolution/orchestrator.h"
 #include "evolution/owner.h"
+#include "mind/mind.h"
 #include "model/model.h"
-#include "model/providers.h"
 #include "organism/organism.h"
 #include "pg/pg.h"
 #include "repo/repo.h"
@@ -36,7 +36,7 @@ struct app {
         struct egress *egress;   /* every sandbox's way out */
         struct outbound *outbound; /* the owner's grants, the organism's secrets, the registries */
         struct organism *organism;
-        struct model *model;
+        struct mind *mind;       /* the model the Seed thinks with (kernel/mind) */
         struct orchestrator *orch;
         struct api *api;         /* the /_seed/api routes (kernel/api) and their event stream */
         atomic_bool restart;     /* an applied generation changed the kernel: exit 75 */
@@ -147,6 +147,9 @@ static int app_status_json(void *userdata, char **ret_json) {
                 json_object_set_new(o, "url", json_string(strcat(url, "/")));
         app_control_url(a, a->ctl ? ctl_port(a->ctl) : 0, control, sizeof control);
         json_object_set_new(o, "control_url", json_string(control));
+        json_t *mind = NULL;
+        if (a->mind && mind_status_json(a->mind, false, &mind) >= 0)
+                json_object_set_new(o, "mind", mind);
         if (a->doctor)
                 json_object_set_new(o, "doctor", json_string(a->doctor));
         /* The owner's commits on main that are not a generation (yet). */
@@ -327,37 +330,15 @@ static void app_model_usage(void *userdata, const char *purpose, const char *ref
                 log_warn("cannot record model usage: %s", err ? err : "?");
 }
 
-/* The model from seed.yaml and the owner's secrets. No key: no model, and
- * evolutions fail saying how to give one. */
-static int app_create_model(struct app *a) {
-        const char *provider = a->cfg->model.provider;
-        const struct model_provider *p = model_provider_find(provider);
-        /* Named providers always need their key (the table's variable); a
-         * local openai-compatible server may need none (no api_key_env). */
-        const char *key_name = !p                           ? NULL
-                               : p->key_env                 ? p->key_env
-                               : strempty(a->cfg->model.api_key_env) ? NULL
-                                                            : a->cfg->model.api_key_env;
-        const char *key = key_name ? secrets_get(a->secrets, key_name) : NULL;
-        if (key_name && !key) {
-                log_warn("no model key: evolutions will fail until the Seed is started with -e %s", key_name);
-                return 0;
-        }
-        struct model_config mc = {
-                .provider = provider,
-                .name = a->cfg->model.name,
-                .base_url = a->cfg->model.base_url,
-                .api_key = key,
-                .max_tokens = a->cfg->model.max_tokens,
-        };
-        _cleanup_free_ char *err = NULL;
-        int r = model_new(&mc, &a->model, &err);
-        if (r < 0) {
-                log_error("the model is not usable: %s", err ? err : strerror(-r));
-                return 0;
-        }
-        model_set_usage_hook(a->model, app_model_usage, a);
-        log_info("model %s via %s", model_name(a->model), model_provider(a->model));
+/* The mind: seed.yaml's model or the owner's kept choice, with the start
+ * secrets and keys lent later. No key is no error: it says why (and the
+ * status, the CLI and the control plane show it). */
+static int app_create_mind(struct app *a) {
+        int r = mind_new(&(struct mind_config){.cfg = a->cfg, .secrets = a->secrets, .kdb = a->kdb,
+                                                .usage_fn = app_model_usage, .usage_userdata = a},
+                         &a->mind);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the model: %m");
         return 0;
 }
 
@@ -382,7 +363,7 @@ static int app_start_orchestrator(struct app *a) {
                 .cfg = a->cfg,
                 .kdb = a->kdb,
                 .pg = a->pg,
-                .model = a->model,
+                .mind = a->mind,
                 .organism = a->organism,
                 .bridge_path = a->opts->bridge_path,
                 .egress = a->egress,
@@ -401,7 +382,7 @@ static int app_start_ctl(struct app *a) {
         struct api *api = NULL;
         int r = api_new(&(struct api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
                                              .refused = a->doctor, .outbound = a->outbound,
-                                             .model = a->model, .cfg = a->cfg},
+                                             .mind = a->mind, .cfg = a->cfg},
                         &api);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the evolution API: %m");
@@ -451,7 +432,7 @@ static void app_stop(struct app *a) {
         }
         outbound_free(a->outbound);
         egress_free(a->egress); /* after every sandbox that had a door */
-        model_free(a->model);
+        mind_free(a->mind);
         db_close(a->kdb);
         pg_stop(a->pg);
         _cleanup_free_ char *p = seed_path(a, APP_STATE_FILE);
@@ -579,9 +560,7 @@ int app_run(const struct app_options *o) {
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||
             (r = app_load_key(&a, "session-key", &a.session_key)) < 0)
                 goto fail;
-        if ((r = app_create_model(&a)) < 0)
-                goto fail;
-        if ((r = app_start_database(&a)) < 0 || (r = app_start_egress(&a)) < 0 ||
+        if ((r = app_start_database(&a)) < 0 || (r = app_create_mind(&a)) < 0 || (r = app_start_egress(&a)) < 0 ||
             (r = app_start_outbound(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
             (r = app_start_orchestrator(&a)) < 0 || (r = app_start_ctl(&a)) < 0 || (r = app_write_state(&a)) < 0)
                 goto fail;

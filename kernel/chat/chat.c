@@ -9,6 +9,7 @@
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
 #include "fsx/fsx.h"
+#include "mind/mind.h"
 #include "model/model.h"
 #include "outbound/outbound.h"
 #include "repo/repo.h"
@@ -27,7 +28,7 @@ struct chat {
         char *seed_dir;
         const struct cfg *cfg;
         struct db *kdb;
-        struct model *model;
+        struct mind *mind;
         struct outbound *outbound;
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;
@@ -55,7 +56,7 @@ int chat_new(const struct chat_config *cfg, struct chat **ret) {
         }
         c->cfg = cfg->cfg;
         c->kdb = cfg->kdb;
-        c->model = cfg->model;
+        c->mind = cfg->mind;
         c->outbound = cfg->outbound;
         c->publish = cfg->publish;
         c->userdata = cfg->userdata;
@@ -96,7 +97,7 @@ void chat_free(struct chat *c) {
         free(c);
 }
 
-bool chat_available(const struct chat *c) { return c && c->model && c->cfg; }
+bool chat_available(const struct chat *c) { return c && c->mind && c->cfg && mind_ready(c->mind); }
 
 /* ---- the messages table ---- */
 
@@ -407,7 +408,7 @@ static int load_history(struct chat *c, struct agent_state *st) {
 static int chat_complete(void *userdata, const struct model_request *req, struct model_response *ret,
                          char **ret_error) {
         struct chat *c = userdata;
-        return model_complete(c->model, req, ret, ret_error);
+        return mind_complete(c->mind, req, ret, ret_error);
 }
 
 /* ---- one owner message ---- */
@@ -415,8 +416,11 @@ static int chat_complete(void *userdata, const struct model_request *req, struct
 int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error) {
         if (!c || !text)
                 return -EINVAL;
-        if (!chat_available(c))
+        if (!chat_available(c)) {
+                if (ret_error && c->mind)
+                        *ret_error = mind_why_not(c->mind);
                 return -ENODEV;
+        }
         if (pthread_mutex_trylock(&c->busy) != 0)
                 return -EBUSY;
         struct chat_run run = {.c = c, .o = o};

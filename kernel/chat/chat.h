@@ -20,7 +20,7 @@
 
 struct cfg;
 struct db;
-struct model;
+struct mind;
 struct orchestrator;
 struct outbound;
 struct tool;
@@ -36,7 +36,7 @@ struct chat_config {
         const char *seed_dir;        /* the live Seed's folder (copied) */
         const struct cfg *cfg;       /* seed.yaml (borrowed); NULL: the chat is unavailable */
         struct db *kdb;              /* borrowed */
-        struct model *model;         /* borrowed; NULL: the chat is unavailable (no key) */
+        struct mind *mind;           /* the model it thinks with (borrowed); NULL: unavailable */
         struct outbound *outbound;   /* borrowed; NULL: the outbound tools answer "not available" */
         /* Every stored message: kind "message", {"id","role","text","evolution_id","at"}. */
         void (*publish)(void *userdata, const char *kind, const char *json);
@@ -58,7 +58,7 @@ void chat_cancel(struct chat *c);
 void chat_approval_decided(struct chat *c);
 /* Accepts NULL; no chat may be running. */
 void chat_free(struct chat *c);
-/* Whether a model is there to answer. */
+/* Whether a model is there to answer (mind_ready()). */
 bool chat_available(const struct chat *c);
 
 /* The last limit messages (1..CHAT_LIST_MAX), oldest first, as a JSON array. */
@@ -67,6 +67,6 @@ int chat_messages_json(struct db *db, int limit, char **ret_json);
 /* Stores the owner's text, runs the chat agent (o: where start_evolution
  * queues; NULL: it says evolutions are unavailable), stores its reply.
  * *ret_json: {"id": reply id, "reply", "evolutions": [ids started]}.
- * -ENODEV no model, -EBUSY another chat is running, -EREMOTEIO the agent
+ * -ENODEV no model (*ret_error says why), -EBUSY another chat is running, -EREMOTEIO the agent
  * failed (*ret_error says why; caller frees), -ECANCELED stopping. */
 int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error);

@@ -180,6 +180,19 @@ int cli_cmd_status(int argc, char **argv) {
                "Organism:    %s\n",
                name ? name : "?", seed_dir, (long long)g, url ? url : "?", control ? control : "?",
                org ? org : "?");
+        json_t *mind = json_object_get(o, "mind");
+        const char *model = json_string_value(json_object_get(mind, "model"));
+        const char *provider = json_string_value(json_object_get(mind, "provider"));
+        const char *source = json_string_value(json_object_get(mind, "key_source"));
+        if (model && provider && source)
+                printf("Model:       %s via %s (key: %s)\n", model, provider,
+                       streq(source, "start")  ? "passed at start"
+                       : streq(source, "lent") ? "lent in the control plane"
+                       : streq(source, "none") ? "none"
+                                               : "not needed");
+        const char *why = json_string_value(json_object_get(mind, "why_not"));
+        if (why)
+                printf("Warning:     %s\n", why);
         const char *doctor = json_string_value(json_object_get(o, "doctor"));
         if (doctor)
                 printf("Warning:     %s\n", doctor);

@@ -63,8 +63,12 @@ static int plant(const char *dir, const char *name, const char *addr) {
                 if ((r = set_yaml_line(cfg, "  addr:", addr_line)) < 0)
                         return log_error_errno(r, "cannot set server.addr in %s: %m", cfg);
         }
+        /* The identity starts with the name the owner gave (the header shows
+         * it) until the Seed names itself. */
         if (path_exists(self) && (r = set_yaml_line(self, "slug:", slug_line)) < 0 && r != -ENOENT)
                 return log_error_errno(r, "cannot set the slug in %s: %m", self);
+        if (path_exists(self) && (r = set_yaml_line(self, "name:", name_line)) < 0 && r != -ENOENT)
+                return log_error_errno(r, "cannot set the name in %s: %m", self);
         /* The planted seed.yaml must be valid before anything is committed. */
         _cleanup_(cfg_freep) struct cfg *c = NULL;
         _cleanup_free_ char *err = NULL;
@@ -86,7 +90,9 @@ static void new_usage(FILE *f) {
               "Plants a new Seed in ./<name>: a git repository holding the kernel's own source,\n"
               "a starter organism (\"I don't have a purpose yet\"), knowledge and skills, with\n"
               "one commit \"Initial seed\" tagged seed/gen-1. Then starts it in the background\n"
-              "and prints a one-time sign-in link.\n"
+              "and prints a one-time sign-in link. Without the model key of seed.yaml's\n"
+              "provider it says so in one line: pass it with -e, or lend one in the control\n"
+              "plane (Settings), where the model can be chosen too.\n"
               "\n"
               "  <name>             lowercase letters, digits and '-', starting with a letter\n"
               "  -e NAME[=VALUE]    pass a secret (e.g. OPENROUTER_API_KEY); kept only in memory\n"

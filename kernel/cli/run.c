@@ -4,6 +4,7 @@
  * that fails to build or dies within 60 s falls back to the last good one),
  * and prints what the owner needs. */
 #include "base/fileio.h"
+#include "base/json.h"
 #include "base/priv.h"
 #include "cli/cli.h"
 #include "config/config.h"
@@ -98,6 +99,21 @@ static void print_remote_hint(const struct cli_endpoint *e) {
                port, port);
 }
 
+/* One line when the Seed cannot think (no model key): what to pass, or to
+ * lend a key in Settings. The kernel words it (kernel/mind), naming the
+ * variable of the configured provider. */
+static void announce_mind(const struct cli_run_options *o) {
+        long status = 0;
+        _cleanup_free_ char *body = NULL;
+        if (cli_api(o->seed_dir, "GET", "/_seed/api/status", NULL, &status, &body) < 0 || status != 200)
+                return;
+        _cleanup_json_ json_t *st = json_loads(body, 0, NULL);
+        json_t *mind = json_object_get(st, "mind");
+        const char *why = json_string_value(json_object_get(mind, "why_not"));
+        if (json_is_false(json_object_get(mind, "ready")) && why)
+                printf("%s\n", why);
+}
+
 void cli_announce(const struct cli_run_options *o) {
         _cleanup_free_ char *link = NULL;
         _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
@@ -105,6 +121,7 @@ void cli_announce(const struct cli_run_options *o) {
                 printf("Seed running: the app at %s/, the control plane at %s\n", e.url, e.control_url);
                 print_remote_hint(&e);
         }
+        announce_mind(o);
         if (cli_login_link(o->seed_dir, &link) < 0)
                 return;
         printf("Sign in (one use, 15 minutes): %s\n", link);
@@ -224,7 +241,9 @@ static void run_usage(FILE *f) {
               "within 60 s falls back to the last good kernel. A running Seed is not\n"
               "started twice (secrets given to it are not applied: 'seed restart -e NAME'\n"
               "applies them). The port is bound once and kept across those restarts.\n"
-              "Run as root, it switches to the unprivileged account 'seed'.\n"
+              "Run as root, it switches to the unprivileged account 'seed'. Without a\n"
+              "model key it says which -e variable the configured provider reads (or\n"
+              "lend a key in the control plane: it lasts until the Seed restarts).\n"
               "\n"
               "  --dir DIR          the Seed's folder (default: the one you are in)\n"
               "  --addr HOST:PORT   listen here instead of seed.yaml's server.addr. A Seed\n"

@@ -39,6 +39,8 @@ static void req_free(struct ctl_req *q) {
         free(q->method);
         ctl_hdrs_free(&q->hdrs);
         free(q->param);
+        if (q->body.data) /* it may hold a password or a lent model key */
+                secure_zero(q->body.data, q->body.len);
         buf_free(&q->body);
         free(q->session_id);
         if (q->cookie_value) {

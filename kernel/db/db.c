@@ -756,3 +756,45 @@ int db_usage_summary_json(struct db *db, size_t max_bytes, char **ret_json) {
                                  "FROM model_usage GROUP BY purpose, model ORDER BY purpose, model LIMIT 500",
                                  0, NULL, max_bytes, ret_json);
 }
+
+/* ---- kernel memory: settings ---- */
+
+static bool setting_key_valid(const char *key) {
+        if (strempty(key) || strlen(key) > DB_SETTING_KEY_MAX)
+                return false;
+        for (const char *p = key; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_' || *p == '.'))
+                        return false;
+        return true;
+}
+
+int db_setting_get(struct db *db, const char *key, char **ret) {
+        if (!db || !setting_key_valid(key))
+                return -EINVAL;
+        const char *p[] = {key};
+        _cleanup_(PQclearp) PGresult *res = NULL;
+        int r = query_logged(db, "reading a setting", "SELECT value FROM kernel_settings WHERE key = $1", 1, p, &res);
+        if (r < 0)
+                return r;
+        if (PQntuples(res) != 1 || PQgetisnull(res, 0, 0))
+                return -ENOENT;
+        char *v = strdup(PQgetvalue(res, 0, 0));
+        if (!v)
+                return -ENOMEM;
+        *ret = v;
+        return 0;
+}
+
+int db_setting_set(struct db *db, const char *key, const char *value) {
+        if (!db || !setting_key_valid(key) || !value)
+                return -EINVAL;
+        if (strlen(value) > DB_SETTING_VALUE_MAX)
+                return -E2BIG;
+        char at[24];
+        const char *p[] = {key, value, I64(at, wall_ms())};
+        int r = query_logged(db, "storing a setting",
+                             "INSERT INTO kernel_settings (key, value, updated_at) VALUES ($1, $2, $3) "
+                             "ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value, updated_at = EXCLUDED.updated_at",
+                             3, p, NULL);
+        return r < 0 ? r : 0;
+}

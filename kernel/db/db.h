@@ -116,3 +116,16 @@ int db_usage_insert(struct db *db, const struct db_usage *u, char **ret_error);
  * input_tokens, output_tokens, cost_usd, last_at) as a JSON array; -E2BIG
  * past max_bytes (see db_query_json_max). Caller frees. */
 int db_usage_summary_json(struct db *db, size_t max_bytes, char **ret_json);
+
+/* ---- kernel memory: settings the owner changes in the control plane ---- */
+/* The only writer and reader of table kernel_settings. Never a secret. Keys
+ * are [a-z0-9_.]{1,DB_SETTING_KEY_MAX}; values at most DB_SETTING_VALUE_MAX
+ * bytes of text (no NUL). */
+#define DB_SETTING_KEY_MAX 64
+#define DB_SETTING_VALUE_MAX 4096
+/* The value of key (caller frees): -ENOENT when it was never set, -EINVAL
+ * for a bad key, -EIO on a server error (logged). */
+int db_setting_get(struct db *db, const char *key, char **ret);
+/* Sets (inserts or replaces) key. -EINVAL for a bad key, -E2BIG for a long
+ * value, -EIO on a server error (logged). */
+int db_setting_set(struct db *db, const char *key, const char *value);

@@ -25,6 +25,7 @@
 #include "evolution/store.h"
 #include "evolution/verify.h"
 #include "fsx/fsx.h"
+#include "mind/mind.h"
 #include "model/model.h"
 #include "organism/migrations.h"
 #include "organism/organism.h"
@@ -328,7 +329,7 @@ static const struct tool_hooks orch_hooks = {.ask = cb_ask, .approved_done = cb_
 static int agent_complete(void *userdata, const struct model_request *req, struct model_response *ret,
                           char **ret_error) {
         struct orchestrator *o = userdata;
-        return model_complete(o->c.model, req, ret, ret_error);
+        return mind_complete(o->c.mind, req, ret, ret_error);
 }
 
 static void agent_event_cb(void *userdata, enum agent_event kind, const char *json) {
@@ -572,8 +573,9 @@ static int plan(struct run *r, const char *intent) {
         int k;
         if ((k = set_state(r, EVO_PLANNING, NULL)) < 0)
                 return k;
-        if (!r->o->c.model)
-                return fail(r, "no model key: start the Seed with -e <NAME>");
+        _cleanup_free_ char *why = r->o->c.mind ? mind_why_not(r->o->c.mind) : strdup("No model is configured.");
+        if (why)
+                return fail(r, "%s", why);
         if ((k = prepare(r)) < 0)
                 return k;
         _cleanup_free_ char *msg = NULL;

@@ -14,7 +14,7 @@
 struct cfg;
 struct db;
 struct pg;
-struct model;
+struct mind;
 struct organism;
 struct outbound;
 
@@ -23,7 +23,8 @@ struct orch_config {
         const struct cfg *cfg;         /* seed.yaml (borrowed, outlives the orchestrator) */
         struct db *kdb;                /* kernel-memory DB */
         const struct pg *pg;           /* the private PostgreSQL (scratch DBs, live migrations) */
-        struct model *model;           /* NULL: no model key; evolutions fail saying so */
+        struct mind *mind;             /* the model it thinks with (borrowed, outlives it); without a
+                                        * usable model an evolution fails at planning saying why */
         struct organism *organism;     /* the live organism (restarted on apply); may be NULL */
         const char *bridge_path;       /* seed-bridge, for previews */
         struct egress *egress;         /* every sandbox's way out (borrowed); NULL: none */

@@ -35,6 +35,18 @@ int model_wire_build(const struct model_wire *w, const struct model_request *req
 int model_wire_parse(enum model_format fmt, const char *body, size_t len, struct model_response *ret,
                      char **ret_error);
 
+/* Parses a provider's list of models: {"data": [{"id", "name" or
+ * "display_name", "supported_parameters": [...], "context_length"}, …]} —
+ * the one shape OpenRouter, OpenAI, Anthropic and OpenAI-compatible servers
+ * share. Every model is kept (tools 0 for one whose supported_parameters
+ * lack "tools"; 1 when it has it or tools_on_all; else -1); entries without
+ * a valid id are skipped; at most MODEL_LIST_MAX (then truncated). *ret:
+ * caller frees with model_list_done(). Failures, with *ret_error:
+ *   -EBADMSG    malformed JSON, or no "data" list
+ *   -EREMOTEIO  an error reported in the body */
+int model_wire_parse_models(const char *body, size_t len, bool tools_on_all, struct model_list *ret,
+                            char **ret_error);
+
 /* A short, printable description of an error body (its error.message when it
  * is JSON, else an excerpt). Never NULL unless out of memory. Caller frees. */
 char *model_wire_error_text(const char *body, size_t len);
@@ -61,8 +73,10 @@ char *model_redact(const char *s, const char *secret);
 char *model_utf8_sanitize(const char *s);
 
 /* TESTS ONLY: sends this model's requests to url instead of its provider's
- * endpoint (the key goes with them). Never called with anything from
+ * endpoint (the key goes with them), and its models list to the "/models"
+ * beside it (url without a final "/chat/completions" or "/messages"). Never called with anything from
  * seed.yaml; the kernel never calls it. */
 int model_set_endpoint_for_tests(struct model *m, const char *url);
-/* The endpoint this model posts to (borrowed). */
+/* The endpoint this model posts to, and the one it lists models at (borrowed). */
 const char *model_endpoint(const struct model *m);
+const char *model_models_endpoint(const struct model *m);

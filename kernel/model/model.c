@@ -20,7 +20,7 @@
 
 struct model {
         const struct model_provider *provider;
-        char *name, *url, *api_key;  /* api_key may be NULL */
+        char *name, *url, *models_url, *api_key;  /* api_key may be NULL */
         int max_tokens, timeout_ms, max_attempts, backoff_base_ms;
         model_usage_fn usage_fn;
         void *usage_userdata;
@@ -49,16 +49,29 @@ static bool url_is_loopback(const char *url) {
                streq(host, "localhost") || startswith(host, "[::1]");
 }
 
-static int model_url(const struct model_provider *p, const struct model_config *cfg, char **ret, char **ret_error) {
-        if (p->endpoint)
-                return (*ret = strdup(p->endpoint)) ? 0 : -ENOMEM;
-        int r = url_check(cfg->base_url, "model.base_url", ret_error);
-        if (r < 0)
-                return r;
-        size_t len = strlen(cfg->base_url);
-        while (len > 0 && cfg->base_url[len - 1] == '/')
+/* <base_url without trailing slashes><suffix> */
+static int base_url_join(const char *base_url, const char *suffix, char **ret) {
+        size_t len = strlen(base_url);
+        while (len > 0 && base_url[len - 1] == '/')
                 len--;
-        return xasprintf(ret, "%.*s/chat/completions", (int)len, cfg->base_url);
+        return xasprintf(ret, "%.*s%s", (int)len, base_url, suffix);
+}
+
+/* The completions and models endpoints: the table's constants, or
+ * openai-compatible's base_url. */
+static int model_urls(const struct model_provider *p, const struct model_config *cfg, struct model *m,
+                      char **ret_error) {
+        if (p->endpoint) {
+                m->url = strdup(p->endpoint);
+                m->models_url = strdup(p->models_endpoint);
+                return m->url && m->models_url ? 0 : -ENOMEM;
+        }
+        int r = url_check(cfg->base_url, "model.base_url", ret_error);
+        if (r >= 0)
+                r = base_url_join(cfg->base_url, "/chat/completions", &m->url);
+        if (r >= 0)
+                r = base_url_join(cfg->base_url, "/models", &m->models_url);
+        return r;
 }
 
 int model_new(const struct model_config *cfg, struct model **ret, char **ret_error) {
@@ -98,7 +111,7 @@ int model_new(const struct model_config *cfg, struct model **ret, char **ret_err
         if (m->max_attempts > MAX_ATTEMPTS_LIMIT)
                 m->max_attempts = MAX_ATTEMPTS_LIMIT;
         m->backoff_base_ms = cfg->backoff_base_ms ? cfg->backoff_base_ms : DEFAULT_BACKOFF_MS;
-        int r = model_url(p, cfg, &m->url, ret_error);
+        int r = model_urls(p, cfg, m, ret_error);
         if (r >= 0 && !(m->name = strdup(cfg->name)))
                 r = -ENOMEM;
         if (r >= 0 && key && !(m->api_key = strdup(key)))
@@ -122,6 +135,7 @@ void model_free(struct model *m) {
         }
         free(m->name);
         free(m->url);
+        free(m->models_url);
         free(m);
 }
 
@@ -133,17 +147,27 @@ void model_set_usage_hook(struct model *m, model_usage_fn fn, void *userdata) {
 const char *model_name(const struct model *m) { return m->name; }
 const char *model_provider(const struct model *m) { return m->provider->name; }
 const char *model_endpoint(const struct model *m) { return m->url; }
+const char *model_models_endpoint(const struct model *m) { return m->models_url; }
 
 int model_set_endpoint_for_tests(struct model *m, const char *url) {
-        _cleanup_free_ char *err = NULL;
+        _cleanup_free_ char *err = NULL, *base = NULL, *models = NULL;
         int r = url_check(url, "endpoint", &err);
         if (r < 0)
                 return r;
+        /* The models list sits beside the completions endpoint. */
+        size_t len = strlen(url);
+        const char *suffix = endswith(url, "/chat/completions") ? "/chat/completions"
+                             : endswith(url, "/messages")       ? "/messages"
+                                                                : "";
+        if (!(base = strndup(url, len - strlen(suffix))) || base_url_join(base, "/models", &models) < 0)
+                return -ENOMEM;
         char *u = strdup(url);
         if (!u)
                 return -ENOMEM;
         free(m->url);
         m->url = u;
+        free(m->models_url);
+        m->models_url = TAKE_PTR(models);
         return 0;
 }
 
@@ -352,6 +376,65 @@ int model_complete(struct model *m, const struct model_request *req, struct mode
                             (long long)(now_ms() - start), attempt, plural, last ? "; last error: " : "",
                             last ? last : "");
         return fail(m, r, ret_error, "%s (%d attempt%s)", last ? last : strerror(-r), attempt, plural);
+}
+
+/* ---- the models a provider offers ---- */
+
+int model_list(const struct model *m, struct model_list *ret, char **ret_error) {
+        struct headers h = {0};
+        int r = headers_build(m, &h);
+        if (r < 0) {
+                headers_free(&h);
+                return fail(m, r, ret_error, "out of memory");
+        }
+        struct httpc_response res = {0};
+        _cleanup_free_ char *herr = NULL;
+        r = httpc_do(&(struct httpc_request){.method = "GET", .url = m->models_url, .headers = h.lines,
+                                             .timeout_ms = m->timeout_ms < MODEL_LIST_TIMEOUT_MS ? m->timeout_ms
+                                                                                                 : MODEL_LIST_TIMEOUT_MS,
+                                             .max_response = MODEL_MAX_RESPONSE},
+                     &res, &herr);
+        headers_free(&h);
+        if (r == -E2BIG)
+                return fail(m, -EBADMSG, ret_error, "the list of models is larger than %u MiB", MODEL_MAX_RESPONSE >> 20);
+        if (r < 0)
+                return fail(m, r, ret_error, "cannot list the models: %s", herr ? herr : "network error");
+        struct model_list all = {0};
+        _cleanup_free_ char *perr = NULL;
+        if (res.status < 200 || res.status > 299) {
+                _cleanup_free_ char *text = model_wire_error_text(res.body, res.body_len);
+                long status = res.status;
+                httpc_response_done(&res);
+                return fail(m, -EREMOTEIO, ret_error, "cannot list the models: HTTP %ld: %s", status, text ? text : "");
+        }
+        r = model_wire_parse_models(res.body, res.body_len, m->provider->tools_on_all, &all, &perr);
+        httpc_response_done(&res);
+        if (r < 0)
+                return fail(m, r, ret_error, "cannot list the models: %s", perr ? perr : strerror(-r));
+        /* Only the models that take tools, where the provider says so. */
+        size_t kept = 0;
+        for (size_t i = 0; i < all.n; i++) {
+                if (all.models[i].tools == 0) {
+                        free(all.models[i].id);
+                        free(all.models[i].name);
+                        continue;
+                }
+                all.models[kept++] = all.models[i];
+        }
+        all.n = kept;
+        *ret = all;
+        return 0;
+}
+
+void model_list_done(struct model_list *l) {
+        if (!l)
+                return;
+        for (size_t i = 0; i < l->n; i++) {
+                free(l->models[i].id);
+                free(l->models[i].name);
+        }
+        free(l->models);
+        *l = (struct model_list){0};
 }
 
 /* ---- conversation helpers ---- */

@@ -118,6 +118,33 @@ int model_complete(struct model *m, const struct model_request *req, struct mode
                    char **ret_error);
 /* Free what the struct owns and zero it; accept zeroed structs. */
 void model_response_done(struct model_response *r);
+
+/* One model a provider offers. */
+struct model_info {
+        char *id;                      /* what model.name takes (printable, at most MODEL_ID_MAX bytes) */
+        char *name;                    /* a display name, or NULL */
+        int tools;                     /* 1 takes tools, 0 does not, -1 the provider does not say */
+        int64_t context_length;        /* tokens; 0 when not said */
+};
+
+struct model_list {
+        struct model_info *models;     /* owned */
+        size_t n;
+        bool truncated;                /* the provider listed more than MODEL_LIST_MAX */
+};
+
+#define MODEL_ID_MAX 256
+#define MODEL_LIST_MAX 2000
+#define MODEL_LIST_TIMEOUT_MS 30000
+
+/* The models m's provider offers that take tools (those its list says do
+ * not are left out; where it does not say, they stay: a probe call tells):
+ * one GET of the provider's models endpoint (fixed in the table, or
+ * <base_url>/models), with m's key, no retries, at most 30 s. On failure
+ * *ret_error (caller frees) says why, never quoting the key. *ret: caller
+ * frees with model_list_done(). Safe to call from several threads. */
+int model_list(const struct model *m, struct model_list *ret, char **ret_error);
+void model_list_done(struct model_list *l);
 void model_message_done(struct model_message *msg);
 /* Deep copy (for keeping a conversation); *to written only on success. */
 int model_message_copy(const struct model_message *from, struct model_message *to);

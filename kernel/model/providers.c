@@ -2,15 +2,20 @@
 #include "model/providers.h"
 #include "base/buf.h"
 
-/* The named providers' endpoints are constants: nothing in seed.yaml can
- * send their keys anywhere else. */
+/* The named providers' endpoints are constants: nothing in seed.yaml or the
+ * control plane can send their keys anywhere else. OpenRouter's list says
+ * which models take tools (supported_parameters); Anthropic's models all do;
+ * OpenAI's list does not say (a probe call tells). */
 static const struct model_provider providers[] = {
         {.name = "openrouter", .format = MODEL_FORMAT_OPENAI, .usage_include = true,
-         .endpoint = "https://openrouter.ai/api/v1/chat/completions", .key_env = "OPENROUTER_API_KEY"},
+         .endpoint = "https://openrouter.ai/api/v1/chat/completions", .key_env = "OPENROUTER_API_KEY",
+         .models_endpoint = "https://openrouter.ai/api/v1/models"},
         {.name = "openai", .format = MODEL_FORMAT_OPENAI, .max_completion_tokens = true,
-         .endpoint = "https://api.openai.com/v1/chat/completions", .key_env = "OPENAI_API_KEY"},
-        {.name = "anthropic", .format = MODEL_FORMAT_ANTHROPIC,
-         .endpoint = "https://api.anthropic.com/v1/messages", .key_env = "ANTHROPIC_API_KEY"},
+         .endpoint = "https://api.openai.com/v1/chat/completions", .key_env = "OPENAI_API_KEY",
+         .models_endpoint = "https://api.openai.com/v1/models"},
+        {.name = "anthropic", .format = MODEL_FORMAT_ANTHROPIC, .tools_on_all = true,
+         .endpoint = "https://api.anthropic.com/v1/messages", .key_env = "ANTHROPIC_API_KEY",
+         .models_endpoint = "https://api.anthropic.com/v1/models?limit=1000"},
         {.name = "openai-compatible", .format = MODEL_FORMAT_OPENAI}, /* model.base_url, model.api_key_env */
 };
 

@@ -1,5 +1,5 @@
 /* providers.h — the model providers as one table of data: name, wire format,
- * endpoint and the secret holding the key. kernel/model speaks to them,
+ * endpoints (completions and the models list) and the secret holding the key. kernel/model speaks to them,
  * kernel/config validates model.provider against them and kernel/app reads
  * the key they name: adding a provider is one row in providers.c. A library
  * of its own (base only), so config can use it without libcurl or jansson. */
@@ -16,6 +16,9 @@ struct model_provider {
                                       * with the key (optional) from model.api_key_env */
         const char *key_env;         /* the secret holding the key (always needed), or NULL
                                       * exactly when endpoint is NULL */
+        const char *models_endpoint; /* GET: the models it offers; NULL exactly when endpoint is
+                                      * NULL (<model.base_url>/models) */
+        bool tools_on_all;           /* every model it lists takes tools (its list does not say) */
         bool usage_include;          /* OpenRouter reports the cost when asked */
         bool max_completion_tokens;  /* OpenAI's current name for max_tokens */
 };

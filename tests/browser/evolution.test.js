@@ -70,8 +70,9 @@ test('sign in with a one-time link', async () => {
   await page.waitForURL((u) => u.pathname === '/_seed/'); // "Signed in" moves on by itself
   token = await page.getAttribute('meta[name="seed-token"]', 'content');
   assert.match(token, /^[0-9a-f]{64}$/);
-  // The identity (knowledge/self.yaml) themes the page; the logo is an <img>.
-  await page.waitForFunction(() => document.querySelector('#seed-name').textContent === 'Seed');
+  // The identity (knowledge/self.yaml, named after the Seed when planted)
+  // themes the page; the logo is an <img>.
+  await page.waitForFunction(() => document.querySelector('#seed-name').textContent === 'uitest');
   await page.waitForFunction(() => {
     const img = document.querySelector('#logo');
     return !img.hidden && img.complete && img.naturalWidth > 0 && new URL(img.src).pathname === '/_seed/logo';
@@ -210,7 +211,7 @@ test('logs and settings (sessions, usage, configuration without secrets)', async
   await page.locator('#identity-facts dd', { hasText: 'Greet visitors.' }).waitFor();
   const settings = await page.textContent('#view-settings');
   assert.doesNotMatch(settings, /postgres(ql)?:\/\//i);
-  assert.match(settings, /External\s*false/);
+  assert.match(settings, /External database\s*no/);
   assert.match(settings, /seed\.localhost/);
   assert.match(settings, /its own origin/); // which layout is in force
   await shots(page, 'settings');
@@ -239,7 +240,7 @@ test('roll back to generation 1, after confirming', async () => {
     return text.includes("I don't have a purpose yet") && !text.includes(MARKER);
   }, { timeout: 240000, what: 'generation 1 at / again' });
   await page.locator('#generation-list li.current[data-generation="3"]').waitFor({ timeout: 120000 });
-  await page.waitForFunction(() => document.querySelector('#seed-name').textContent === 'Seed', null, { timeout: 60000 });
+  await page.waitForFunction(() => document.querySelector('#seed-name').textContent === 'uitest', null, { timeout: 60000 });
   await shots(page, 'generations');
 });
 

@@ -94,7 +94,10 @@ class TestSeed {
   // its first start (then sign in with login()). sameOrigin: the control
   // plane beside the organism (server.control_host ""), the fallback layout
   // whose layered guards are tested against a hostile organism sharing it.
-  static async start(name, { scripted = false, secrets = {}, organism = null, sameOrigin = false } = {}) {
+  // keyEnv: the scripted model's model.api_key_env ("" = it needs no key);
+  // a variable not passed in secrets starts the Seed without a model key.
+  // The output of `seed new` or `seed run` is kept in s.startOutput.
+  static async start(name, { scripted = false, secrets = {}, organism = null, sameOrigin = false, keyEnv = '' } = {}) {
     const s = new TestSeed();
     s.tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'seed-browser-'));
     fs.chmodSync(s.tmp, 0o755); // the unprivileged account must reach it when we are root
@@ -103,23 +106,44 @@ class TestSeed {
     s.port = await freePort();
     s.app = `http://127.0.0.1:${s.port}`; // the organism's
     s.base = sameOrigin ? s.app : `http://seed.localhost:${s.port}`; // the control plane's
-    const addr = `127.0.0.1:${s.port}`;
+    s.addr = `127.0.0.1:${s.port}`;
+    try {
+      await s.plantAndRun(name, { scripted, secrets, organism, sameOrigin, keyEnv });
+    } catch (e) {
+      s.close(); // the model server too: a child left running would keep the test process alive
+      throw e;
+    }
+    return s;
+  }
+
+  async plantAndRun(name, { scripted, secrets, organism, sameOrigin, keyEnv }) {
+    const s = this;
     const env = Object.entries(secrets).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
     if (scripted || organism || sameOrigin) {
-      seed(s.tmp, 'new', name, '--no-run', '--addr', addr);
+      seed(s.tmp, 'new', name, '--no-run', '--addr', s.addr);
       if (sameOrigin) s.editConfig(/^  control_host: seed\.localhost$/m, '  control_host: ""');
-      if (scripted) s.pointAtModel();
+      if (scripted) s.pointAtModel(keyEnv);
       if (organism) s.plantOrganism(organism);
-      seed(s.dir, 'run', '--detach', '--addr', addr, ...env);
+      s.startOutput = seed(s.dir, 'run', '--detach', '--addr', s.addr, ...env);
     } else {
-      const out = seed(s.tmp, 'new', name, '--addr', addr, ...env);
+      const out = seed(s.tmp, 'new', name, '--addr', s.addr, ...env);
       const m = out.match(/(http:\/\/\S+\/_seed\/login\?t=[0-9a-f]+)/);
       assert.ok(m, `no sign-in link in: ${out}`);
       s.firstLink = m[1];
+      s.startOutput = out;
     }
     s.started = true;
     await waitUntil(async () => (await httpJson(s.app + '/_seed/healthz')).status === 200, { what: 'the kernel' });
-    return s;
+  }
+
+  // Stops the Seed and starts it again with these secrets; returns what
+  // `seed run` printed.
+  async restart(secrets = {}) {
+    seed(this.tmp, 'stop', '--dir', this.dir);
+    const env = Object.entries(secrets).flatMap(([k, v]) => ['-e', `${k}=${v}`]);
+    const out = seed(this.dir, 'run', '--detach', '--addr', this.addr, ...env);
+    await waitUntil(async () => (await httpJson(this.app + '/_seed/healthz')).status === 200, { what: 'the kernel' });
+    return out;
   }
 
   async startModel() {
@@ -189,11 +213,11 @@ class TestSeed {
     fs.writeFileSync(p, next);
   }
 
-  pointAtModel() {
+  pointAtModel(keyEnv = '') {
     const p = path.join(this.dir, 'seed.yaml');
     const text = fs.readFileSync(p, 'utf8');
     const model = 'model:\n  provider: openai-compatible\n  name: scripted\n' +
-      `  base_url: ${this.modelBase}/v1\n  api_key_env: ""\n  max_tokens: 16000\n`;
+      `  base_url: ${this.modelBase}/v1\n  api_key_env: "${keyEnv}"\n  max_tokens: 16000\n`;
     const next = text.replace(/^model:\n(?:[ \t]+.*\n)+/m, model);
     assert.notStrictEqual(next, text, 'no model section in seed.yaml');
     fs.writeFileSync(p, next);

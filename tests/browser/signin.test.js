@@ -43,8 +43,9 @@ test('the sign-in link opens the signed-in control plane', async () => {
   // "Signed in" moves on to /_seed/ by itself (a refresh, not a redirect).
   await page.waitForURL((u) => u.pathname === '/_seed/');
   assert.strictEqual(await page.getAttribute('meta[name="seed-name"]', 'content'), 'browsertest');
-  // The header shows the identity's name (knowledge/self.yaml), fetched with the token.
-  await page.waitForFunction(() => document.querySelector('#seed-name').textContent === 'Seed');
+  // The header shows the identity's name (knowledge/self.yaml: the Seed's
+  // name when planted), fetched with the token.
+  await page.waitForFunction(() => document.querySelector('#seed-name').textContent === 'browsertest');
   // app.js fetched the status with the token: the organism's state appears.
   await page.waitForFunction(() => document.querySelector('#organism-state').textContent === 'running',
     null, { timeout: 120000 });

@@ -54,6 +54,19 @@ Any step may also carry:
 
 When the script is exhausted every model request gets 500 "script exhausted".
 
+It also lists the models it offers, as the providers do:
+
+  GET /v1/models    (also /models) OpenRouter-style {"data": [{"id", "name",
+                    "context_length", "supported_parameters"}]}; with an
+                    anthropic-version header, Anthropic's {"data": [{"type":
+                    "model", "id", "display_name"}], "has_more": false}.
+                    The models: "scripted" and "scripted-large" take tools,
+                    "scripted-no-tools" does not. Recorded in /_requests.
+
+A completion request that offers tools to "scripted-no-tools" is refused
+with 404, as OpenRouter refuses a model without tool support, without using
+a script step. Any other model name is answered by the script.
+
 Control endpoints:
   GET  /_health     {"ok": true}
   GET  /_requests   every request so far, in order: {"n", "method", "path",
@@ -89,6 +102,12 @@ KINDS = ("text", "tool_calls", "http_error", "error_in_200", "malformed")
 KEYS = set(KINDS) | {"stop", "body", "headers", "delay_ms", "match", "usage"}
 OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
 ANTHROPIC_PATHS = ("/v1/messages", "/messages")
+MODELS_PATHS = ("/v1/models", "/models")
+# The models this server offers: (id, display name, takes tools).
+CATALOG = (("scripted", "Scripted", True), ("scripted-large", "Scripted Large", True),
+           ("scripted-no-tools", "Scripted without tools", False))
+NO_TOOLS = {m[0] for m in CATALOG if not m[2]}
+NO_TOOLS_MESSAGE = "No endpoints found that support tool use."
 
 
 class BadRequest(Exception):
@@ -413,6 +432,9 @@ class Handler(BaseHTTPRequestHandler):
 
     def do_GET(self):
         path = urlsplit(self.path).path
+        if path in MODELS_PATHS:
+            self.list_models(path)
+            return
         if path == "/_health":
             self.send_json(200, {"ok": True})
         elif path == "/_requests":
@@ -448,25 +470,45 @@ class Handler(BaseHTTPRequestHandler):
         else:
             self.send_json(404, {"error": {"message": f"no such path {path}", "code": 404}})
 
+    def record(self, method, path, body=None, raw=None):
+        """Appends a request to /_requests (keys only as hashes); returns the record."""
+        headers = {k.lower(): ("<redacted>" if k.lower() in ("authorization", "x-api-key") else v)
+                   for k, v in self.headers.items()}
+        rec = {"method": method, "path": path, "headers": headers, "auth": auth_record(self.headers),
+               "body": body, "step": None, "status": None, "started_at": time.time(), "duration_ms": None}
+        if raw is not None:
+            rec["raw"] = raw
+        with self.state.lock:
+            rec["n"] = len(self.state.requests)
+            self.state.requests.append(rec)
+        return rec
+
+    def list_models(self, path):
+        rec = self.record("GET", path)
+        if self.headers.get("anthropic-version"):
+            data = [{"type": "model", "id": m, "display_name": name, "created_at": "2025-01-01T00:00:00Z"}
+                    for m, name, _ in CATALOG]
+            body = {"data": data, "has_more": False, "first_id": data[0]["id"], "last_id": data[-1]["id"]}
+        else:
+            body = {"object": "list", "data": [
+                {"id": m, "name": name, "context_length": 200000,
+                 "supported_parameters": ["max_tokens", "temperature"] + (["tools", "tool_choice"] if tools else [])}
+                for m, name, tools in CATALOG]}
+        with self.state.lock:
+            rec["status"] = 200
+            rec["duration_ms"] = 0.0
+        self.send_json(200, body)
+
     def model_request(self, fmt, raw):
         t0 = time.monotonic()
-        started_at = time.time()
         text = raw.decode("utf-8", errors="replace")
         try:
             body = json.loads(text)
         except ValueError:
             body = None
-        headers = {k.lower(): ("<redacted>" if k.lower() in ("authorization", "x-api-key") else v)
-                   for k, v in self.headers.items()}
-        rec = {"method": "POST", "path": urlsplit(self.path).path, "headers": headers,
-               "auth": auth_record(self.headers), "body": body, "step": None, "status": None,
-               "started_at": started_at, "duration_ms": None}
-        if body is None:
-            rec["raw"] = text
+        rec = self.record("POST", urlsplit(self.path).path, body, text if body is None else None)
         st = self.state
         with st.lock:
-            rec["n"] = len(st.requests)
-            st.requests.append(rec)
             step, idx, status_override = None, None, None
             try:
                 if body is None:
@@ -477,6 +519,8 @@ class Handler(BaseHTTPRequestHandler):
                     validate_anthropic(body, {k.lower(): v for k, v in self.headers.items()})
             except BadRequest as e:
                 status_override = (e.status, error_body(fmt, e.status, str(e), e.kind if fmt == "anthropic" else None))
+            if status_override is None and body.get("model") in NO_TOOLS and body.get("tools"):
+                status_override = (404, error_body(fmt, 404, NO_TOOLS_MESSAGE))
             if status_override is None:
                 if st.failure:
                     status_override = (500, error_body(fmt, 500, st.failure))

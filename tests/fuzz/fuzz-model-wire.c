@@ -1,16 +1,53 @@
 /* Fuzz target: a provider's response body, as kernel/model parses it.
- * The first byte picks the wire format (even: OpenAI-style, odd: Anthropic);
- * the rest is the body. A parsed response must be well formed; a refused one
- * must come with a message. Round trip: a parsed assistant message must be
- * accepted back in a request of the same format. */
+ * The first byte picks the parser: bit 1 clear, a completion (bit 0: even
+ * OpenAI-style, odd Anthropic); bit 1 set, a list of models (bit 0: the
+ * provider says every model takes tools). The rest is the body. A parsed
+ * response must be well formed; a refused one must come with a message.
+ * Round trip: a parsed assistant message must be accepted back in a request
+ * of the same format. */
 #include <stdint.h>
 
 #include "model/model-internal.h"
 #include "model/model.h"
 
+/* A parsed list holds only valid ids, within the bounds. */
+static void fuzz_models(const char *body, size_t len, bool tools_on_all) {
+        struct model_list l = {0};
+        char *err = NULL;
+        int r = model_wire_parse_models(body, len, tools_on_all, &l, &err);
+        if (r < 0 && r != -ENOMEM && !err)
+                abort();
+        if (r >= 0) {
+                if (l.n > MODEL_LIST_MAX)
+                        abort();
+                for (size_t i = 0; i < l.n; i++) {
+                        size_t n = strlen(l.models[i].id);
+                        if (n == 0 || n > MODEL_ID_MAX || l.models[i].tools < -1 || l.models[i].tools > 1)
+                                abort();
+                        if (tools_on_all && l.models[i].tools == -1)
+                                abort();
+                        for (const char *p = l.models[i].id; *p; p++)
+                                if ((unsigned char)*p < 0x20 || (unsigned char)*p > 0x7e)
+                                        abort();
+                }
+        }
+        free(err);
+        model_list_done(&l);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
+        if (data[0] & 2) {
+                char *list = malloc(size);
+                if (!list)
+                        return 0;
+                memcpy(list, data + 1, size - 1);
+                list[size - 1] = 0;
+                fuzz_models(list, size - 1, data[0] & 1);
+                free(list);
+                return 0;
+        }
         enum model_format fmt = (data[0] & 1) ? MODEL_FORMAT_ANTHROPIC : MODEL_FORMAT_OPENAI;
         char *body = malloc(size);
         if (!body)

@@ -1,4 +1,5 @@
 """Helpers for driving a real Seed through its CLI and HTTP (stdlib only)."""
+import glob
 import http.client
 import json
 import os
@@ -283,9 +284,12 @@ class ModelServer:
 
 class ScriptedSeed:
     """A planted, running Seed (real CLI, kernel, PostgreSQL, bwrap, git) whose
-    model is tests/fakes/model_server.py through provider openai-compatible."""
+    model is tests/fakes/model_server.py through provider openai-compatible.
+    key_env: its model.api_key_env ("" = the server needs no key; a variable
+    not passed starts the Seed without a model key). run_output: what
+    `seed run` printed."""
 
-    def __init__(self, prefix, name, run_args=(), before_run=None):
+    def __init__(self, prefix, name, run_args=(), before_run=None, key_env=''):
         """run_args: more arguments for `seed run` (e.g. -e NAME=VALUE);
         before_run(dir): called after planting, before the first start."""
         import tempfile
@@ -299,16 +303,25 @@ class ScriptedSeed:
         self.port = free_port()
         self.dir = os.path.join(self.tmp, name)
         seed('new', name, '--no-run', '--addr', f'127.0.0.1:{self.port}', cwd=self.tmp, timeout=900)
-        self._point_at_model_server()
+        self._point_at_model_server(key_env)
         if before_run:
             before_run(self.dir)
-        seed('run', '--detach', '--addr', f'127.0.0.1:{self.port}', *run_args, cwd=self.dir, timeout=900)
+        self.run_output = seed('run', '--detach', '--addr', f'127.0.0.1:{self.port}', *run_args, cwd=self.dir,
+                               timeout=900).stdout
         self.base = ctl_origin(self.port)
         self.app = app_origin(self.port)
         wait_until(lambda: request(self.base + '/_seed/healthz').status == 200, timeout=120, what='the kernel')
 
-    def _point_at_model_server(self):
-        self.model.point(os.path.join(self.dir, 'seed.yaml'))
+    def _point_at_model_server(self, key_env=''):
+        self.model.point(os.path.join(self.dir, 'seed.yaml'), key_env)
+
+    def restart(self, *args):
+        """Stops the Seed and runs it again (args: e.g. -e NAME=VALUE); returns
+        what `seed run` printed."""
+        seed('stop', '--dir', self.dir, timeout=120)
+        out = seed('run', '--detach', '--addr', f'127.0.0.1:{self.port}', *args, cwd=self.dir, timeout=900).stdout
+        wait_until(lambda: request(self.base + '/_seed/healthz').status == 200, timeout=120, what='the kernel')
+        return out
 
     def close(self):
         import shutil
@@ -352,3 +365,52 @@ def submit(c, intent):
     evo_id = r.json()['id']
     assert EVO_ID.match(evo_id), evo_id
     return evo_id
+
+
+# ---- where a secret must never be ----
+
+def git_objects(seed_dir):
+    """Every loose git object of the Seed, decompressed (packs are compressed
+    per object: every_file reads them as they are)."""
+    import zlib
+    for p in glob.glob(os.path.join(seed_dir, '.git/objects/??/*')):
+        with open(p, 'rb') as f:
+            yield p, zlib.decompress(f.read())
+
+
+def every_file(root):
+    """(path, bytes) of every regular file beneath root (links are not followed)."""
+    for d, _, files in os.walk(root):
+        for f in files:
+            p = os.path.join(d, f)
+            if os.path.islink(p) or not os.path.isfile(p):
+                continue
+            try:
+                with open(p, 'rb') as fh:
+                    yield p, fh.read()
+            except OSError:
+                pass
+
+
+def canary_hits(seed_dir, canaries):
+    """Every place a canary (bytes) is found: the Seed's folder (.seed, logs
+    and git included), every git object, every database (pg_dumpall over the
+    private socket, as the superuser), and the command line and environment
+    of every process on the machine. Returns the list of places."""
+    hits = []
+    for where, data in list(every_file(seed_dir)) + list(git_objects(seed_dir)):
+        hits += [where for k in canaries if k in data]
+    pw = open(os.path.join(seed_dir, '.seed/secrets/postgres-password')).read().strip()
+    dump = subprocess.run(['pg_dumpall', '-h', os.path.join(seed_dir, '.seed/run'), '-U', 'postgres'],
+                          capture_output=True, env={**os.environ, 'PGPASSWORD': pw}, timeout=120)
+    assert dump.returncode == 0, dump.stderr
+    assert b'kernel_migrations' in dump.stdout
+    hits += ['pg_dumpall' for k in canaries if k in dump.stdout]
+    for p in glob.glob('/proc/[0-9]*'):
+        for f in ('cmdline', 'environ'):
+            try:
+                data = open(f'{p}/{f}', 'rb').read()
+            except OSError:
+                continue
+            hits += [f'{p}/{f}' for k in canaries if k in data]
+    return hits

@@ -19,122 +19,9 @@
 #include "httpc/httpc.h"
 #include "model/model-internal.h"
 
-#define SERVER SEED_SOURCE_ROOT "/tests/fakes/model_server.py"
 #define KEY "sk-local-test-key-0123456789"
 
-static char tmp[64] = "/tmp/seed-model-XXXXXX";
-static char base[128];   /* http://127.0.0.1:<port> */
-static pid_t server_pid;
-
-/* ---- the scripted server ---- */
-
-static char *find_python(void) {
-        if (access("/usr/bin/python3", X_OK) == 0)
-                return strdup("/usr/bin/python3");
-        const char *path = getenv("PATH");
-        _cleanup_free_ char *copy = strdup(path ? path : "/usr/local/bin:/usr/bin:/bin");
-        for (char *save = NULL, *d = strtok_r(copy, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-                char *p = path_join(d, "python3");
-                if (p && access(p, X_OK) == 0)
-                        return p;
-                free(p);
-        }
-        return NULL;
-}
-
-static void sleep_ms(int ms) {
-        struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
-        nanosleep(&ts, NULL);
-}
-
-static void print_server_log(void) {
-        _cleanup_free_ char *log_path = path_join(tmp, "server.log"), *log = NULL;
-        if (read_file(log_path, 1 << 20, &log, NULL) >= 0)
-                print_error("model_server output:\n%s\n", log);
-}
-
-static int start_server(void **state) {
-        assert_non_null(mkdtemp(tmp));
-        _cleanup_free_ char *python = find_python(), *port_file = path_join(tmp, "port"),
-                            *log_path = path_join(tmp, "server.log");
-        assert_non_null(python);
-        _cleanup_close_ int log_fd = open(log_path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-        assert_true(log_fd >= 0);
-        char *const argv[] = {python, SERVER, "--port-file", port_file, NULL};
-        _cleanup_strv_free_ char **envp = NULL;
-        assert_int_equal(strv_pushf(&envp, "PATH=%s", getenv("PATH") ? getenv("PATH") : "/usr/bin:/bin"), 0);
-        assert_int_equal(strv_pushf(&envp, "HOME=%s", getenv("HOME") ? getenv("HOME") : "/"), 0);
-        assert_int_equal(strv_push(&envp, "PYTHONDONTWRITEBYTECODE=1"), 0);
-        assert_int_equal(proc_spawn(&(struct proc_opts){.argv = argv, .envp = envp, .stdin_fd = -1, .out_fd = log_fd},
-                                    &server_pid),
-                         0);
-        int64_t deadline = now_ms() + 15000;
-        for (;;) {
-                _cleanup_free_ char *text = NULL;
-                if (read_file(port_file, 64, &text, NULL) >= 0 && atoi(text) > 0) {
-                        snprintf(base, sizeof base, "http://127.0.0.1:%d", atoi(text));
-                        break;
-                }
-                if (now_ms() > deadline || proc_wait(server_pid, 0) >= 0) {
-                        print_server_log();
-                        fail_msg("the model server did not start");
-                }
-                sleep_ms(20);
-        }
-        return 0;
-}
-
-static int stop_server(void **state) {
-        if (server_pid > 0) {
-                proc_kill_group(server_pid, SIGTERM);
-                if (proc_wait(server_pid, 5000) < 0) {
-                        proc_kill_group(server_pid, SIGKILL);
-                        proc_wait(server_pid, 5000);
-                }
-        }
-        rm_rf(tmp);
-        return 0;
-}
-
-/* A control request to the server; returns the parsed JSON body. */
-static json_t *control(const char *method, const char *path, const char *body) {
-        char url[256];
-        snprintf(url, sizeof url, "%s%s", base, path);
-        char *headers[] = {"Content-Type: application/json", NULL};
-        struct httpc_response res = {0};
-        _cleanup_free_ char *err = NULL;
-        int r = httpc_do(&(struct httpc_request){.method = method, .url = url, .headers = headers, .body = body,
-                                                 .body_len = body ? strlen(body) : 0, .timeout_ms = 10000},
-                         &res, &err);
-        if (r < 0)
-                print_error("%s %s: %s\n", method, path, err ? err : "?");
-        assert_int_equal(r, 0);
-        if (res.status != 200)
-                print_error("%s %s: HTTP %ld: %s\n", method, path, res.status, res.body);
-        assert_int_equal(res.status, 200);
-        json_t *j = json_loads(res.body, 0, NULL);
-        httpc_response_done(&res);
-        assert_non_null(j);
-        return j;
-}
-
-static void load_script(const char *script) {
-        json_decref(control("POST", "/_script", script));
-}
-
-/* GET /_requests; caller json_decref()s. */
-static json_t *requests(void) {
-        json_t *j = control("GET", "/_requests", NULL);
-        assert_true(json_is_array(j));
-        return j;
-}
-
-static size_t request_count(void) {
-        json_t *j = requests();
-        size_t n = json_array_size(j);
-        json_decref(j);
-        return n;
-}
+#include "model-server.h"
 
 /* ---- the client ---- */
 
@@ -463,6 +350,88 @@ static void test_usage_hook(void **state) {
         assert_int_equal(seen.calls, 1);
 }
 
+/* The models list: one GET with the key, only the models that take tools. */
+static void test_list_models(void **state) {
+        char want[SHA256_HEX_LEN + 1];
+        crypto_sha256_hex(KEY, strlen(KEY), want);
+        load_script("[]");
+        _cleanup_(model_freep) struct model *m = compat_model(KEY, 20000);
+        struct model_list l = {0};
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(model_list(m, &l, &err), 0);
+        assert_int_equal(l.n, 2); /* scripted-no-tools is left out */
+        assert_string_equal(l.models[0].id, "scripted");
+        assert_string_equal(l.models[0].name, "Scripted");
+        assert_int_equal(l.models[0].tools, 1);
+        assert_int_equal(l.models[0].context_length, 200000);
+        assert_string_equal(l.models[1].id, "scripted-large");
+        model_list_done(&l);
+        json_t *reqs = requests();
+        assert_int_equal(json_array_size(reqs), 1);
+        json_t *rq = json_array_get(reqs, 0);
+        assert_string_equal(json_string_value(json_object_get(rq, "method")), "GET");
+        assert_string_equal(json_string_value(json_object_get(rq, "path")), "/v1/models");
+        json_t *auth = json_object_get(json_object_get(rq, "auth"), "authorization");
+        assert_string_equal(json_string_value(json_object_get(auth, "sha256")), want);
+        json_decref(reqs);
+
+        /* Anthropic's list: every model takes tools; the key goes as x-api-key. */
+        struct model *a = NULL;
+        assert_int_equal(model_new(&(struct model_config){.provider = "anthropic", .name = "claude-test",
+                                                          .api_key = KEY, .timeout_ms = 20000},
+                                   &a, &err),
+                         0);
+        char url[160];
+        snprintf(url, sizeof url, "%s/v1/messages", base);
+        assert_int_equal(model_set_endpoint_for_tests(a, url), 0);
+        assert_int_equal(model_list(a, &l, &err), 0);
+        assert_int_equal(l.n, 3);
+        assert_string_equal(l.models[2].id, "scripted-no-tools");
+        assert_string_equal(l.models[2].name, "Scripted without tools");
+        assert_int_equal(l.models[2].tools, 1);
+        model_list_done(&l);
+        reqs = requests();
+        json_t *xk = json_object_get(json_object_get(json_array_get(reqs, 1), "auth"), "x-api-key");
+        assert_string_equal(json_string_value(json_object_get(xk, "sha256")), want);
+        json_decref(reqs);
+
+        /* A server that answers with an error: said, without the key. */
+        snprintf(url, sizeof url, "%s/nowhere/chat/completions", base);
+        assert_int_equal(model_set_endpoint_for_tests(a, url), 0);
+        assert_int_equal(model_list(a, &l, &err), -EREMOTEIO);
+        assert_non_null(strstr(err, "cannot list the models: HTTP 404"));
+        assert_null(strstr(err, KEY));
+        model_free(a);
+}
+
+/* A model that does not take tools is refused when offered them (as
+ * OpenRouter does), without using a script step. */
+static void test_no_tools_model_refused(void **state) {
+        load_script("[{\"text\": \"ok\"}]");
+        char url[160];
+        snprintf(url, sizeof url, "%s/v1", base);
+        _cleanup_(model_freep) struct model *m = NULL;
+        _cleanup_free_ char *err0 = NULL;
+        assert_int_equal(model_new(&(struct model_config){.provider = "openai-compatible", .name = "scripted-no-tools",
+                                                          .base_url = url, .timeout_ms = 20000, .backoff_base_ms = 10},
+                                   &m, &err0),
+                         0);
+        const struct model_message user = {.role = MODEL_ROLE_USER, .text = "hi"};
+        const struct model_tool_def tool = {.name = "ok", .description = "Say ok."};
+        struct model_response res = {0};
+        char *err = NULL;
+        assert_failed(model_complete(m, &(struct model_request){.messages = &user, .n_messages = 1, .tools = &tool,
+                                                                .n_tools = 1, .purpose = "probe"},
+                                     &res, &err),
+                      -EREMOTEIO, &err, "HTTP 404: No endpoints found that support tool use");
+        /* without tools it is answered by the script */
+        assert_int_equal(model_complete(m, &(struct model_request){.messages = &user, .n_messages = 1, .purpose = "x"},
+                                        &res, &err),
+                         0);
+        assert_string_equal(res.message.text, "ok");
+        model_response_done(&res);
+}
+
 static void test_anthropic_round_trip(void **state) {
         load_script("[{\"text\": \"Reading.\", \"tool_calls\": ["
                     "   {\"name\": \"read_file\", \"arguments\": {\"path\": \"a.txt\"}},"
@@ -594,6 +563,8 @@ int main(void) {
                 cmocka_unit_test(test_key_echo_redacted),
                 cmocka_unit_test(test_usage_hook),
                 cmocka_unit_test(test_anthropic_round_trip),
+                cmocka_unit_test(test_list_models),
+                cmocka_unit_test(test_no_tools_model_refused),
                 cmocka_unit_test(test_script_exhausted_and_mismatch),
         };
         return cmocka_run_group_tests(tests, start_server, stop_server);

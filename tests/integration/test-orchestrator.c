@@ -25,6 +25,7 @@
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
 #include "httpc/httpc.h"
+#include "mind/mind.h"
 #include "model/model.h"
 #include "organism/organism.h"
 #include "pg/pg.h"
@@ -40,7 +41,7 @@ static pid_t server_pid;
 static struct pg *g_pg;
 static struct db *g_db;
 static struct cfg *g_cfg;
-static struct model *g_model;
+static struct mind *g_mind;
 static struct orchestrator *g_orch;
 static struct organism *g_org;
 static atomic_int restarts;
@@ -111,7 +112,7 @@ static void start_orch(void) {
                 .cfg = g_cfg,
                 .kdb = g_db,
                 .pg = g_pg,
-                .model = g_model,
+                .mind = g_mind,
                 .organism = g_org,
                 .bridge_path = BRIDGE,
                 .on_event = on_event,
@@ -294,10 +295,6 @@ static int setup(void **state) {
         snprintf(url, sizeof url, "%s/v1", base);
         free(err);
         err = NULL;
-        assert_int_equal(model_new(&(struct model_config){.provider = "openai-compatible", .name = "scripted-1",
-                                                          .base_url = url, .max_tokens = 512, .backoff_base_ms = 10},
-                                   &g_model, &err),
-                         0);
 
         assert_int_equal(pg_start(seed_dir, &g_pg), 0);
         _cleanup_free_ char *ci = NULL;
@@ -306,13 +303,23 @@ static int setup(void **state) {
         assert_int_equal(cfg_new_default(&g_cfg), 0);
         g_cfg->evolution.command_timeout_seconds = 120;
         g_cfg->evolution.max_repair_attempts = 2;
+        /* The scripted server as the model, needing no key. */
+        free(g_cfg->model.provider);
+        free(g_cfg->model.name);
+        free(g_cfg->model.base_url);
+        assert_non_null(g_cfg->model.provider = strdup("openai-compatible"));
+        assert_non_null(g_cfg->model.name = strdup("scripted-1"));
+        assert_non_null(g_cfg->model.base_url = strdup(url));
+        g_cfg->model.max_tokens = 512;
+        assert_int_equal(mind_new(&(struct mind_config){.cfg = g_cfg, .backoff_base_ms = 10}, &g_mind), 0);
+        assert_true(mind_ready(g_mind));
         start_orch();
         return 0;
 }
 
 static int teardown(void **state) {
         orch_stop(g_orch);
-        model_free(g_model);
+        mind_free(g_mind);
         db_close(g_db);
         pg_stop(g_pg);
         cfg_free(g_cfg);
@@ -516,19 +523,23 @@ static void test_cancel_while_waiting(void **state) {
         free(id);
 }
 
-/* No model: fails at planning, saying how to give a key. */
+/* No model key: fails at planning, naming the variable to pass. */
 static void test_no_model(void **state) {
         orch_stop(g_orch);
-        struct model *m = g_model;
-        g_model = NULL;
+        struct mind *m = g_mind;
+        _cleanup_(cfg_freep) struct cfg *keyless = NULL;
+        assert_int_equal(cfg_new_default(&keyless), 0); /* openrouter, and no secrets */
+        assert_int_equal(mind_new(&(struct mind_config){.cfg = keyless}, &g_mind), 0);
         start_orch();
         _cleanup_free_ char *id = NULL;
         assert_int_equal(run_evolution("Anything", &id), EVO_FAILED);
         _cleanup_free_ char *err = evo_field(id, "error");
         assert_non_null(err);
-        assert_string_equal(err, "no model key: start the Seed with -e <NAME>");
+        assert_string_equal(err, "No model key: the Seed cannot think yet. Start it with -e OPENROUTER_API_KEY (or lend "
+                                 "a key in Settings).");
         orch_stop(g_orch);
-        g_model = m;
+        mind_free(g_mind);
+        g_mind = m;
         start_orch();
 }
 

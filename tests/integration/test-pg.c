@@ -747,6 +747,34 @@ static void test_model_usage(void **state) {
         assert_int_equal(db_exec(db, "DELETE FROM model_usage", NULL), 0);
 }
 
+/* ---- settings ---- */
+
+static void test_settings(void **state) {
+        need_pg();
+        _cleanup_(db_closep) struct db *db = must_connect("postgres", PG_KERNEL_DB);
+        _cleanup_free_ char *v = NULL;
+        assert_int_equal(db_exec(db, "DELETE FROM kernel_settings", NULL), 0);
+        assert_int_equal(db_setting_get(db, "mind.model", &v), -ENOENT);
+        assert_int_equal(db_setting_set(db, "mind.model", "first"), 0);
+        assert_int_equal(db_setting_set(db, "mind.model", "it's \"second\"; DROP TABLE x"), 0); /* replaced, as data */
+        assert_int_equal(db_setting_get(db, "mind.model", &v), 0);
+        assert_string_equal(v, "it's \"second\"; DROP TABLE x");
+        /* Keys are checked; values are bounded. */
+        assert_int_equal(db_setting_set(db, "Mind Model", "x"), -EINVAL);
+        assert_int_equal(db_setting_set(db, "", "x"), -EINVAL);
+        assert_int_equal(db_setting_get(db, "a'b", &v), -EINVAL);
+        char big[DB_SETTING_VALUE_MAX + 2];
+        memset(big, 'v', sizeof big - 1);
+        big[sizeof big - 1] = 0;
+        assert_int_equal(db_setting_set(db, "mind.model", big), -E2BIG);
+        big[DB_SETTING_VALUE_MAX] = 0;
+        assert_int_equal(db_setting_set(db, "mind.model", big), 0);
+        free(TAKE_PTR(v));
+        assert_int_equal(db_setting_get(db, "mind.model", &v), 0);
+        assert_int_equal(strlen(v), DB_SETTING_VALUE_MAX);
+        assert_int_equal(db_exec(db, "DELETE FROM kernel_settings", NULL), 0);
+}
+
 /* ---- sessions ---- */
 
 static void test_sessions(void **state) {
@@ -1001,6 +1029,7 @@ int main(void) {
                 cmocka_unit_test(test_links),
                 cmocka_unit_test(test_sessions),
                 cmocka_unit_test(test_model_usage),
+                cmocka_unit_test(test_settings),
                 cmocka_unit_test(test_restart_reuses_data),
                 cmocka_unit_test(test_stale_postmaster_same_process),
                 cmocka_unit_test(test_stale_postmaster_killed_kernel),

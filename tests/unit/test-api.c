@@ -9,6 +9,8 @@
 #include <cmocka.h>
 
 #include "api/api.h"
+#include "config/config.h"
+#include "mind/mind.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -159,6 +161,84 @@ static void test_chat_refusals(void **state) {
                 assert_int_equal(call(api, "GET", "/_seed/api/messages", NULL, bad[i], NULL, &json), 400);
                 free(json);
         }
+        api_free(api);
+}
+
+/* The mind's routes, and the 409 without a key: evolutions and messages
+ * are refused with the message naming the variable, before anything is
+ * created (the orchestrator and the DB are never reached). A lent key is
+ * never echoed. */
+#define LENT "sk-lent-unit-SECRET-0123456789"
+static void test_mind_routes(void **state) {
+        _cleanup_(cfg_freep) struct cfg *c = NULL;
+        assert_int_equal(cfg_new_default(&c), 0); /* openrouter, no secrets */
+        _cleanup_(mind_freep) struct mind *m = NULL;
+        assert_int_equal(mind_new(&(struct mind_config){.cfg = c}, &m), 0);
+        struct api *api = NULL;
+        assert_int_equal(api_new(&(struct api_config){.seed_dir = "/nonexistent", .kdb = (struct db *)1, .mind = m,
+                                                      .cfg = c},
+                                 &api),
+                         0);
+        api_set_orchestrator(api, (struct orchestrator *)1); /* never called */
+        const char *why = "No model key: the Seed cannot think yet. Start it with -e OPENROUTER_API_KEY (or lend a key "
+                          "in Settings).";
+        char *json;
+        assert_int_equal(call(api, "POST", "/_seed/api/evolutions", NULL, NULL, "{\"intent\":\"x\"}", &json), 409);
+        assert_non_null(strstr(json, why));
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/messages", NULL, NULL, "{\"text\":\"hi\"}", &json), 409);
+        assert_non_null(strstr(json, why));
+        free(json);
+        assert_int_equal(call(api, "GET", "/_seed/api/mind", NULL, NULL, NULL, &json), 200);
+        assert_non_null(strstr(json, "\"key_source\":\"none\""));
+        assert_non_null(strstr(json, "\"key_env\":\"OPENROUTER_API_KEY\""));
+        free(json);
+        /* lending: bad bodies and keys are 400, never echoed */
+        static const char *const bad[] = {
+                "", "[]", "{\"provider\":\"openrouter\"}", "{\"provider\":\"openrouter\",\"key\":3}",
+                "{\"provider\":\"openrouter\",\"key\":\"" LENT "\",\"extra\":\"x\"}",
+                "{\"provider\":\"openrouter\",\"key\":\"" LENT " x\"}", "{\"provider\":\"nope\",\"key\":\"" LENT "\"}",
+                "{\"provider\":\"openai-compatible\",\"key\":\"" LENT "\"}",
+                "{\"provider\":\"openrouter\",\"key\":\"" LENT "\",\"key\":\"" LENT "\"}",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                assert_int_equal(call(api, "POST", "/_seed/api/mind/key", NULL, NULL, bad[i], &json), 400);
+                assert_null(strstr(json, LENT));
+                free(json);
+        }
+        assert_int_equal(call(api, "POST", "/_seed/api/mind/key", NULL, NULL,
+                              "{\"provider\":\"openrouter\",\"key\":\"" LENT "\"}", &json),
+                         200);
+        assert_null(strstr(json, LENT));
+        assert_non_null(strstr(json, "\"key_source\":\"lent\""));
+        assert_non_null(strstr(json, "\"ready\":true"));
+        free(json);
+        assert_int_equal(call(api, "GET", "/_seed/api/mind", NULL, NULL, NULL, &json), 200);
+        assert_null(strstr(json, LENT));
+        free(json);
+        /* choosing: bad input is 400; a provider without a key is 409 */
+        assert_int_equal(call(api, "POST", "/_seed/api/mind", NULL, NULL, "{\"provider\":\"openrouter\"}", &json), 400);
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/mind", NULL, NULL, "{\"provider\":\"openai\",\"model\":\"gpt\"}",
+                              &json),
+                         409);
+        assert_non_null(strstr(json, "-e OPENAI_API_KEY"));
+        free(json);
+        assert_int_equal(call(api, "GET", "/_seed/api/mind/models", NULL, "provider=anthropic", NULL, &json), 409);
+        assert_non_null(strstr(json, "-e ANTHROPIC_API_KEY"));
+        free(json);
+        assert_int_equal(call(api, "GET", "/_seed/api/mind/models", NULL, "provider=nope", NULL, &json), 400);
+        free(json);
+        /* forgetting */
+        assert_int_equal(call(api, "POST", "/_seed/api/mind/key/forget", NULL, NULL, "{\"provider\":\"nope\"}", &json),
+                         400);
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/mind/key/forget", NULL, NULL, "{}", &json), 200);
+        assert_non_null(strstr(json, "\"forgotten\":1"));
+        assert_non_null(strstr(json, "\"key_source\":\"none\""));
+        free(json);
+        assert_int_equal(call(api, "POST", "/_seed/api/evolutions", NULL, NULL, "{\"intent\":\"x\"}", &json), 409);
+        free(json);
         api_free(api);
 }
 
@@ -334,6 +414,7 @@ int main(void) {
                 cmocka_unit_test(test_refused_by_the_doctor),
                 cmocka_unit_test(test_bodies_validated),
                 cmocka_unit_test(test_chat_refusals),
+                cmocka_unit_test(test_mind_routes),
                 cmocka_unit_test(test_stream_fan_out),
                 cmocka_unit_test(test_stream_lagging_subscriber_dropped),
                 cmocka_unit_test(test_stream_cap_and_shutdown),

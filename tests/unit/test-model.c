@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <sys/socket.h>
 
+#include "base/buf.h"
 #include "base/crypto.h"
 #include "model/model-internal.h"
 
@@ -509,8 +510,15 @@ static void test_providers_table(void **state) {
                 assert_true(p[i].name && p[i].name[0]);
                 assert_ptr_equal(model_provider_find(p[i].name), &p[i]); /* unique */
                 assert_true(!p[i].endpoint == !p[i].key_env);
-                if (p[i].endpoint)
+                assert_true(!p[i].endpoint == !p[i].models_endpoint);
+                if (p[i].endpoint) {
                         assert_true(startswith(p[i].endpoint, "https://"));
+                        assert_true(startswith(p[i].models_endpoint, "https://"));
+                        /* the list lives on the same host as the completions */
+                        const char *h1 = p[i].endpoint + 8, *h2 = p[i].models_endpoint + 8;
+                        size_t n1 = strcspn(h1, "/"), n2 = strcspn(h2, "/");
+                        assert_true(n1 == n2 && strncmp(h1, h2, n1) == 0);
+                }
         }
         assert_null(model_provider_find(NULL));
         assert_null(model_provider_find("nope"));
@@ -559,11 +567,11 @@ static void test_model_new(void **state) {
 
         /* named providers' endpoints are constants: base_url cannot redirect a key */
         static const struct {
-                const char *provider, *endpoint;
+                const char *provider, *endpoint, *models;
         } named[] = {
-                {"openrouter", "https://openrouter.ai/api/v1/chat/completions"},
-                {"openai", "https://api.openai.com/v1/chat/completions"},
-                {"anthropic", "https://api.anthropic.com/v1/messages"},
+                {"openrouter", "https://openrouter.ai/api/v1/chat/completions", "https://openrouter.ai/api/v1/models"},
+                {"openai", "https://api.openai.com/v1/chat/completions", "https://api.openai.com/v1/models"},
+                {"anthropic", "https://api.anthropic.com/v1/messages", "https://api.anthropic.com/v1/models?limit=1000"},
         };
         for (size_t i = 0; i < ARRAY_SIZE(named); i++) {
                 assert_int_equal(model_new(&(struct model_config){.provider = named[i].provider, .name = "m",
@@ -572,6 +580,7 @@ static void test_model_new(void **state) {
                                            &m, &err),
                                  0);
                 assert_string_equal(model_endpoint(m), named[i].endpoint);
+                assert_string_equal(model_models_endpoint(m), named[i].models);
                 assert_string_equal(model_provider(m), named[i].provider);
                 model_free(m);
                 m = NULL;
@@ -581,11 +590,89 @@ static void test_model_new(void **state) {
                                    &m, &err),
                          0);
         assert_string_equal(model_endpoint(m), "http://127.0.0.1:11434/v1/chat/completions");
+        assert_string_equal(model_models_endpoint(m), "http://127.0.0.1:11434/v1/models");
         assert_string_equal(model_name(m), "local");
         assert_int_equal(model_set_endpoint_for_tests(m, "file:///etc/passwd"), -EINVAL);
         assert_int_equal(model_set_endpoint_for_tests(m, "http://127.0.0.1:1/v1/messages"), 0);
         assert_string_equal(model_endpoint(m), "http://127.0.0.1:1/v1/messages");
+        assert_string_equal(model_models_endpoint(m), "http://127.0.0.1:1/v1/models");
         model_free(m);
+}
+
+/* The one list shape: OpenRouter's says which models take tools,
+ * Anthropic's models all do, OpenAI's does not say. */
+static void test_models_parse(void **state) {
+        struct model_list l = {0};
+        char *err = NULL;
+        const char *openrouter =
+                "{\"data\":[{\"id\":\"a/tools\",\"name\":\"A: Tools\",\"context_length\":200000,"
+                "\"supported_parameters\":[\"max_tokens\",\"tools\"]},"
+                "{\"id\":\"b/no-tools\",\"name\":\"B\\u0007\\nbell\",\"supported_parameters\":[\"max_tokens\"]},"
+                "{\"id\":\"\"},{\"id\":\"bad\\nid\"},{\"name\":\"no id\"},7,"
+                "{\"id\":\"c/unsaid\"}]}";
+        assert_int_equal(model_wire_parse_models(openrouter, strlen(openrouter), false, &l, &err), 0);
+        assert_int_equal(l.n, 3);
+        assert_false(l.truncated);
+        assert_string_equal(l.models[0].id, "a/tools");
+        assert_string_equal(l.models[0].name, "A: Tools");
+        assert_int_equal(l.models[0].tools, 1);
+        assert_int_equal(l.models[0].context_length, 200000);
+        assert_string_equal(l.models[1].id, "b/no-tools");
+        assert_string_equal(l.models[1].name, "B  bell"); /* control characters are not shown */
+        assert_int_equal(l.models[1].tools, 0);
+        assert_string_equal(l.models[2].id, "c/unsaid");
+        assert_null(l.models[2].name);
+        assert_int_equal(l.models[2].tools, -1);
+        model_list_done(&l);
+
+        const char *anthropic = "{\"data\":[{\"type\":\"model\",\"id\":\"claude-x\",\"display_name\":\"Claude X\"}],"
+                                "\"has_more\":false}";
+        assert_int_equal(model_wire_parse_models(anthropic, strlen(anthropic), true, &l, &err), 0);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(l.models[0].name, "Claude X");
+        assert_int_equal(l.models[0].tools, 1);
+        model_list_done(&l);
+
+        static const struct {
+                const char *body;
+                int r;
+                const char *err;
+        } bad[] = {
+                {"not json", -EBADMSG, "malformed response: invalid JSON"},
+                {"[]", -EBADMSG, "not a JSON object"},
+                {"{\"object\":\"list\"}", -EBADMSG, "no \"data\" list"},
+                {"{\"error\":{\"message\":\"Incorrect API key\",\"code\":\"invalid_api_key\"}}", -EREMOTEIO,
+                 "Incorrect API key"},
+                {"{\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"busy\"}}", -EREMOTEIO,
+                 "busy"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                assert_int_equal(model_wire_parse_models(bad[i].body, strlen(bad[i].body), false, &l, &err), bad[i].r);
+                assert_non_null(strstr(err, bad[i].err));
+                free(err);
+                err = NULL;
+        }
+
+        /* Bounded: at most MODEL_LIST_MAX models are kept, and ids at most MODEL_ID_MAX bytes. */
+        struct buf b = BUF_INIT(SIZE_MAX);
+        assert_int_equal(buf_puts(&b, "{\"data\":["), 0);
+        for (int i = 0; i < MODEL_LIST_MAX + 5; i++)
+                assert_int_equal(buf_printf(&b, "%s{\"id\":\"m%d\"}", i ? "," : "", i), 0);
+        assert_int_equal(buf_printf(&b, "]}"), 0);
+        assert_int_equal(model_wire_parse_models(b.data, b.len, false, &l, &err), 0);
+        assert_int_equal(l.n, MODEL_LIST_MAX);
+        assert_true(l.truncated);
+        model_list_done(&l);
+        buf_free(&b);
+        char longid[MODEL_ID_MAX + 40];
+        memset(longid, 'x', sizeof longid);
+        longid[sizeof longid - 1] = 0;
+        _cleanup_free_ char *one = NULL;
+        assert_int_equal(xasprintf(&one, "{\"data\":[{\"id\":\"%s\"},{\"id\":\"ok\"}]}", longid), 0);
+        assert_int_equal(model_wire_parse_models(one, strlen(one), false, &l, &err), 0);
+        assert_int_equal(l.n, 1);
+        assert_string_equal(l.models[0].id, "ok");
+        model_list_done(&l);
 }
 
 static void test_redact(void **state) {
@@ -711,6 +798,7 @@ int main(void) {
                 cmocka_unit_test(test_cancel),
                 cmocka_unit_test(test_message_copy),
                 cmocka_unit_test(test_providers_table),
+                cmocka_unit_test(test_models_parse),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
