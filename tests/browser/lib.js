@@ -197,13 +197,6 @@ class TestSeed {
     return this.ownerGit('rev-parse', 'HEAD');
   }
 
-  // seed stop, then seed run --detach on the same port.
-  async restart() {
-    seed(this.tmp, 'stop', '--dir', this.dir);
-    seed(this.dir, 'run', '--detach', '--addr', `127.0.0.1:${this.port}`);
-    await waitUntil(async () => (await httpJson(this.app + '/_seed/healthz')).status === 200, { what: 'the kernel' });
-  }
-
   // Replaces what re matches in seed.yaml (which must match).
   editConfig(re, replacement) {
     const p = path.join(this.dir, 'seed.yaml');
