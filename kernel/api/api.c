@@ -2,6 +2,7 @@
  * the chat, and self.c's) and the event hub behind GET /_seed/api/events.
  * See api.h. */
 #include "api/api.h"
+#include "api/reply.h"
 #include "api/outbound.h"
 #include "api/mind.h"
 #include "api/self.h"
@@ -58,21 +59,6 @@ bool api_id_valid(const char *s, const char *prefix) {
         return true;
 }
 
-/* Answers status with o (stolen). */
-static int reply(int status, json_t *o_taken, int *ret_status, char **ret_json) {
-        _cleanup_json_ json_t *o = o_taken;
-        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        if (!s)
-                return -ENOMEM;
-        *ret_status = status;
-        *ret_json = s;
-        return 0;
-}
-
-static int reply_error(int status, const char *msg, int *ret_status, char **ret_json) {
-        return reply(status, json_pack("{s:s}", "error", msg), ret_status, ret_json);
-}
-
 /* Answers with JSON text the store produced (taken). */
 static int reply_text(int status, char *json, int *ret_status, char **ret_json) {
         *ret_status = status;
@@ -86,7 +72,7 @@ static int reply_wrapped(const char *key, char *json_text, int *ret_status, char
         free(json_text);
         if (!v)
                 return -EBADMSG;
-        return reply(200, json_pack("{s:o}", key, v), ret_status, ret_json);
+        return api_reply(200, json_pack("{s:o}", key, v), ret_status, ret_json);
 }
 
 static struct orchestrator *api_orch(struct api *api) {
@@ -97,7 +83,7 @@ static struct orchestrator *api_orch(struct api *api) {
 
 /* 503: no orchestrator, with the start-up doctor's reason when there is one. */
 static int no_orch(const struct api *api, int *ret_status, char **ret_json) {
-        return reply_error(503, api->refused ? api->refused : NO_ORCH, ret_status, ret_json);
+        return api_reply_error(503, api->refused ? api->refused : NO_ORCH, ret_status, ret_json);
 }
 
 /* 409 when there is a mind that cannot think (returns 1): nothing is
@@ -106,7 +92,7 @@ static int no_mind(const struct api *api, int *ret_status, char **ret_json) {
         _cleanup_free_ char *why = api->mind ? mind_why_not(api->mind) : NULL;
         if (!why)
                 return 0;
-        int r = reply_error(409, why, ret_status, ret_json);
+        int r = api_reply_error(409, why, ret_status, ret_json);
         return r < 0 ? r : 1;
 }
 
@@ -115,7 +101,7 @@ static int parse_body(const struct ctl_api_call *call, json_t **ret, int *ret_st
         json_error_t err;
         _cleanup_json_ json_t *o = json_loadb(call->body, call->body_len, JSON_REJECT_DUPLICATES, &err);
         if (!json_is_object(o)) {
-                int r = reply_error(400, "the body must be a JSON object", ret_status, ret_json);
+                int r = api_reply_error(400, "the body must be a JSON object", ret_status, ret_json);
                 return r < 0 ? r : 1;
         }
         *ret = TAKE_PTR(o);
@@ -134,7 +120,7 @@ static int body_string(json_t *o, const char *key, size_t max, bool required, co
         if (!json_is_string(v) || json_string_length(v) == 0 || json_string_length(v) > max ||
             strlen(json_string_value(v)) != json_string_length(v)) {
                 snprintf(msg, sizeof msg, "\"%s\" must be a non-empty string of at most %zu bytes", key, max);
-                int r = reply_error(400, msg, ret_status, ret_json);
+                int r = api_reply_error(400, msg, ret_status, ret_json);
                 return r < 0 ? r : 1;
         }
         *ret = json_string_value(v);
@@ -170,18 +156,18 @@ static int h_submit(void *ud, const struct ctl_api_call *call, int *ret_status, 
         _cleanup_free_ char *id = NULL;
         r = orch_submit(o, intent, &id);
         if (r == -EINVAL)
-                return reply_error(400, "the intent was refused", ret_status, ret_json);
+                return api_reply_error(400, "the intent was refused", ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not queue an evolution: %m");
         log_info("queued evolution %s (via %s)", id, call->via_cli ? "the CLI" : "the control plane");
-        return reply(202, json_pack("{s:s}", "id", id), ret_status, ret_json);
+        return api_reply(202, json_pack("{s:s}", "id", id), ret_status, ret_json);
 }
 
 /* Checks call->param as an evolution id: 1 = answered 400. */
 static int evo_param(const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         if (api_id_valid(call->param, "evo_"))
                 return 0;
-        int r = reply_error(400, "bad evolution id (evo_ and 16 hex digits)", ret_status, ret_json);
+        int r = api_reply_error(400, "bad evolution id (evo_ and 16 hex digits)", ret_status, ret_json);
         return r < 0 ? r : 1;
 }
 
@@ -225,11 +211,11 @@ static int h_get(void *ud, const struct ctl_api_call *call, int *ret_status, cha
         char v[32];
         r = query_value(call->query, "after", v, sizeof v);
         if (r != -ENOENT && (r < 0 || parse_int64(v, 0, INT64_MAX, &after) < 0))
-                return reply_error(400, "after must be an event id (a number)", ret_status, ret_json);
+                return api_reply_error(400, "after must be an event id (a number)", ret_status, ret_json);
         char *json = NULL;
         r = evo_get_json(api->kdb, call->param, true, after, &json);
         if (r == -ENOENT)
-                return reply_error(404, "no such evolution", ret_status, ret_json);
+                return api_reply_error(404, "no such evolution", ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not read evolution %s: %m", call->param);
         return reply_text(200, json, ret_status, ret_json);
@@ -335,7 +321,7 @@ static int h_diff(void *ud, const struct ctl_api_call *call, int *ret_status, ch
         _cleanup_free_ char *json = NULL, *patch = NULL;
         r = evo_get_json(api->kdb, call->param, true, 0, &json);
         if (r == -ENOENT)
-                return reply_error(404, "no such evolution", ret_status, ret_json);
+                return api_reply_error(404, "no such evolution", ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not read evolution %s: %m", call->param);
         _cleanup_json_ json_t *e = json_loads(json, 0, NULL);
@@ -343,9 +329,9 @@ static int h_diff(void *ud, const struct ctl_api_call *call, int *ret_status, ch
         r = diff_of(api, call->param, e, &source, &patch);
         if (r < 0) {
                 log_warn_errno(r, "could not diff evolution %s: %s", call->param, repo_last_error());
-                return reply_error(409, "the change of this evolution cannot be shown now", ret_status, ret_json);
+                return api_reply_error(409, "the change of this evolution cannot be shown now", ret_status, ret_json);
         }
-        return reply(200, json_pack("{s:s, s:s, s:s}", "id", call->param, "source", source, "diff", patch ? patch : ""),
+        return api_reply(200, json_pack("{s:s, s:s, s:s}", "id", call->param, "source", source, "diff", patch ? patch : ""),
                      ret_status, ret_json);
 }
 
@@ -359,16 +345,16 @@ static int h_cancel(void *ud, const struct ctl_api_call *call, int *ret_status, 
                 return no_orch(api, ret_status, ret_json);
         r = orch_cancel(o, call->param);
         if (r == -ENOENT)
-                return reply_error(404, "no such evolution", ret_status, ret_json);
+                return api_reply_error(404, "no such evolution", ret_status, ret_json);
         if (r == -EALREADY)
-                return reply_error(409, "this evolution has already ended", ret_status, ret_json);
+                return api_reply_error(409, "this evolution has already ended", ret_status, ret_json);
         if (r == -EBUSY)
-                return reply_error(409, "this evolution is applying its generation and can no longer be cancelled; "
+                return api_reply_error(409, "this evolution is applying its generation and can no longer be cancelled; "
                                         "roll back to the previous generation once it ends", ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not cancel %s: %m", call->param);
         log_info("cancelled evolution %s", call->param);
-        return reply(200, json_pack("{s:b}", "ok", 1), ret_status, ret_json);
+        return api_reply(200, json_pack("{s:b}", "ok", 1), ret_status, ret_json);
 }
 
 /* The pending approval id as a JSON object (kind, evolution_id …), or NULL. */
@@ -391,17 +377,17 @@ static json_t *pending_approval(struct api *api, const char *apr_id, int *ret_r)
 /* Maps orch_decide's result to an answer. */
 static int decided(int r, const char *apr_id, const char *what, int *ret_status, char **ret_json) {
         if (r == -ENOENT)
-                return reply_error(404, "no such approval", ret_status, ret_json);
+                return api_reply_error(404, "no such approval", ret_status, ret_json);
         if (r == -EALREADY)
-                return reply_error(409, "this approval was already decided or has expired", ret_status,
+                return api_reply_error(409, "this approval was already decided or has expired", ret_status,
                                    ret_json);
         if (r == -EINVAL)
-                return reply_error(400, "a question takes an answer; any other approval takes approved: true or false",
+                return api_reply_error(400, "a question takes an answer; any other approval takes approved: true or false",
                                    ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not decide approval %s: %m", apr_id);
         log_info("approval %s %s by the owner", apr_id, what);
-        return reply(200, json_pack("{s:b}", "ok", 1), ret_status, ret_json);
+        return api_reply(200, json_pack("{s:b}", "ok", 1), ret_status, ret_json);
 }
 
 /* POST evolutions/{id}/answer {"approval", "answer"} (a question) and
@@ -426,11 +412,11 @@ static int evolution_approval(void *ud, const struct ctl_api_call *call, bool is
         if (r == 0 && is_answer)
                 r = body_string(body, "answer", ANSWER_MAX, true, &answer, ret_status, ret_json);
         if (r == 0 && !is_answer && !json_is_boolean(v)) {
-                r = reply_error(400, "\"approved\" must be true or false", ret_status, ret_json);
+                r = api_reply_error(400, "\"approved\" must be true or false", ret_status, ret_json);
                 r = r < 0 ? r : 1;
         }
         if (r == 0 && !api_id_valid(apr, "apr_")) {
-                r = reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
+                r = api_reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
                 r = r < 0 ? r : 1;
         }
         if (r != 0)
@@ -439,7 +425,7 @@ static int evolution_approval(void *ud, const struct ctl_api_call *call, bool is
         _cleanup_json_ json_t *pending = pending_approval(api, apr, &r);
         const char *owner = json_string_value(json_object_get(pending, "evolution_id"));
         if (r >= 0 && pending && !(owner && streq(owner, call->param)))
-                r = reply_error(404, "this evolution has no such approval", ret_status, ret_json);
+                r = api_reply_error(404, "this evolution has no such approval", ret_status, ret_json);
         else if (r >= 0)
                 r = decided(orch_decide(o, apr, approved, answer), apr,
                             is_answer ? "answered" : approved ? "approved" : "denied", ret_status, ret_json);
@@ -468,7 +454,7 @@ static int h_approvals(void *ud, const struct ctl_api_call *call, int *ret_statu
 static int h_decide(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         struct api *api = ud;
         if (!api_id_valid(call->param, "apr_"))
-                return reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
+                return api_reply_error(400, "bad approval id (apr_ and 16 hex digits)", ret_status, ret_json);
         struct orchestrator *o = api_orch(api);
         if (!o)
                 return no_orch(api, ret_status, ret_json);
@@ -480,7 +466,7 @@ static int h_decide(void *ud, const struct ctl_api_call *call, int *ret_status, 
         bool ok = json_is_boolean(v);
         bool approved = json_is_true(v);
         if (!ok)
-                return reply_error(400, "\"approved\" must be true or false", ret_status, ret_json);
+                return api_reply_error(400, "\"approved\" must be true or false", ret_status, ret_json);
         /* An evolution's approval wakes the orchestrator, a chat call's the chat. */
         r = orch_decide(o, call->param, approved, NULL);
         chat_approval_decided(api->chat);
@@ -516,14 +502,14 @@ static int h_generations(void *ud, const struct ctl_api_call *call, int *ret_sta
                 return -ENOMEM;
         json_t *res = cur > 0 ? json_pack("{s:o, s:i}", "generations", TAKE_PTR(arr), "current", cur)
                               : json_pack("{s:o, s:n}", "generations", TAKE_PTR(arr), "current");
-        return reply(200, res, ret_status, ret_json);
+        return api_reply(200, res, ret_status, ret_json);
 }
 
 static int h_rollback(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         struct api *api = ud;
         int64_t n = 0;
         if (parse_int64(call->param, 1, INT_MAX, &n) < 0)
-                return reply_error(400, "bad generation number", ret_status, ret_json);
+                return api_reply_error(400, "bad generation number", ret_status, ret_json);
         struct orchestrator *o = api_orch(api);
         if (!o)
                 return no_orch(api, ret_status, ret_json);
@@ -538,9 +524,9 @@ static int h_rollback(void *ud, const struct ctl_api_call *call, int *ret_status
                 known = known || g[i].number == n;
         repo_generations_free(g, count);
         if (!known)
-                return reply_error(404, "no such generation", ret_status, ret_json);
+                return api_reply_error(404, "no such generation", ret_status, ret_json);
         if (repo_current_generation(api->seed_dir, &cur) == 0 && cur == n)
-                return reply_error(409, "that generation is the live one", ret_status, ret_json);
+                return api_reply_error(409, "that generation is the live one", ret_status, ret_json);
         bool with_data = false;
         if (call->body_len > 0) {
                 _cleanup_json_ json_t *body = NULL;
@@ -550,17 +536,17 @@ static int h_rollback(void *ud, const struct ctl_api_call *call, int *ret_status
                 bool bad = (w && !json_is_boolean(w)) || json_object_size(body) > (w ? 1u : 0u);
                 with_data = json_is_true(w);
                 if (bad)
-                        return reply_error(400, "the body may only hold \"with_data\": true or false", ret_status,
+                        return api_reply_error(400, "the body may only hold \"with_data\": true or false", ret_status,
                                            ret_json);
         }
         _cleanup_free_ char *id = NULL;
         r = orch_rollback(o, (int)n, with_data, &id);
         if (r == -EINVAL || r == -ENOENT)
-                return reply_error(400, "that generation cannot be restored", ret_status, ret_json);
+                return api_reply_error(400, "that generation cannot be restored", ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not queue a rollback to generation %d: %m", (int)n);
         log_info("queued rollback %s to generation %d", id, (int)n);
-        return reply(202, json_pack("{s:s}", "id", id), ret_status, ret_json);
+        return api_reply(202, json_pack("{s:s}", "id", id), ret_status, ret_json);
 }
 
 /* ---- the event hub (Server-Sent Events) ---- */
@@ -693,7 +679,7 @@ static int h_events(void *ud, const struct ctl_api_call *call, int *ret_status, 
         pthread_mutex_unlock(&api->lock);
         if (!placed) {
                 free(s);
-                return reply_error(503,
+                return api_reply_error(503,
                                    stopping ? "the kernel is stopping"
                                             : "too many event streams are open (at most 16); close one",
                                    ret_status, ret_json);
@@ -715,7 +701,7 @@ static int h_messages(void *ud, const struct ctl_api_call *call, int *ret_status
         char v[32];
         int r = query_value(call->query, "limit", v, sizeof v);
         if (r != -ENOENT && (r < 0 || parse_int64(v, 1, CHAT_LIST_MAX, &limit) < 0))
-                return reply_error(400, "limit must be a number from 1 to 200", ret_status, ret_json);
+                return api_reply_error(400, "limit must be a number from 1 to 200", ret_status, ret_json);
         char *rows = NULL;
         r = chat_messages_json(api->kdb, (int)limit, &rows);
         if (r < 0)
@@ -729,7 +715,7 @@ static int h_message(void *ud, const struct ctl_api_call *call, int *ret_status,
         if (r0 != 0)
                 return r0 < 0 ? r0 : 0;
         if (!chat_available(api->chat))
-                return reply_error(503,
+                return api_reply_error(503,
                                    "the chat is not available: no model is configured (start the Seed with the "
                                    "model's key, e.g. seed run -e OPENROUTER_API_KEY)",
                                    ret_status, ret_json);
@@ -745,14 +731,14 @@ static int h_message(void *ud, const struct ctl_api_call *call, int *ret_status,
         char *json = NULL;
         r = chat_send(api->chat, api_orch(api), text, &json, &error);
         if (r == -EBUSY)
-                return reply_error(409, "busy: the Seed is answering another message", ret_status, ret_json);
+                return api_reply_error(409, "busy: the Seed is answering another message", ret_status, ret_json);
         if (r == -ENODEV) /* the model went away since no_mind() */
-                return reply_error(409, error ? error : "the chat is not available: no model is configured",
+                return api_reply_error(409, error ? error : "the chat is not available: no model is configured",
                                    ret_status, ret_json);
         if (r == -ECANCELED)
-                return reply_error(503, "the kernel is stopping", ret_status, ret_json);
+                return api_reply_error(503, "the kernel is stopping", ret_status, ret_json);
         if (r == -EREMOTEIO)
-                return reply_error(502, error ? error : "the model did not answer", ret_status, ret_json);
+                return api_reply_error(502, error ? error : "the model did not answer", ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "the chat failed: %m");
         return reply_text(200, json, ret_status, ret_json);
@@ -805,39 +791,39 @@ static int h_outbound_revoke(void *ud, const struct ctl_api_call *call, int *ret
 static int h_mind(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         struct api *api = ud;
         if (!api->mind)
-                return reply_error(503, NO_MIND, ret_status, ret_json);
+                return api_reply_error(503, NO_MIND, ret_status, ret_json);
         return api_mind_h_get(api->mind, call, ret_status, ret_json);
 }
 
 static int h_mind_models(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         struct api *api = ud;
         if (!api->mind)
-                return reply_error(503, NO_MIND, ret_status, ret_json);
+                return api_reply_error(503, NO_MIND, ret_status, ret_json);
         char provider[64];
         int r = query_value(call->query, "provider", provider, sizeof provider);
         if (r != -ENOENT && r < 0)
-                return reply_error(400, "provider must be a provider's name", ret_status, ret_json);
+                return api_reply_error(400, "provider must be a provider's name", ret_status, ret_json);
         return api_mind_h_models(api->mind, r == -ENOENT ? NULL : provider, ret_status, ret_json);
 }
 
 static int h_mind_choose(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         struct api *api = ud;
         if (!api->mind)
-                return reply_error(503, NO_MIND, ret_status, ret_json);
+                return api_reply_error(503, NO_MIND, ret_status, ret_json);
         return api_mind_h_choose(api->mind, call, ret_status, ret_json);
 }
 
 static int h_mind_lend(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         struct api *api = ud;
         if (!api->mind)
-                return reply_error(503, NO_MIND, ret_status, ret_json);
+                return api_reply_error(503, NO_MIND, ret_status, ret_json);
         return api_mind_h_lend(api->mind, call, ret_status, ret_json);
 }
 
 static int h_mind_forget(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         struct api *api = ud;
         if (!api->mind)
-                return reply_error(503, NO_MIND, ret_status, ret_json);
+                return api_reply_error(503, NO_MIND, ret_status, ret_json);
         return api_mind_h_forget(api->mind, call, ret_status, ret_json);
 }
 

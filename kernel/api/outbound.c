@@ -1,23 +1,11 @@
 /* outbound.c (api) — GET outbound, POST outbound/grant, POST
  * outbound/revoke. See outbound.h. */
 #include "api/outbound.h"
+#include "api/reply.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "outbound/outbound.h"
 
-static int reply(int status, json_t *o_taken, int *ret_status, char **ret_json) {
-        _cleanup_json_ json_t *o = o_taken;
-        char *s = o ? json_dumps(o, JSON_COMPACT) : NULL;
-        if (!s)
-                return -ENOMEM;
-        *ret_status = status;
-        *ret_json = s;
-        return 0;
-}
-
-static int reply_error(int status, const char *msg, int *ret_status, char **ret_json) {
-        return reply(status, json_pack("{s:s}", "error", msg), ret_status, ret_json);
-}
 
 #define NO_OUTBOUND "outbound access is not available: the kernel could not load the grants"
 
@@ -35,13 +23,13 @@ bool api_grant_id_valid(const char *s) {
 static int body_object(const struct ctl_api_call *call, json_t **ret, int *ret_status, char **ret_json) {
         int r;
         if (call->body_len > API_OUTBOUND_BODY_MAX) {
-                r = reply_error(413, "the body is too large (at most 16 KiB)", ret_status, ret_json);
+                r = api_reply_error(413, "the body is too large (at most 16 KiB)", ret_status, ret_json);
                 return r < 0 ? r : 1;
         }
         _cleanup_json_ json_t *o = json_loadb(call->body ? call->body : "", call->body_len, JSON_REJECT_DUPLICATES,
                                               NULL);
         if (!json_is_object(o)) {
-                r = reply_error(400, "the body must be a JSON object", ret_status, ret_json);
+                r = api_reply_error(400, "the body must be a JSON object", ret_status, ret_json);
                 return r < 0 ? r : 1;
         }
         *ret = TAKE_PTR(o);
@@ -50,17 +38,17 @@ static int body_object(const struct ctl_api_call *call, json_t **ret, int *ret_s
 
 int api_outbound_h_get(struct outbound *o, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         if (!o)
-                return reply_error(503, NO_OUTBOUND, ret_status, ret_json);
+                return api_reply_error(503, NO_OUTBOUND, ret_status, ret_json);
         json_t *j = NULL;
         int r = outbound_json(o, &j);
         if (r < 0)
                 return log_error_errno(r, "could not describe outbound access: %m");
-        return reply(200, j, ret_status, ret_json);
+        return api_reply(200, j, ret_status, ret_json);
 }
 
 int api_outbound_h_grant(struct outbound *o, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         if (!o)
-                return reply_error(503, NO_OUTBOUND, ret_status, ret_json);
+                return api_reply_error(503, NO_OUTBOUND, ret_status, ret_json);
         _cleanup_json_ json_t *body = NULL;
         int r = body_object(call, &body, ret_status, ret_json);
         if (r != 0)
@@ -71,31 +59,31 @@ int api_outbound_h_grant(struct outbound *o, const struct ctl_api_call *call, in
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return reply_error(400, why ? why : "invalid request", ret_status, ret_json);
+                return api_reply_error(400, why ? why : "invalid request", ret_status, ret_json);
         r = outbound_grant(o, &req, "owner", &id);
         outbound_request_done(&req);
         if (r == -E2BIG)
-                return reply_error(409, "too many hosts are granted already: revoke some first", ret_status, ret_json);
+                return api_reply_error(409, "too many hosts are granted already: revoke some first", ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not grant outbound access: %m");
-        return reply(200, json_pack("{s:s?}", "id", id), ret_status, ret_json);
+        return api_reply(200, json_pack("{s:s?}", "id", id), ret_status, ret_json);
 }
 
 int api_outbound_h_revoke(struct outbound *o, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         if (!o)
-                return reply_error(503, NO_OUTBOUND, ret_status, ret_json);
+                return api_reply_error(503, NO_OUTBOUND, ret_status, ret_json);
         _cleanup_json_ json_t *body = NULL;
         int r = body_object(call, &body, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
         const char *id = json_string_value(json_object_get(body, "id"));
         if (json_object_size(body) != 1 || !api_grant_id_valid(id))
-                return reply_error(400, "the body must be {\"id\": \"grt_…\"} (grt_ and 16 hex digits)", ret_status,
+                return api_reply_error(400, "the body must be {\"id\": \"grt_…\"} (grt_ and 16 hex digits)", ret_status,
                                    ret_json);
         r = outbound_revoke(o, id);
         if (r == -ENOENT)
-                return reply_error(404, "no active grant has that id", ret_status, ret_json);
+                return api_reply_error(404, "no active grant has that id", ret_status, ret_json);
         if (r < 0)
                 return log_error_errno(r, "could not revoke grant %s: %m", id);
-        return reply(200, json_pack("{s:b}", "ok", 1), ret_status, ret_json);
+        return api_reply(200, json_pack("{s:b}", "ok", 1), ret_status, ret_json);
 }

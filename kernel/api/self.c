@@ -1,6 +1,7 @@
 /* self.c — the read-only routes the control plane shows besides evolutions:
  * identity, knowledge, skills, settings and model usage. See self.h. */
 #include "api/self.h"
+#include "api/reply.h"
 #include "base/buf.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -379,17 +380,6 @@ int api_self_usage_json(struct db *kdb, char **ret_json) {
 
 /* ---- the handlers ---- */
 
-static int reply(int status, json_t *o, int *ret_status, char **ret_json) {
-        int r = dump(o, ret_json);
-        if (r >= 0)
-                *ret_status = status;
-        return r;
-}
-
-static int reply_error(int status, const char *msg, int *ret_status, char **ret_json) {
-        return reply(status, json_pack("{s:s}", "error", msg), ret_status, ret_json);
-}
-
 static int reply_json(int r, char *json, const char *what, int *ret_status, char **ret_json) {
         switch (r) {
         case 0:
@@ -397,21 +387,21 @@ static int reply_json(int r, char *json, const char *what, int *ret_status, char
                 *ret_json = json;
                 return 0;
         case -ENOENT:
-                return reply_error(404, "no such file", ret_status, ret_json);
+                return api_reply_error(404, "no such file", ret_status, ret_json);
         case -ELOOP:
         case -EXDEV:
-                return reply_error(403, "this is a symlink or leads outside the Seed: it is not shown", ret_status,
+                return api_reply_error(403, "this is a symlink or leads outside the Seed: it is not shown", ret_status,
                                    ret_json);
         case -EMLINK:
-                return reply_error(403, "this file has several hard links: it is not shown", ret_status, ret_json);
+                return api_reply_error(403, "this file has several hard links: it is not shown", ret_status, ret_json);
         case -EFBIG:
-                return reply_error(413, "this file is too large to show here (over 256 KiB)", ret_status, ret_json);
+                return api_reply_error(413, "this file is too large to show here (over 256 KiB)", ret_status, ret_json);
         case -EISDIR:
-                return reply_error(400, "this is a folder, not a file", ret_status, ret_json);
+                return api_reply_error(400, "this is a folder, not a file", ret_status, ret_json);
         case -EINVAL:
-                return reply_error(400, "bad path", ret_status, ret_json);
+                return api_reply_error(400, "bad path", ret_status, ret_json);
         case -EBADMSG:
-                return reply_error(409, "seed.yaml is not valid: see the kernel log", ret_status, ret_json);
+                return api_reply_error(409, "seed.yaml is not valid: see the kernel log", ret_status, ret_json);
         default:
                 return log_error_errno(r, "could not read %s: %m", what);
         }
@@ -434,7 +424,7 @@ int api_self_h_knowledge(const char *seed_dir, const struct ctl_api_call *call, 
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
-                return reply_error(400, "path must be a percent-encoded relative path", ret_status, ret_json);
+                return api_reply_error(400, "path must be a percent-encoded relative path", ret_status, ret_json);
         r = api_self_knowledge_file_json(seed_dir, path, &json);
         return reply_json(r, json, "a knowledge file", ret_status, ret_json);
 }
@@ -447,7 +437,7 @@ int api_self_h_skills(const char *seed_dir, const struct ctl_api_call *call, int
 
 int api_self_h_skill(const char *seed_dir, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         if (!skill_name_valid(call->param))
-                return reply_error(400, "bad skill name", ret_status, ret_json);
+                return api_reply_error(400, "bad skill name", ret_status, ret_json);
         char *json = NULL;
         int r = api_self_skill_json(seed_dir, call->param, &json);
         return reply_json(r, json, "a skill", ret_status, ret_json);

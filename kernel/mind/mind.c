@@ -231,16 +231,6 @@ char *mind_why_not(struct mind *m) {
 
 /* ---- the kept choice ---- */
 
-static bool name_valid(const char *s) {
-        size_t n = s ? strlen(s) : 0;
-        if (n == 0 || n > MODEL_ID_MAX)
-                return false;
-        for (const unsigned char *p = (const unsigned char *)s; *p; p++)
-                if (*p < 0x20 || *p > 0x7e)
-                        return false;
-        return true;
-}
-
 /* The choice kept in the kernel DB, if there is a valid one. */
 static void choice_load(struct mind *m) {
         _cleanup_free_ char *text = NULL;
@@ -251,7 +241,7 @@ static void choice_load(struct mind *m) {
         const char *name = json_string_value(json_object_get(o, "model"));
         const struct model_provider *p = model_provider_find(provider);
         char *copy = NULL;
-        if (!p || !provider_available(m, p) || !name_valid(name) || !(copy = strdup(name))) {
+        if (!p || !provider_available(m, p) || !model_id_valid(name) || !(copy = strdup(name))) {
                 log_warn("the model chosen in the control plane is not usable here (provider '%.40s'): thinking "
                          "with seed.yaml's",
                          p ? p->name : "?");
@@ -426,7 +416,7 @@ static int probe(struct model *model, char **ret_error) {
 }
 
 int mind_choose(struct mind *m, const char *provider, const char *name, char **ret_error) {
-        if (!name_valid(name)) {
+        if (!model_id_valid(name)) {
                 (void)xasprintf(ret_error, "The model name must be 1 to %d printable characters.", MODEL_ID_MAX);
                 return -EINVAL;
         }

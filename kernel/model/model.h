@@ -134,6 +134,8 @@ struct model_list {
 };
 
 #define MODEL_ID_MAX 256
+/* Whether s can be a model's name: 1..MODEL_ID_MAX printable ASCII bytes. */
+bool model_id_valid(const char *s);
 #define MODEL_LIST_MAX 2000
 #define MODEL_LIST_TIMEOUT_MS 30000
 

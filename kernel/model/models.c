@@ -4,7 +4,7 @@
 
 #define NAME_MAX_BYTES 256
 
-static bool id_valid(const char *s) {
+bool model_id_valid(const char *s) {
         size_t n = s ? strlen(s) : 0;
         if (n == 0 || n > MODEL_ID_MAX)
                 return false;
@@ -45,7 +45,7 @@ static int tools_of(const json_t *entry, bool tools_on_all) {
 
 static int entry_parse(const json_t *entry, bool tools_on_all, struct model_info *ret) {
         const char *id = wire_get_str(entry, "id");
-        if (!json_is_object(entry) || !id_valid(id))
+        if (!json_is_object(entry) || !model_id_valid(id))
                 return 0; /* skipped */
         const char *name = wire_get_str(entry, "name");
         if (!name)
