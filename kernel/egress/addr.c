@@ -36,18 +36,18 @@ static const struct egress_addr_rule rules[] = {
 
         ROW("::/128", UNSPECIFIED, "the unspecified address: this host"),
         ROW("::1/128", LOOPBACK, "loopback: this host"),
-        EMBED("::/96", LAST32, "IPv4-compatible (deprecated, RFC 4291): judged by the IPv4 address it holds"),
+        ROW("::/96", TRANSLATED, "IPv4-compatible (deprecated, RFC 4291): no host has one"),
         EMBED("::ffff:0:0/96", LAST32, "IPv4-mapped: an IPv4 connection to the address it holds"),
-        EMBED("::ffff:0:0:0/96", LAST32, "IPv4-translated (SIIT, RFC 2765): judged by the IPv4 address"),
-        EMBED("64:ff9b::/96", LAST32, "NAT64 well-known prefix (RFC 6052): judged by the IPv4 address"),
+        ROW("::ffff:0:0:0/96", TRANSLATED, "IPv4-translated (SIIT, RFC 2765): a translator decides where it leads"),
+        ROW("64:ff9b::/96", TRANSLATED, "NAT64 (RFC 6052): a translator decides where it leads"),
         ROW("64:ff9b:1::/48", TRANSLATED, "NAT64 local-use prefix (RFC 8215): translated by a local gateway"),
         ROW("100::/64", RESERVED, "discard-only (RFC 6666)"),
         ROW("100:0:0:1::/64", RESERVED, "dummy prefix (RFC 9780)"),
         ROW("2001::/23", RESERVED, "IETF protocol assignments (RFC 2928)"),
-        EMBED("2001::/32", TEREDO, "Teredo (RFC 4380): judged by its server and client IPv4 addresses"),
+        ROW("2001::/32", TRANSLATED, "Teredo (RFC 4380): a tunnel through a relay the proxy cannot see"),
         ROW("2001:2::/48", BENCHMARKING, "network benchmarking (RFC 5180)"),
         ROW("2001:db8::/32", DOCUMENTATION, "documentation (RFC 3849)"),
-        EMBED("2002::/16", 6TO4, "6to4 (RFC 3056): judged by the IPv4 address it holds"),
+        ROW("2002::/16", TRANSLATED, "6to4 (RFC 3056): a tunnel through a relay the proxy cannot see"),
         ROW("3fff::/20", DOCUMENTATION, "documentation (RFC 9637)"),
         ROW("5f00::/16", RESERVED, "SRv6 segment identifiers (RFC 9602)"),
         ROW("fc00::/7", PRIVATE, "unique local addresses (RFC 4193)"),
@@ -155,16 +155,6 @@ static enum egress_addr_class class_v6(const uint8_t a[16]) {
                 return r->class;
         case EGRESS_EMBED_LAST32:
                 memcpy(v4, a + 12, 4);
-                break;
-        case EGRESS_EMBED_6TO4:
-                memcpy(v4, a + 2, 4);
-                break;
-        case EGRESS_EMBED_TEREDO:
-                memcpy(v4, a + 4, 4); /* the Teredo server */
-                if (class_v4(v4) != EGRESS_ADDR_PUBLIC)
-                        return EGRESS_ADDR_TRANSLATED;
-                for (int i = 0; i < 4; i++) /* the client, obfuscated */
-                        v4[i] = (uint8_t)~a[12 + i];
                 break;
         }
         return class_v4(v4) == EGRESS_ADDR_PUBLIC ? EGRESS_ADDR_PUBLIC : EGRESS_ADDR_TRANSLATED;

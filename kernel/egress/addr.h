@@ -11,9 +11,7 @@
  * their class. */
 enum egress_embed {
         EGRESS_EMBED_NONE,
-        EGRESS_EMBED_LAST32, /* the last 32 bits: mapped, compatible, SIIT, NAT64 */
-        EGRESS_EMBED_6TO4,   /* bits 16..47: 2002:AABB:CCDD::/48 */
-        EGRESS_EMBED_TEREDO, /* the server (bits 32..63) and the client (the last 32, inverted) */
+        EGRESS_EMBED_LAST32, /* the last 32 bits: IPv4-mapped (an IPv4 connection to them) */
 };
 
 struct egress_addr_rule {

@@ -158,11 +158,12 @@ struct egress_refusal {
 int egress_refusals(struct egress *e, struct egress_refusal **ret, size_t *ret_n);
 
 /* Address classes (smokescreen's list and more): EGRESS_ADDR_PUBLIC or why
- * not. IPv4-mapped/-compatible, NAT64, 6to4 and Teredo addresses are judged
- * by the IPv4 address they embed (Teredo: its server's and its client's),
- * and refused when that is not public; the NAT64 local-use prefix
- * (64:ff9b:1::/48) always. IPv6 outside global unicast (2000::/3) is
- * reserved. The table: kernel/egress/addr.c. */
+ * not. An IPv4-mapped address (::ffff:a.b.c.d) is judged by the IPv4
+ * address it holds (a connection to it is an IPv4 one); IPv4-compatible,
+ * SIIT, NAT64 (both prefixes), 6to4 and Teredo addresses are refused
+ * whatever they embed: a translator or relay the proxy cannot see decides
+ * where they lead. IPv6 outside global unicast (2000::/3) is reserved. The
+ * table: kernel/egress/addr.c. */
 enum egress_addr_class {
         EGRESS_ADDR_PUBLIC,
         EGRESS_ADDR_UNSPECIFIED,
@@ -174,7 +175,7 @@ enum egress_addr_class {
         EGRESS_ADDR_BENCHMARKING, /* 198.18/15, 2001:2::/48 */
         EGRESS_ADDR_MULTICAST,
         EGRESS_ADDR_RESERVED,     /* 0/8, 240/4, broadcast, 192.0.0/24, IETF ranges, … */
-        EGRESS_ADDR_TRANSLATED,   /* NAT64, 6to4, Teredo, IPv4-mapped/-compatible of a non-public address */
+        EGRESS_ADDR_TRANSLATED,   /* NAT64, 6to4, Teredo, SIIT, IPv4-compatible; IPv4-mapped of a non-public address */
 };
 enum egress_addr_class egress_addr_class(const struct sockaddr *sa);
 const char *egress_addr_class_name(enum egress_addr_class c);

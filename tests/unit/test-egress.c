@@ -64,7 +64,7 @@ static const struct {
         C("::1", LOOPBACK),
         C("::2", TRANSLATED),                 /* compatible 0.0.0.2 */
         C("::127.0.0.1", TRANSLATED),         /* compatible */
-        C("::8.8.8.8", PUBLIC),
+        C("::8.8.8.8", TRANSLATED),          /* compatible: no host has one */
         C("::ffff:127.0.0.1", TRANSLATED),    /* mapped */
         C("::ffff:10.0.0.1", TRANSLATED),
         C("::ffff:169.254.169.254", TRANSLATED),
@@ -73,7 +73,7 @@ static const struct {
         C("::ffff:0:127.0.0.1", TRANSLATED),  /* SIIT */
         C("64:ff9b::127.0.0.1", TRANSLATED),  /* NAT64 */
         C("64:ff9b::a9fe:a9fe", TRANSLATED),
-        C("64:ff9b::8.8.8.8", PUBLIC),
+        C("64:ff9b::8.8.8.8", TRANSLATED),   /* NAT64: a translator decides */
         C("64:ff9b:1::1", TRANSLATED),
         C("100::1", RESERVED),
         C("100:0:0:1::1", RESERVED),
@@ -81,12 +81,12 @@ static const struct {
         C("2001::1", TRANSLATED),                             /* Teredo, server 0.0.0.0 */
         C("2001:0:4136:e378:8000:63bf:3fff:fdd2", TRANSLATED), /* client 192.0.2.45 */
         C("2001:0:4136:e378:8000:63bf:80ff:fffe", TRANSLATED), /* client 127.0.0.1 */
-        C("2001:0:4136:e378:8000:63bf:f7f7:f7f7", PUBLIC),     /* client 8.8.8.8 */
+        C("2001:0:4136:e378:8000:63bf:f7f7:f7f7", TRANSLATED), /* client 8.8.8.8: a tunnel all the same */
         C("2001:2::1", BENCHMARKING),
         C("2001:db8::1", DOCUMENTATION),
         C("2002:7f00:1::1", TRANSLATED),      /* 6to4 of 127.0.0.1 */
         C("2002:a9fe:a9fe::", TRANSLATED),
-        C("2002:808:808::1", PUBLIC),
+        C("2002:808:808::1", TRANSLATED),     /* 6to4 of 8.8.8.8: a tunnel all the same */
         C("3fff::1", DOCUMENTATION),
         C("5f00::1", RESERVED),
         C("fc00::1", PRIVATE),
