@@ -210,7 +210,13 @@ def organism_running(s):
 
 
 def app_get(s, path):
-    r = request(s.app + path, timeout=60)
+    """GET from the live organism. A grant or revocation of a secret restarts
+    it a moment after the API answered: while it is restarting the kernel
+    answers 503, so that is waited out (with a deadline)."""
+    def answered():
+        r = request(s.app + path, timeout=60)
+        return None if r.status == 503 else r
+    r = wait_until(answered, timeout=180, what=f'the live organism answering {path}')
     assert r.status == 200, (r.status, r.text)
     return r.json()
 
