@@ -47,6 +47,11 @@ void cli_announce(const struct cli_run_options *o);
  * sandboxes and git can read it. */
 int cli_check_env_files(char *const *env_files, const char *seed_dir);
 
+/* Arguments of a command that takes only [--dir DIR] and --help: -1 with
+ * *ret_dir set (borrowed from argv; NULL when not given) to go on, or the
+ * exit code to return (help printed: CLI_EXIT_OK; a bad argument:
+ * CLI_EXIT_USAGE, usage printed to stderr). */
+int cli_args_dir_only(int argc, char **argv, const char *usage, const char **ret_dir);
 /* Finds the Seed folder: dir if given, else the current directory or the
  * nearest ancestor holding seed.yaml. Caller frees. */
 int cli_find_seed(const char *dir, char **ret);

@@ -7,6 +7,7 @@
 #include "httpc/httpc.h"
 
 #include <dirent.h>
+#include <getopt.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <sys/file.h>
@@ -295,4 +296,28 @@ void cli_open_in_browser(const char *url) {
         pid_t pid;
         if (proc_spawn(&(struct proc_opts){.argv = argv, .envp = env, .stdin_fd = -1, .out_fd = -1}, &pid) == 0)
                 (void)proc_wait(pid, 5000); /* xdg-open hands over to the browser and exits */
+}
+
+int cli_args_dir_only(int argc, char **argv, const char *usage, const char **ret_dir) {
+        static const struct option longopts[] = {
+                {"dir", required_argument, NULL, 'd'},
+                {"help", no_argument, NULL, 'h'},
+                {0},
+        };
+        const char *dir = NULL;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
+                switch (c) {
+                case 'd': dir = optarg; break;
+                case 'h': fputs(usage, stdout); return CLI_EXIT_OK;
+                default: fputs(usage, stderr); return CLI_EXIT_USAGE;
+                }
+        }
+        if (optind != argc) {
+                fputs(usage, stderr);
+                return CLI_EXIT_USAGE;
+        }
+        *ret_dir = dir;
+        return -1;
 }

@@ -34,25 +34,10 @@ static int seed_dir_of(const char *dir, char **ret) {
 }
 
 int cli_cmd_doctor(int argc, char **argv) {
-        static const struct option longopts[] = {
-                {"dir", required_argument, NULL, 'd'},
-                {"help", no_argument, NULL, 'h'},
-                {0},
-        };
         const char *dir = NULL;
-        int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1) {
-                switch (c) {
-                case 'd': dir = optarg; break;
-                case 'h': fputs(usage, stdout); return CLI_EXIT_OK;
-                default: fputs(usage, stderr); return CLI_EXIT_USAGE;
-                }
-        }
-        if (optind != argc) {
-                fputs(usage, stderr);
-                return CLI_EXIT_USAGE;
-        }
+        int code = cli_args_dir_only(argc, argv, usage, &dir);
+        if (code >= 0)
+                return code;
         _cleanup_free_ char *seed_dir = NULL;
         if (seed_dir_of(dir, &seed_dir) < 0)
                 return CLI_EXIT_USAGE;
