@@ -9,7 +9,6 @@
 #include "config/config.h"
 #include "doctor/doctor.h"
 
-#include <getopt.h>
 
 static const char usage[] =
         "Usage: seed doctor [--dir DIR]\n"

@@ -5,7 +5,6 @@
 #include "cli/cli.h"
 #include "repo/repo.h"
 
-#include <getopt.h>
 #include <time.h>
 
 /* An owner's generation (the owner's own commits) says so after its summary. */
