@@ -27,6 +27,7 @@
 #include "sandbox/sandbox.h"
 
 #include "../common/testnet.h"
+#include "../common/comment.h"
 
 #include <netinet/in.h>
 #include <openssl/evp.h>
@@ -268,15 +269,6 @@ static int run_in(enum sandbox_profile profile, const char *label, const char *s
         *ret_out = TAKE_PTR(res.output);
         proc_result_done(&res);
         return res.exit_code;
-}
-
-static void print_comment(const char *prefix, const char *text) {
-        for (const char *line = text ? text : "", *nl; *line; line = nl + 1) {
-                nl = strchrnul(line, '\n');
-                print_message("# %s%.*s\n", prefix, (int)(nl - line), line);
-                if (!*nl)
-                        break;
-        }
 }
 
 /* An evolution installs a package from "the npm registry": npm, as it

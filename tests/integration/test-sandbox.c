@@ -196,6 +196,8 @@ int main(int argc, char **argv) {
 #include "sandbox/door.h"
 #include "sandbox/sandbox.h"
 
+#include "../common/comment.h"
+
 #include <arpa/inet.h>
 #include <dirent.h>
 #include <fcntl.h>
@@ -825,16 +827,6 @@ static void test_ordinary_work(void **state) {
         assert_true(npm[4] >= '1' && npm[4] <= '9');
         assert_non_null(strstr(out, "commits 1\n"));
         assert_non_null(strstr(out, "unshare-denied\n"));
-}
-
-/* Output from inside, as TAP comments: each line prefixed. */
-static void print_comment(const char *prefix, const char *text) {
-        for (const char *line = text ? text : "", *nl; *line; line = nl + 1) {
-                nl = strchrnul(line, '\n');
-                print_message("# %s%.*s\n", prefix, (int)(nl - line), line);
-                if (!*nl)
-                        break;
-        }
 }
 
 static int listen_tcp(const char *ip, int *ret_port) {
