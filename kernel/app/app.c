@@ -405,6 +405,7 @@ static int app_start_ctl(struct app *a) {
                 .userdata = a,
                 .api_routes = api_routes,
                 .api_userdata = api,
+                .refuse_own_addresses = a->opts->in_container,
         };
         r = ctl_start(&cc, &a->ctl);
         ctl_listen_close(&a->listen); /* the control plane holds its own now */
@@ -582,7 +583,7 @@ fail:
 
 static void app_usage(FILE *f) {
         fputs("Usage: seed-kernel --dir DIR [--addr HOST:PORT] [--listen-fd FD]... [--secrets-fd FD]\n"
-              "                   [--bridge PATH] [--hide PATH]...\n"
+              "                   [--bridge PATH] [--hide PATH]... [--in-container]\n"
               "\n"
               "The Seed's kernel daemon. You normally do not start it yourself: 'seed run'\n"
               "builds it from the Seed's own source and supervises it.\n"
@@ -595,6 +596,8 @@ static void app_usage(FILE *f) {
               "  --secrets-fd FD   read the owner's secrets (NAME=VALUE\\0 records) from FD\n"
               "  --bridge PATH     the seed-bridge helper built with this kernel\n"
               "  --hide PATH       a file of the owner's (an env file) that no sandbox may see\n"
+              "  --in-container    the kernel runs inside its Seed's container: connections from\n"
+              "                    the container's own addresses (loopback included) are refused\n"
               "  -h, --help        show this help\n"
               "\n"
               "Exit codes: 0 stopped, 1 failed, 2 usage, 75 rebuild and restart me.\n",
@@ -618,7 +621,8 @@ int app_main(int argc, char **argv) {
                 {"dir", required_argument, NULL, 'd'},     {"addr", required_argument, NULL, 'a'},
                 {"secrets-fd", required_argument, NULL, 's'}, {"bridge", required_argument, NULL, 'b'},
                 {"hide", required_argument, NULL, 'H'},    {"help", no_argument, NULL, 'h'},
-                {"listen-fd", required_argument, NULL, 'l'}, {0},
+                {"listen-fd", required_argument, NULL, 'l'}, {"in-container", no_argument, NULL, 'C'},
+                {0},
         };
         struct app_options o = {.secrets_fd = -1};
         _cleanup_strv_free_ char **hide = NULL;
@@ -649,6 +653,7 @@ int app_main(int argc, char **argv) {
                         if ((o.listen_fds[o.n_listen_fds++] = parse_fd("--listen-fd", optarg)) < 0)
                                 return APP_EXIT_USAGE;
                         break;
+                case 'C': o.in_container = true; break;
                 case 'h': app_usage(stdout); return APP_EXIT_OK;
                 default: app_usage(stderr); return APP_EXIT_USAGE;
                 }

@@ -22,6 +22,10 @@ struct app_options {
          * binding addr, which then only names them. */
         int listen_fds[CTL_LISTEN_MAX];
         size_t n_listen_fds;
+        /* --in-container: the kernel runs inside its Seed's container, so a
+         * connection from the container's own addresses (loopback included)
+         * comes from inside it and is refused (ctl/own-addrs.h). */
+        bool in_container;
 };
 
 /* Runs the kernel until it is told to stop. Returns an APP_EXIT_* code. */

@@ -170,6 +170,12 @@ static void make_folder_private(const char *seed_dir) {
                 seed_dir, (unsigned)(st.st_mode & 07777));
 }
 
+/* Set by the container driver for the `seed run` inside a Seed's container. */
+static bool in_container(void) {
+        const char *v = getenv("SEED_IN_CONTAINER");
+        return v && streq(v, "1");
+}
+
 int cli_run_seed(const struct cli_run_options *o) {
         _cleanup_free_ char *dot = path_join(o->seed_dir, ".seed");
         _cleanup_free_ char *logs = path_join(o->seed_dir, ".seed/logs");
@@ -207,7 +213,8 @@ int cli_run_seed(const struct cli_run_options *o) {
         }
         pid_t sup;
         struct supervisor_options so = {.seed_dir = o->seed_dir, .addr = addr, .detach = o->detach,
-                                        .secrets = o->secrets, .hide_paths = o->hide_paths};
+                                        .secrets = o->secrets, .hide_paths = o->hide_paths,
+                                        .in_container = in_container()};
         if (supervisor_start(&so, lock, &sup) < 0) /* logged; the lock is closed */
                 return CLI_EXIT_FAILURE;
 

@@ -103,6 +103,10 @@ struct ctl_config {
          * past 16 per client) and half proxied to the organism (503 at once
          * past that). Tests use a small limit. */
         unsigned connection_limit;
+        /* The kernel runs inside its Seed's container (seed-kernel
+         * --in-container): connections from the container's own addresses,
+         * loopback included, are refused at accept (own-addrs.h). */
+        bool refuse_own_addresses;
         /* Fills *ret_json with the status object (caller frees). */
         int (*status)(void *userdata, char **ret_json);
         void *userdata;

@@ -103,12 +103,42 @@ static void cut_connection(void *userdata, int fd) {
         (void)shutdown(fd, SHUT_RDWR);
 }
 
+/* Inside the Seed's container: whether sa is one of the container's own
+ * addresses (read again when the list is old). A list that cannot be read
+ * refuses every connection: nothing passes unchecked. Listening thread. */
+static bool from_inside(struct ctl *c, const struct sockaddr *sa) {
+        int64_t now = now_ms();
+        if (now - c->own.loaded_ms >= CTL_OWN_ADDRS_REFRESH_MS) {
+                int r = ctl_own_addrs_load(&c->own, now);
+                if (r < 0) {
+                        log_limited(LOG_ERROR, "own-addrs", "cannot read the container's own addresses (%s): "
+                                                          "refusing every connection until they can be read",
+                                    strerror(-r));
+                        return true;
+                }
+        }
+        if (!ctl_own_addrs_match(&c->own, sa))
+                return false;
+        char ip[INET6_ADDRSTRLEN] = "?";
+        if (sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof ip);
+        else if (sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof ip);
+        log_limited(LOG_WARN, "own-addrs",
+                    "refused a connection from %s, inside the Seed's own container (the owner comes in "
+                    "through the published port)",
+                    ip);
+        return true;
+}
+
 /* Before a connection is accepted (after libmicrohttpd's own limit): closed
  * at once, before it can hold a thread, only when every connection is taken
  * by signed-in or proxied requests (otherwise the oldest anonymous one makes
  * room: on_connection). */
 static enum MHD_Result on_accept(void *cls, const struct sockaddr *sa, socklen_t len) {
         struct ctl *c = cls;
+        if (c->refuse_own && from_inside(c, sa))
+                return MHD_NO;
         return ctl_conns_admit(c->conns) ? MHD_YES : MHD_NO;
 }
 
@@ -666,6 +696,7 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         if (ctl_routes_check(&bad) < 0 || ctl_api_routes_check(cfg->api_routes, &bad) < 0)
                 return log_error_errno(-EINVAL, "the control plane's route table is malformed: %s", bad);
         struct ctl *c = calloc(1, sizeof *c);
+        int r0;
         if (!c)
                 return -ENOMEM;
         pthread_mutex_init(&c->lock, NULL);
@@ -698,6 +729,11 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         c->api_userdata = cfg->api_userdata ? cfg->api_userdata : cfg->userdata;
         c->connection_limit = limit;
         c->proxy_limit = conns_limits(limit).proxied;
+        c->refuse_own = cfg->refuse_own_addresses;
+        if (c->refuse_own && (r0 = ctl_own_addrs_load(&c->own, now_ms())) < 0) {
+                ctl_free(c);
+                return log_error_errno(r0, "cannot read the container's own addresses: %m");
+        }
         ctl_cookie_name(c->session_key, c->cookie_name);
         int r = ctl_limiter_new(&ctl_limits_default, &c->limiter);
         if (r < 0) {

@@ -9,6 +9,7 @@
 #include "ctl/http.h"
 #include "ctl/limit.h"
 #include "ctl/listen.h"
+#include "ctl/own-addrs.h"
 #include "ctl/owner.h"
 #include "ctl/proxy-policy.h"
 
@@ -77,6 +78,11 @@ struct ctl {
          * hung organism or a flood of / cannot take the owner's way to
          * /_seed. */
         unsigned connection_limit, proxy_limit;
+
+        /* Inside the Seed's container: the container's own addresses, whose
+         * connections are refused (own-addrs.h). Listening thread only. */
+        bool refuse_own;
+        struct ctl_own_addrs own;
 
         /* Open upstream sockets, shut down by ctl_stop so no thread blocks. */
         pthread_mutex_t lock;

@@ -87,7 +87,7 @@ static int spawn_kernel(const struct supervisor_options *o, const struct loop_st
         char fdnum[16], lfd[CTL_LISTEN_MAX][16];
         int keep[1 + CTL_LISTEN_MAX] = {p[0]};
         snprintf(fdnum, sizeof fdnum, "%d", p[0]);
-        _cleanup_free_ char **argv = calloc(10 + 2 * CTL_LISTEN_MAX + 2 * strv_length(st->hide_paths), sizeof *argv);
+        _cleanup_free_ char **argv = calloc(11 + 2 * CTL_LISTEN_MAX + 2 * strv_length(st->hide_paths), sizeof *argv);
         if (!argv) {
                 close(p[0]);
                 close(p[1]);
@@ -106,6 +106,8 @@ static int spawn_kernel(const struct supervisor_options *o, const struct loop_st
                 argv[n++] = "--listen-fd";
                 argv[n++] = lfd[i];
         }
+        if (o->in_container)
+                argv[n++] = "--in-container";
         for (char **h = st->hide_paths; h && *h; h++) {
                 argv[n++] = "--hide";
                 argv[n++] = *h;

@@ -181,6 +181,10 @@ struct supervisor_options {
         bool detach;             /* the supervisor's (and kernels') output goes to .seed/logs/supervisor.log */
         const struct secrets *secrets; /* borrowed; handed to every kernel through a pipe (NULL: none) */
         char *const *hide_paths; /* borrowed; every kernel hides them from its sandboxes (--hide) */
+        /* The Seed runs inside its container (the driver set SEED_IN_CONTAINER=1):
+         * every kernel gets --in-container, refusing connections from the
+         * container's own addresses. */
+        bool in_container;
 };
 
 /* Takes .seed/run.lock (flock, held by the supervisor for its life): -EBUSY

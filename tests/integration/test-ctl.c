@@ -692,6 +692,48 @@ static void test_loopback_serves_both_families(void **state) {
         assert_true(healthz_status(AF_INET, port) < 0);
 }
 
+/* Whether a healthz request on port gets any byte back (false: the
+ * connection was closed or reset unanswered). */
+static bool answered(int family, uint16_t port) {
+        int fd = connect_tcp(family, port);
+        if (fd < 0)
+                return false;
+        char req[256], c;
+        snprintf(req, sizeof req, "GET /_seed/healthz HTTP/1.1\r\nHost: %s:%u\r\nConnection: close\r\n\r\n",
+                 family == AF_INET6 ? "[::1]" : "127.0.0.1", port);
+        send_all(fd, req, strlen(req));
+        ssize_t k;
+        do
+                k = recv(fd, &c, 1, 0);
+        while (k < 0 && errno == EINTR);
+        close(fd);
+        return k > 0;
+}
+
+/* Inside the Seed's container (refuse_own_addresses): a connection from the
+ * kernel's own addresses — loopback, both families — is closed before any
+ * answer, healthz included; the same control plane without the flag serves
+ * it (so it is the flag that refuses, not a broken start). */
+static void test_own_addresses_refused_in_container(void **state) {
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        cfg.refuse_own_addresses = true;
+        struct ctl *c = NULL;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        uint16_t port = ctl_port(c);
+        assert_false(answered(AF_INET, port));
+        uint16_t p6 = 0;
+        int probe = listen_loopback(AF_INET6, 0, &p6);
+        if (probe >= 0) {
+                close(probe);
+                assert_false(answered(AF_INET6, port));
+        }
+        ctl_stop(c);
+        cfg.refuse_own_addresses = false;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        assert_int_equal(healthz_status(AF_INET, ctl_port(c)), 200);
+        ctl_stop(c);
+}
+
 /* Served from sockets the supervisor bound (ctl_config.listen): stopping
  * hands them back untouched, so the supervisor's copies keep the port. */
 static void test_given_sockets_outlive_ctl(void **state) {
@@ -2723,6 +2765,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_start_and_healthz),
                 cmocka_unit_test(test_port_taken_refuses),
+                cmocka_unit_test(test_own_addresses_refused_in_container),
                 cmocka_unit_test(test_loopback_serves_both_families),
                 cmocka_unit_test(test_given_sockets_outlive_ctl),
                 cmocka_unit_test(test_ipv6),

@@ -17,6 +17,7 @@
 #include "ctl/limit.h"
 #include "ctl/listen.h"
 #include "ctl/logo.h"
+#include "ctl/own-addrs.h"
 #include "ctl/owner.h"
 #include "ctl/pages.h"
 #include "ctl/proxy-policy.h"
@@ -1884,8 +1885,83 @@ static void test_listen_open(void **state) {
         ctl_listen_close(&l);
 }
 
+static struct sockaddr_storage sa_of(const char *ip) {
+        struct sockaddr_storage ss = {0};
+        struct sockaddr_in *v4 = (struct sockaddr_in *)&ss;
+        struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&ss;
+        if (inet_pton(AF_INET, ip, &v4->sin_addr) == 1)
+                v4->sin_family = AF_INET;
+        else if (inet_pton(AF_INET6, ip, &v6->sin6_addr) == 1)
+                v6->sin6_family = AF_INET6;
+        else
+                fail_msg("bad test address %s", ip);
+        return ss;
+}
+
+static bool own(const struct ctl_own_addrs *a, const char *ip) {
+        struct sockaddr_storage ss = sa_of(ip);
+        return ctl_own_addrs_match(a, (struct sockaddr *)&ss);
+}
+
+/* Inside the container: loopback always counts as its own (any 127/8,
+ * ::1, and the IPv4-mapped forms a dual-stack socket reports); an address
+ * of its own interfaces counts in either form; the bridge's gateway, where
+ * the owner's connections arrive from, and other hosts do not. */
+static void test_own_addrs_match(void **state) {
+        struct ctl_own_addrs a = {0};
+        struct sockaddr_storage eth0 = sa_of("10.88.0.5"), v6 = sa_of("fd00::5");
+        assert_int_equal(ctl_own_addrs_add(&a, (struct sockaddr *)&eth0), 0);
+        assert_int_equal(ctl_own_addrs_add(&a, (struct sockaddr *)&eth0), 0); /* once */
+        assert_int_equal(ctl_own_addrs_add(&a, (struct sockaddr *)&v6), 0);
+        assert_int_equal(a.n, 2);
+        static const char *const inside[] = {"127.0.0.1", "127.1.2.3", "::1", "::ffff:127.0.0.1",
+                                             "10.88.0.5", "::ffff:10.88.0.5", "fd00::5"};
+        static const char *const outside[] = {"10.88.0.1", "::ffff:10.88.0.1", "192.168.1.10", "fd00::1",
+                                              "::", "0.0.0.0", "::127.0.0.1", "128.0.0.1"};
+        for (size_t i = 0; i < ARRAY_SIZE(inside); i++)
+                if (!own(&a, inside[i]))
+                        fail_msg("%s should count as the container's own", inside[i]);
+        for (size_t i = 0; i < ARRAY_SIZE(outside); i++)
+                if (own(&a, outside[i]))
+                        fail_msg("%s should not count as the container's own", outside[i]);
+        struct sockaddr_un un = {.sun_family = AF_UNIX};
+        assert_false(ctl_own_addrs_match(&a, (struct sockaddr *)&un));
+        assert_false(ctl_own_addrs_match(&a, NULL));
+        struct ctl_own_addrs empty = {0};
+        assert_true(own(&empty, "127.0.0.1"));
+        assert_false(own(&empty, "10.88.0.5"));
+}
+
+/* The list is bounded: one address more than it holds is an error (the
+ * caller refuses every connection then), never a silent cut. */
+static void test_own_addrs_bounded(void **state) {
+        struct ctl_own_addrs a = {0};
+        for (unsigned i = 0; i < CTL_OWN_ADDRS_MAX; i++) {
+                struct sockaddr_in sa = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x0a000001u + i)};
+                assert_int_equal(ctl_own_addrs_add(&a, (struct sockaddr *)&sa), 0);
+        }
+        struct sockaddr_in more = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(0x0b000001u)};
+        assert_int_equal(ctl_own_addrs_add(&a, (struct sockaddr *)&more), -E2BIG);
+        assert_int_equal(a.n, CTL_OWN_ADDRS_MAX);
+}
+
+/* The real interfaces: lo's 127.0.0.1 is among them, stamped with now. */
+static void test_own_addrs_load(void **state) {
+        struct ctl_own_addrs a = {0};
+        assert_int_equal(ctl_own_addrs_load(&a, 1234), 0);
+        assert_int_equal(a.loaded_ms, 1234);
+        assert_true(a.n >= 1);
+        bool lo = false;
+        for (size_t i = 0; i < a.n; i++)
+                lo |= a.addr[i][10] == 0xff && a.addr[i][11] == 0xff && a.addr[i][12] == 127;
+        assert_true(lo);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_own_addrs_match),
+                cmocka_unit_test(test_own_addrs_bounded),
+                cmocka_unit_test(test_own_addrs_load),
                 cmocka_unit_test(test_host_allowed_defaults),
                 cmocka_unit_test(test_host_refused),
                 cmocka_unit_test(test_host_allowed_extra),
