@@ -3,6 +3,27 @@
 #include "egress/policy.h"
 #include "egress/addr.h"
 
+#include <libpsl.h>
+#include <pthread.h>
+
+/* The public suffix list: the newer of libpsl's built-in copy and Debian's
+ * /usr/share/publicsuffix (package publicsuffix). Loaded once, never freed. */
+static psl_ctx_t *public_suffixes;
+static pthread_once_t public_suffixes_once = PTHREAD_ONCE_INIT;
+
+static void load_public_suffixes(void) {
+        public_suffixes = psl_latest(NULL);
+}
+
+/* Whether a wildcard over name would cover sites that different people
+ * register ("co.uk", "github.io", "s3.amazonaws.com": ICANN and private
+ * suffixes alike). Without a list, every name counts as one: a wildcard is
+ * refused rather than judged blind. */
+static bool is_public_suffix(const char *name) {
+        pthread_once(&public_suffixes_once, load_public_suffixes);
+        return !public_suffixes || psl_is_public_suffix2(public_suffixes, name, PSL_TYPE_ANY);
+}
+
 int egress_pattern_normalize(const char *pattern, char **ret, char **ret_error) {
         if (!pattern || !*pattern)
                 return errorf(-EINVAL, ret_error, "an empty host pattern");
@@ -28,6 +49,11 @@ int egress_pattern_normalize(const char *pattern, char **ret, char **ret_error) 
         const char *why = egress_name_internal_why(name);
         if (why)
                 return errorf(-EINVAL, ret_error, "an internal name: %s", why);
+        if (wild && strchr(name, '.') && is_public_suffix(name))
+                return errorf(-EINVAL, ret_error,
+                              "'%s' is a public suffix: '*.%s' would allow every site registered under it "
+                              "(name the hosts, or a wildcard under one site, e.g. '*.example.%s')",
+                              name, name, name);
         char *out = NULL;
         if (xasprintf(&out, "%s%s", wild ? "*." : "", name) < 0)
                 return -ENOMEM;

@@ -273,7 +273,8 @@ static void test_pattern_check(void **state) {
                 const char *in, *normal;
         } ok[] = {
                 {"api.x.com", "api.x.com"},   {"*.x.com", "*.x.com"}, {"API.X.COM.", "api.x.com"},
-                {"*.Co.Uk", "*.co.uk"},       {"xn--bcher-kva.net", "xn--bcher-kva.net"},
+                {"*.Bbc.Co.Uk", "*.bbc.co.uk"}, {"xn--bcher-kva.net", "xn--bcher-kva.net"},
+                {"co.uk", "co.uk"},           {"*.example.github.io", "*.example.github.io"},
                 {"registry.npmjs.org", "registry.npmjs.org"},
         };
         for (size_t i = 0; i < ARRAY_SIZE(ok); i++) {
@@ -289,6 +290,11 @@ static void test_pattern_check(void **state) {
                 {"*", "alone"},
                 {"*.", "alone"},
                 {"*.com", "single label"},
+                {"*.co.uk", "public suffix"},
+                {"*.CO.UK.", "public suffix"},
+                {"*.github.io", "public suffix"},
+                {"*.s3.amazonaws.com", "public suffix"},
+                {"*.com.au", "public suffix"},
                 {"com", "single label"},
                 {"x.*.com", "first label"},
                 {"*x.com", "first label"},
