@@ -92,11 +92,6 @@ char *model_redact(const char *s, const char *secret);
 /* Copy of s with invalid UTF-8 replaced by U+FFFD. Caller frees. */
 char *model_utf8_sanitize(const char *s);
 
-/* TESTS ONLY: sends this model's requests to url instead of its provider's
- * endpoint (the key goes with them), and its models list to the "/models"
- * beside it (url without a final "/chat/completions" or "/messages"). Never called with anything from
- * seed.yaml; the kernel never calls it. */
-int model_set_endpoint_for_tests(struct model *m, const char *url);
 /* The endpoint this model posts to, and the one it lists models at (borrowed). */
 const char *model_endpoint(const struct model *m);
 const char *model_models_endpoint(const struct model *m);

@@ -143,6 +143,12 @@ void model_response_done(struct model_response *r);
  * request that cannot be built. */
 bool model_error_transient(int r);
 
+/* TESTS ONLY: sends this model's requests to url instead of its provider's
+ * endpoint (the key goes with them), and its models list to the "/models"
+ * beside it (url without a final "/chat/completions" or "/messages"). Never called with anything from
+ * seed.yaml; the kernel never calls it. */
+int model_set_endpoint_for_tests(struct model *m, const char *url);
+
 /* One model a provider offers. */
 struct model_info {
         char *id;                      /* what model.name takes (printable, at most MODEL_ID_MAX bytes) */
