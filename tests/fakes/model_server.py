@@ -55,7 +55,7 @@ Any step may also carry:
   "match": "substring"    assert that the request contains the substring (in
                           its raw JSON text or in any decoded string value).
                           On a mismatch the server fails loudly: it answers
-                          500 with "script step N: request does not contain
+                          400 with "script step N: request does not contain
                           ..." to this and every later model request until a
                           new script is loaded, and prints it on stderr.
   "cut": N                send only the first N bytes of the answer's body
@@ -70,7 +70,9 @@ Any step may also carry:
                           cost); OpenAI style reports prompt_tokens,
                           completion_tokens, total_tokens and cost when given.
 
-When the script is exhausted every model request gets 500 "script exhausted".
+When the script is exhausted every model request gets 400 "script exhausted":
+a permanent refusal, so the kernel fails the call at once instead of waiting
+out what would look like an outage (a 5xx). Script the outage to have one.
 
 It also lists the models it offers, as the providers do:
 
@@ -581,9 +583,9 @@ class Handler(BaseHTTPRequestHandler):
                                                        "overloaded_error" if fmt == "anthropic" else None))
             elif status_override is None:
                 if st.failure:
-                    status_override = (500, error_body(fmt, 500, st.failure))
+                    status_override = (400, error_body(fmt, 400, st.failure))
                 elif st.index >= len(st.steps):
-                    status_override = (500, error_body(fmt, 500, "script exhausted"))
+                    status_override = (400, error_body(fmt, 400, "script exhausted"))
                 else:
                     idx = st.index
                     step = st.steps[idx]
@@ -594,7 +596,7 @@ class Handler(BaseHTTPRequestHandler):
                         st.failure = f"script step {idx}: request does not contain {needle!r}"
                         sys.stderr.write(f"model_server: FAILED: {st.failure}\n")
                         sys.stderr.flush()
-                        status_override = (500, error_body(fmt, 500, st.failure))
+                        status_override = (400, error_body(fmt, 400, st.failure))
             if outage == "refuse":
                 self.refuse()
                 return

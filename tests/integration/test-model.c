@@ -549,11 +549,11 @@ static void test_script_exhausted_and_mismatch(void **state) {
                          0);
         struct model_response res = {0};
         char *err;
-        assert_failed(ask(m, "hi", &res, &err), -EAGAIN, &err, "HTTP 500: script exhausted (2 attempts)");
-        assert_int_equal(request_count(), 2);
+        assert_failed(ask(m, "hi", &res, &err), -EREMOTEIO, &err, "HTTP 400: script exhausted");
+        assert_int_equal(request_count(), 1);
 
         load_script("[{\"text\": \"x\", \"match\": \"NOT-IN-THE-REQUEST\"}, {\"text\": \"y\"}]");
-        assert_failed(ask(m, "hi", &res, &err), -EAGAIN, &err, "script step 0: request does not contain");
+        assert_failed(ask(m, "hi", &res, &err), -EREMOTEIO, &err, "script step 0: request does not contain");
         json_t *st = control("GET", "/_state", NULL);
         assert_non_null(json_string_value(json_object_get(st, "failure")));
         json_decref(st);
