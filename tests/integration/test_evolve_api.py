@@ -343,6 +343,9 @@ def evolve_waits_out_an_outage(c):
     assert 'the model answers again' in out and 'Result: complete' in out, out
     assert evolution(c, e['id'])['waiting'] is None
     assert open(os.path.join(c.dir, 'organism', 'NOTE.txt')).read() == marker + '\n'
+    for line in out.splitlines():
+        if 'waiting for the model' in line or 'answers again' in line:
+            print('# seed evolve:' + line)
     print(f'# outage of 20 s through the kernel: {len(request(c.model_base + "/_requests").json())} model requests')
 
 
