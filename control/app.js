@@ -745,15 +745,15 @@
   function liveCard(e) {
     const last = state.last.get(e.id);
     const ended = ENDED.has(e.state);
+    const waiting = waitingNote(e); // it says the latest step itself
     return h('article', { class: ['card', 'live-evo', ended ? 'ended' : 'running'], dataset: { evolution: e.id, state: e.state } },
       h('div', { class: 'card-head' },
         h('h2', {}, ended ? null : h('span', { class: 'spinner', aria: { hidden: 'true' } }), ' ', evoName(e)),
         badge(e.state)),
       progress(e),
-      h('p', { class: 'last-step' }, e.state === 'failed' && e.error ? 'Failed: ' + e.error
+      waiting || h('p', { class: 'last-step' }, e.state === 'failed' && e.error ? 'Failed: ' + e.error
         : last ? last.text : (ended ? (e.error || 'Finished.') : 'Waiting to start…')),
       e.state === 'needs_input' ? h('p', { class: 'needs' }, 'It is waiting for you: see the card above.') : null,
-      waitingNote(e),
       h('p', { class: 'actions-inline' },
         h('a', { href: '#evolution/' + e.id, text: 'Details' }),
         generationOf(e) && e.state === 'complete' ? h('span', { class: 'muted', text: ' · generation ' + generationOf(e) + ' is live' }) : null));
