@@ -121,7 +121,7 @@
     max_tokens: 'Most tokens per reply', external: 'External database', driver: 'Driver', build: 'Build command',
     test: 'Test command', run: 'Run command', port: 'Port', health: 'Health check', migrations: 'Migrations folder',
     max_repair_attempts: 'Repair attempts', max_agent_turns: 'Model calls per evolution',
-    command_timeout_seconds: 'Time limit per command', safe: 'Safe actions', review: 'Reviewed actions',
+    command_timeout_seconds: 'Time limit per command', model_wait_seconds: 'Waiting for an unreachable model', safe: 'Safe actions', review: 'Reviewed actions',
     dangerous: 'Dangerous actions', require_plan_approval: 'Plans need your approval',
     require_apply_approval: 'Going live needs your approval', evolvable: 'Changes freely',
     seed: 'Seed name', slug: 'Short name', tagline: 'Tagline', purpose: 'Purpose', accent: 'Accent colour',
@@ -703,9 +703,27 @@
     return bar;
   }
 
+  // A time in ms since the epoch as the local clock time.
+  function clock(ms) {
+    return typeof ms === 'number' && isFinite(ms) ? new Date(ms).toLocaleTimeString() : '?';
+  }
+
+  // The model cannot be reached: the evolution waits it out, keeping its work.
+  function waitingText(w) {
+    return 'Waiting for the model: ' + short(w.reason || 'unreachable', 200) + ', retrying at ' + clock(w.retry_at) +
+      '. It keeps its work and gives up at ' + clock(w.until) + '.';
+  }
+
+  function waitingNote(e) {
+    return e.waiting && typeof e.waiting === 'object' && !ENDED.has(e.state)
+      ? h('p', { class: 'model-waiting', role: 'status' }, waitingText(e.waiting)) : null;
+  }
+
   function eventText(kind, d) {
     d = d || {};
     switch (kind) {
+      case 'waiting': return waitingText(d);
+      case 'resumed': return 'The model answers again' + (typeof d.waited_ms === 'number' ? ' (after ' + duration(d.waited_ms / 1000) + ')' : '') + '.';
       case 'phase': return (d.from ? d.from.replace(/_/g, ' ') + ' → ' : '') + String(d.to || '').replace(/_/g, ' ') +
         (d.note ? ': ' + d.note : '');
       case 'plan': return 'Plan: ' + (d.title || '');
@@ -727,12 +745,13 @@
   function liveCard(e) {
     const last = state.last.get(e.id);
     const ended = ENDED.has(e.state);
+    const waiting = waitingNote(e); // it says the latest step itself
     return h('article', { class: ['card', 'live-evo', ended ? 'ended' : 'running'], dataset: { evolution: e.id, state: e.state } },
       h('div', { class: 'card-head' },
         h('h2', {}, ended ? null : h('span', { class: 'spinner', aria: { hidden: 'true' } }), ' ', evoName(e)),
         badge(e.state)),
       progress(e),
-      h('p', { class: 'last-step' }, e.state === 'failed' && e.error ? 'Failed: ' + e.error
+      waiting || h('p', { class: 'last-step' }, e.state === 'failed' && e.error ? 'Failed: ' + e.error
         : last ? last.text : (ended ? (e.error || 'Finished.') : 'Waiting to start…')),
       e.state === 'needs_input' ? h('p', { class: 'needs' }, 'It is waiting for you: see the card above.') : null,
       h('p', { class: 'actions-inline' },
@@ -966,6 +985,7 @@
         generationOf(e) ? ' → generation ' + generationOf(e) : ''),
       stepper(e),
       e.state === 'needs_input' ? h('p', { class: 'needs' }, 'It is waiting for you: see the card above.') : null,
+      waitingNote(e),
       e.error ? h('p', { class: 'error-box', text: e.error }) : null,
       active ? h('div', { class: 'actions' },
         h('button', { type: 'button', class: 'danger-quiet', id: 'cancel-evolution', text: 'Cancel this evolution', on: { click: () => cancelEvolution(e.id) } })) : null,
@@ -1287,7 +1307,7 @@
   // A seed.yaml value in words: decisions, seconds.
   function configValue(key, v) {
     if (typeof v === 'string' && DECISIONS[v] && ['safe', 'review', 'dangerous'].includes(key)) return DECISIONS[v];
-    if (key === 'command_timeout_seconds' && typeof v === 'number') return duration(v);
+    if ((key === 'command_timeout_seconds' || key === 'model_wait_seconds') && typeof v === 'number') return duration(v);
     return v;
   }
 
@@ -1542,6 +1562,8 @@
       if (ENDED.has(data.to)) afterEnd();
     } else if (kind === 'plan' && e) {
       e.title = data.title || e.title;
+    } else if ((kind === 'waiting' || kind === 'resumed') && e) {
+      e.waiting = kind === 'waiting' ? data : null;
     } else if (kind === 'approval' || kind === 'question') {
       refreshApprovalsSoon();
     }

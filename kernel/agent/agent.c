@@ -4,11 +4,11 @@
 #include "base/log.h"
 
 #include <stdarg.h>
+#include <time.h>
 
 #define DEFAULT_MAX_TURNS 150
-#define DEFAULT_MAX_MALFORMED 3
-#define DEFAULT_MAX_NUDGES 2
 #define STATE_MESSAGES_MAX 100000
+#define WAIT_STEP_MS 100 /* how often a wait looks at the cancel flag */
 
 static const char nudge_max_tokens[] =
         "Your last reply was cut off by the output limit (max_tokens). Continue in smaller steps: split large "
@@ -26,6 +26,10 @@ const char *agent_event_name(enum agent_event k) {
                 return "note";
         case AGENT_EVENT_ERROR:
                 return "error";
+        case AGENT_EVENT_WAITING:
+                return "waiting";
+        case AGENT_EVENT_RESUMED:
+                return "resumed";
         }
         return "unknown";
 }
@@ -168,6 +172,7 @@ struct run {
         struct agent_result *res;
         int max_malformed;
         int malformed;    /* consecutive */
+        bool cut;         /* the reply whose calls run was cut off by max_tokens */
         bool done;        /* the run has its outcome */
 };
 
@@ -210,6 +215,30 @@ static int ensure_ids(struct model_message *m, int turn) {
         return 0;
 }
 
+/* What a malformed call's result tells the model: what was wrong, and the
+ * schema its arguments must match (an unknown tool's result already lists
+ * the phase's tools). A call cut off by max_tokens is said to be cut. */
+static int malformed_feedback(struct run *run, const struct model_tool_call *c, struct tool_result *tr) {
+        const struct tool_ctx *tc = run->cfg->tools;
+        const struct tool *t = c->name ? tools_find(tc->set, c->name) : NULL;
+        char *text = NULL;
+        int k;
+        if (run->cut)
+                k = xasprintf(&text, "not run: your reply was cut off by the output limit (max_tokens) before this "
+                                     "call was complete (%s). Make it again, smaller.",
+                              tr->output ? tr->output : "");
+        else if (t && tools_offered(t, tc->phase))
+                k = xasprintf(&text, "%s\nCall %s again with arguments that match its JSON schema: %s",
+                              tr->output ? tr->output : "", t->name, t->schema);
+        else
+                return 0;
+        if (k < 0)
+                return -ENOMEM;
+        free(tr->output);
+        tr->output = text;
+        return 0;
+}
+
 /* Runs the one call of the assistant message at index ai, i-th call. */
 static int run_call(struct run *run, size_t ai, size_t i) {
         const struct agent_config *cfg = run->cfg;
@@ -240,7 +269,16 @@ static int run_call(struct run *run, size_t ai, size_t i) {
                 c = &run->st->messages[ai].calls[i];
                 return r < 0 ? r : add_tool_result(run->st, c->id, "not run: no decision", true);
         }
-        run->malformed = tr.malformed ? run->malformed + 1 : 0;
+        if (tr.malformed && (r = malformed_feedback(run, c, &tr)) < 0) {
+                tool_result_done(&tr);
+                return r;
+        }
+        /* A good call resets the count; a call cut off by max_tokens is the
+         * cut's (nudged), not a malformed one. */
+        if (!tr.malformed)
+                run->malformed = 0;
+        else if (!run->cut)
+                run->malformed++;
         emit_result(cfg, c, &tr);
         char *id = strdup(c->id);
         r = id ? add_tool_result(run->st, id, tr.output, tr.is_error) : -ENOMEM;
@@ -257,6 +295,29 @@ static int run_call(struct run *run, size_t ai, size_t i) {
         return r;
 }
 
+static bool request_cancelled(void *userdata) {
+        return cancelled(userdata);
+}
+
+/* Sleeps ms, or less when the cancel flag rises: -ECANCELED then. */
+static int wait_cancellable(const struct agent_config *cfg, int64_t ms) {
+        for (int64_t until = now_ms() + ms;;) {
+                if (cancelled(cfg))
+                        return -ECANCELED;
+                int64_t left = until - now_ms();
+                if (left <= 0)
+                        return 0;
+                int64_t step = left < WAIT_STEP_MS ? left : WAIT_STEP_MS;
+                struct timespec ts = {step / 1000, (long)(step % 1000) * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+}
+
+/* One model turn's call. A transient failure (the model's own retries
+ * spent) is waited out for cfg->model_wait_ms since the first one, retried
+ * every interval with the same conversation, and announced ("waiting",
+ * then "resumed"). The turn counts once however many retries it took. On
+ * failure *ret_error (caller frees) says why; -ECANCELED when cancelled. */
 static int send(struct run *run, const struct model_tool_def *defs, size_t n_defs, struct model_response *ret,
                 char **ret_error) {
         const struct agent_config *cfg = run->cfg;
@@ -269,10 +330,50 @@ static int send(struct run *run, const struct model_tool_def *defs, size_t n_def
                 .max_tokens = cfg->max_tokens,
                 .purpose = cfg->purpose,
                 .reference = cfg->reference,
+                .cancelled = cfg->cancel ? request_cancelled : NULL,
+                .cancel_userdata = (void *)cfg,
         };
         run->st->turns++;
         run->res->turns++;
-        return cfg->complete(cfg->complete_userdata, &req, ret, ret_error);
+        int64_t interval = cfg->model_wait_interval_ms > 0 ? cfg->model_wait_interval_ms : AGENT_WAIT_INTERVAL_MS;
+        int64_t first_failure = 0, first_wall = 0;
+        for (int attempt = 1;; attempt++) {
+                _cleanup_free_ char *err = NULL;
+                int r = cfg->complete(cfg->complete_userdata, &req, ret, &err);
+                if (r >= 0) {
+                        if (first_failure)
+                                emit(cfg, AGENT_EVENT_RESUMED, json_pack("{s:I, s:i}", "waited_ms",
+                                                                         (json_int_t)(now_ms() - first_failure),
+                                                                         "attempts", attempt));
+                        return r;
+                }
+                if (r == -ECANCELED || cancelled(cfg))
+                        return -ECANCELED;
+                if (!model_error_transient(r) || cfg->model_wait_ms <= 0) {
+                        *ret_error = TAKE_PTR(err);
+                        return r;
+                }
+                int64_t now = now_ms();
+                if (!first_failure) {
+                        first_failure = now;
+                        first_wall = wall_ms();
+                }
+                int64_t left = first_failure + cfg->model_wait_ms - now;
+                if (left <= 0) {
+                        int64_t s = (now - first_failure + 500) / 1000;
+                        (void)xasprintf(ret_error, "the model could not be reached for %lld s (%d tries; the limit is "
+                                                   "evolution.model_wait_seconds): %s",
+                                        (long long)s, attempt, err ? err : strerror(-r));
+                        return r;
+                }
+                int64_t delay = interval < left ? interval : left;
+                emit(cfg, AGENT_EVENT_WAITING,
+                     json_pack("{s:s, s:I, s:I, s:i}", "reason", err ? err : strerror(-r), "retry_at",
+                               (json_int_t)(wall_ms() + delay), "until",
+                               (json_int_t)(first_wall + cfg->model_wait_ms), "attempt", attempt));
+                if (wait_cancellable(cfg, delay) < 0)
+                        return -ECANCELED;
+        }
 }
 
 static int maybe_compact(struct run *run) {
@@ -299,16 +400,24 @@ static int nudge(struct run *run, const char *text) {
 static int turn(struct run *run, const struct model_tool_def *defs, size_t n_defs, const char *terminal_names,
                 int *nudges) {
         const struct agent_config *cfg = run->cfg;
-        int max_nudges = cfg->max_nudges > 0 ? cfg->max_nudges : DEFAULT_MAX_NUDGES;
+        int max_nudges = cfg->max_nudges > 0 ? cfg->max_nudges : AGENT_MAX_NUDGES;
         int r = maybe_compact(run);
         if (r < 0)
                 return r;
         struct model_response resp = {0};
         _cleanup_free_ char *err = NULL;
         r = send(run, defs, n_defs, &resp, &err);
+        if (r == -ECANCELED)
+                return finish(run, AGENT_CANCELLED, "cancelled");
         if (r < 0)
                 return finish(run, AGENT_FAILED, "the model call failed: %s", err ? err : strerror(-r));
         enum model_stop stop = resp.stop;
+        _cleanup_free_ char *unreadable = TAKE_PTR(resp.unreadable_calls);
+        _cleanup_free_ char *note = NULL;
+        if (resp.calls_from_text && xasprintf(&note, "the model wrote %zu tool call%s as text; read as %s",
+                                              resp.message.n_calls, resp.message.n_calls == 1 ? "" : "s",
+                                              resp.message.n_calls == 1 ? "a call" : "calls") >= 0)
+                emit_text(cfg, AGENT_EVENT_NOTE, "text", note);
         resp.message.role = MODEL_ROLE_ASSISTANT;
         r = ensure_ids(&resp.message, run->st->turns);
         if (r >= 0 && !strempty(resp.message.text)) {
@@ -327,8 +436,10 @@ static int turn(struct run *run, const struct model_tool_def *defs, size_t n_def
         size_t ai = run->st->n_messages - 1, n_calls = run->st->messages[ai].n_calls;
         if (n_calls > 0) {
                 *nudges = 0;
+                run->cut = stop == MODEL_STOP_MAX_TOKENS;
                 for (size_t i = 0; i < n_calls && r >= 0; i++)
                         r = run_call(run, ai, i);
+                run->cut = false;
                 if (r >= 0 && !run->done && stop == MODEL_STOP_MAX_TOKENS)
                         r = nudge(run, nudge_max_tokens);
                 return r;
@@ -338,13 +449,23 @@ static int turn(struct run *run, const struct model_tool_def *defs, size_t n_def
         if (cfg->end_on_reply)
                 return finish(run, AGENT_REPLIED, NULL);
         if (*nudges >= max_nudges)
-                return finish(run, AGENT_FAILED, "the model stopped %d times without calling %s", *nudges + 1,
-                              terminal_names);
+                return finish(run, AGENT_FAILED, "the model stopped %d times in a row without calling %s%s%s",
+                              *nudges + 1, terminal_names, unreadable ? "; the last reply held a tool call that "
+                                                                        "cannot be read: " : "",
+                              unreadable ? unreadable : "");
         (*nudges)++;
         _cleanup_free_ char *text = NULL;
-        if (xasprintf(&text, "You ended your turn without calling a tool. Continue the work with the tools; when "
-                             "you are done, call %s.",
-                      terminal_names) < 0)
+        if (unreadable)
+                r = xasprintf(&text, "Your reply looks like a tool call written as text, but it cannot be read: %s. "
+                                     "Call the tools through the tool-calling interface (or write exactly one JSON "
+                                     "object {\"name\": \"<tool>\", \"arguments\": {...}} inside <tool_call>"
+                                     "</tool_call>); nothing in that reply was run.",
+                              unreadable);
+        else
+                r = xasprintf(&text, "You ended your turn without calling a tool. Continue the work with the tools; "
+                                     "when you are done, call %s.",
+                              terminal_names);
+        if (r < 0)
                 return -ENOMEM;
         return nudge(run, text);
 }
@@ -357,7 +478,7 @@ int agent_run(const struct agent_config *cfg, struct agent_state *st, struct age
                 .cfg = cfg,
                 .st = st,
                 .res = &res,
-                .max_malformed = cfg->max_malformed > 0 ? cfg->max_malformed : DEFAULT_MAX_MALFORMED,
+                .max_malformed = cfg->max_malformed > 0 ? cfg->max_malformed : AGENT_MAX_MALFORMED,
         };
         int max_turns = cfg->max_turns > 0 ? cfg->max_turns : DEFAULT_MAX_TURNS;
         _cleanup_free_ struct model_tool_def *defs = NULL;

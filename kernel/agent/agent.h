@@ -7,9 +7,24 @@
  *   - a turn that ends without a terminal tool is nudged (max_nudges times),
  *     except in chat (end_on_reply), where the reply ends the run;
  *   - malformed calls (unknown tool, arguments not JSON or not matching the
- *     schema) are error results; max_malformed of them in a row fail the run;
- *   - max_turns model calls at most (counted in the state, across runs);
- *   - a cancellation flag is checked before every model call and tool call;
+ *     schema) are error results that tell what was wrong and give the tool's
+ *     schema (or, for an unknown tool, the phase's tools); a good call resets
+ *     the count, and max_malformed of them in a row fail the run. A calls
+ *     cut short by max_tokens is not counted (the cut gets its nudge);
+ *   - a text answer is nudged, and so is text that looks like a tool call
+ *     written as text but cannot be read (model_response.unreadable_calls),
+ *     saying why; calls the model layer read from text run like any other;
+ *   - max_turns model calls at most (counted in the state, across runs): every
+ *     turn counts, whatever it held, so nothing loops forever;
+ *   - a model call that fails with a transient error after the model's own
+ *     retries (model_error_transient) is an outage, not a failure: with
+ *     model_wait_ms, the loop emits "waiting" (reason, when it retries, when
+ *     it gives up), retries every model_wait_interval_ms with the
+ *     conversation as it was, emits "resumed" when the model answers, and
+ *     fails only when model_wait_ms have passed since the first failure of
+ *     that call, saying why. A permanent failure fails at once;
+ *   - a cancellation flag is checked before every model call and tool call,
+ *     during a model call and while waiting out an outage;
  *   - when the conversation outgrows context_budget bytes it is compacted:
  *     the first message and the last keep_last messages stay intact, old
  *     tool output and long arguments are trimmed to head+tail with
@@ -33,8 +48,12 @@ enum agent_event {
         AGENT_EVENT_TOOL_RESULT, /* "tool_result": {"id","name","is_error","output"[,"level","decision"]} */
         AGENT_EVENT_NOTE,        /* "note": {"text"} (nudges, compaction) */
         AGENT_EVENT_ERROR,       /* "error": {"error"} */
+        AGENT_EVENT_WAITING,     /* "waiting": {"reason","retry_at","until","attempt"} (times: ms
+                                  * since the epoch): the model is unreachable, the loop waits */
+        AGENT_EVENT_RESUMED,     /* "resumed": {"waited_ms","attempts"}: the model answered again */
 };
-/* "agent_text", "tool_call", "tool_result", "note", "error" (the kernel DB's event kinds). */
+/* "agent_text", "tool_call", "tool_result", "note", "error", "waiting",
+ * "resumed" (the kernel DB's event kinds). */
 const char *agent_event_name(enum agent_event k);
 
 /* A completion: the orchestrator passes a wrapper of model_complete(), tests
@@ -60,9 +79,16 @@ struct agent_config {
         bool end_on_reply;               /* chat: a turn without tool calls ends the run */
         size_t context_budget;           /* bytes; 0 = AGENT_CONTEXT_BUDGET */
         size_t keep_last;                /* messages kept intact at the end; 0 = AGENT_KEEP_LAST */
-        int max_malformed;               /* consecutive malformed calls; 0 = 3 */
-        int max_nudges;                  /* turns without a terminal tool, in a row; 0 = 2 */
+        int max_malformed;               /* consecutive malformed calls; 0 = AGENT_MAX_MALFORMED */
+        int max_nudges;                  /* turns without a tool call, in a row; 0 = AGENT_MAX_NUDGES */
+        int64_t model_wait_ms;           /* how long an outage is waited out (seed.yaml
+                                          * evolution.model_wait_seconds); 0 = not at all */
+        int64_t model_wait_interval_ms;  /* between retries meanwhile; 0 = AGENT_WAIT_INTERVAL_MS */
 };
+
+#define AGENT_MAX_MALFORMED 8
+#define AGENT_MAX_NUDGES 8
+#define AGENT_WAIT_INTERVAL_MS 30000
 
 #define AGENT_CONTEXT_BUDGET (600 * 1024)
 #define AGENT_KEEP_LAST 12

@@ -134,6 +134,25 @@ static void print_waiting(const char *kind, json_t *d) {
         printf("\n    waiting for your decision: approve in the control plane ('seed login' opens it)\n");
 }
 
+/* A time in ms since the epoch as the local HH:MM:SS. */
+static void format_clock(json_t *ms, char out[16]) {
+        time_t t = json_is_integer(ms) ? (time_t)(json_integer_value(ms) / 1000) : 0;
+        struct tm tm;
+        if (!t || !localtime_r(&t, &tm) || strftime(out, 16, "%H:%M:%S", &tm) == 0)
+                snprintf(out, 16, "?");
+}
+
+/* The model cannot be reached: the evolution waits it out, keeping its work. */
+static void print_model_waiting(json_t *d) {
+        const char *reason = json_string_value(json_object_get(d, "reason"));
+        char at[16], until[16];
+        format_clock(json_object_get(d, "retry_at"), at);
+        format_clock(json_object_get(d, "until"), until);
+        fputs("  waiting for the model: ", stdout);
+        print_short(reason ? reason : "unreachable", 300);
+        printf(", retrying at %s; gives up at %s (cancel it in the control plane)\n", at, until);
+}
+
 static void print_event(json_t *ev) {
         const char *kind = json_string_value(json_object_get(ev, "kind"));
         json_t *d = json_object_get(ev, "data");
@@ -174,6 +193,12 @@ static void print_event(json_t *ev) {
                 fputs("  error: ", stdout);
                 print_short(e ? e : "", 500);
                 putchar('\n');
+        } else if (streq(kind, "waiting")) {
+                print_model_waiting(d);
+        } else if (streq(kind, "resumed")) {
+                json_t *w = json_object_get(d, "waited_ms");
+                printf("  the model answers again (after %lld s); going on\n",
+                       json_is_integer(w) ? (long long)(json_integer_value(w) + 500) / 1000 : 0LL);
         } else if (streq(kind, "note")) {
                 const char *t = json_string_value(json_object_get(d, "text"));
                 if (t) {
@@ -262,6 +287,9 @@ int cli_cmd_evolve(int argc, char **argv) {
                 "(plan, change, build, test, run, reflect, commit, apply). Follows it and\n"
                 "prints its phases, tool calls, checks and the result. When it waits for\n"
                 "an approval or an answer, decide in the control plane ('seed login').\n"
+                "When the model cannot be reached, it says so (\"waiting for the model:\n"
+                "<reason>, retrying at ...\") and waits, keeping its work, for\n"
+                "evolution.model_wait_seconds of seed.yaml before it fails.\n"
                 "Ctrl-C stops following; the evolution goes on.\n"
                 "\n"
                 "  --dir DIR   the Seed's folder (default: this folder or the nearest above)\n"

@@ -41,6 +41,10 @@ struct cfg {
                 int max_repair_attempts;     /* 0..20, default 3 */
                 int max_agent_turns;         /* 1..1000, default 150 */
                 int command_timeout_seconds; /* 1..86400, default 900 */
+                /* How long an evolution waits out a model that cannot be
+                 * reached (its retries spent on transient failures) before
+                 * it fails: 0..86400, default 900 (0: fail at once). */
+                int model_wait_seconds;
         } evolution;
         struct {
                 enum cfg_decision safe, review, dangerous; /* allow, allow, ask */

@@ -351,6 +351,9 @@ static int run_phase(struct run *r, enum tool_phase phase, const char *purpose, 
                 .on_event = agent_event_cb,
                 .event_userdata = r,
                 .cancel = &r->o->cancel,
+                /* An outage is waited out, its worktree and conversation kept. */
+                .model_wait_ms = (int64_t)r->o->c.cfg->evolution.model_wait_seconds * 1000,
+                .model_wait_interval_ms = r->o->c.model_wait_interval_ms,
         };
         struct agent_result res = {0};
         int k = agent_run(&ac, &r->st, &res);

@@ -30,6 +30,10 @@ struct orch_config {
         struct egress *egress;         /* every sandbox's way out (borrowed); NULL: none */
         struct outbound *outbound;     /* the owner's outbound access, for request_outbound_access
                                         * and outbound_status (borrowed); NULL: not available */
+        /* While the model cannot be reached, an evolution retries every this
+         * many ms, for seed.yaml's evolution.model_wait_seconds; 0 = 30 s
+         * (tests use small values). */
+        int model_wait_interval_ms;
         /* Every event, after it is stored: (evolution id, kind, compact JSON
          * object). Called from the worker thread. */
         void (*on_event)(void *userdata, const char *evo_id, const char *kind, const char *json);

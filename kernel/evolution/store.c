@@ -8,8 +8,18 @@
 #define INTENT_MAX (16 * 1024)
 #define EVENT_MAX (1024 * 1024)
 
-static const char *const event_kinds[] = {"phase", "plan",  "tool_call", "tool_result", "check",
-                                          "note",  "error", "approval",  "agent_text",  "question"};
+static const char *const event_kinds[] = {"phase", "plan",     "tool_call",  "tool_result", "check",   "note",
+                                          "error", "approval", "agent_text", "question",    "waiting", "resumed"};
+
+/* The "waiting" field of an evolution under way: its last waiting event's
+ * data while no resumed event came after it (the model cannot be reached
+ * and the evolution waits it out), else null. */
+#define WAITING_FIELD                                                                                                \
+        "CASE WHEN state NOT IN ('complete', 'failed', 'cancelled', 'rolled_back') THEN "                            \
+        "(SELECT CASE WHEN e.kind = 'waiting' THEN e.data END FROM evolution_events e "                              \
+        "WHERE e.evolution_id = evolutions.id AND e.kind IN ('waiting', 'resumed') ORDER BY e.id DESC LIMIT 1) "     \
+        "END AS waiting"
+
 
 bool evo_event_kind_valid(const char *kind) {
         for (size_t i = 0; kind && i < ARRAY_SIZE(event_kinds); i++)
@@ -170,7 +180,7 @@ int evo_get_json(struct db *db, const char *id, bool with_events, int64_t after_
         int r = db_query_json(db,
                               "SELECT id, intent, kind, state, resume_state, title, scope, plan, base_commit, "
                               "commit_oid, from_generation, to_generation, repair_attempts, error, created_at, "
-                              "updated_at, finished_at FROM evolutions WHERE id = $1",
+                              "updated_at, finished_at, " WAITING_FIELD " FROM evolutions WHERE id = $1",
                               1, p, &rows);
         if (r < 0)
                 return r;
@@ -206,7 +216,8 @@ int evo_list_json(struct db *db, int limit, char **ret_json) {
         const char *p[] = {lim};
         return db_query_json(db,
                              "SELECT id, intent, kind, state, title, scope, from_generation, to_generation, error, "
-                             "created_at, updated_at, finished_at FROM evolutions ORDER BY seq DESC LIMIT $1",
+                             "created_at, updated_at, finished_at, " WAITING_FIELD " FROM evolutions "
+                             "ORDER BY seq DESC LIMIT $1",
                              1, p, ret_json);
 }
 

@@ -9,7 +9,8 @@
 
 struct db;
 
-/* Event kinds of SPEC §4. */
+/* Event kinds of SPEC §4, and "waiting" / "resumed" (the model cannot be
+ * reached and the evolution waits it out; kernel/agent). */
 bool evo_event_kind_valid(const char *kind);
 
 /* A new evolution in state requested (kind "evolve", "rollback" or "owner":
@@ -34,9 +35,11 @@ int evo_set_generation(struct db *db, const char *id, const char *base_oid, cons
 int evo_count_repair(struct db *db, const char *id);
 
 /* One evolution as a JSON object, with its events (after_event_id > 0: only
- * newer ones) when with_events. -ENOENT if unknown. */
+ * newer ones) when with_events. Its "waiting" is, while it is under way,
+ * the data of its last "waiting" event not followed by "resumed"
+ * ({"reason","retry_at","until","attempt"}), else null. -ENOENT if unknown. */
 int evo_get_json(struct db *db, const char *id, bool with_events, int64_t after_event_id, char **ret_json);
-/* The newest evolutions first (limit 1..500). */
+/* The newest evolutions first (limit 1..500), each with "waiting" as above. */
 int evo_list_json(struct db *db, int limit, char **ret_json);
 /* The oldest evolution still requested (FIFO; the owner's commits are
  * verified first, so a queued "owner" job comes before the others), or

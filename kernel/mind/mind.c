@@ -34,6 +34,7 @@ struct mind {
         model_usage_fn usage_fn;
         void *usage_userdata;
         int timeout_ms, backoff_base_ms;
+        char *endpoint_for_tests;               /* NULL but in tests */
         const struct model_provider *providers; /* the table */
         size_t n_providers;
         const struct model_provider *provider;  /* the choice */
@@ -149,6 +150,10 @@ static int build_model(const struct mind *m, const struct model_provider *p, con
         int r = model_new(&mc, &model, ret_error);
         if (r < 0)
                 return r;
+        if (m->endpoint_for_tests && (r = model_set_endpoint_for_tests(model, m->endpoint_for_tests)) < 0) {
+                model_free(model);
+                return r;
+        }
         model_set_usage_hook(model, m->usage_fn, m->usage_userdata);
         *ret = model;
         return 0;
@@ -283,12 +288,13 @@ int mind_new(const struct mind_config *c, struct mind **ret) {
         m->usage_userdata = c->usage_userdata;
         m->timeout_ms = c->timeout_ms;
         m->backoff_base_ms = c->backoff_base_ms;
+        m->endpoint_for_tests = c->endpoint_for_tests ? strdup(c->endpoint_for_tests) : NULL;
         m->providers = model_providers(&m->n_providers);
         m->provider = p;
         m->name = strdup(c->cfg->model.name);
         m->lent = calloc(m->n_providers, sizeof *m->lent);
         m->cache = calloc(m->n_providers, sizeof *m->cache);
-        if (!m->name || !m->lent || !m->cache) {
+        if (!m->name || !m->lent || !m->cache || (c->endpoint_for_tests && !m->endpoint_for_tests)) {
                 mind_free(m);
                 return -ENOMEM;
         }
@@ -315,6 +321,7 @@ void mind_free(struct mind *m) {
         free(m->lent);
         free(m->cache);
         free(m->name);
+        free(m->endpoint_for_tests);
         free(m->why_not);
         pthread_mutex_destroy(&m->lock);
         pthread_mutex_destroy(&m->choosing);

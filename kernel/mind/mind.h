@@ -56,6 +56,10 @@ struct mind_config {
         void *usage_userdata;
         int timeout_ms;                 /* per completion; 0 = the model's default (10 minutes) */
         int backoff_base_ms;            /* 0 = the model's default (tests use small values) */
+        const char *endpoint_for_tests; /* TESTS ONLY: every model built posts here
+                                         * (model_set_endpoint_for_tests), so a named
+                                         * provider's wire format meets the scripted
+                                         * server; the kernel never sets it */
 };
 
 struct mind;

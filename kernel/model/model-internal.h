@@ -66,17 +66,32 @@ int64_t model_backoff_ms(int attempt, int base_ms, uint64_t rnd);
  * not a number (HTTP dates are ignored). */
 int64_t model_retry_after_ms(const char *value, bool ms);
 
+/* Tool calls written as text (see model_response.calls_from_text). */
+struct model_text_calls {
+        struct model_tool_call *calls;  /* ids "call_text_<hex>"; owned */
+        size_t n;                       /* 1..MODEL_MAX_TOOL_CALLS */
+        char *rest;                     /* the text around them, trimmed; NULL when none */
+};
+/* Reads tool calls a model wrote as text: each <tool_call>…</tool_call>
+ * (the last may be left open; a fenced block inside is unwrapped) must hold
+ * a call or a list of calls; without tags, each ```json (or bare ```) fenced
+ * block that is a call counts, and other JSON blocks stay text; without
+ * either, the whole reply when it is exactly a call. A call is a JSON object
+ * with "name" (a tool's name: 1..128 of [A-Za-z0-9_.-]) and "arguments" (or
+ * "parameters": an object, or a string kept raw), and no other keys than
+ * "id" and "type". Returns 1 with *ret (caller frees with
+ * model_text_calls_done), 0 when the text holds no call, -EBADMSG when it
+ * looks like one that cannot be read (*ret_error says why; caller frees),
+ * -ENOMEM. */
+int model_text_calls_parse(const char *text, struct model_text_calls *ret, char **ret_error);
+void model_text_calls_done(struct model_text_calls *t);
+
 /* Copy of s with every occurrence of secret replaced by "[redacted]"
  * (secret NULL or empty: a plain copy). Caller frees; NULL on OOM. */
 char *model_redact(const char *s, const char *secret);
 /* Copy of s with invalid UTF-8 replaced by U+FFFD. Caller frees. */
 char *model_utf8_sanitize(const char *s);
 
-/* TESTS ONLY: sends this model's requests to url instead of its provider's
- * endpoint (the key goes with them), and its models list to the "/models"
- * beside it (url without a final "/chat/completions" or "/messages"). Never called with anything from
- * seed.yaml; the kernel never calls it. */
-int model_set_endpoint_for_tests(struct model *m, const char *url);
 /* The endpoint this model posts to, and the one it lists models at (borrowed). */
 const char *model_endpoint(const struct model *m);
 const char *model_models_endpoint(const struct model *m);

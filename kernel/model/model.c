@@ -173,6 +173,33 @@ int model_set_endpoint_for_tests(struct model *m, const char *url) {
 
 /* ---- one call, with retries ---- */
 
+/* A reply without native calls whose text holds calls written as text
+ * (model_text_calls_parse): they become its calls. */
+static int calls_from_text(struct model_response *res) {
+        if (res->message.n_calls > 0 || strempty(res->message.text))
+                return 0;
+        struct model_text_calls t = {0};
+        _cleanup_free_ char *why = NULL;
+        int r = model_text_calls_parse(res->message.text, &t, &why);
+        if (r == -ENOMEM)
+                return r;
+        if (r == -EBADMSG) {
+                res->unreadable_calls = TAKE_PTR(why);
+                return res->unreadable_calls ? 0 : -ENOMEM;
+        }
+        if (r == 0)
+                return 0;
+        free(res->message.text);
+        res->message.text = TAKE_PTR(t.rest);
+        res->message.calls = TAKE_PTR(t.calls);
+        res->message.n_calls = t.n;
+        t.n = 0;
+        res->calls_from_text = true;
+        if (res->stop == MODEL_STOP_END)
+                res->stop = MODEL_STOP_TOOL_CALLS;
+        return 0;
+}
+
 /* The request's headers; the key lines are wiped by headers_free(). */
 struct headers {
         char *lines[8];
@@ -226,6 +253,36 @@ static int64_t retry_after(const struct httpc_response *res) {
         return d >= 0 ? d : model_retry_after_ms(httpc_response_header(res, "retry-after"), false);
 }
 
+/* What the owner can do about a refusal with this status (a sentence), or
+ * NULL when there is nothing to say beyond the provider's words. */
+static int refusal_fix(const struct model *m, long status, char **ret) {
+        const char *env = m->provider->key_env;
+        switch (status) {
+        case 401:
+        case 403:
+                if (env)
+                        return xasprintf(ret, "The provider refused the key: check %s (restart the Seed with -e %s, "
+                                              "or lend a key in Settings > Mind).",
+                                         env, env);
+                return xasprintf(ret, "The server refused the key: check the variable model.api_key_env names in "
+                                      "seed.yaml (restart the Seed with -e NAME, or lend a key in Settings > Mind).");
+        case 402:
+                return xasprintf(ret, "The provider's account cannot pay for this call: add credits, or choose "
+                                      "another model in Settings > Mind.");
+        case 404:
+                return xasprintf(ret, "The provider has no model '%s' that can use tools: choose another in "
+                                      "Settings > Mind, or set model.name in seed.yaml.",
+                                 m->name);
+        case 400:
+        case 413:
+        case 422:
+                return xasprintf(ret, "The provider called the request invalid: check model.name and "
+                                      "model.max_tokens in seed.yaml, or choose another model in Settings > Mind.");
+        }
+        *ret = NULL;
+        return 0;
+}
+
 static int attempt_once(const struct model *m, const struct model_request *req, const char *body,
                         char *const *headers, int64_t left, struct model_response *ret, struct attempt *a) {
         struct httpc_response res = {0};
@@ -247,16 +304,20 @@ static int attempt_once(const struct model *m, const struct model_request *req, 
         }
         if (res.status >= 200 && res.status <= 299) {
                 r = model_wire_parse(m->provider->format, res.body, res.body_len, ret, &a->error);
-                if (r == -EAGAIN) {
-                        a->retry = true;
-                        r = -EREMOTEIO;
-                }
+                /* An error with a transient code, or a malformed or
+                 * incomplete answer: the next attempt may be fine. */
+                a->retry = r == -EAGAIN || r == -EBADMSG;
+                if (r >= 0 && m->provider->text_tool_calls)
+                        r = calls_from_text(ret);
         } else {
-                _cleanup_free_ char *text = model_wire_error_text(res.body, res.body_len);
-                (void)xasprintf(&a->error, "HTTP %ld: %s", res.status, text ? text : "");
+                _cleanup_free_ char *text = model_wire_error_text(res.body, res.body_len), *fix = NULL;
                 a->retry = model_status_retryable(res.status);
                 a->delay_ms = retry_after(&res);
-                r = -EREMOTEIO;
+                if (!a->retry && refusal_fix(m, res.status, &fix) < 0)
+                        fix = NULL;
+                (void)xasprintf(&a->error, "HTTP %ld: %s%s%s", res.status, text ? text : "", fix ? ". " : "",
+                                fix ? fix : "");
+                r = a->retry ? -EAGAIN : -EREMOTEIO;
         }
         httpc_response_done(&res);
         return r;
@@ -343,6 +404,8 @@ int model_complete(struct model *m, const struct model_request *req, struct mode
                 }
                 struct model_response res = {0};
                 r = attempt_once(m, req, body, h.lines, left, &res, &a);
+                if (r < 0)
+                        model_response_done(&res);
                 if (r >= 0) {
                         headers_free(&h);
                         if (m->usage_fn)
@@ -457,7 +520,12 @@ void model_response_done(struct model_response *r) {
         if (!r)
                 return;
         model_message_done(&r->message);
+        free(r->unreadable_calls);
         *r = (struct model_response){0};
+}
+
+bool model_error_transient(int r) {
+        return r == -EAGAIN || r == -EBADMSG || r == -ETIMEDOUT || httpc_error_is_network(r);
 }
 
 static int dup_opt(const char *s, char **ret) {

@@ -68,6 +68,17 @@ struct model_response {
         struct model_message message;  /* role assistant; owned */
         enum model_stop stop;
         struct model_usage usage;
+        /* Providers whose models may write tool calls as text (the table's
+         * text_tool_calls: openai-compatible, i.e. local servers without
+         * native tool parsing): a reply without native calls whose text
+         * holds <tool_call>{"name","arguments"}</tool_call>, a fenced json
+         * block of that shape or only that object has them as message.calls
+         * (text: what was around them), and calls_from_text is set. Text that
+         * looks like such a call but cannot be read is kept as text, with
+         * unreadable_calls (owned) saying why: the caller answers it with a
+         * nudge; nothing is guessed. */
+        bool calls_from_text;
+        char *unreadable_calls;
 };
 
 struct model_config {
@@ -97,27 +108,46 @@ void model_set_usage_hook(struct model *m, model_usage_fn fn, void *userdata);
 /* The model's name and provider, as configured (borrowed). */
 const char *model_name(const struct model *m);
 const char *model_provider(const struct model *m);
-/* One completion. Retries 408/409/429/5xx and network errors (exponential
- * backoff with full jitter, Retry-After honoured up to 60 s, max_attempts)
- * within the overall timeout; an error reported inside a 200 body is an error
- * (retried when its code is). Safe to call from several threads at once.
- * Each retry is logged as a warning; the final failure is not logged, the
- * caller reports it. On failure *ret_error (caller frees) says what happened
- * (never containing the key):
+/* One completion, with one retry budget (max_attempts, exponential backoff
+ * with full jitter, Retry-After honoured up to 60 s, all within the overall
+ * timeout) shared by every transient failure: network errors and a body cut
+ * short, HTTP 408/409/429/5xx, an error with a transient code inside a 200,
+ * and a malformed 200 (not JSON, no or empty choices or content, a reply
+ * ended without a finish/stop reason). Permanent refusals (401/403, an
+ * unknown model, a request the provider calls invalid, …) are not retried,
+ * and their message names the fix. Safe to call from several threads at
+ * once. Each retry is logged as a warning; the final failure is not logged,
+ * the caller reports it. On failure *ret_error (caller frees) says what
+ * happened (never containing the key):
  *   -ETIMEDOUT  the overall timeout passed
  *   -ECANCELED  req->cancelled said so
- *   -EBADMSG    the provider answered with malformed or incomplete JSON
- *   -EREMOTEIO  the provider refused (4xx, an error in the body) or kept failing
+ *   -EAGAIN     every attempt failed with a transient HTTP status or a
+ *               transient error in the body (the budget is spent)
+ *   -EBADMSG    the last attempt's answer was malformed or incomplete (the
+ *               budget is spent)
+ *   -EREMOTEIO  the provider refused: permanent, not retried
  *   -EINVAL     the request cannot be built (bad tool schema, …)
  *   a transport -errno of httpc_do() (-ECONNREFUSED, -EHOSTUNREACH,
  *               -ECONNRESET, -EPROTO, -EIO) when the last attempt did not
  *               reach the provider
+ * model_error_transient() tells which of these are worth waiting out.
  * On success *ret (caller frees with model_response_done) and the usage hook
  * has been called. */
 int model_complete(struct model *m, const struct model_request *req, struct model_response *ret,
                    char **ret_error);
 /* Free what the struct owns and zero it; accept zeroed structs. */
 void model_response_done(struct model_response *r);
+/* Whether model_complete()'s failure r is an outage that may pass (its retry
+ * budget was spent on transient failures: -EAGAIN, -EBADMSG, -ETIMEDOUT, a
+ * transport error), as opposed to a permanent refusal, a cancellation or a
+ * request that cannot be built. */
+bool model_error_transient(int r);
+
+/* TESTS ONLY: sends this model's requests to url instead of its provider's
+ * endpoint (the key goes with them), and its models list to the "/models"
+ * beside it (url without a final "/chat/completions" or "/messages"). Never called with anything from
+ * seed.yaml; the kernel never calls it. */
+int model_set_endpoint_for_tests(struct model *m, const char *url);
 
 /* One model a provider offers. */
 struct model_info {

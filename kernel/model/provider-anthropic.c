@@ -206,7 +206,12 @@ int anthropic_parse(const json_t *root, struct model_response *res, char **ret_e
                 free(res->message.text);
                 res->message.text = NULL;
         }
-        res->stop = anthropic_stop(wire_get_str(root, "stop_reason"));
+        const char *reason = wire_get_str(root, "stop_reason");
+        /* No stop reason: the message ended early (a stream the provider
+         * cut), unless it holds complete tool calls. */
+        if (!reason && !wire_calls_complete(&res->message))
+                return wire_malformed(ret_error, "the message ended without a stop reason (cut short)");
+        res->stop = anthropic_stop(reason);
         if (res->message.n_calls > 0 && res->stop == MODEL_STOP_END)
                 res->stop = MODEL_STOP_TOOL_CALLS;
         const json_t *usage = json_object_get(root, "usage");

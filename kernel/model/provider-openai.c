@@ -210,7 +210,12 @@ int openai_parse(const json_t *root, struct model_response *res, char **ret_erro
                 r = openai_calls(json_object_get(msg, "tool_calls"), &res->message, ret_error);
         if (r < 0)
                 return r;
-        res->stop = openai_stop(wire_get_str(choice, "finish_reason"));
+        const char *finish = wire_get_str(choice, "finish_reason");
+        /* No finish reason: the reply ended early (a stream the provider cut),
+         * unless it holds complete tool calls, which some servers send with none. */
+        if (!finish && !wire_calls_complete(&res->message))
+                return wire_malformed(ret_error, "the reply ended without a finish reason (cut short)");
+        res->stop = openai_stop(finish);
         /* Some servers say "stop" while asking for tools: the calls decide. */
         if (res->message.n_calls > 0 && res->stop == MODEL_STOP_END)
                 res->stop = MODEL_STOP_TOOL_CALLS;

@@ -16,7 +16,8 @@ static const struct model_provider providers[] = {
         {.name = "anthropic", .format = MODEL_FORMAT_ANTHROPIC, .tools_on_all = true,
          .endpoint = "https://api.anthropic.com/v1/messages", .key_env = "ANTHROPIC_API_KEY",
          .models_endpoint = "https://api.anthropic.com/v1/models?limit=1000"},
-        {.name = "openai-compatible", .format = MODEL_FORMAT_OPENAI}, /* model.base_url, model.api_key_env */
+        /* model.base_url, model.api_key_env */
+        {.name = "openai-compatible", .format = MODEL_FORMAT_OPENAI, .text_tool_calls = true},
 };
 
 const struct model_provider *model_providers(size_t *ret_n) {

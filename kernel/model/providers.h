@@ -21,6 +21,8 @@ struct model_provider {
         bool tools_on_all;           /* every model it lists takes tools (its list does not say) */
         bool usage_include;          /* OpenRouter reports the cost when asked */
         bool max_completion_tokens;  /* OpenAI's current name for max_tokens */
+        bool text_tool_calls;        /* its models may write tool calls as text (local servers
+                                      * without native tool parsing): read them as calls */
 };
 
 /* The table (static data, borrowed). */

@@ -25,6 +25,9 @@ int wire_malformed(char **ret_error, const char *fmt, ...) _printf_(2, 3);
 const char *wire_get_str(const json_t *obj, const char *key);
 /* An integer of obj[key] (integer or real), or 0. */
 int64_t wire_get_int(const json_t *obj, const char *key);
+/* Whether msg holds tool calls and each one's arguments are a JSON object
+ * (what a reply without a finish reason must hold to count as complete). */
+bool wire_calls_complete(const struct model_message *msg);
 /* Appends s to *acc (NULL at first). -ENOMEM on failure. */
 int wire_text_append(char **acc, const char *s);
 

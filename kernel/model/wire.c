@@ -134,6 +134,17 @@ int64_t wire_get_int(const json_t *obj, const char *key) {
         return 0;
 }
 
+bool wire_calls_complete(const struct model_message *msg) {
+        if (msg->n_calls == 0)
+                return false;
+        for (size_t i = 0; i < msg->n_calls; i++) {
+                _cleanup_json_ json_t *j = msg->calls[i].arguments ? json_loads(msg->calls[i].arguments, 0, NULL) : NULL;
+                if (!json_is_object(j))
+                        return false;
+        }
+        return true;
+}
+
 int wire_text_append(char **acc, const char *s) {
         char *n = NULL;
         if (xasprintf(&n, "%s%s", *acc ? *acc : "", s) < 0)

@@ -283,10 +283,34 @@ test('sign in with a password', async () => {
   assert.deepStrictEqual(problems, []);
 });
 
+test('an evolution waiting for the model says so, then goes on', async () => {
+  // The provider is down for longer than a call's retry budget (the
+  // kernel's own timing: up to 15 s of retries, then a retry every 30 s).
+  await s.script([
+    { tool_calls: [{ name: 'submit_plan', arguments: {
+      title: 'Note through an outage', scope: 'outage', summary: 'Write a note.', steps: ['write it'] } }] },
+    { outage: { ms: 20000 } },
+    { tool_calls: [{ name: 'write_file', arguments: { path: 'organism/OUTAGE.txt', content: 'survived\n' } }] },
+    { tool_calls: [{ name: 'finish', arguments: { summary: 'Wrote the note.' } }] },
+    { tool_calls: [{ name: 'submit_reflection', arguments: { notes: 'Nothing new.' } }] },
+  ]);
+  await page.click('a[data-view="chat"]');
+  await page.fill('#composer-text', 'Leave a note through an outage');
+  await page.click('#evolve-button');
+  const note = page.locator('.live-evo .model-waiting');
+  await note.waitFor({ timeout: 120000 });
+  assert.match(await note.textContent(),
+    /^Waiting for the model: openai-compatible: HTTP 503: .+, retrying at .+\. It keeps its work and gives up at .+\.$/);
+  await shots(page, 'model-waiting');
+  await page.locator('.live-evo[data-state="complete"]', { hasText: 'Note through an outage' }).waitFor({ timeout: 300000 });
+  assert.strictEqual(await page.locator('.live-evo .model-waiting').count(), 0);
+  assert.deepStrictEqual(problems, []);
+});
+
 test('screenshots are kept', () => {
   for (const name of ['chat-empty', 'chat', 'evolution-progress', 'approval', 'evolution-complete', 'organism-generation-2',
     'evolution-detail', 'evolutions', 'knowledge', 'skills', 'logs', 'settings', 'rollback-confirm', 'generations', 'signed-out',
-    'password-wrong', 'password-signed-in']) {
+    'password-wrong', 'password-signed-in', 'model-waiting']) {
     for (const f of [name + '.png', name + '-phone.png']) assert.ok(fs.statSync(path.join(OUT, f)).size > 1000, f);
   }
 });

@@ -38,21 +38,41 @@ object with exactly one kind:
       OpenRouter does; {"type": "error", ...} for Anthropic).
   {"malformed": "raw body text"}
       HTTP 200 with exactly that body.
+  {"empty": true}
+      HTTP 200 with a reply that holds nothing: OpenAI style "choices": []
+      (what providers behind routers send under load), Anthropic a message
+      whose content is [] (no text, no tool_use).
+  {"outage": {"ms": N, "mode": "503" | "refuse"}}
+      the provider is down for N ms from the request that reaches this step
+      (that one included): every model request meanwhile is answered 503
+      (in the provider's error format, "overloaded_error" for Anthropic) or,
+      with "refuse", has its connection closed without an answer; no step is
+      used. Then the script goes on with the next step. Outage requests are
+      recorded with "outage": true.
 
 Any step may also carry:
   "delay_ms": N           wait N ms before answering
   "match": "substring"    assert that the request contains the substring (in
                           its raw JSON text or in any decoded string value).
                           On a mismatch the server fails loudly: it answers
-                          500 with "script step N: request does not contain
+                          400 with "script step N: request does not contain
                           ..." to this and every later model request until a
                           new script is loaded, and prints it on stderr.
+  "cut": N                send only the first N bytes of the answer's body
+                          (its Content-Length says the whole) and close the
+                          connection: a body cut short.
+  "stop": "none"          (text and tool_calls steps) no finish reason:
+                          OpenAI "finish_reason": null, Anthropic
+                          "stop_reason": null, as a stream the provider cut
+                          would end.
   "usage": {"input_tokens": N, "output_tokens": M, "cost": X}
                           the usage reported (default 100 in, 20 out, no
                           cost); OpenAI style reports prompt_tokens,
                           completion_tokens, total_tokens and cost when given.
 
-When the script is exhausted every model request gets 500 "script exhausted".
+When the script is exhausted every model request gets 400 "script exhausted":
+a permanent refusal, so the kernel fails the call at once instead of waiting
+out what would look like an outage (a 5xx). Script the outage to have one.
 
 It also lists the models it offers, as the providers do:
 
@@ -91,6 +111,7 @@ import argparse
 import hashlib
 import json
 import os
+import socket
 import sys
 import threading
 import time
@@ -98,8 +119,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 MAX_BODY = 64 << 20
-KINDS = ("text", "tool_calls", "http_error", "error_in_200", "malformed")
-KEYS = set(KINDS) | {"stop", "body", "headers", "delay_ms", "match", "usage"}
+KINDS = ("text", "tool_calls", "http_error", "error_in_200", "malformed", "empty", "outage")
+KEYS = set(KINDS) | {"stop", "body", "headers", "delay_ms", "match", "usage", "cut"}
 OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
 ANTHROPIC_PATHS = ("/v1/messages", "/messages")
 MODELS_PATHS = ("/v1/models", "/models")
@@ -137,8 +158,15 @@ def parse_script(obj):
         if len(kinds) != 1:
             raise ValueError(f"step {i}: needs exactly one of {list(KINDS)} (text may go with tool_calls)")
         kind = kinds[0]
-        if "stop" in s and s["stop"] not in ("end", "max_tokens", "tool_calls"):
-            raise ValueError(f"step {i}: stop must be end, max_tokens or tool_calls")
+        if "stop" in s and s["stop"] not in ("end", "max_tokens", "tool_calls", "none"):
+            raise ValueError(f"step {i}: stop must be end, max_tokens, tool_calls or none")
+        if kind == "outage":
+            o = s["outage"]
+            if not (isinstance(o, dict) and isinstance(o.get("ms"), int) and o["ms"] > 0
+                    and o.get("mode", "503") in ("503", "refuse")):
+                raise ValueError(f"step {i}: outage needs ms > 0 and mode 503 or refuse")
+        if "cut" in s and not (isinstance(s["cut"], int) and s["cut"] >= 0):
+            raise ValueError(f"step {i}: cut must be a non-negative integer")
         if kind == "tool_calls":
             calls = s["tool_calls"]
             if not isinstance(calls, list) or not calls:
@@ -166,12 +194,15 @@ class State:
         self.index = 0
         self.failure = None
         self.requests = []
+        self.outage_until = 0.0   # time.monotonic() until which the provider is down
+        self.outage_mode = "503"
 
     def load(self, steps, keep_requests=False):
         with self.lock:
             self.steps = steps
             self.index = 0
             self.failure = None
+            self.outage_until = 0.0
             if not keep_requests:
                 self.requests = []
 
@@ -328,7 +359,7 @@ def openai_reply(step, idx, model):
                       "function": {"name": c["name"],
                                    "arguments": args if isinstance(args, str) else json.dumps(args)}})
     stop = step.get("stop") or ("tool_calls" if calls else "end")
-    finish = {"end": "stop", "max_tokens": "length", "tool_calls": "tool_calls"}[stop]
+    finish = {"end": "stop", "max_tokens": "length", "tool_calls": "tool_calls", "none": None}[stop]
     msg = {"role": "assistant", "content": text}
     if calls:
         msg["tool_calls"] = calls
@@ -356,7 +387,7 @@ def anthropic_reply(step, idx, model):
                         "input": args})
     calls = bool(step.get("tool_calls"))
     stop = step.get("stop") or ("tool_calls" if calls else "end")
-    reason = {"end": "end_turn", "max_tokens": "max_tokens", "tool_calls": "tool_use"}[stop]
+    reason = {"end": "end_turn", "max_tokens": "max_tokens", "tool_calls": "tool_use", "none": None}[stop]
     inp, out, _ = usage_of(step)
     return {"id": f"msg_script_{idx}", "type": "message", "role": "assistant", "model": model,
             "content": content, "stop_reason": reason, "stop_sequence": None,
@@ -411,7 +442,8 @@ class Handler(BaseHTTPRequestHandler):
     def send_json(self, status, obj, headers=None):
         self.send_raw(status, json.dumps(obj).encode(), headers)
 
-    def send_raw(self, status, data, headers=None):
+    def send_raw(self, status, data, headers=None, cut=None):
+        """Sends an answer; with cut, only its first cut bytes, then closes."""
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -419,10 +451,20 @@ class Handler(BaseHTTPRequestHandler):
             for k, v in (headers or {}).items():
                 self.send_header(k, str(v))
             self.end_headers()
-            self.wfile.write(data)
+            self.wfile.write(data if cut is None else data[:cut])
             self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
             pass  # the client gave up (e.g. its timeout passed)
+        if cut is not None:
+            self.close_connection = True
+
+    def refuse(self):
+        """Closes the connection without an answer (a provider that is down)."""
+        self.close_connection = True
+        try:
+            self.connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
 
     def read_body(self):
         n = self.headers.get("Content-Length")
@@ -521,11 +563,29 @@ class Handler(BaseHTTPRequestHandler):
                 status_override = (e.status, error_body(fmt, e.status, str(e), e.kind if fmt == "anthropic" else None))
             if status_override is None and body.get("model") in NO_TOOLS and body.get("tools"):
                 status_override = (404, error_body(fmt, 404, NO_TOOLS_MESSAGE))
-            if status_override is None:
+            outage = None
+            if status_override is None and time.monotonic() < st.outage_until:
+                outage = st.outage_mode
+            elif status_override is None and not st.failure and st.index < len(st.steps) \
+                    and "outage" in st.steps[st.index]:
+                o = st.steps[st.index]["outage"]
+                rec["step"] = st.index
+                st.index += 1
+                st.outage_until = time.monotonic() + o["ms"] / 1000.0
+                st.outage_mode = outage = o.get("mode", "503")
+            if outage is not None:
+                rec["outage"] = True
+                if outage == "refuse":
+                    rec["status"] = None
+                    rec["duration_ms"] = (time.monotonic() - t0) * 1000.0
+                else:
+                    status_override = (503, error_body(fmt, 503, "the provider is down (scripted outage)",
+                                                       "overloaded_error" if fmt == "anthropic" else None))
+            elif status_override is None:
                 if st.failure:
-                    status_override = (500, error_body(fmt, 500, st.failure))
+                    status_override = (400, error_body(fmt, 400, st.failure))
                 elif st.index >= len(st.steps):
-                    status_override = (500, error_body(fmt, 500, "script exhausted"))
+                    status_override = (400, error_body(fmt, 400, "script exhausted"))
                 else:
                     idx = st.index
                     step = st.steps[idx]
@@ -536,7 +596,10 @@ class Handler(BaseHTTPRequestHandler):
                         st.failure = f"script step {idx}: request does not contain {needle!r}"
                         sys.stderr.write(f"model_server: FAILED: {st.failure}\n")
                         sys.stderr.flush()
-                        status_override = (500, error_body(fmt, 500, st.failure))
+                        status_override = (400, error_body(fmt, 400, st.failure))
+            if outage == "refuse":
+                self.refuse()
+                return
             rec["status"] = status_override[0] if status_override else self.status_of(step)
         if step is not None and step.get("delay_ms"):
             # A scripted slow provider (timeouts, a kernel killed mid-call):
@@ -556,8 +619,10 @@ class Handler(BaseHTTPRequestHandler):
         return step["http_error"] if "http_error" in step else 200
 
     def answer(self, fmt, step, idx, model):
+        status, headers = 200, None
         if "http_error" in step:
             status = step["http_error"]
+            headers = step.get("headers")
             b = step.get("body")
             if b is None:
                 data = json.dumps(error_body(fmt, status, f"scripted HTTP {status}")).encode()
@@ -565,16 +630,25 @@ class Handler(BaseHTTPRequestHandler):
                 data = b.encode()
             else:
                 data = json.dumps(b).encode()
-            self.send_raw(status, data, step.get("headers"))
         elif "error_in_200" in step:
             e = step["error_in_200"]
-            self.send_json(200, error_body(fmt, 200, e.get("message", "error"), e.get("code")))
+            data = json.dumps(error_body(fmt, 200, e.get("message", "error"), e.get("code"))).encode()
         elif "malformed" in step:
-            self.send_raw(200, step["malformed"].encode())
+            data = step["malformed"].encode()
+        elif "empty" in step:
+            if fmt == "openai":
+                body = {"id": f"chatcmpl-script-{idx}", "object": "chat.completion", "created": 0, "model": model,
+                        "choices": []}
+            else:
+                body = {"id": f"msg_script_{idx}", "type": "message", "role": "assistant", "model": model,
+                        "content": [], "stop_reason": "end_turn", "stop_sequence": None,
+                        "usage": {"input_tokens": 100, "output_tokens": 0}}
+            data = json.dumps(body).encode()
         elif fmt == "openai":
-            self.send_json(200, openai_reply(step, idx, model))
+            data = json.dumps(openai_reply(step, idx, model)).encode()
         else:
-            self.send_json(200, anthropic_reply(step, idx, model))
+            data = json.dumps(anthropic_reply(step, idx, model)).encode()
+        self.send_raw(status, data, headers, step.get("cut"))
 
 
 def main():

@@ -312,6 +312,44 @@ def provider_errors_and_malformed_calls_are_survived(c):
 
 
 @test
+def evolve_waits_out_an_outage(c):
+    # The provider is down for longer than a call's retry budget (5 attempts,
+    # at most 1+2+4+8 s of backoff): the evolution says it waits for the
+    # model, in the API and in `seed evolve`, keeps its work, and goes on when
+    # the provider is back (the kernel's own timing: it retries every 30 s).
+    marker = 'outage-' + os.urandom(4).hex()
+    steps = happy_script(marker)
+    script(c, steps[:1] + [{'outage': {'ms': 20000}}] + steps[1:])
+    intent = 'Leave a note through an outage'
+    p = subprocess.Popen([os.environ.get('SEED_BIN', 'seed'), 'evolve', '--dir', c.dir, intent],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        def waiting():
+            evs = api(c, '/_seed/api/evolutions').json()['evolutions']
+            return next((e for e in evs if e['intent'] == intent and e.get('waiting')), None)
+        e = wait_until(waiting, timeout=120, what='the evolution to wait for the model')
+    except AssertionError:
+        p.kill()
+        out, err = p.communicate()
+        raise AssertionError(f'stdout:\n{out}\nstderr:\n{err}')
+    w = e['waiting']
+    assert 'HTTP 503' in w['reason'] and w['until'] > w['retry_at'] > 0, w
+    assert e['state'] == 'mutating', e
+    assert os.path.isdir(os.path.join(c.dir, '.seed', 'worktrees', e['id'])), 'the worktree is kept'
+    out, err = p.communicate(timeout=600)
+    assert p.returncode == 0, f'exit {p.returncode}\nstdout:\n{out}\nstderr:\n{err}'
+    assert re.search(r'waiting for the model: openai-compatible: HTTP 503: .*, retrying at \d\d:\d\d:\d\d; '
+                     r'gives up at \d\d:\d\d:\d\d', out), out
+    assert 'the model answers again' in out and 'Result: complete' in out, out
+    assert evolution(c, e['id'])['waiting'] is None
+    assert open(os.path.join(c.dir, 'organism', 'NOTE.txt')).read() == marker + '\n'
+    for line in out.splitlines():
+        if 'waiting for the model' in line or 'answers again' in line:
+            print('# seed evolve:' + line)
+    print(f'# outage of 20 s through the kernel: {len(request(c.model_base + "/_requests").json())} model requests')
+
+
+@test
 def an_approved_kernel_change_goes_live_in_a_restarted_kernel(c):
     # (d) as one chain: a kernel write asks; approved, it is committed, the
     # kernel exits 75, the supervisor rebuilds it from the new source and the

@@ -29,7 +29,10 @@ struct step {
         const char *calls[MAX_CALLS][2]; /* name, arguments */
         enum model_stop stop;            /* 0 (END) means: TOOL_CALLS when there are calls */
         bool fail;                       /* the call fails */
+        int err;                         /* with fail: the error (0 = -EIO) */
         bool set_cancel;                 /* raise the cancel flag during this call */
+        const char *unreadable;          /* model_response.unreadable_calls */
+        bool from_text;                  /* model_response.calls_from_text */
 };
 
 struct fake_model {
@@ -69,9 +72,11 @@ static int fake_complete(void *ud, const struct model_request *req, struct model
                 atomic_store(f->cancel, true);
         if (s->fail) {
                 *ret_error = strdup("HTTP 500 from the provider");
-                return -EIO;
+                return s->err ? s->err : -EIO;
         }
-        struct model_response r = {.message = {.role = MODEL_ROLE_ASSISTANT}};
+        struct model_response r = {.message = {.role = MODEL_ROLE_ASSISTANT}, .calls_from_text = s->from_text};
+        if (s->unreadable)
+                r.unreadable_calls = strdup(s->unreadable);
         if (s->text)
                 r.message.text = strdup(s->text);
         size_t n = 0;
@@ -102,7 +107,7 @@ static void fake_free(struct fake_model *f) {
 /* --- events --- */
 
 struct events {
-        int count[5];
+        int count[7];
         struct buf log;
 };
 
@@ -292,11 +297,106 @@ static void test_tool_error_fed_back(void **state) {
         fake_free(&f);
 }
 
-static void test_malformed_three_fail(void **state) {
+static void test_malformed_limit(void **state) {
+        /* Eight malformed calls in a row (the default limit) fail the run. */
         const struct step steps[] = {
                 {.calls = {{"read_file", "{\"path\": "}}},
                 {.calls = {{"no_such_tool", "{}"}}},
                 {.calls = {{"read_file", "{\"nope\":1}"}}},
+        };
+        const struct step again = {.calls = {{"read_file", "{\"path\": 7}"}}};
+        struct fake_model f = {.steps = steps, .n_steps = ARRAY_SIZE(steps), .repeat = &again};
+        struct agent_config cfg = config(&f);
+        struct agent_state st;
+        agent_state_init(&st);
+        assert_int_equal(agent_state_add_user(&st, "intent"), 0);
+        struct agent_result res;
+        assert_int_equal(agent_run(&cfg, &st, &res), 0);
+        assert_int_equal(res.outcome, AGENT_FAILED);
+        assert_contains(res.error, "8 malformed tool calls in a row");
+        assert_int_equal(f.requests, 8);
+        /* Each goes back with what was wrong and the tool's schema (or the tools). */
+        assert_contains(f.seen[1], "not valid JSON");
+        assert_contains(f.seen[1], "Call read_file again with arguments that match its JSON schema: {");
+        assert_contains(f.seen[2], "unknown tool 'no_such_tool'; the tools of this phase are: ");
+        assert_contains(f.seen[3], "invalid arguments for read_file");
+        assert_contains(f.seen[3], "\"required\":[\"path\"]");
+        assert_int_equal(ev.count[AGENT_EVENT_ERROR], 1);
+        assert_paired(&st);
+        agent_result_done(&res);
+        agent_state_done(&st);
+        fake_free(&f);
+}
+
+static void test_malformed_reset_by_good_call(void **state) {
+        /* Seven malformed, a good call, seven more: a good call resets the
+         * count, and every turn counts against max_turns. */
+        struct step steps[17] = {0};
+        for (int i = 0; i < 15; i++)
+                steps[i] = (struct step){.calls = {{"read_file", "{\"path\": \"organism"}}};
+        steps[7] = (struct step){.calls = {{"list_dir", "{}"}}};
+        steps[15] = (struct step){.calls = {{"read_file", "{\"path\":\"organism/server.js\"}"}, {"read_file", "{}"}}};
+        steps[16] = (struct step){.calls = {{"submit_plan", PLAN_OK}}};
+        struct fake_model f = {.steps = steps, .n_steps = ARRAY_SIZE(steps)};
+        struct agent_config cfg = config(&f);
+        struct agent_state st;
+        agent_state_init(&st);
+        assert_int_equal(agent_state_add_user(&st, "intent"), 0);
+        struct agent_result res;
+        assert_int_equal(agent_run(&cfg, &st, &res), 0);
+        if (res.outcome != AGENT_TERMINAL)
+                fail_msg("%s: %s", agent_outcome_name(res.outcome), res.error ? res.error : "");
+        assert_int_equal(f.requests, 17);
+        assert_int_equal(res.turns, 17);
+        assert_paired(&st);
+        agent_result_done(&res);
+        agent_state_done(&st);
+        fake_free(&f);
+
+        /* The same run within fewer turns hits the turn limit. */
+        struct fake_model g = {.steps = steps, .n_steps = ARRAY_SIZE(steps)};
+        cfg = config(&g);
+        cfg.max_turns = 10;
+        agent_state_init(&st);
+        assert_int_equal(agent_state_add_user(&st, "intent"), 0);
+        assert_int_equal(agent_run(&cfg, &st, &res), 0);
+        assert_int_equal(res.outcome, AGENT_TURN_LIMIT);
+        assert_int_equal(g.requests, 10);
+        agent_result_done(&res);
+        agent_state_done(&st);
+        fake_free(&g);
+}
+
+static void test_cut_calls_not_malformed(void **state) {
+        /* Calls cut off by max_tokens are the cut's: nudged, never counted as
+         * malformed, however many. */
+        const struct step cut = {.calls = {{"submit_plan", "{\"title\":\"T\",\"sco"}}, .stop = MODEL_STOP_MAX_TOKENS};
+        struct step steps[11];
+        for (int i = 0; i < 10; i++)
+                steps[i] = cut;
+        steps[10] = (struct step){.calls = {{"submit_plan", PLAN_OK}}};
+        struct fake_model f = {.steps = steps, .n_steps = ARRAY_SIZE(steps)};
+        struct agent_config cfg = config(&f);
+        struct agent_state st;
+        agent_state_init(&st);
+        assert_int_equal(agent_state_add_user(&st, "intent"), 0);
+        struct agent_result res;
+        assert_int_equal(agent_run(&cfg, &st, &res), 0);
+        assert_int_equal(res.outcome, AGENT_TERMINAL);
+        assert_int_equal(f.requests, 11);
+        assert_contains(f.seen[1], "not run: your reply was cut off by the output limit (max_tokens)");
+        assert_true(endswith(f.seen[1], "keep each reply short.\n"));
+        assert_paired(&st);
+        agent_result_done(&res);
+        agent_state_done(&st);
+        fake_free(&f);
+}
+
+static void test_unreadable_text_nudged(void **state) {
+        const struct step steps[] = {
+                {.text = "<tool_call>{\"name\": \"read_file\", \"arguments\": {</tool_call>",
+                 .unreadable = "<tool_call> block 1 is not valid JSON (x at character 3)"},
+                {.calls = {{"list_dir", "{}"}}, .from_text = true},
                 {.calls = {{"submit_plan", PLAN_OK}}},
         };
         struct fake_model f = {.steps = steps, .n_steps = ARRAY_SIZE(steps)};
@@ -306,14 +406,101 @@ static void test_malformed_three_fail(void **state) {
         assert_int_equal(agent_state_add_user(&st, "intent"), 0);
         struct agent_result res;
         assert_int_equal(agent_run(&cfg, &st, &res), 0);
-        assert_int_equal(res.outcome, AGENT_FAILED);
-        assert_contains(res.error, "3 malformed tool calls in a row");
-        assert_int_equal(f.requests, 3);
-        assert_int_equal(ev.count[AGENT_EVENT_ERROR], 1);
-        assert_paired(&st);
+        assert_int_equal(res.outcome, AGENT_TERMINAL);
+        assert_true(endswith(f.seen[1], "[user] Your reply looks like a tool call written as text, but it cannot be "
+                                        "read: <tool_call> block 1 is not valid JSON (x at character 3). Call the "
+                                        "tools through the tool-calling interface (or write exactly one JSON object "
+                                        "{\"name\": \"<tool>\", \"arguments\": {...}} inside <tool_call></tool_call>); "
+                                        "nothing in that reply was run.\n"));
+        assert_contains(ev.log.data, "the model wrote 1 tool call as text; read as a call");
         agent_result_done(&res);
         agent_state_done(&st);
         fake_free(&f);
+}
+
+static void test_outage_waited_out(void **state) {
+        /* Transient failures after the model's own retries: the loop waits
+         * and retries with the same conversation, then goes on. */
+        const struct step steps[] = {
+                {.calls = {{"list_dir", "{}"}}},
+                {.fail = true, .err = -EAGAIN},
+                {.fail = true, .err = -ECONNREFUSED},
+                {.fail = true, .err = -EBADMSG},
+                {.calls = {{"submit_plan", PLAN_OK}}},
+        };
+        struct fake_model f = {.steps = steps, .n_steps = ARRAY_SIZE(steps)};
+        struct agent_config cfg = config(&f);
+        cfg.model_wait_ms = 600000;
+        cfg.model_wait_interval_ms = 1;
+        struct agent_state st;
+        agent_state_init(&st);
+        assert_int_equal(agent_state_add_user(&st, "intent"), 0);
+        struct agent_result res;
+        assert_int_equal(agent_run(&cfg, &st, &res), 0);
+        assert_int_equal(res.outcome, AGENT_TERMINAL);
+        assert_int_equal(f.requests, 5);
+        assert_int_equal(res.turns, 2); /* the retries are one turn */
+        assert_int_equal(ev.count[AGENT_EVENT_WAITING], 3);
+        assert_int_equal(ev.count[AGENT_EVENT_RESUMED], 1);
+        assert_contains(ev.log.data, "waiting {\"reason\":\"HTTP 500 from the provider\",\"retry_at\":");
+        assert_contains(ev.log.data, "\"attempts\":4");
+        /* The same conversation each time. */
+        assert_string_equal(f.seen[1], f.seen[4]);
+        agent_result_done(&res);
+        agent_state_done(&st);
+        fake_free(&f);
+}
+
+static void test_outage_bounded(void **state) {
+        /* An outage longer than model_wait_ms fails, saying why. */
+        const struct step down = {.fail = true, .err = -EAGAIN};
+        struct fake_model f = {.repeat = &down};
+        struct agent_config cfg = config(&f);
+        cfg.model_wait_ms = 30;
+        cfg.model_wait_interval_ms = 5;
+        struct agent_state st;
+        agent_state_init(&st);
+        assert_int_equal(agent_state_add_user(&st, "intent"), 0);
+        struct agent_result res;
+        assert_int_equal(agent_run(&cfg, &st, &res), 0);
+        assert_int_equal(res.outcome, AGENT_FAILED);
+        assert_contains(res.error, "the model could not be reached for ");
+        assert_contains(res.error, "evolution.model_wait_seconds): HTTP 500 from the provider");
+        assert_true(f.requests >= 2);
+        assert_int_equal(ev.count[AGENT_EVENT_WAITING], f.requests - 1);
+        agent_result_done(&res);
+        agent_state_done(&st);
+        fake_free(&f);
+
+        /* A permanent refusal fails at once, without waiting. */
+        const struct step refused = {.fail = true, .err = -EREMOTEIO};
+        struct fake_model g = {.repeat = &refused};
+        cfg = config(&g);
+        cfg.model_wait_ms = 600000;
+        ev.count[AGENT_EVENT_WAITING] = 0;
+        agent_state_init(&st);
+        assert_int_equal(agent_state_add_user(&st, "intent"), 0);
+        assert_int_equal(agent_run(&cfg, &st, &res), 0);
+        assert_int_equal(res.outcome, AGENT_FAILED);
+        assert_int_equal(g.requests, 1);
+        assert_int_equal(ev.count[AGENT_EVENT_WAITING], 0);
+        agent_result_done(&res);
+        agent_state_done(&st);
+        fake_free(&g);
+
+        /* Cancelled while the model is down: cancelled, not failed. */
+        const struct step cancel_down = {.fail = true, .err = -EAGAIN, .set_cancel = true};
+        struct fake_model h = {.repeat = &cancel_down};
+        cfg = config(&h);
+        cfg.model_wait_ms = 600000;
+        agent_state_init(&st);
+        assert_int_equal(agent_state_add_user(&st, "intent"), 0);
+        assert_int_equal(agent_run(&cfg, &st, &res), 0);
+        assert_int_equal(res.outcome, AGENT_CANCELLED);
+        assert_int_equal(h.requests, 1);
+        agent_result_done(&res);
+        agent_state_done(&st);
+        fake_free(&h);
 }
 
 static void test_malformed_two_then_good(void **state) {
@@ -358,7 +545,9 @@ static void test_max_tokens_nudge(void **state) {
         /* The nudge is the last thing the model sees next. */
         assert_true(endswith(f.seen[1], "smaller steps: split large files into several smaller ones or write them in "
                                         "parts, and keep each reply short.\n"));
-        assert_contains(f.seen[2], "[tool c1_0 error] arguments of submit_plan are not valid JSON");
+        assert_contains(f.seen[2], "[tool c1_0 error] not run: your reply was cut off by the output limit "
+                                   "(max_tokens) before this call was complete (arguments of submit_plan are not "
+                                   "valid JSON");
         assert_true(endswith(f.seen[2], "keep each reply short.\n"));
         assert_int_equal(count_of(f.seen[2], "continue in smaller steps") + count_of(f.seen[2], "Continue in smaller steps"), 2);
         agent_result_done(&res);
@@ -388,7 +577,7 @@ static void test_no_tool_nudges(void **state) {
         agent_state_done(&st);
         fake_free(&f);
 
-        /* Three in a row fail the run. */
+        /* AGENT_MAX_NUDGES + 1 in a row fail the run. */
         const struct step silent = {.text = "Done, I think."};
         struct fake_model g = {.repeat = &silent};
         cfg = config(&g);
@@ -398,7 +587,7 @@ static void test_no_tool_nudges(void **state) {
         assert_int_equal(agent_run(&cfg, &st, &res), 0);
         assert_int_equal(res.outcome, AGENT_FAILED);
         assert_contains(res.error, "without calling finish");
-        assert_int_equal(g.requests, 3);
+        assert_int_equal(g.requests, AGENT_MAX_NUDGES + 1);
         agent_result_done(&res);
         agent_state_done(&st);
         fake_free(&g);
@@ -727,7 +916,12 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_setup_teardown(test_plan_submit_ends, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_tool_error_fed_back, setup, teardown),
-                cmocka_unit_test_setup_teardown(test_malformed_three_fail, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_malformed_limit, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_malformed_reset_by_good_call, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_cut_calls_not_malformed, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_unreadable_text_nudged, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_outage_waited_out, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_outage_bounded, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_malformed_two_then_good, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_max_tokens_nudge, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_no_tool_nudges, setup, teardown),

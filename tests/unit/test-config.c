@@ -70,6 +70,7 @@ static void assert_defaults(const struct cfg *c) {
         assert_int_equal(c->evolution.max_repair_attempts, 3);
         assert_int_equal(c->evolution.max_agent_turns, 150);
         assert_int_equal(c->evolution.command_timeout_seconds, 900);
+        assert_int_equal(c->evolution.model_wait_seconds, 900);
         assert_int_equal(c->permissions.safe, CFG_ALLOW);
         assert_int_equal(c->permissions.review, CFG_ALLOW);
         assert_int_equal(c->permissions.dangerous, CFG_ASK);
@@ -139,6 +140,7 @@ static const char full_yaml[] =
         "  max_repair_attempts: 0\n"
         "  max_agent_turns: 1000\n"
         "  command_timeout_seconds: 86400\n"
+        "  model_wait_seconds: 0\n"
         "permissions:\n"
         "  safe: allow\n"
         "  review: 'ask'\n"
@@ -173,6 +175,7 @@ static void test_full_file(void **state) {
         assert_int_equal(c->evolution.max_repair_attempts, 0);
         assert_int_equal(c->evolution.max_agent_turns, 1000);
         assert_int_equal(c->evolution.command_timeout_seconds, 86400);
+        assert_int_equal(c->evolution.model_wait_seconds, 0);
         assert_int_equal(c->permissions.safe, CFG_ALLOW);
         assert_int_equal(c->permissions.review, CFG_ASK);
         assert_int_equal(c->permissions.dangerous, CFG_DENY);
@@ -288,6 +291,10 @@ static void test_error_messages(void **state) {
                      "seed.yaml:2:20: evolution.max_agent_turns: 0 is out of range (1-1000)");
         expect_error("evolution:\n  command_timeout_seconds: 86401\n",
                      "seed.yaml:2:28: evolution.command_timeout_seconds: 86401 is out of range (1-86400)");
+        expect_error("evolution:\n  model_wait_seconds: -1\n",
+                     "seed.yaml:2:23: evolution.model_wait_seconds: -1 is out of range (0-86400)");
+        expect_error("evolution:\n  model_wait_seconds: 15m\n",
+                     "seed.yaml:2:23: evolution.model_wait_seconds: expected a plain decimal integer, got '15m'");
         /* Booleans: true/false only. */
         expect_error("permissions:\n  require_plan_approval: yes\n",
                      "seed.yaml:2:26: permissions.require_plan_approval: expected true or false, got 'yes'");
@@ -732,7 +739,7 @@ static void test_repo_seed_yaml_is_defaults(void **state) {
         static const char *const keys[] = {
                 "name:", "addr:", "allowed_hosts:", "provider:", "base_url:", "api_key_env:",
                 "max_tokens:", "url:", "driver:", "build:", "test:", "run:", "port:", "health:",
-                "migrations:", "max_repair_attempts:", "max_agent_turns:", "command_timeout_seconds:",
+                "migrations:", "max_repair_attempts:", "max_agent_turns:", "command_timeout_seconds:", "model_wait_seconds:",
                 "safe:", "review:", "dangerous:", "require_plan_approval:", "require_apply_approval:",
                 "evolvable:", "server:", "model:", "database:", "sandbox:", "organism:",
                 "evolution:", "permissions:", "kernel:",

@@ -325,7 +325,6 @@ static void test_anthropic_parse(void **state) {
         } table[] = {
                 {"\"end_turn\"", MODEL_STOP_END},       {"\"stop_sequence\"", MODEL_STOP_END},
                 {"\"max_tokens\"", MODEL_STOP_MAX_TOKENS}, {"\"refusal\"", MODEL_STOP_OTHER},
-                {"null", MODEL_STOP_END},
         };
         for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
                 char body[256];
@@ -379,6 +378,20 @@ static void test_bad_responses(void **state) {
                 {MODEL_FORMAT_ANTHROPIC,
                  "{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"bad\"}}",
                  -EREMOTEIO, "invalid_request_error"},
+                /* A reply that ended without a finish or stop reason was cut short (a
+                 * provider's stream that ended early), unless it holds complete calls. */
+                {MODEL_FORMAT_OPENAI, "{\"choices\":[{\"message\":{\"content\":\"Let me wri\"}}]}", -EBADMSG,
+                 "without a finish reason"},
+                {MODEL_FORMAT_OPENAI, "{\"choices\":[{\"message\":{\"content\":\"x\"},\"finish_reason\":null}]}",
+                 -EBADMSG, "without a finish reason"},
+                {MODEL_FORMAT_OPENAI,
+                 "{\"choices\":[{\"message\":{\"tool_calls\":[{\"id\":\"1\",\"function\":{\"name\":\"f\","
+                 "\"arguments\":\"{\\\"path\\\": \\\"org\"}}]}}]}",
+                 -EBADMSG, "without a finish reason"},
+                {MODEL_FORMAT_ANTHROPIC, "{\"content\":[{\"type\":\"text\",\"text\":\"x\"}],\"stop_reason\":null}",
+                 -EBADMSG, "without a stop reason"},
+                {MODEL_FORMAT_ANTHROPIC, "{\"content\":[{\"type\":\"text\",\"text\":\"x\"}]}", -EBADMSG,
+                 "without a stop reason"},
         };
         for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
                 struct model_response res = {0};
@@ -775,6 +788,115 @@ static void test_message_copy(void **state) {
         model_message_done(&copy);
 }
 
+/* ---- tool calls written as text ---- */
+
+static void test_text_calls(void **state) {
+        static const struct {
+                const char *text;
+                int want;             /* 1 calls, 0 plain text, -EBADMSG unreadable */
+                const char *names;    /* the calls' names, joined by ',' */
+                const char *args0;    /* the first call's arguments */
+                const char *rest;     /* the text kept around them (NULL: none) */
+                const char *why;      /* a part of the reason for -EBADMSG */
+        } table[] = {
+                /* Hermes / Qwen tags */
+                {"<tool_call>\n{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}\n</tool_call>", 1, "read_file",
+                 "{\"path\":\"a\"}", NULL, NULL},
+                {"Let me look.\n<tool_call>{\"name\":\"read_file\",\"arguments\":{\"path\":\"a\"}}</tool_call>\n"
+                 "<tool_call>{\"name\":\"list_dir\",\"arguments\":{}}</tool_call>",
+                 1, "read_file,list_dir", "{\"path\":\"a\"}", "Let me look.", NULL},
+                /* the last tag left open; a fence inside a tag; "parameters"; a list */
+                {"<tool_call>{\"name\":\"finish\",\"arguments\":{\"summary\":\"done\"}}", 1, "finish",
+                 "{\"summary\":\"done\"}", NULL, NULL},
+                {"<tool_call>\n```json\n{\"name\":\"finish\",\"parameters\":{\"summary\":\"x\"}}\n```\n</tool_call>", 1,
+                 "finish", "{\"summary\":\"x\"}", NULL, NULL},
+                {"<tool_call>[{\"name\":\"a\",\"arguments\":{}},{\"name\":\"b\",\"arguments\":\"{\\\"k\\\":1}\"}]</tool_call>",
+                 1, "a,b", "{}", NULL, NULL},
+                /* a string of arguments is kept raw (validated later like any call) */
+                {"<tool_call>{\"name\":\"run\",\"arguments\":\"{bad\"}</tool_call>", 1, "run", "{bad", NULL, NULL},
+                /* fenced json */
+                {"I will write it:\n```json\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"o/x\", "
+                 "\"content\": \"hi\"}}\n```\nThen test.",
+                 1, "write_file", "{\"path\":\"o/x\",\"content\":\"hi\"}", "I will write it:\n\nThen test.", NULL},
+                {"```\n{\"name\":\"list_dir\",\"arguments\":{\"path\":\".\"},\"type\":\"function\"}\n```", 1, "list_dir",
+                 "{\"path\":\".\"}", NULL, NULL},
+                /* the whole reply is one call */
+                {"  {\"name\": \"finish\", \"arguments\": {\"summary\": \"ok\"}}  ", 1, "finish", "{\"summary\":\"ok\"}",
+                 NULL, NULL},
+                /* plain answers: prose, other JSON, other code */
+                {"I am done with the change.", 0, NULL, NULL, NULL, NULL},
+                {"The package:\n```json\n{\"name\": \"app\", \"version\": \"1.0.0\"}\n```", 0, NULL, NULL, NULL, NULL},
+                {"```js\nconst x = {\"name\": 1, \"arguments\": 2};\n```", 0, NULL, NULL, NULL, NULL},
+                {"{\"status\": \"ok\"}", 0, NULL, NULL, NULL, NULL},
+                {"[1, 2, 3]", 0, NULL, NULL, NULL, NULL},
+                {"```json\n{not json at all}\n```", 0, NULL, NULL, NULL, NULL},
+                {"", 0, NULL, NULL, NULL, NULL},
+                /* looks like a call and cannot be read: never guessed */
+                {"<tool_call>{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"</tool_call>", -EBADMSG, NULL, NULL,
+                 NULL, "<tool_call> block 1 is not valid JSON"},
+                {"<tool_call>please read the file</tool_call>", -EBADMSG, NULL, NULL, NULL, "not valid JSON"},
+                {"<tool_call>{\"tool\": \"read_file\"}</tool_call>", -EBADMSG, NULL, NULL, NULL, "not a tool call"},
+                {"done</tool_call>", -EBADMSG, NULL, NULL, NULL, "no <tool_call> before it"},
+                {"```json\n{\"name\": \"write_file\", \"arguments\": {\"path\": \"x\",}}\n```", -EBADMSG, NULL, NULL, NULL,
+                 "fenced block 1 is not valid JSON"},
+                {"{\"name\": \"finish\", \"arguments\": {}} and then more", -EBADMSG, NULL, NULL, NULL,
+                 "the reply is not valid JSON"},
+                {"<tool_call>{\"name\": \"rm -rf /\", \"arguments\": {}}</tool_call>", -EBADMSG, NULL, NULL, NULL,
+                 "not a tool's name"},
+                {"<tool_call>{\"name\": \"run\", \"arguments\": [1]}</tool_call>", -EBADMSG, NULL, NULL, NULL,
+                 "arguments are not a JSON object"},
+                {"<tool_call>{\"name\": \"run\", \"arguments\": {}, \"extra\": 1}</tool_call>", -EBADMSG, NULL, NULL, NULL,
+                 "keys besides"},
+                {"```json\n[{\"name\": \"a\", \"arguments\": {}}, 3]\n```", -EBADMSG, NULL, NULL, NULL, "mixes"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
+                struct model_text_calls t = {0};
+                char *why = NULL;
+                int r = model_text_calls_parse(table[i].text, &t, &why);
+                if (r != table[i].want)
+                        print_error("case %zu: r=%d why=%s\n", i, r, why ? why : "(null)");
+                assert_int_equal(r, table[i].want);
+                if (r == -EBADMSG) {
+                        assert_non_null(why);
+                        if (!strstr(why, table[i].why))
+                                fail_msg("case %zu: %s", i, why);
+                        assert_null(t.calls);
+                        free(why);
+                        continue;
+                }
+                assert_null(why);
+                if (r == 0) {
+                        assert_int_equal(t.n, 0);
+                        continue;
+                }
+                char names[256] = "";
+                for (size_t k = 0; k < t.n; k++) {
+                        snprintf(names + strlen(names), sizeof names - strlen(names), "%s%s", k ? "," : "", t.calls[k].name);
+                        assert_true(startswith(t.calls[k].id, "call_text_"));
+                }
+                assert_string_equal(names, table[i].names);
+                assert_string_equal(t.calls[0].arguments, table[i].args0);
+                if (table[i].rest)
+                        assert_string_equal(t.rest, table[i].rest);
+                else
+                        assert_null(t.rest);
+                model_text_calls_done(&t);
+        }
+        /* At most MODEL_MAX_TOOL_CALLS. */
+        char *many = NULL;
+        size_t len = 0;
+        FILE *f = open_memstream(&many, &len);
+        for (int i = 0; i <= MODEL_MAX_TOOL_CALLS; i++)
+                fprintf(f, "<tool_call>{\"name\":\"a\",\"arguments\":{}}</tool_call>");
+        fclose(f);
+        struct model_text_calls t = {0};
+        char *why = NULL;
+        assert_int_equal(model_text_calls_parse(many, &t, &why), -EBADMSG);
+        assert_non_null(strstr(why, "more than"));
+        free(why);
+        free(many);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_openai_build),
@@ -799,6 +921,7 @@ int main(void) {
                 cmocka_unit_test(test_message_copy),
                 cmocka_unit_test(test_providers_table),
                 cmocka_unit_test(test_models_parse),
+                cmocka_unit_test(test_text_calls),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
