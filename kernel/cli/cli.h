@@ -59,6 +59,9 @@ int cli_run_container(const struct cli_run_options *o);
  * derived from seed_dir, never from a file the Seed can write): 1 when it
  * stopped one, 0 when none runs, < 0 on error (printed). */
 int cli_container_stop(const char *seed_dir);
+/* Where the running container's port is published (CLI_CONTAINER_STATE's
+ * publish_ip), when the Seed runs in one: -ENOENT otherwise. Caller frees. */
+int cli_container_published_ip(const char *seed_dir, char **ret);
 /* One line for `seed status` from CLI_CONTAINER_STATE. Caller frees. */
 int cli_container_describe(const char *seed_dir, char **ret);
 /* `seed run` on a Seed that runs already: says so (and that secrets given

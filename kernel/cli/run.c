@@ -120,7 +120,11 @@ void cli_announce(const struct cli_run_options *o) {
                        o->published_ip ? " in its container" : "", e.url, e.control_url);
                 /* In a container the kernel listens on all of the container's
                  * addresses; what counts is where the port is published. */
-                if (!o->published_ip || !streq(o->published_ip, "127.0.0.1"))
+                _cleanup_free_ char *published = NULL;
+                if (!o->published_ip)
+                        (void)cli_container_published_ip(o->seed_dir, &published);
+                const char *ip = o->published_ip ? o->published_ip : published;
+                if (!ip || !streq(ip, "127.0.0.1"))
                         print_remote_hint(&e);
         }
         announce_mind(o);

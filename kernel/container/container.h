@@ -35,8 +35,9 @@ void container_engine_done(struct container_engine *e);
 /* "podman" or "docker"; static. */
 const char *container_kind_name(enum container_kind k);
 
-/* Finds an engine that works: SEED_CONTAINER_ENGINE (podman|docker) chooses,
- * else podman, then docker. Works = its `info` succeeds. -ENOENT when none
+/* Finds an engine that works: SEED_CONTAINER_ENGINE (podman|docker) chooses
+ * (none: never a container; the CLI checks that first), else podman, then
+ * docker. Works = its `info` succeeds. -ENOENT when none
  * does, with *ret_why (caller frees) saying why in one line. Nothing logs. */
 int container_engine_detect(struct container_engine *ret, char **ret_why);
 

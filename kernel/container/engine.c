@@ -105,7 +105,7 @@ int container_engine_detect(struct container_engine *ret, char **ret_why) {
                         return try_engine(CONTAINER_PODMAN, ret, ret_why);
                 if (streq(want, "docker"))
                         return try_engine(CONTAINER_DOCKER, ret, ret_why);
-                return errorf(-ENOENT, ret_why, "SEED_CONTAINER_ENGINE=%.32s is neither podman nor docker", want);
+                return errorf(-ENOENT, ret_why, "SEED_CONTAINER_ENGINE=%.32s is not podman, docker or none", want);
         }
         _cleanup_free_ char *why_podman = NULL, *why_docker = NULL;
         if (try_engine(CONTAINER_PODMAN, ret, &why_podman) == 0)
