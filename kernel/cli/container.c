@@ -483,6 +483,10 @@ int cli_run_container(const struct cli_run_options *o) {
                 container_engine_done(&e);
                 return CLI_RUN_NATIVE;
         }
+        if (r == -ECONNRESET) { /* the owner side ended before asking (running already, a bad address…) */
+                container_engine_done(&e);
+                return code;
+        }
         if (r < 0 || code != CLI_EXIT_OK) {
                 if (name && container_running(&e, name)) {
                         fprintf(stderr, "seed: stopping the container %s\n", name);

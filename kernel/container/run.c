@@ -313,6 +313,7 @@ int container_read_cgroup(const struct container_engine *e, const char *name, st
         if ((r = read_file(p, 64u << 10, &cg, NULL)) < 0)
                 return r;
         struct container_cgroup c = {0};
+        bool unified = access("/sys/fs/cgroup/cgroup.controllers", F_OK) == 0;
         for (char *save = NULL, *line = strtok_r(cg, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
                 char *ctl = strchr(line, ':'), *rel = ctl ? strchr(ctl + 1, ':') : NULL;
                 if (!rel || strstr(rel, "..") || rel[1] != '/')
@@ -320,6 +321,8 @@ int container_read_cgroup(const struct container_engine *e, const char *name, st
                 *rel++ = 0;
                 ctl++;
                 _cleanup_free_ char *dir = NULL;
+                if (*ctl == 0 && !unified)
+                        continue; /* hybrid: the v1 controllers hold the limits */
                 if (*ctl == 0) { /* v2: one hierarchy */
                         if (xasprintf(&dir, "/sys/fs/cgroup%s", rel) < 0)
                                 return -ENOMEM;

@@ -122,12 +122,8 @@ def teardown(c):
 def container_pids(c):
     """Every process of the container, from its cgroup (on the host)."""
     pid = engine('inspect', '--format', '{{.State.Pid}}', c.name).stdout.strip()
-    pids = set()
-    for line in open(f'/proc/{pid}/cgroup'):
-        _, ctl, rel = line.rstrip('\n').split(':', 2)
-        if ctl in ('pids', ''):
-            base = '/sys/fs/cgroup/pids' if ctl == 'pids' else '/sys/fs/cgroup'
-            pids |= {int(p) for p in open(base + rel + '/cgroup.procs').read().split()}
+    procs = os.path.join(cgroup_dir(pid, 'pids'), 'cgroup.procs')
+    pids = {int(p) for p in open(procs).read().split()}
     assert pids, pid
     return pids
 
@@ -150,11 +146,13 @@ def status_fields(pid):
 
 
 def cgroup_dir(pid, controller):
+    """The directory of pid's cgroup for controller: v1 (or hybrid), or v2."""
+    unified = os.path.exists('/sys/fs/cgroup/cgroup.controllers')
     for line in open(f'/proc/{pid}/cgroup'):
         _, ctl, rel = line.rstrip('\n').split(':', 2)
-        if controller in ctl.split(','):
+        if not unified and controller in ctl.split(','):
             return f'/sys/fs/cgroup/{ctl}{rel}'
-        if ctl == '':
+        if unified and ctl == '':
             return f'/sys/fs/cgroup{rel}'
     raise AssertionError(f'no {controller} cgroup for {pid}')
 
