@@ -9,8 +9,11 @@ FROM docker.io/library/debian:bookworm
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
 
 # postgresql-15 without a cluster of its own: the kernel runs initdb in the
-# Seed's .seed/postgres.
-RUN apt-get update -qq \
+# Seed's .seed/postgres. No manuals, docs or translations (copyrights kept).
+RUN printf '%s\n' 'path-exclude=/usr/share/doc/*' 'path-include=/usr/share/doc/*/copyright' \
+        'path-exclude=/usr/share/man/*' 'path-exclude=/usr/share/info/*' 'path-exclude=/usr/share/locale/*' \
+        > /etc/dpkg/dpkg.cfg.d/01-seed-lean \
+ && apt-get update -qq \
  && apt-get install -y -qq --no-install-recommends postgresql-common >/dev/null \
  && echo 'create_main_cluster = false' >> /etc/postgresql-common/createcluster.conf \
  && apt-get install -y -qq --no-install-recommends \
