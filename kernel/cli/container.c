@@ -456,12 +456,21 @@ int cli_run_container(const struct cli_run_options *o) {
                 container_engine_done(&e);
                 return CLI_EXIT_FAILURE;
         }
+        /* Ctrl-C or SIGTERM while it starts: the owner side (which gets
+         * them) ends, and this side stops the container; in the
+         * foreground they stop it gracefully (foreground()). */
+        sigset_t stops, old_mask;
+        sigemptyset(&stops);
+        sigaddset(&stops, SIGINT);
+        sigaddset(&stops, SIGTERM);
+        sigprocmask(SIG_BLOCK, &stops, &old_mask);
         int buf = (int)MSG_MAX + 4096;
         (void)setsockopt(sp[0], SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
         (void)setsockopt(sp[1], SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
         fflush(NULL);
         pid_t owner = fork();
         if (owner == 0) {
+                sigprocmask(SIG_SETMASK, &old_mask, NULL);
                 close(sp[1]);
                 char *chown_paths[] = {(char *)o->seed_dir, NULL};
                 if (priv_drop_if_root(chown_paths) < 0)
@@ -481,6 +490,7 @@ int cli_run_container(const struct cli_run_options *o) {
         int code = WIFEXITED(status) ? WEXITSTATUS(status) : CLI_EXIT_FAILURE;
         if (r == -EAGAIN || code == EXIT_FALL_BACK) {
                 container_engine_done(&e);
+                sigprocmask(SIG_SETMASK, &old_mask, NULL);
                 return CLI_RUN_NATIVE;
         }
         if (r == -ECONNRESET) { /* the owner side ended before asking (running already, a bad address…) */
@@ -495,8 +505,14 @@ int cli_run_container(const struct cli_run_options *o) {
                 container_engine_done(&e);
                 return r < 0 && code == CLI_EXIT_OK ? CLI_EXIT_FAILURE : code;
         }
-        if (!o->detach)
-                code = foreground(&e, name);
+        sigset_t pending;
+        if (!o->detach) {
+                code = foreground(&e, name); /* a stop asked meanwhile is pending: it stops it */
+        } else if (sigpending(&pending) == 0 && (sigismember(&pending, SIGINT) || sigismember(&pending, SIGTERM))) {
+                fprintf(stderr, "seed: asked to stop while starting; stopping the container %s\n", name);
+                (void)container_stop(&e, name, STOP_GRACE_S);
+                code = CLI_EXIT_FAILURE;
+        }
         container_engine_done(&e);
         return code;
 }

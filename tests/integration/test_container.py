@@ -412,6 +412,28 @@ def stop_is_graceful_and_removes_the_container(c):
         log[-2000:]
 
 
+@test
+def a_foreground_run_stops_its_container_on_ctrl_c(c):
+    import signal
+    p = subprocess.Popen([os.environ.get('SEED_BIN', 'seed'), 'run'], cwd=c.dir, stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    seen = []
+    try:
+        for line in p.stdout:
+            seen.append(line)
+            if 'Press Ctrl-C' in line:
+                break
+        assert engine('container', 'inspect', '--format', '{{.State.Running}}', c.name).stdout.strip() == 'true'
+        p.send_signal(signal.SIGINT)
+        rest = p.communicate(timeout=120)[0]
+    finally:
+        if p.poll() is None:
+            p.kill()
+    assert p.returncode == 0, ''.join(seen) + rest
+    assert engine('container', 'inspect', c.name, check=False).returncode != 0, 'the container outlived seed run'
+    assert 'kernel info: stopped' in open(os.path.join(c.dir, '.seed/logs/supervisor.log')).read()[-4000:]
+
+
 if __name__ == '__main__':
     why = why_no_engine()
     if why:
