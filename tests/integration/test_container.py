@@ -335,6 +335,16 @@ def the_seeds_files_belong_to_its_owner(c):
 
 
 @test
+def rollback_works_against_the_containerised_seed(c):
+    script(c, [{'text': 'unused'}])
+    p = seed('rollback', '1', '--dir', c.dir, check=False, timeout=1200)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert 'Result: complete' in p.stdout, p.stdout
+    assert api(c, '/_seed/api/generations').json()['current'] == 3
+    assert not os.path.exists(os.path.join(c.dir, 'organism', 'NOTE.txt'))
+
+
+@test
 def a_connection_from_inside_the_container_is_refused(c):
     refuses = subprocess.run(['grep', '-rqs', 'SEED_IN_CONTAINER', os.path.join(c.dir, 'kernel/ctl')]).returncode == 0
     if not refuses:
