@@ -216,6 +216,8 @@ def the_kernel_has_no_capability_no_new_privileges_and_seccomp(c):
     assert int(st['CapEff'], 16) == 0 and int(st['CapPrm'], 16) == 0, st
     assert st['NoNewPrivs'].strip() == '1', st
     assert st['Seccomp'].strip() == '2', st
+    # kernel/ctl refuses connections from inside the container when this is set
+    assert b'SEED_IN_CONTAINER=1' in open(f'/proc/{kernel_pid(c)}/environ', 'rb').read().split(b'\0')
     # Every process in the container is the Seed's account: never uid 0.
     for p in container_pids(c):
         try:
