@@ -33,11 +33,43 @@ struct cli_run_options {
         const char *seed_dir;      /* absolute */
         const char *addr;          /* NULL = seed.yaml */
         bool detach, open;
+        bool native;               /* --native: on the host, never in a container */
+        bool in_container;         /* --in-container: the supervisor inside the Seed's container */
+        const char *published_ip;  /* the container's port is published there (the links' hint); NULL natively */
         struct secrets *secrets;   /* borrowed */
         char *const *hide_paths;   /* the env files' real paths: every sandbox hides them */
 };
-/* Builds the kernel from the Seed's own source and starts it (supervised). */
+/* Builds the kernel from the Seed's own source and starts it (supervised):
+ * in a container when an engine works (cli_run_container) unless o->native,
+ * else on the host. */
 int cli_run_seed(const struct cli_run_options *o);
+
+/* ---- the container driver's CLI side (container.c) ---- */
+/* What `seed run` wrote about the Seed's container (engine, name, image,
+ * limits and whether each is in force), and the FIFO the secrets go through
+ * to the supervisor inside. Relative to the Seed's folder. */
+#define CLI_CONTAINER_STATE ".seed/container/container.json"
+#define CLI_CONTAINER_FIFO ".seed/container/secrets.fifo"
+/* cli_run_container's answer when no engine can run the Seed's container
+ * (it printed why in one line): run natively. */
+#define CLI_RUN_NATIVE (-1)
+/* Runs the Seed in its container; an exit code, or CLI_RUN_NATIVE. */
+int cli_run_container(const struct cli_run_options *o);
+/* Stops the Seed's container if one runs (asked of the engine, by the name
+ * derived from seed_dir, never from a file the Seed can write): 1 when it
+ * stopped one, 0 when none runs, < 0 on error (printed). */
+int cli_container_stop(const char *seed_dir);
+/* Where the running container's port is published (CLI_CONTAINER_STATE's
+ * publish_ip), when the Seed runs in one: -ENOENT otherwise. Caller frees. */
+int cli_container_published_ip(const char *seed_dir, char **ret);
+/* One line for `seed status` from CLI_CONTAINER_STATE. Caller frees. */
+int cli_container_describe(const char *seed_dir, char **ret);
+/* `seed run` on a Seed that runs already: says so (and that secrets given
+ * were not applied); the exit code. */
+int cli_run_already(const struct cli_run_options *o);
+/* --addr, or seed.yaml's server.addr (printing why it cannot be read).
+ * Caller frees. */
+int cli_control_plane_addr(const struct cli_run_options *o, char **ret);
 /* What `seed run` prints once the kernel answers (o->seed_dir, o->open):
  * the app's and the control plane's addresses, how to reach them from
  * another machine when the Seed listens beyond loopback, and a fresh

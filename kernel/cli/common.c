@@ -184,7 +184,7 @@ const char *cli_source_dir(void) {
 /* What a Seed's source tree is: the design card's top level. */
 static const char *const tree_entries[] = {
         "meson.build", "meson_options.txt", "seed.yaml", "README.md", "SECURITY.md", ".gitignore",
-        "kernel", "cmd", "control", "organism", "knowledge", "skills", "tests", "bench",
+        "seccomp.json", "Dockerfile", "kernel", "cmd", "control", "organism", "knowledge", "skills", "tests", "bench",
         "scripts", "tools", ".ci",
 };
 

@@ -91,11 +91,25 @@ int cli_cmd_stop(int argc, char **argv) {
         static const char usage[] = "Usage: seed stop [--dir DIR]\n"
                                     "\n"
                                     "Stops the running Seed: the kernel stops the organism and PostgreSQL\n"
-                                    "cleanly. If it has not stopped after 30 s it is killed.\n";
+                                    "cleanly. If it has not stopped after 30 s it is killed. A Seed in its\n"
+                                    "container is stopped through the engine (as root for a rootful one).\n";
+        const char *dir = NULL;
+        int r = parse_common(argc, argv, usage, &dir, NULL);
+        if (r != 0)
+                return r > 0 ? CLI_EXIT_OK : CLI_EXIT_USAGE;
         _cleanup_free_ char *seed_dir = NULL;
-        int code = open_seed(argc, argv, usage, NULL, &seed_dir);
-        if (code >= 0)
-                return code;
+        if (cli_find_seed(dir, &seed_dir) < 0)
+                return CLI_EXIT_USAGE;
+        /* A Seed in its container is stopped by the engine (as root for a
+         * rootful one): its supervisor's pid means nothing out here. */
+        r = cli_container_stop(seed_dir);
+        if (r != 0) {
+                if (r > 0)
+                        printf("Stopped.\n");
+                return r > 0 ? CLI_EXIT_OK : CLI_EXIT_FAILURE;
+        }
+        if (cli_drop_root() < 0)
+                return CLI_EXIT_USAGE;
         pid_t sup = 0;
         if (!cli_seed_running(seed_dir) || read_pid(seed_dir, ".seed/supervisor.pid", &sup) < 0) {
                 printf("This Seed is not running.\n");
@@ -180,6 +194,8 @@ int cli_cmd_status(int argc, char **argv) {
                "Organism:    %s\n",
                name ? name : "?", seed_dir, (long long)g, url ? url : "?", control ? control : "?",
                org ? org : "?");
+        _cleanup_free_ char *driver = NULL;
+        printf("Driver:      %s\n", cli_container_describe(seed_dir, &driver) == 0 ? driver : "native (on the host)");
         json_t *mind = json_object_get(o, "mind");
         const char *model = json_string_value(json_object_get(mind, "model"));
         const char *provider = json_string_value(json_object_get(mind, "provider"));

@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <regex.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 
 static bool valid_name(const char *name) {
         regex_t re;
@@ -85,7 +86,7 @@ static int plant(const char *dir, const char *name, const char *addr) {
 
 static void new_usage(FILE *f) {
         fputs("Usage: seed new <name> [-e NAME[=VALUE]]... [--env-file FILE] [--no-run]\n"
-              "                [--addr HOST:PORT] [--open]\n"
+              "                [--addr HOST:PORT] [--open] [--native]\n"
               "\n"
               "Plants a new Seed in ./<name>: a git repository holding the kernel's own source,\n"
               "a starter organism (\"I don't have a purpose yet\"), knowledge and skills, with\n"
@@ -93,6 +94,9 @@ static void new_usage(FILE *f) {
               "and prints a one-time sign-in link. Without the model key of seed.yaml's\n"
               "provider it says so in one line: pass it with -e, or lend one in the control\n"
               "plane (Settings), where the model can be chosen too.\n"
+              "It starts like 'seed run': in a container of its own where podman or docker\n"
+              "works (SEED_CONTAINER_ENGINE, SEED_MEMORY, SEED_CPUS, SEED_PIDS_LIMIT: see\n"
+              "'seed run --help'), else on the host, saying why.\n"
               "\n"
               "  <name>             lowercase letters, digits and '-', starting with a letter\n"
               "  -e NAME[=VALUE]    pass a secret (e.g. OPENROUTER_API_KEY); kept only in memory\n"
@@ -100,6 +104,7 @@ static void new_usage(FILE *f) {
               "  --no-run           plant it, do not start it\n"
               "  --addr HOST:PORT   the address it listens on (written to seed.yaml)\n"
               "  --open             open the sign-in link in a browser\n"
+              "  --native           run on the host, not in a container\n"
               "  -h, --help         show this help\n",
               f);
 }
@@ -109,11 +114,11 @@ int cli_cmd_new(int argc, char **argv) {
                 {"env", required_argument, NULL, 'e'}, {"env-file", required_argument, NULL, 'f'},
                 {"no-run", no_argument, NULL, 'n'},    {"addr", required_argument, NULL, 'a'},
                 {"open", no_argument, NULL, 'o'},      {"help", no_argument, NULL, 'h'},
-                {0},
+                {"native", no_argument, NULL, 'N'},    {0},
         };
         _cleanup_(secrets_freep) struct secrets *secrets = NULL;
         _cleanup_strv_free_ char **hide = NULL;
-        bool no_run = false, open_link = false;
+        bool no_run = false, open_link = false, native = false;
         const char *addr = NULL;
         if (secrets_new(&secrets) < 0)
                 return CLI_EXIT_FAILURE;
@@ -129,6 +134,7 @@ int cli_cmd_new(int argc, char **argv) {
                 case 'n': no_run = true; break;
                 case 'a': addr = optarg; break;
                 case 'o': open_link = true; break;
+                case 'N': native = true; break;
                 case 'h': new_usage(stdout); return CLI_EXIT_OK;
                 default: new_usage(stderr); return CLI_EXIT_USAGE;
                 }
@@ -164,13 +170,24 @@ int cli_cmd_new(int argc, char **argv) {
         _cleanup_free_ char *dir = NULL;
         if (path_abs(name, &dir) < 0)
                 return CLI_EXIT_FAILURE;
-        char *chown_paths[] = {dir, NULL};
-        if (priv_drop_if_root(chown_paths) < 0) {
-                rm_rf(dir);
-                return CLI_EXIT_FAILURE;
+        /* Planted as the Seed's account; root stays root for the engine (a
+         * rootful container engine), `seed run` drops it otherwise. */
+        fflush(NULL);
+        pid_t planter = fork();
+        if (planter == 0) {
+                char *chown_paths[] = {dir, NULL};
+                if (priv_drop_if_root(chown_paths) < 0)
+                        _exit(CLI_EXIT_FAILURE);
+                int r = plant(dir, name, addr);
+                if (r < 0)
+                        fprintf(stderr, "seed: planting %s failed; nothing was kept\n", dir);
+                fflush(NULL);
+                _exit(r < 0 ? CLI_EXIT_FAILURE : CLI_EXIT_OK);
         }
-        if (plant(dir, name, addr) < 0) {
-                fprintf(stderr, "seed: planting %s failed; nothing was kept\n", dir);
+        int status = 0;
+        while (planter > 0 && waitpid(planter, &status, 0) < 0 && errno == EINTR)
+                ;
+        if (planter < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != CLI_EXIT_OK) {
                 rm_rf(dir);
                 return CLI_EXIT_FAILURE;
         }
@@ -180,7 +197,7 @@ int cli_cmd_new(int argc, char **argv) {
                 return CLI_EXIT_OK;
         }
         fflush(stdout);
-        struct cli_run_options o = {.seed_dir = dir, .detach = true, .open = open_link, .secrets = secrets,
-                                    .hide_paths = hide};
+        struct cli_run_options o = {.seed_dir = dir, .detach = true, .open = open_link, .native = native,
+                                    .secrets = secrets, .hide_paths = hide};
         return cli_run_seed(&o);
 }

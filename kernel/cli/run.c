@@ -24,9 +24,7 @@
 
 #define READY_TIMEOUT_MS (240 * 1000)
 
-/* --addr, or seed.yaml's server.addr (printing why it cannot be read).
- * Caller frees. */
-static int control_plane_addr(const struct cli_run_options *o, char **ret) {
+int cli_control_plane_addr(const struct cli_run_options *o, char **ret) {
         const char *addr = o->addr;
         _cleanup_(cfg_freep) struct cfg *cfg = NULL;
         if (!addr) {
@@ -118,8 +116,16 @@ void cli_announce(const struct cli_run_options *o) {
         _cleanup_free_ char *link = NULL;
         _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
         if (cli_kernel_endpoint(o->seed_dir, &e) == 0) {
-                printf("Seed running: the app at %s/, the control plane at %s\n", e.url, e.control_url);
-                print_remote_hint(&e);
+                printf("Seed running%s: the app at %s/, the control plane at %s\n",
+                       o->published_ip ? " in its container" : "", e.url, e.control_url);
+                /* In a container the kernel listens on all of the container's
+                 * addresses; what counts is where the port is published. */
+                _cleanup_free_ char *published = NULL;
+                if (!o->published_ip)
+                        (void)cli_container_published_ip(o->seed_dir, &published);
+                const char *ip = o->published_ip ? o->published_ip : published;
+                if (!ip || !streq(ip, "127.0.0.1"))
+                        print_remote_hint(&e);
         }
         announce_mind(o);
         if (cli_login_link(o->seed_dir, &link) < 0)
@@ -170,13 +176,67 @@ static void make_folder_private(const char *seed_dir) {
                 seed_dir, (unsigned)(st.st_mode & 07777));
 }
 
-/* Set by the container driver for the `seed run` inside a Seed's container. */
-static bool in_container(void) {
-        const char *v = getenv("SEED_IN_CONTAINER");
-        return v && streq(v, "1");
+int cli_run_already(const struct cli_run_options *o) {
+        _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
+        if (cli_kernel_endpoint(o->seed_dir, &e) == 0)
+                printf("This Seed is already running at %s (not started twice).\n", e.control_url);
+        else
+                printf("This Seed is already starting (not started twice).\n");
+        if (secrets_count(o->secrets) == 0)
+                return CLI_EXIT_OK;
+        print_not_applied(o);
+        return CLI_EXIT_FAILURE;
+}
+
+/* Inside the container: the secrets come through CLI_CONTAINER_FIFO, which
+ * the `seed run` outside writes once this supervisor holds the run lock. */
+static int read_secrets_fifo(const char *seed_dir, struct secrets *s) {
+        _cleanup_free_ char *p = path_join(seed_dir, CLI_CONTAINER_FIFO);
+        if (!p)
+                return -ENOMEM;
+        _cleanup_close_ int fd = open(p, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0)
+                return -errno;
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISFIFO(st.st_mode))
+                return -EBADF;
+        int r = fd_wait_readable(fd, now_ms() + 120 * 1000);
+        if (r < 0)
+                return r;
+        int fl = fcntl(fd, F_GETFL);
+        if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) < 0)
+                return -errno;
+        r = secrets_read_fd(s, fd);
+        (void)unlink(p);
+        return r;
+}
+
+/* `seed run --native --in-container`: the supervisor as the container's
+ * main process. No readiness wait over TCP (the kernel refuses connections
+ * from inside its own container: the `seed run` outside waits through the
+ * published port) and nothing printed for the owner (the outside does it). */
+static int run_in_container(const struct cli_run_options *o, int lock) {
+        int r = read_secrets_fifo(o->seed_dir, o->secrets);
+        if (r < 0) {
+                close(lock);
+                fprintf(stderr, "seed: no secrets from %s/%s: %s\n", o->seed_dir, CLI_CONTAINER_FIFO, strerror(-r));
+                return CLI_EXIT_FAILURE;
+        }
+        pid_t sup;
+        struct supervisor_options so = {.seed_dir = o->seed_dir, .addr = o->addr, .detach = true,
+                                        .secrets = o->secrets, .in_container = true};
+        if (!o->addr || supervisor_start(&so, lock, &sup) < 0)
+                return CLI_EXIT_FAILURE;
+        supervisor_hold_stop_signals();
+        return supervisor_wait(sup);
 }
 
 int cli_run_seed(const struct cli_run_options *o) {
+        if (!o->native && !o->in_container) {
+                int code = cli_run_container(o);
+                if (code != CLI_RUN_NATIVE)
+                        return code;
+        }
         _cleanup_free_ char *dot = path_join(o->seed_dir, ".seed");
         _cleanup_free_ char *logs = path_join(o->seed_dir, ".seed/logs");
         char *chown_paths[] = {(char *)o->seed_dir, NULL};
@@ -191,30 +251,26 @@ int cli_run_seed(const struct cli_run_options *o) {
         }
         int lock = -1;
         r = supervisor_lock(o->seed_dir, &lock);
-        if (r == -EBUSY) {
-                _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
-                if (cli_kernel_endpoint(o->seed_dir, &e) == 0)
-                        printf("This Seed is already running at %s (not started twice).\n", e.control_url);
-                else
-                        printf("This Seed is already starting (not started twice).\n");
-                if (secrets_count(o->secrets) == 0)
-                        return CLI_EXIT_OK;
-                print_not_applied(o);
-                return CLI_EXIT_FAILURE;
-        }
+        if (r == -EBUSY)
+                return cli_run_already(o);
         if (r < 0) {
                 fprintf(stderr, "seed: cannot lock %s/.seed/run.lock: %s\n", o->seed_dir, strerror(-r));
                 return CLI_EXIT_FAILURE;
         }
+        if (o->in_container)
+                return run_in_container(o, lock);
+        /* On the host now: what a container run wrote no longer holds. */
+        _cleanup_free_ char *cstate = path_join(o->seed_dir, CLI_CONTAINER_STATE);
+        if (cstate)
+                (void)unlink(cstate);
         _cleanup_free_ char *addr = NULL;
-        if (control_plane_addr(o, &addr) < 0) {
+        if (cli_control_plane_addr(o, &addr) < 0) {
                 close(lock);
                 return CLI_EXIT_FAILURE;
         }
         pid_t sup;
         struct supervisor_options so = {.seed_dir = o->seed_dir, .addr = addr, .detach = o->detach,
-                                        .secrets = o->secrets, .hide_paths = o->hide_paths,
-                                        .in_container = in_container()};
+                                        .secrets = o->secrets, .hide_paths = o->hide_paths};
         if (supervisor_start(&so, lock, &sup) < 0) /* logged; the lock is closed */
                 return CLI_EXIT_FAILURE;
 
@@ -240,7 +296,7 @@ int cli_run_seed(const struct cli_run_options *o) {
 
 static void run_usage(FILE *f) {
         fputs("Usage: seed run [--dir DIR] [--addr HOST:PORT] [-e NAME[=VALUE]]... [--env-file FILE]\n"
-              "                [--detach] [--open]\n"
+              "                [--detach] [--open] [--native]\n"
               "\n"
               "Builds the Seed's kernel from the Seed's own source (into .seed/kernel-build)\n"
               "and starts it, then prints a one-time sign-in link. Exit code 75 from the\n"
@@ -250,7 +306,20 @@ static void run_usage(FILE *f) {
               "applies them). The port is bound once and kept across those restarts.\n"
               "Run as root, it switches to the unprivileged account 'seed'. Without a\n"
               "model key it says which -e variable the configured provider reads (or\n"
-              "lend a key in the control plane: it lasts until the Seed restarts).\n"
+"lend a key in the control plane: it lasts until the Seed restarts).\n"
+              "\n"
+              "Where podman or docker works, the Seed runs in a container of its own (one\n"
+              "per Seed, named seed-<folder>-<hash of its path>): built from the Seed's\n"
+              "Dockerfile with no build context (cached by the Dockerfile's hash; without a\n"
+              "Debian base image one is made from the Debian mirror with mmdebstrap), run\n"
+              "as the Seed's account with every capability dropped, no-new-privileges, a\n"
+              "read-only root, the Seed's seccomp.json, the folder at /seed and the port\n"
+              "published on 127.0.0.1 only. Limits, read back from the container's cgroup\n"
+              "(a limit the engine ignores is reported, never claimed):\n"
+              "  SEED_MEMORY=8g  SEED_CPUS=<half the cores>  SEED_PIDS_LIMIT=4096\n"
+              "SEED_CONTAINER_ENGINE=podman|docker chooses the engine (default: podman,\n"
+              "then docker). With no engine that works, it runs on the host and says why.\n"
+              "'seed status' shows which.\n"
               "\n"
               "  --dir DIR          the Seed's folder (default: the one you are in)\n"
               "  --addr HOST:PORT   listen here instead of seed.yaml's server.addr. A Seed\n"
@@ -261,6 +330,7 @@ static void run_usage(FILE *f) {
               "  --env-file FILE    pass the secrets listed in FILE (NAME=VALUE lines)\n"
               "  --detach           run in the background\n"
               "  --open             open the sign-in link in a browser\n"
+              "  --native           run on the host, not in a container\n"
               "  -h, --help         show this help\n",
               f);
 }
@@ -310,6 +380,7 @@ int cli_cmd_run(int argc, char **argv) {
                 {"dir", required_argument, NULL, 'd'},      {"addr", required_argument, NULL, 'a'},
                 {"env", required_argument, NULL, 'e'},      {"env-file", required_argument, NULL, 'f'},
                 {"detach", no_argument, NULL, 'D'},         {"open", no_argument, NULL, 'o'},
+                {"native", no_argument, NULL, 'N'},         {"in-container", no_argument, NULL, 'C'},
                 {"help", no_argument, NULL, 'h'},           {0},
         };
         _cleanup_(secrets_freep) struct secrets *secrets = NULL;
@@ -333,11 +404,13 @@ int cli_cmd_run(int argc, char **argv) {
                         break;
                 case 'D': o.detach = true; break;
                 case 'o': o.open = true; break;
+                case 'N': o.native = true; break;
+                case 'C': o.in_container = true; break; /* internal: what the container runs */
                 case 'h': run_usage(stdout); return CLI_EXIT_OK;
                 default: run_usage(stderr); return CLI_EXIT_USAGE;
                 }
         }
-        if (optind != argc) {
+        if (optind != argc || (o.in_container && (!o.native || !o.addr || secrets_count(secrets) > 0))) {
                 run_usage(stderr);
                 return CLI_EXIT_USAGE;
         }

@@ -132,7 +132,8 @@ static int run_engine(const struct doctor_context *x, char **ret_detail, char **
         bool works = r == 0 && res.exit_code == 0 && !res.timed_out;
         if (works) {
                 proc_result_done(&res);
-                return xasprintf(ret_detail, "%s works (Seed runs natively until its container driver comes)",
+                return xasprintf(ret_detail, "%s works: seed run starts the Seed in a container of its own "
+                                             "(SEED_CONTAINER_ENGINE, --native: seed run --help)",
                                  engine) < 0 ? -ENOMEM : 0;
         }
         /* The last non-empty line says why, bounded. */

@@ -12,6 +12,8 @@
 
 char *const supervisor_fixed_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/nonexistent",
                                       "TZ=UTC", NULL};
+char *const supervisor_container_env[] = {"PATH=/usr/local/bin:/usr/bin:/bin", "LANG=C.UTF-8", "HOME=/nonexistent",
+                                          "TZ=UTC", "SEED_IN_CONTAINER=1", NULL};
 
 void supervisor_bins_done(struct supervisor_bins *b) {
         free(b->kernel);
@@ -39,9 +41,9 @@ static const char *find_tool(const char *a, const char *b) {
         return access(a, X_OK) == 0 ? a : b;
 }
 
-int supervisor_bins_build(const char *seed_dir, struct supervisor_bins *ret) {
-        _cleanup_free_ char *bdir = path_join(seed_dir, ".seed/kernel-build");
-        _cleanup_free_ char *ninja_file = path_join(seed_dir, ".seed/kernel-build/build.ninja");
+int supervisor_bins_build(const char *seed_dir, const char *build_dir, struct supervisor_bins *ret) {
+        _cleanup_free_ char *bdir = path_join(seed_dir, build_dir);
+        _cleanup_free_ char *ninja_file = bdir ? path_join(bdir, "build.ninja") : NULL;
         if (!bdir || !ninja_file)
                 return -ENOMEM;
         const char *meson = find_tool("/usr/bin/meson", "/usr/local/bin/meson");
@@ -93,8 +95,8 @@ void supervisor_bins_promote(const char *seed_dir, struct supervisor_bins *b) {
         b->fresh = false;
 }
 
-int supervisor_bins_load(const char *seed_dir, struct supervisor_bins *ret) {
-        int r = supervisor_bins_build(seed_dir, ret);
+int supervisor_bins_load(const char *seed_dir, const char *build_dir, struct supervisor_bins *ret) {
+        int r = supervisor_bins_build(seed_dir, build_dir, ret);
         if (r == 0)
                 return 0;
         supervisor_bins_done(ret);

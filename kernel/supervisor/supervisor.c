@@ -38,6 +38,10 @@ int supervisor_lock(const char *seed_dir, int *ret_fd) {
         return 0;
 }
 
+static const char *build_dir(const struct supervisor_options *o) {
+        return o->in_container ? SUPERVISOR_BUILD_DIR_CONTAINER : SUPERVISOR_BUILD_DIR;
+}
+
 /* What the loop keeps from one kernel to the next. */
 struct loop_state {
         struct secrets *secrets; /* owned: the CLI's, merged with each restart request's */
@@ -113,7 +117,8 @@ static int spawn_kernel(const struct supervisor_options *o, const struct loop_st
                 argv[n++] = *h;
         }
         argv[n] = NULL;
-        int r = proc_spawn(&(struct proc_opts){.argv = argv, .envp = supervisor_fixed_env, .cwd = o->seed_dir,
+        int r = proc_spawn(&(struct proc_opts){.argv = argv, .envp = o->in_container ? supervisor_container_env : supervisor_fixed_env,
+                                               .cwd = o->seed_dir,
                                                .stdin_fd = -1, .out_fd = STDERR_FILENO, .keep_fds = keep,
                                                .n_keep_fds = 1 + sockets->n},
                            ret_pid);
@@ -264,7 +269,7 @@ static int run_loop(const struct supervisor_options *o, struct loop_state *st, s
                 case SUPERVISOR_REBUILD:
                         log_info("the kernel asked to be rebuilt and restarted");
                         supervisor_bins_done(b);
-                        if ((r = supervisor_bins_load(o->seed_dir, b)) < 0)
+                        if ((r = supervisor_bins_load(o->seed_dir, build_dir(o), b)) < 0)
                                 return r;
                         crashes = 0;
                         break;
@@ -355,7 +360,7 @@ __attribute__((noreturn)) static void supervisor_main(const struct supervisor_op
         prctl(PR_SET_DUMPABLE, 0); /* it holds the secrets for every restart */
         if (o->detach)
                 detach_output(o->seed_dir, lock);
-        _cleanup_free_ char *pidp = path_join(o->seed_dir, ".seed/supervisor.pid");
+        _cleanup_free_ char *pidp = o->in_container ? NULL : path_join(o->seed_dir, ".seed/supervisor.pid");
         char pid[32];
         int n = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
         if (pidp)
@@ -378,7 +383,7 @@ int supervisor_start(const struct supervisor_options *o, int lock_fd, pid_t *ret
         if (r < 0)
                 return r;
         struct supervisor_bins bins = {0};
-        if ((r = supervisor_bins_load(o->seed_dir, &bins)) < 0) {
+        if ((r = supervisor_bins_load(o->seed_dir, build_dir(o), &bins)) < 0) {
                 ctl_listen_close(&sockets);
                 return r;
         }

@@ -106,16 +106,21 @@ struct supervisor_bins {
 };
 /* Frees the paths; b is empty again. */
 void supervisor_bins_done(struct supervisor_bins *b);
-/* meson setup (once) + ninja in .seed/kernel-build with fixed settings and
- * environment; the output goes to .seed/logs/kernel-build.log. On success
- * *ret holds the fresh binaries (free with supervisor_bins_done). */
-int supervisor_bins_build(const char *seed_dir, struct supervisor_bins *ret);
+/* Where the kernel is built, relative to the Seed's folder: on the host, and
+ * inside its container (the folder is /seed there: a build directory records
+ * absolute paths, so each place keeps its own). */
+#define SUPERVISOR_BUILD_DIR ".seed/kernel-build"
+#define SUPERVISOR_BUILD_DIR_CONTAINER ".seed/kernel-build-container"
+/* meson setup (once) + ninja in build_dir (SUPERVISOR_BUILD_DIR*) with fixed
+ * settings and environment; the output goes to .seed/logs/kernel-build.log.
+ * On success *ret holds the fresh binaries (free with supervisor_bins_done). */
+int supervisor_bins_build(const char *seed_dir, const char *build_dir, struct supervisor_bins *ret);
 /* The last good binaries in .seed/kernel-good, or -ENOENT (*ret may hold
  * paths either way: free with supervisor_bins_done). */
 int supervisor_bins_last_good(const char *seed_dir, struct supervisor_bins *ret);
 /* Builds; when that fails, does what the policy says of a failed build
  * (fall back to the last good binaries). Logs the outcome. */
-int supervisor_bins_load(const char *seed_dir, struct supervisor_bins *ret);
+int supervisor_bins_load(const char *seed_dir, const char *build_dir, struct supervisor_bins *ret);
 /* The binaries ran SUPERVISOR_GOOD_AFTER_MS: copies them into
  * .seed/kernel-good and marks them not fresh (a failed copy is logged). */
 void supervisor_bins_promote(const char *seed_dir, struct supervisor_bins *b);
@@ -181,10 +186,9 @@ struct supervisor_options {
         bool detach;             /* the supervisor's (and kernels') output goes to .seed/logs/supervisor.log */
         const struct secrets *secrets; /* borrowed; handed to every kernel through a pipe (NULL: none) */
         char *const *hide_paths; /* borrowed; every kernel hides them from its sandboxes (--hide) */
-        /* The Seed runs inside its container (the driver set SEED_IN_CONTAINER=1):
-         * every kernel gets --in-container, refusing connections from the
-         * container's own addresses. */
-        bool in_container;
+        bool in_container;       /* inside the Seed's container (kernel/container): kernels get
+                                  * SEED_IN_CONTAINER=1, build in SUPERVISOR_BUILD_DIR_CONTAINER, and
+                                  * no .seed/supervisor.pid is written (its pid means nothing outside) */
 };
 
 /* Takes .seed/run.lock (flock, held by the supervisor for its life): -EBUSY

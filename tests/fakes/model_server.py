@@ -655,6 +655,8 @@ def main():
     ap = argparse.ArgumentParser(description="scripted model server for tests")
     ap.add_argument("--script", help="JSON script file")
     ap.add_argument("--port", type=int, default=0)
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="address to listen on (the container test: the container network's gateway)")
     ap.add_argument("--port-file")
     ap.add_argument("--verbose", action="store_true")
     args = ap.parse_args()
@@ -666,7 +668,7 @@ def main():
         except (OSError, ValueError) as e:
             sys.stderr.write(f"model_server: {args.script}: {e}\n")
             return 2
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    server = ThreadingHTTPServer((args.host, args.port), Handler)
     server.daemon_threads = True
     server.state = State(steps)
     server.verbose = args.verbose

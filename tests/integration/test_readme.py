@@ -131,7 +131,9 @@ def setup():
     with open(template, 'w') as f:
         f.write(text)
     env = {k: v for k, v in os.environ.items() if not k.startswith('SEED_')}
-    env.update(PATH=c.bin + ':' + os.environ.get('PATH', '/usr/bin:/bin'), OPENROUTER_API_KEY=KEY)
+    # On the host, as every suite but the container one (tests/integration/test_container.py).
+    env.update(PATH=c.bin + ':' + os.environ.get('PATH', '/usr/bin:/bin'), OPENROUTER_API_KEY=KEY,
+               SEED_CONTAINER_ENGINE='none')
     c.session = Session(c.tmp, env)
     c.base = f'http://seed.localhost:{c.port}'
     c.seed_dir = '/srv/seeds/tasks'

@@ -501,10 +501,10 @@ static void test_promote_keeps_the_binaries_as_the_last_good(void **state) {
 static void test_load_without_source_or_last_good_fails(void **state) {
         (void)state;
         struct supervisor_bins b = {0};
-        assert_true(supervisor_bins_load(seed_dir, &b) < 0);
+        assert_true(supervisor_bins_load(seed_dir, SUPERVISOR_BUILD_DIR, &b) < 0);
         assert_null(b.kernel);
         last_good("exit 0");
-        assert_int_equal(supervisor_bins_load(seed_dir, &b), 0);
+        assert_int_equal(supervisor_bins_load(seed_dir, SUPERVISOR_BUILD_DIR, &b), 0);
         assert_false(b.fresh);
         assert_non_null(strstr(b.kernel, "/.seed/kernel-good/seed-kernel"));
         supervisor_bins_done(&b);
