@@ -292,6 +292,68 @@ static ssize_t server_read(struct relay_conn *c, void *buf, size_t len) {
         return k < 0 ? -errno : k;
 }
 
+static int server_read_exact(struct relay_conn *c, void *buf, size_t len) {
+        char *p = buf;
+        while (len) {
+                ssize_t k = server_read(c, p, len);
+                if (k <= 0)
+                        return k < 0 ? (int)k : -ECONNRESET;
+                p += k, len -= (size_t)k;
+        }
+        return 0;
+}
+
+/* The server's first answer, carried to the client: any
+ * NegotiateProtocolVersion, then the authentication request. Over TLS the
+ * server offers SCRAM-SHA-256-PLUS (channel binding to *its* TLS session),
+ * which a client on the relay's Unix socket, rightly, takes for a downgrade
+ * attack: the relay, which is that TLS session's end, takes it out of the
+ * list, and the client uses SCRAM-SHA-256 (the password check itself is
+ * still the server's, end to end). */
+#define PG_AUTH_SASL 10u
+#define PG_AUTH_MESSAGE_MAX 65536
+static int relay_auth_offer(struct relay_conn *c) {
+        for (int round = 0; round < 3; round++) {
+                unsigned char head[5];
+                int r = server_read_exact(c, head, sizeof head);
+                if (r < 0)
+                        return r;
+                uint32_t len = get32(head + 1);
+                if (len < 4 || len > PG_AUTH_MESSAGE_MAX)
+                        return -EBADMSG;
+                _cleanup_free_ unsigned char *msg = malloc(len + 1);
+                if (!msg)
+                        return -ENOMEM;
+                memcpy(msg, head, 5);
+                if ((r = server_read_exact(c, msg + 5, len - 4)) < 0)
+                        return r;
+                size_t n = len + 1;
+                if (head[0] == 'R' && len >= 8 && get32(msg + 5) == PG_AUTH_SASL) {
+                        /* mechanisms: NUL-terminated names, then a NUL */
+                        size_t in = 9, out = 9;
+                        while (in < n && msg[in]) {
+                                const unsigned char *end = memchr(msg + in, 0, n - in);
+                                if (!end)
+                                        return -EBADMSG;
+                                size_t l = (size_t)(end - msg) - in + 1;
+                                if (!streq((const char *)msg + in, "SCRAM-SHA-256-PLUS")) {
+                                        memmove(msg + out, msg + in, l);
+                                        out += l;
+                                }
+                                in += l;
+                        }
+                        msg[out++] = 0;
+                        n = out;
+                        put32(msg + 1, (uint32_t)(n - 1));
+                }
+                if ((r = write_all(c->client, msg, n)) < 0)
+                        return r;
+                if (head[0] != 'v')
+                        return 0;
+        }
+        return -EBADMSG;
+}
+
 /* Bytes both ways until either side ends or the relay stops. */
 static void pump(struct relay_conn *c) {
         char buf[PG_RELAY_BUF];
@@ -349,7 +411,7 @@ static void conn_serve(struct relay_conn *c) {
                 refuse(c->client, "08006", "the Seed's relay cannot reach the external PostgreSQL");
                 return;
         }
-        if (server_write(c, pkt, len) < 0 || cancel)
+        if (server_write(c, pkt, len) < 0 || cancel || relay_auth_offer(c) < 0)
                 return;
         pump(c);
 }
