@@ -129,7 +129,8 @@ def the_database_password_is_nowhere(ctx):
                     hits.append(f'/proc/{p}/{f}')
             except OSError:
                 pass
-    for path in ('/_seed/api/status', '/_seed/api/settings', '/_seed/api/identity', '/_seed/api/logs'):
+    for path in ('/_seed/api/status', '/_seed/api/settings', '/_seed/api/identity',
+                 '/_seed/api/logs?name=kernel&lines=2000', '/_seed/api/logs?name=organism&lines=2000'):
         r = api(c, path)
         assert r.status == 200, (path, r.status)
         if canary in r.body:
