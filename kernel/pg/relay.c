@@ -17,6 +17,7 @@
 #include "base/fileio.h"
 #include "base/log.h"
 #include "base/tls.h"
+#include "pg/wire.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -32,12 +33,7 @@
 #define PG_RELAY_STARTUP_MS 10000
 #define PG_RELAY_CONNECT_MS 10000
 #define PG_RELAY_STOP_MS 5000
-#define PG_STARTUP_MAX 10000         /* PostgreSQL's own MAX_STARTUP_PACKET_LENGTH */
 #define PG_RELAY_BUF 16384
-
-#define PG_CODE_CANCEL 80877102u
-#define PG_CODE_SSL 80877103u
-#define PG_CODE_GSSENC 80877104u
 
 struct relay_conn {
         struct pg_relay *relay;
@@ -62,6 +58,7 @@ struct pg_relay {
         /* who: this Seed's roles, and its databases' prefix */
         char *users[ROLE_COUNT - 1];
         char *db_prefix, *kernel_db;
+        struct pg_wire_who who;   /* the above, as wire.c reads them */
 };
 
 static const char *server_option(const struct pg *pg, const char *key) {
@@ -123,56 +120,8 @@ static void refuse(int fd, const char *code, const char *msg) {
         (void)write_all(fd, out, n);
 }
 
-/* The startup packet's parameters: user, database, replication. */
-struct startup {
-        const char *user, *database, *replication;
-};
-
-static int parse_startup(const unsigned char *p, size_t len, struct startup *ret) {
-        struct startup s = {0};
-        size_t i = 8;
-        while (i < len && p[i]) {
-                const char *key = (const char *)p + i;
-                const unsigned char *kend = memchr(p + i, 0, len - i);
-                if (!kend)
-                        return -EBADMSG;
-                i = (size_t)(kend - p) + 1;
-                const unsigned char *vend = i < len ? memchr(p + i, 0, len - i) : NULL;
-                if (!vend)
-                        return -EBADMSG;
-                const char *value = (const char *)p + i;
-                i = (size_t)(vend - p) + 1;
-                if (streq(key, "user"))
-                        s.user = value;
-                else if (streq(key, "database"))
-                        s.database = value;
-                else if (streq(key, "replication"))
-                        s.replication = value;
-        }
-        if (i != len - 1) /* the terminating NUL ends the packet */
-                return -EBADMSG;
-        *ret = s;
-        return 0;
-}
-
-/* Whether this Seed's sandboxes may open this session. */
-static const char *startup_refusal(const struct pg_relay *rl, const struct startup *s) {
-        bool ours = false;
-        for (size_t i = 0; s->user && i < ARRAY_SIZE(rl->users); i++)
-                ours |= streq(s->user, rl->users[i]);
-        if (!ours)
-                return "the Seed's relay carries only this Seed's own roles";
-        const char *db = s->database && *s->database ? s->database : s->user;
-        if (!startswith(db, rl->db_prefix) || streq(db, rl->kernel_db))
-                return "the Seed's relay carries connections to this Seed's own databases only";
-        if (s->replication && !streq(s->replication, "false") && !streq(s->replication, "0") &&
-            !streq(s->replication, "off") && !streq(s->replication, "no"))
-                return "the Seed's relay carries no replication connections";
-        return NULL;
-}
-
 /* The client's startup packet (after answering SSL or GSS encryption
- * requests with 'N'), at most PG_STARTUP_MAX bytes. Caller frees. */
+ * requests with 'N'), at most PG_WIRE_STARTUP_MAX bytes. Caller frees. */
 static int read_startup(int fd, unsigned char **ret, size_t *ret_len) {
         int64_t deadline = now_ms() + PG_RELAY_STARTUP_MS;
         for (int round = 0; round < 3; round++) {
@@ -181,9 +130,9 @@ static int read_startup(int fd, unsigned char **ret, size_t *ret_len) {
                 if (r < 0)
                         return r;
                 uint32_t len = get32(head), code = get32(head + 4);
-                if (len < 8 || len > PG_STARTUP_MAX)
+                if (len < 8 || len > PG_WIRE_STARTUP_MAX)
                         return -EBADMSG;
-                if ((code == PG_CODE_SSL || code == PG_CODE_GSSENC) && len == 8) {
+                if ((code == PG_WIRE_CODE_SSL || code == PG_WIRE_CODE_GSSENC) && len == 8) {
                         if ((r = write_all(fd, "N", 1)) < 0)
                                 return r;
                         continue;
@@ -265,7 +214,7 @@ static int server_open(struct relay_conn *c) {
                 return 0;
         unsigned char req[8];
         put32(req, 8);
-        put32(req + 4, PG_CODE_SSL);
+        put32(req + 4, PG_WIRE_CODE_SSL);
         char answer = 0;
         int r = write_all(fd, req, sizeof req);
         if (r >= 0)
@@ -310,7 +259,6 @@ static int server_read_exact(struct relay_conn *c, void *buf, size_t len) {
  * attack: the relay, which is that TLS session's end, takes it out of the
  * list, and the client uses SCRAM-SHA-256 (the password check itself is
  * still the server's, end to end). */
-#define PG_AUTH_SASL 10u
 #define PG_AUTH_MESSAGE_MAX 65536
 static int relay_auth_offer(struct relay_conn *c) {
         for (int round = 0; round < 3; round++) {
@@ -327,25 +275,9 @@ static int relay_auth_offer(struct relay_conn *c) {
                 memcpy(msg, head, 5);
                 if ((r = server_read_exact(c, msg + 5, len - 4)) < 0)
                         return r;
-                size_t n = len + 1;
-                if (head[0] == 'R' && len >= 8 && get32(msg + 5) == PG_AUTH_SASL) {
-                        /* mechanisms: NUL-terminated names, then a NUL */
-                        size_t in = 9, out = 9;
-                        while (in < n && msg[in]) {
-                                const unsigned char *end = memchr(msg + in, 0, n - in);
-                                if (!end)
-                                        return -EBADMSG;
-                                size_t l = (size_t)(end - msg) - in + 1;
-                                if (!streq((const char *)msg + in, "SCRAM-SHA-256-PLUS")) {
-                                        memmove(msg + out, msg + in, l);
-                                        out += l;
-                                }
-                                in += l;
-                        }
-                        msg[out++] = 0;
-                        n = out;
-                        put32(msg + 1, (uint32_t)(n - 1));
-                }
+                size_t n = 0;
+                if ((r = pg_wire_drop_scram_plus(msg, len + 1, &n)) < 0)
+                        return r;
                 if ((r = write_all(c->client, msg, n)) < 0)
                         return r;
                 if (head[0] != 'v')
@@ -391,20 +323,11 @@ static void conn_serve(struct relay_conn *c) {
         if (r < 0)
                 return;
         uint32_t code = get32(pkt + 4);
-        bool cancel = code == PG_CODE_CANCEL && len == 16;
-        if (!cancel) {
-                struct startup s;
-                const char *why = NULL;
-                if (code >> 16 != 3)
-                        why = "the Seed's relay speaks protocol 3 only";
-                else if (parse_startup(pkt, len, &s) < 0)
-                        why = "malformed startup packet";
-                else
-                        why = startup_refusal(c->relay, &s);
-                if (why) {
-                        refuse(c->client, "28000", why);
-                        return;
-                }
+        bool cancel = code == PG_WIRE_CODE_CANCEL && len == 16;
+        const char *why = NULL;
+        if (!cancel && pg_wire_startup_check(pkt, len, &c->relay->who, &why) < 0) {
+                refuse(c->client, "28000", why);
+                return;
         }
         if ((r = server_open(c)) < 0) {
                 log_warn_errno(r, "PostgreSQL relay: cannot reach the external server: %m");
@@ -550,9 +473,12 @@ int pg_relay_start(const struct pg *pg, struct pg_relay **ret) {
         for (int i = ROLE_ORGANISM; i < ROLE_COUNT; i++)
                 if (!(rl->users[i - 1] = strdup(pg->roles[i])))
                         return -ENOMEM;
+        rl->who = (struct pg_wire_who){.users = (const char *const *)rl->users, .n_users = ARRAY_SIZE(rl->users)};
         if (!(rl->db_prefix = strdup(pg->prefix)) || !(rl->kernel_db = strdup(pg->kernel_db)) ||
             xasprintf(&rl->socket_path, "%s%s", pg->rundir, PG_SOCKET_NAME) < 0)
                 return -ENOMEM;
+        rl->who.db_prefix = rl->db_prefix;
+        rl->who.kernel_db = rl->kernel_db;
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (strlen(rl->socket_path) >= sizeof sa.sun_path)
                 return -ENAMETOOLONG; /* pg_setup_paths said so already */
