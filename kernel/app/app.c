@@ -152,6 +152,9 @@ static int app_status_json(void *userdata, char **ret_json) {
                 json_object_set_new(o, "mind", mind);
         if (a->doctor)
                 json_object_set_new(o, "doctor", json_string(a->doctor));
+        /* Which PostgreSQL, never where: the URL may hold a password. */
+        if (a->pg)
+                json_object_set_new(o, "database", json_string(pg_is_external(a->pg) ? "external" : "private"));
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
         if (a->orch && orch_owner_change_json(a->orch, &owner) >= 0 && owner)

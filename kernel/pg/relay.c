@@ -25,6 +25,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -33,6 +34,7 @@
 #define PG_RELAY_STARTUP_MS 10000
 #define PG_RELAY_CONNECT_MS 10000
 #define PG_RELAY_STOP_MS 5000
+#define PG_RELAY_WARN_MS 60000
 #define PG_RELAY_BUF 16384
 
 struct relay_conn {
@@ -59,6 +61,7 @@ struct pg_relay {
         char *users[ROLE_COUNT - 1];
         char *db_prefix, *kernel_db;
         struct pg_wire_who who;   /* the above, as wire.c reads them */
+        _Atomic int64_t warned_ms; /* when an unreachable server was last logged */
 };
 
 static const char *server_option(const struct pg *pg, const char *key) {
@@ -330,7 +333,11 @@ static void conn_serve(struct relay_conn *c) {
                 return;
         }
         if ((r = server_open(c)) < 0) {
-                log_warn_errno(r, "PostgreSQL relay: cannot reach the external server: %m");
+                /* A sandbox can knock as often as it likes: said once a minute. */
+                int64_t now = now_ms(), last = atomic_load(&c->relay->warned_ms);
+                if (now - last >= PG_RELAY_WARN_MS && atomic_compare_exchange_strong(&c->relay->warned_ms, &last, now))
+                        log_warn_errno(r, "PostgreSQL relay: cannot reach the external server%s: %m",
+                                       r == -EPROTO ? " (TLS failed or did not verify)" : "");
                 refuse(c->client, "08006", "the Seed's relay cannot reach the external PostgreSQL");
                 return;
         }
@@ -465,6 +472,7 @@ int pg_relay_start(const struct pg *pg, struct pg_relay **ret) {
         if (!rl)
                 return -ENOMEM;
         rl->listen_fd = rl->stop[0] = rl->stop[1] = -1;
+        atomic_init(&rl->warned_ms, INT64_MIN / 2);
         pthread_mutex_init(&rl->lock, NULL);
         pthread_cond_init(&rl->idle, NULL);
         int r = relay_target(rl, pg);

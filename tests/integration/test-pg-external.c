@@ -257,10 +257,10 @@ static void test_scratch(void **state) {
 
 /* ---- the organism's sandbox, through the relay ---- */
 
-static int sandboxed(struct pg *pg, const char *role, const char *dbname, const char *script, char **ret_out) {
+static int sandboxed_in(const char *seed, struct pg *pg, const char *role, const char *dbname, const char *script,
+                        char **ret_out) {
         _cleanup_free_ char *dburl = NULL;
         assert_int_equal(pg_sandbox_url(pg, role, dbname, &dburl), 0);
-        const char *seed = pg == pg_a ? seed_a : seed_b;
         struct sandbox_spec spec = {
                 .profile = SANDBOX_LIVE,
                 .seed_dir = seed,
@@ -280,6 +280,10 @@ static int sandboxed(struct pg *pg, const char *role, const char *dbname, const 
         int code = res.exit_code;
         proc_result_done(&res);
         return code;
+}
+
+static int sandboxed(struct pg *pg, const char *role, const char *dbname, const char *script, char **ret_out) {
+        return sandboxed_in(pg == pg_a ? seed_a : seed_b, pg, role, dbname, script, ret_out);
 }
 
 static void test_organism_sandbox_uses_its_database(void **state) {
@@ -357,6 +361,43 @@ static void test_relay_refuses_what_is_not_the_seeds(void **state) {
         assert_true(xasprintf(&s, "psql \"$DATABASE_URL&replication=database\" -qAt -c 'IDENTIFY_SYSTEM' 2>&1") >= 0);
         assert_int_not_equal(sandboxed(pg_a, "organism", PG_LIVE_DB, s, &o), 0);
         assert_non_null(strstr(o, "replication"));
+}
+
+/* sslmode=verify-full with the server's certificate as the root: the kernel
+ * (libpq) and the relay (base/tls.c) both check the chain and the name
+ * (localhost) before anything reaches the server. With another root in the
+ * file, the relay's next connection is refused before the server sees it. */
+static void test_verify_full_through_the_relay(void **state) {
+        need_server();
+        if (no_bwrap) {
+                print_message("# skipped: %s\n", no_bwrap);
+                skip();
+        }
+        char seed_c[] = "/tmp/pgx-c-XXXXXX";
+        assert_non_null(mkdtemp(seed_c));
+        _cleanup_free_ char *u = NULL, *out = NULL;
+        assert_int_equal(sh("cp %s/data/server.crt %s/root.crt", root, seed_c), 0);
+        assert_true(xasprintf(&u, "postgresql://hoster@localhost:%d/postgres?sslmode=verify-full&sslrootcert=%s/root.crt",
+                              port, seed_c) >= 0);
+        struct pg *pg = NULL;
+        assert_int_equal(pg_start_external(&(struct pg_external){.seed_dir = seed_c, .url = u,
+                                                                 .password = ADMIN_PASSWORD, .name = "tls"},
+                                           &pg),
+                         0);
+        int code = sandboxed_in(seed_c, pg, "organism", PG_LIVE_DB,
+                                "psql \"$DATABASE_URL\" -qAt -c 'SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()'",
+                                &out);
+        assert_int_equal(sh("openssl req -x509 -newkey rsa:2048 -nodes -keyout %s/other.key -out %s/root.crt "
+                            "-subj /CN=localhost -days 2 >/dev/null 2>&1", seed_c, seed_c), 0);
+        _cleanup_free_ char *refused = NULL;
+        int code2 = sandboxed_in(seed_c, pg, "organism", PG_LIVE_DB, "psql \"$DATABASE_URL\" -qAt -c 'SELECT 1' 2>&1",
+                                 &refused);
+        pg_stop(pg);
+        rm_rf(seed_c);
+        assert_int_equal(code, 0);
+        assert_non_null(strstr(out, "t"));
+        assert_int_not_equal(code2, 0);
+        assert_non_null(strstr(refused, "cannot reach the external PostgreSQL"));
 }
 
 /* ---- backups ---- */
@@ -468,6 +509,7 @@ int main(void) {
                 cmocka_unit_test(test_scratch),
                 cmocka_unit_test(test_organism_sandbox_uses_its_database),
                 cmocka_unit_test(test_relay_refuses_what_is_not_the_seeds),
+                cmocka_unit_test(test_verify_full_through_the_relay),
                 cmocka_unit_test(test_backup_and_restore),
                 cmocka_unit_test(test_restart_and_stop),
         };

@@ -104,6 +104,8 @@ def native_seed_keeps_its_memory_and_data_in_the_external_server(ctx):
     # The live organism, from its sandbox, through the relay.
     wait_until(lambda: api(c, '/_seed/api/status').json()['organism']['state'] == 'running', timeout=180,
                what='the live organism')
+    assert api(c, '/_seed/api/status').json()['database'] == 'external'
+
     wait_until(lambda: pg.query("SELECT count(*) FROM pg_tables WHERE tablename = 'boots'", db=pfx + 'live') == '1',
                timeout=60, what="the organism's boot row")
     assert int(pg.query('SELECT count(*) FROM boots', db=pfx + 'live')) >= 1
@@ -189,19 +191,40 @@ def runtime_image():
 def kube_down(ctx):
     if ctx.get('kube_yaml'):
         podman('kube', 'down', ctx['kube_yaml'], check=False, timeout=180)
-        podman('volume', 'rm', '-f', 'seed-data', check=False)
-        podman('secret', 'rm', 'seed-secrets', check=False)
+        podman('volume', 'rm', '-f', ctx['kube_name'] + '-data', check=False)
+        podman('secret', 'rm', ctx['kube_name'] + '-secrets', check=False)
 
 
-def manifest_for_test(text, image, port, url):
-    """deploy/kubernetes/seed.yaml with this test's image, port and Secret."""
+def manifest_for_test(text, name, image, port):
+    """deploy/kubernetes/seed.yaml with this test's names (nothing of a
+    real Seed's on this machine is touched), image and port, without its
+    Secret: podman 4.3's kube play stores a Secret document in a form its
+    own envFrom cannot read (it stores the document, and reads a JSON map
+    of the data), so the test creates it (kube_secret)."""
+    docs = text.split('\n---\n')
+    assert docs[0].count('kind: Secret') == 1, docs[0]
+    text = '\n---\n'.join(docs[1:])
+    text = text.replace('name: seed-secrets', f'name: {name}-secrets')
+    text = text.replace('name: seed-data', f'name: {name}-data').replace('claimName: seed-data', f'claimName: {name}-data')
+    text = text.replace('app: seed\n', f'app: {name}\n').replace('  name: seed\n  labels:', f'  name: {name}\n  labels:')
     text = text.replace('image: localhost/seed-deploy:latest', f'image: {image}')
-    text = re.sub(r'(?m)^  SEED_DATABASE_URL: .*$', f'  SEED_DATABASE_URL: "{url}"', text)
-    text = re.sub(r'(?m)^  OPENROUTER_API_KEY: .*\n', '', text)
     text = text.replace('value: 0.0.0.0:8080', f'value: 0.0.0.0:{port}')
-    text = text.replace('- containerPort: 8080\n', f'- containerPort: {port}\n              hostPort: {port}\n              hostIP: 127.0.0.1\n')
-    assert image in text and url in text and f'hostPort: {port}' in text
+    text = text.replace('- containerPort: 8080\n', f'- containerPort: {port}\n              hostPort: {port}\n'
+                                                    '              hostIP: 127.0.0.1\n')
+    assert image in text and f'hostPort: {port}' in text and f'{name}-secrets' in text and f'app: {name}' in text
     return text
+
+
+def kube_secret(name, values, workdir):
+    """The Secret of the manifest, as a podman secret: what podman 4.3's
+    envFrom reads is a Secret's data alone, in JSON (name: base64)."""
+    import base64
+    doc = {k: base64.b64encode(v.encode()).decode() for k, v in values.items()}
+    path = os.path.join(workdir, 'secret.json')
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600), 'w') as f:
+        json.dump(doc, f)
+    podman('secret', 'create', name, path)
+    os.unlink(path)
 
 
 @test
@@ -216,40 +239,43 @@ def kubernetes_manifest_runs_with_podman_kube_play(ctx):
     # The kubelet's seccomp root, as a node would have it.
     os.makedirs(os.path.join(workdir, 'seccomp/seed'))
     shutil.copy(os.path.join(SRC, 'seccomp.json'), os.path.join(workdir, 'seccomp/seed/seccomp.json'))
+    name = ctx['kube_name'] = 'seed-hosting-' + os.urandom(3).hex()
     yaml = os.path.join(workdir, 'seed.yaml')
     with open(yaml, 'w') as f:
-        f.write(manifest_for_test(open(os.path.join(SRC, 'deploy/kubernetes/seed.yaml')).read(), image, port,
-                                  pg.url(host='10.88.0.1')))
+        f.write(manifest_for_test(open(os.path.join(SRC, 'deploy/kubernetes/seed.yaml')).read(), name, image,
+                                  port))
     ctx['kube_yaml'] = yaml
-    kube_down(ctx)
+    kube_secret(name + '-secrets', {'SEED_DATABASE_URL': pg.url(host='10.88.0.1')}, workdir)
     podman('kube', 'play', '--seccomp-profile-root', os.path.join(workdir, 'seccomp'), yaml, timeout=600)
-    ctr = podman('ps', '--filter', 'label=app=seed', '--format', '{{.Names}}').stdout.split()
-    ctr = [n for n in ctr if not n.endswith('-infra')]
+    # The Deployment's pod, and its container (not the pod's infra one).
+    ctr = podman('ps', '--format', '{{.Names}}').stdout.split()
+    ctr = [n for n in ctr if n.startswith(name + '-') and not n.endswith('-infra')]
     assert ctr, podman('ps', '-a').stdout
-    name = ctr[0]
+    pod_ctr = ctr[0]
 
     def logs():
-        return podman('logs', name, check=False).stdout + podman('logs', name, check=False).stderr
+        p = podman('logs', pod_ctr, check=False)
+        return p.stdout + p.stderr
 
     # The kernel is built from the Seed's own source inside: minutes.
     wait_until(lambda: request(f'http://127.0.0.1:{port}/_seed/healthz',
                                headers={'Host': f'seed.localhost:{port}'}).status == 200,
                timeout=1500, interval=2, what=f'the Seed in the pod; its log:\n{logs()[-3000:]}')
     # What the manifest promises, seen from outside.
-    status = podman('exec', name, 'cat', '/proc/1/status').stdout
+    status = podman('exec', pod_ctr, 'cat', '/proc/1/status').stdout
     assert re.search(r'(?m)^CapEff:\s+0+$', status), status
     assert re.search(r'(?m)^NoNewPrivs:\s+1$', status), status
     assert re.search(r'(?m)^Seccomp:\s+2$', status), status
     assert re.search(r'(?m)^Uid:\s+10001\s', status), status
-    ro = podman('exec', name, 'sh', '-c', 'touch /usr/x 2>&1 || echo refused', check=False).stdout
+    ro = podman('exec', pod_ctr, 'sh', '-c', 'touch /usr/x 2>&1 || echo refused', check=False).stdout
     assert 'refused' in ro, ro
     # The Seed was planted in the volume and keeps its memory in the test's server.
-    pfx = podman('exec', name, 'cat', '/seed/seed/.seed/secrets/pg-prefix').stdout.strip()
+    pfx = podman('exec', pod_ctr, 'cat', '/seed/seed/.seed/secrets/pg-prefix').stdout.strip()
     assert re.fullmatch(r'seed_[0-9a-f]{10}_', pfx), pfx
     assert int(pg.query('SELECT count(*) FROM kernel_migrations', db=pfx + 'kernel')) >= 1
-    assert podman('exec', name, 'test', '-e', '/seed/seed/.seed/postgres', check=False).returncode != 0
+    assert podman('exec', pod_ctr, 'test', '-e', '/seed/seed/.seed/postgres', check=False).returncode != 0
     # The live organism runs in nested bubblewrap under the Seed's seccomp.json.
-    token = podman('exec', name, 'cat', '/seed/seed/.seed/control-token').stdout.strip()
+    token = podman('exec', pod_ctr, 'cat', '/seed/seed/.seed/control-token').stdout.strip()
 
     def organism_state():
         r = request(f'http://127.0.0.1:{port}/_seed/api/status',
