@@ -6,11 +6,13 @@ terms. Prints TAP.
 - Native: a real Seed (CLI, kernel, bwrap, git) started with
   SEED_DATABASE_URL (an --env-file) pointing at a PostgreSQL the test starts
   (TLS only, a role with CREATEROLE and CREATEDB): the kernel's memory is
-  there, the live organism (a starter app that also writes a row at boot,
-  from its real sandbox, which has no network) has its database there, no
-  private server is started, and the URL's password is nowhere: not in the
-  Seed's files or git, not in any process's command line or environment,
-  not in the API's answers.
+  there, the live organism (the starter app with the owner's commit that
+  makes it write a row at boot, from its real sandbox, which has no network)
+  has its database there, no private server is started, and the URL's
+  password is nowhere: not in the Seed's files or git, not in any process's
+  command line or environment, not in the API's answers. Then an evolution
+  (verified on scratch databases there, applied with a backup of the live
+  data) and `seed rollback --with-data`, which restores that backup.
 - Kubernetes: deploy/kubernetes/seed.yaml run with `podman kube play`
   (runAsNonRoot, ALL capabilities dropped, no privilege escalation, the
   Seed's seccomp.json, read-only root, a volume for /seed, a Secret with the
@@ -43,7 +45,7 @@ SRC = os.environ.get('SEED_SOURCE_ROOT', os.path.abspath(os.path.join(os.path.di
 # its sandbox (no network: only the kernel's relay on /run/postgresql).
 BOOT_WRITE = ("if (process.env.DATABASE_URL) require('node:child_process').execFileSync('psql', "
               "[process.env.DATABASE_URL, '-qAt', '-v', 'ON_ERROR_STOP=1', '-c', "
-              "'CREATE TABLE IF NOT EXISTS boots (n serial); INSERT INTO boots DEFAULT VALUES'], "
+              "'CREATE TABLE IF NOT EXISTS boots (n serial, note text); INSERT INTO boots DEFAULT VALUES'], "
               "{stdio: 'inherit'});\n")
 
 
@@ -52,12 +54,20 @@ def prefix_of(seed_dir):
 
 
 def write_at_boot(seed_dir):
+    """The owner's commit: the organism writes a row at every start (the
+    kernel verifies it at the first start, on scratch databases)."""
     path = os.path.join(seed_dir, 'organism/bin/server')
     text = open(path).read()
     text = text.replace("'use strict';\n", "'use strict';\n" + BOOT_WRITE, 1)
     assert BOOT_WRITE in text
     with open(path, 'w') as f:
         f.write(text)
+    git = ['git', '-C', seed_dir, '-c', 'user.name=Owner', '-c', 'user.email=owner@example.com']
+    if os.geteuid() == 0:
+        git = ['runuser', '-u', 'seed', '--'] + git
+    p = subprocess.run(git + ['commit', '-qm', 'Write a row at every start', '--', 'organism/bin/server'],
+                       capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
 
 
 def setup():
@@ -107,7 +117,7 @@ def native_seed_keeps_its_memory_and_data_in_the_external_server(ctx):
     assert api(c, '/_seed/api/status').json()['database'] == 'external'
 
     wait_until(lambda: pg.query("SELECT count(*) FROM pg_tables WHERE tablename = 'boots'", db=pfx + 'live') == '1',
-               timeout=60, what="the organism's boot row")
+               timeout=300, what="the organism's boot row")
     assert int(pg.query('SELECT count(*) FROM boots', db=pfx + 'live')) >= 1
     owner = pg.query(f"SELECT pg_get_userbyid(relowner) FROM pg_class WHERE relname = 'boots'", db=pfx + 'live')
     assert owner == pfx + 'organism', owner
@@ -143,6 +153,50 @@ def the_database_password_is_nowhere(ctx):
     assert not hits, hits
 
 
+def happy_script(marker):
+    return [
+        {'tool_calls': [{'name': 'submit_plan', 'arguments': {
+            'title': 'Leave a note', 'scope': 'note', 'summary': 'Write a note into the organism.',
+            'steps': ['write organism/NOTE.txt']}}]},
+        {'tool_calls': [{'name': 'write_file', 'arguments': {'path': 'organism/NOTE.txt',
+                                                               'content': marker + '\n'}}]},
+        {'tool_calls': [{'name': 'finish', 'arguments': {'summary': 'Wrote organism/NOTE.txt.'}}]},
+        {'tool_calls': [{'name': 'submit_reflection', 'arguments': {'notes': 'Nothing new learned.'}}]},
+        {'text': 'Done.'},
+    ]
+
+
+@test
+def evolution_and_rollback_with_data_on_the_external_server(ctx):
+    from seedlib import script
+    c = ctx.get('seed')
+    if not c:
+        raise Skip('the Seed did not start')
+    pg = ctx['pg']
+    pfx = prefix_of(c.dir)
+    live = pfx + 'live'
+    gen = api(c, '/_seed/api/generations').json()['current']
+    pg.query("INSERT INTO boots (note) VALUES ('before-the-evolution')", db=live)
+    script(c, happy_script('note-' + os.urandom(4).hex()))
+    p = seed('evolve', 'Leave a note', '--dir', c.dir, check=False, timeout=900)
+    assert p.returncode == 0 and 'Result: complete' in p.stdout, p.stdout + p.stderr
+    backups = os.listdir(os.path.join(c.dir, '.seed/backups'))
+    assert any(b.startswith(f'gen-{gen}-') for b in backups), backups
+    # Scratch databases were made there, and are dropped once the evolution is done.
+    scratch = f"SELECT coalesce(string_agg(datname, ','), '') FROM pg_database WHERE datname LIKE '{pfx}evo%'"
+    wait_until(lambda: pg.query(scratch) == '', timeout=120, what=f'the scratch databases to go: {pg.query(scratch)}')
+    pg.query("INSERT INTO boots (note) VALUES ('after-the-evolution')", db=live)
+    script(c, [{'text': 'unused'}])
+    p = seed('rollback', str(gen), '--with-data', '--dir', c.dir, check=False, timeout=900)
+    assert p.returncode == 0 and 'Result: complete' in p.stdout, p.stdout + p.stderr
+    notes = pg.query('SELECT string_agg(note, \',\' ORDER BY n) FROM boots WHERE note IS NOT NULL', db=live)
+    assert notes == 'before-the-evolution', notes
+    # The reader still reads the restored data (the chat's query_data).
+    reader = pg.query(f"SELECT has_table_privilege('{pfx}reader', 'boots', 'SELECT')::text || "
+                      f"has_table_privilege('{pfx}reader', 'boots', 'INSERT')::text", db=live)
+    assert reader == 'truefalse', reader
+
+
 # ---- Kubernetes (podman kube play) ----
 
 def podman_bridge():
@@ -153,8 +207,46 @@ def podman_bridge():
     return p.returncode == 0 and '10.88.0.1' in p.stdout
 
 
+PODMAN_ENV = dict(os.environ)
+
+
+def podman_limits(workdir):
+    """podman gives a root container more open files than the host's hard
+    limit where the test itself runs in a container without
+    CAP_SYS_RESOURCE, and runc then cannot start it (nor with the engine's
+    processes limit: measured here, only lower ones start); kube play takes
+    no --ulimit, so a containers.conf of the test's says the host's own open
+    files and the Seed's default processes limit (SEED_PIDS_LIMIT, 4096)."""
+    import resource
+    lines = []
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY:
+        soft = hard if soft == resource.RLIM_INFINITY else min(soft, hard)
+        lines.append(f'"nofile={soft}:{hard}"')
+    _, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    nproc = 4096 if hard == resource.RLIM_INFINITY else min(hard, 4096)
+    lines.append(f'"nproc={nproc}:{nproc}"')
+    # CONTAINERS_CONF replaces the machine's file: start from it.
+    base = ''
+    if os.path.exists('/etc/containers/containers.conf'):
+        base = open('/etc/containers/containers.conf').read()
+    elif os.path.exists('/usr/share/containers/containers.conf'):
+        base = open('/usr/share/containers/containers.conf').read()
+    base = re.sub(r'(?m)^\s*default_ulimits\s*=.*(\n\s+.*)*\n?', '', base)
+    setting = f'default_ulimits = [{", ".join(lines)}]\n'
+    if re.search(r'(?m)^\[containers\]$', base):
+        base = re.sub(r'(?m)^\[containers\]$', '[containers]\n' + setting.rstrip('\n'), base, count=1)
+    else:
+        base = '[containers]\n' + setting + base
+    conf = os.path.join(workdir, 'containers.conf')
+    with open(conf, 'w') as f:
+        f.write(base)
+    PODMAN_ENV['CONTAINERS_CONF'] = conf
+
+
 def podman(*args, timeout=1800, check=True, stdin=None):
-    p = subprocess.run(['podman', *args], capture_output=True, text=True, timeout=timeout, stdin=stdin)
+    p = subprocess.run(['podman', *args], capture_output=True, text=True, timeout=timeout, stdin=stdin,
+                       env=PODMAN_ENV)
     if check and p.returncode != 0:
         raise AssertionError(f"podman {' '.join(args)}: exit {p.returncode}\n{p.stdout[-3000:]}{p.stderr[-3000:]}")
     return p
@@ -237,8 +329,9 @@ def kubernetes_manifest_runs_with_podman_kube_play(ctx):
     workdir = tempfile.mkdtemp(prefix='seed-kube-')
     ctx['kube_dir'] = workdir
     # The kubelet's seccomp root, as a node would have it.
-    os.makedirs(os.path.join(workdir, 'seccomp/seed'))
-    shutil.copy(os.path.join(SRC, 'seccomp.json'), os.path.join(workdir, 'seccomp/seed/seccomp.json'))
+    os.makedirs(os.path.join(workdir, 'seccomp'))
+    shutil.copy(os.path.join(SRC, 'seccomp.json'), os.path.join(workdir, 'seccomp/seed-seccomp.json'))
+    podman_limits(workdir)
     name = ctx['kube_name'] = 'seed-hosting-' + os.urandom(3).hex()
     yaml = os.path.join(workdir, 'seed.yaml')
     with open(yaml, 'w') as f:
