@@ -93,6 +93,10 @@ def teardown(ctx):
         if ctx.get(k):
             ctx[k].close()
     kube_down(ctx)
+    if ctx.get('kube_dir'):
+        shutil.rmtree(ctx['kube_dir'], ignore_errors=True)
+    if ctx.get('kube_image'):
+        podman('rmi', '-f', ctx['kube_image'], check=False)
     ctx['pg'].close()
     shutil.rmtree(ctx['envdir'], ignore_errors=True)
 
@@ -322,7 +326,7 @@ def kube_secret(name, values, workdir):
 @test
 def kubernetes_manifest_runs_with_podman_kube_play(ctx):
     base = runtime_image()
-    image = 'localhost/seed-deploy:test'
+    image = ctx['kube_image'] = 'localhost/seed-deploy:test'
     podman('build', '-t', image, '--build-arg', f'BASE={base}', '-f', os.path.join(SRC, 'deploy/Dockerfile'), SRC)
     port = free_port()
     pg = ctx['pg']
