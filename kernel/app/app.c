@@ -152,6 +152,9 @@ static int app_status_json(void *userdata, char **ret_json) {
                 json_object_set_new(o, "mind", mind);
         if (a->doctor)
                 json_object_set_new(o, "doctor", json_string(a->doctor));
+        /* Which PostgreSQL, never where: the URL may hold a password. */
+        if (a->pg)
+                json_object_set_new(o, "database", json_string(pg_is_external(a->pg) ? "external" : "private"));
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
         if (a->orch && orch_owner_change_json(a->orch, &owner) >= 0 && owner)
@@ -192,40 +195,35 @@ static int app_write_state(struct app *a) {
         return 0;
 }
 
+/* The Seed's PostgreSQL: its own private server, or for hosting an external
+ * one (database.url, or SEED_DATABASE_URL passed as a secret at start, which
+ * may hold the password; SEED_DATABASE_PASSWORD overrides it). Either way
+ * the kernel's memory, the live database and the scratch databases are
+ * there, with the same roles; the URL is never logged. */
 static int app_start_database(struct app *a) {
         int r;
-        _cleanup_free_ char *conninfo = NULL;
-        if (strempty(a->cfg->database.url)) {
+        const char *url = secrets_get(a->secrets, "SEED_DATABASE_URL");
+        if (strempty(url))
+                url = a->cfg->database.url;
+        if (strempty(url)) {
                 if ((r = pg_start(a->opts->seed_dir, &a->pg)) < 0)
                         return log_error_errno(r, "the private PostgreSQL did not start");
-                if ((r = pg_conninfo(a->pg, "postgres", PG_KERNEL_DB, &conninfo)) < 0 ||
-                    (r = pg_sandbox_url(a->pg, "organism", PG_LIVE_DB, &a->live_url)) < 0)
-                        return log_error_errno(r, "cannot build database addresses: %m");
         } else {
-                /* An external PostgreSQL holds the kernel's memory only. The
-                 * organism never gets the kernel's credentials; it has no
-                 * network to reach an external server anyway. */
-                conninfo = strdup(a->cfg->database.url);
-                if (!conninfo)
-                        return -ENOMEM;
-                log_warn("database.url is set: the kernel's memory lives there; the organism gets no database");
+                struct pg_external x = {.seed_dir = a->opts->seed_dir, .url = url, .name = a->cfg->name,
+                                        .password = secrets_get(a->secrets, "SEED_DATABASE_PASSWORD")};
+                if (x.password && !*x.password)
+                        x.password = NULL;
+                if ((r = pg_start_external(&x, &a->pg)) < 0)
+                        return log_error_errno(r, "the external PostgreSQL cannot be used");
         }
-        if ((r = db_connect_wait_password(conninfo, secrets_get(a->secrets, "SEED_DATABASE_PASSWORD"), 30000,
-                                          &a->kdb)) < 0)
-                return log_error_errno(r, "cannot connect to the kernel database");
+        _cleanup_free_ char *conninfo = NULL;
+        if ((r = pg_conninfo(a->pg, "postgres", PG_KERNEL_DB, &conninfo)) < 0 ||
+            (r = pg_sandbox_url(a->pg, "organism", PG_LIVE_DB, &a->live_url)) < 0)
+                return log_error_errno(r, "cannot build database addresses: %m");
+        r = db_connect_wait(conninfo, 30000, &a->kdb);
         secure_zero(conninfo, strlen(conninfo));
-        if (!a->pg) {
-                /* pg_start migrates the private database; an external one is migrated here. */
-                struct db_migration *m = NULL;
-                size_t n = 0;
-                _cleanup_free_ char *err = NULL;
-                if ((r = db_kernel_migrations(&m, &n)) < 0)
-                        return log_error_errno(r, "kernel migrations are invalid");
-                r = db_migrate(a->kdb, "kernel_migrations", m, n, &err);
-                free(m);
-                if (r < 0)
-                        return log_error_errno(r, "kernel migrations failed: %s", err ? err : "");
-        }
+        if (r < 0)
+                return log_error_errno(r, "cannot connect to the kernel database");
         return 0;
 }
 

@@ -1,5 +1,6 @@
 /* app.h — the kernel daemon: loads seed.yaml, takes the secrets from the CLI,
- * starts the private PostgreSQL, the live organism and the control plane,
+ * starts the Seed's PostgreSQL (private, or the external one of
+ * SEED_DATABASE_URL / database.url), the live organism and the control plane,
  * and stops them all cleanly on SIGTERM/SIGINT. */
 #pragma once
 

@@ -1,4 +1,4 @@
-/* crypto.h — randomness, hashes and MACs. The only OpenSSL user. */
+/* crypto.h — randomness, hashes and MACs: OpenSSL's libcrypto (tls.c holds its TLS half). */
 #pragma once
 
 #include "base/base.h"

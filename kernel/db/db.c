@@ -131,6 +131,36 @@ int db_connect_wait(const char *conninfo, int timeout_ms, struct db **ret) {
         return db_connect_wait_password(conninfo, NULL, timeout_ms, ret);
 }
 
+int db_conninfo_parse(const char *conninfo, char ***ret) {
+        if (!conninfo || !ret)
+                return -EINVAL;
+        char *perr = NULL;
+        PQconninfoOption *opts = PQconninfoParse(conninfo, &perr);
+        if (!opts) {
+                PQfreemem(perr); /* may quote the text, which may hold a password */
+                return -EINVAL;
+        }
+        char **v = NULL;
+        int r = 0;
+        for (PQconninfoOption *o = opts; r >= 0 && o->keyword; o++)
+                if (o->val && o->val[0] && ((r = strv_push(&v, o->keyword)) < 0 || (r = strv_push(&v, o->val)) < 0))
+                        break;
+        for (PQconninfoOption *o = opts; o->keyword; o++)
+                if (o->val)
+                        secure_zero(o->val, strlen(o->val));
+        PQconninfoFree(opts);
+        if (r >= 0 && !v && !(v = calloc(1, sizeof *v)))
+                r = -ENOMEM;
+        if (r < 0) {
+                for (size_t i = 0; v && v[i]; i++)
+                        secure_zero(v[i], strlen(v[i]));
+                strv_free(v);
+                return r;
+        }
+        *ret = v;
+        return 0;
+}
+
 int db_connect_wait_password(const char *conninfo, const char *password, int timeout_ms, struct db **ret) {
         int64_t deadline = now_ms() + (timeout_ms > 0 ? timeout_ms : 0);
         int pause = 20;

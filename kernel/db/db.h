@@ -19,6 +19,12 @@ int db_connect_wait(const char *conninfo, int timeout_ms, struct db **ret);
 int db_connect_wait_password(const char *conninfo, const char *password, int timeout_ms, struct db **ret);
 void db_close(struct db *db);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct db *, db_close)
+/* The options a conninfo (keyword/value string or postgresql:// URL) sets,
+ * as libpq reads them: *ret is a NULL-terminated list of alternating
+ * keyword and value, only the options given (empty values left out),
+ * including "password" when there is one. -EINVAL for a malformed conninfo
+ * (its text is not echoed). Caller frees with strv_free after wiping. */
+int db_conninfo_parse(const char *conninfo, char ***ret);
 
 /* Runs one or more statements without parameters. On a server error returns
  * -EIO and sets *ret_error (may be NULL) to its message; caller frees. */

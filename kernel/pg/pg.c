@@ -1,6 +1,8 @@
-/* pg.c — the Seed's private PostgreSQL: initdb, start/stop, roles and
- * databases. Talks SQL only through kernel/db. */
-#include "pg/pg.h"
+/* pg.c — the Seed's private PostgreSQL (initdb, start/stop), and what an
+ * external server shares with it: roles and databases, connection strings,
+ * scratch databases, the live data's dump and restore. Talks SQL only
+ * through kernel/db. */
+#include "pg/internal.h"
 #include "base/buf.h"
 #include "base/crypto.h"
 #include "base/fileio.h"
@@ -19,8 +21,6 @@
 #include <sys/wait.h>
 #include <time.h>
 
-#define PG_PORT "5432"
-#define PG_SOCKET_NAME "/.s.PGSQL." PG_PORT
 #define PG_SANDBOX_SOCKET_DIR "/run/postgresql"
 #define PG_READY_TIMEOUT_MS 60000
 #define PG_STOP_TIMEOUT_MS 30000
@@ -32,18 +32,7 @@
 #define PG_SECRET_MAX 1024
 #define PG_PASSWORD_BYTES 32
 
-/* Roles the kernel manages, index 0 is the superuser. */
-enum { ROLE_POSTGRES, ROLE_ORGANISM, ROLE_EVOLVER, ROLE_READER, ROLE_COUNT };
-static const char *const role_names[ROLE_COUNT] = {"postgres", "organism", "evolver", "reader"};
-
-struct pg {
-        char *datadir, *rundir, *secretsdir, *logpath, *bindir;
-        char *passwords[ROLE_COUNT];
-        pid_t pid;
-        /* The thread copying postgres's stderr into postgres.log. */
-        pthread_t pump;
-        bool pump_started;
-};
+const char *const pg_role_names[ROLE_COUNT] = {"postgres", "organism", "evolver", "reader"};
 
 /* Waits up to ms for the log thread (it ends once every postgres process
  * has closed the pipe); past that it is left to end on its own. */
@@ -63,15 +52,24 @@ static void pump_join(struct pg *pg, int ms) {
         pg->pump_started = false;
 }
 
-static void pg_free(struct pg *pg) {
+void pg_free(struct pg *pg) {
         if (!pg)
                 return;
         pump_join(pg, PG_LOG_JOIN_MS);
-        for (int i = 0; i < ROLE_COUNT; i++)
+        for (int i = 0; i < ROLE_COUNT; i++) {
                 if (pg->passwords[i]) {
                         secure_zero(pg->passwords[i], strlen(pg->passwords[i]));
                         free(pg->passwords[i]);
                 }
+                free(pg->roles[i]);
+        }
+        for (size_t i = 0; pg->server && pg->server[i]; i++)
+                secure_zero(pg->server[i], strlen(pg->server[i]));
+        strv_free(pg->server);
+        free(pg->admin_db);
+        free(pg->kernel_db);
+        free(pg->live_db);
+        free(pg->prefix);
         free(pg->datadir);
         free(pg->rundir);
         free(pg->secretsdir);
@@ -79,7 +77,6 @@ static void pg_free(struct pg *pg) {
         free(pg->bindir);
         free(pg);
 }
-DEFINE_TRIVIAL_CLEANUP_FUNC(struct pg *, pg_free)
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct pg *, pg_stop)
 DEFINE_TRIVIAL_CLEANUP_FUNC(DIR *, closedir)
 
@@ -91,7 +88,7 @@ static void sleep_ms(int ms) {
 
 static int role_index(const char *role) {
         for (int i = 0; role && i < ROLE_COUNT; i++)
-                if (streq(role, role_names[i]))
+                if (streq(role, pg_role_names[i]))
                         return i;
         return -1;
 }
@@ -177,11 +174,13 @@ static int bindir_for_datadir(const char *datadir, char **ret) {
 static int secret_path(const struct pg *pg, int role, char **ret) {
         if (role == ROLE_POSTGRES)
                 return xasprintf(ret, "%s/postgres-password", pg->secretsdir);
-        return xasprintf(ret, "%s/pg-%s", pg->secretsdir, role_names[role]);
+        /* The name on the server: an external server's roles carry the
+         * Seed's prefix, so their files never mix with the private ones'. */
+        return xasprintf(ret, "%s/pg-%s", pg->secretsdir, pg->roles[role]);
 }
 
 /* Reads a password file; -ENOENT if missing. Forces mode 0600. */
-static int secret_read(const char *path, char **ret) {
+int pg_secret_read(const char *path, char **ret) {
         _cleanup_free_ char *s = NULL;
         size_t len = 0;
         int r = read_file(path, PG_SECRET_MAX, &s, &len);
@@ -202,7 +201,7 @@ static int secret_read(const char *path, char **ret) {
         return 0;
 }
 
-static int secret_write(const char *path, const char *password) {
+int pg_secret_write(const char *path, const char *password) {
         _cleanup_free_ char *line = NULL;
         if (xasprintf(&line, "%s\n", password) < 0)
                 return -ENOMEM;
@@ -215,7 +214,7 @@ static int secret_write(const char *path, const char *password) {
 
 /* ---- paths and files ---- */
 
-static int setup_paths(const char *seed_dir, struct pg *pg) {
+int pg_setup_paths(const char *seed_dir, struct pg *pg) {
         if (!seed_dir || seed_dir[0] != '/')
                 return log_error_errno(-EINVAL, "the Seed folder must be an absolute path");
         _cleanup_free_ char *dot = path_join(seed_dir, ".seed");
@@ -326,7 +325,7 @@ static int ensure_initdb(struct pg *pg, bool *ret_fresh) {
                 return -ENOMEM;
         if ((r = crypto_random_hex(PG_PASSWORD_BYTES, &password)) < 0)
                 return log_error_errno(r, "cannot generate a password: %m");
-        r = secret_write(pwfile, password);
+        r = pg_secret_write(pwfile, password);
         secure_zero(password, strlen(password));
         if (r < 0)
                 return r;
@@ -532,7 +531,26 @@ static int spawn_postgres(struct pg *pg) {
         return 0;
 }
 
-/* ---- connection strings ---- */
+/* ---- names and connection strings ---- */
+
+/* The name on the server of a database callers name logically: the
+ * administrator's ("postgres"), the kernel's, the live one, or a scratch
+ * database (the Seed's prefix + its name). Caller frees. */
+static int physical_db(const struct pg *pg, const char *name, char **ret) {
+        const char *fixed = streq(name, "postgres") ? pg->admin_db
+                            : streq(name, PG_KERNEL_DB) ? pg->kernel_db
+                            : streq(name, PG_LIVE_DB) ? pg->live_db
+                                                      : NULL;
+        char *s = NULL;
+        if (fixed ? !(s = strdup(fixed)) : xasprintf(&s, "%s%s", pg->prefix, name) < 0)
+                return -ENOMEM;
+        if (strlen(s) > PG_NAME_MAX) {
+                free(s);
+                return -ENAMETOOLONG;
+        }
+        *ret = s;
+        return 0;
+}
 
 static int append_value(struct buf *b, const char *key, const char *value) {
         int r = buf_printf(b, "%s%s='", b->len ? " " : "", key);
@@ -545,19 +563,21 @@ static int append_value(struct buf *b, const char *key, const char *value) {
         return r < 0 ? r : buf_puts(b, "'");
 }
 
-int pg_conninfo(const struct pg *pg, const char *role, const char *dbname, char **ret) {
-        int i = role_index(role);
-        if (!pg || i < 0 || strempty(dbname) || !pg->passwords[i])
-                return -EINVAL;
+/* host, port (and TLS settings) of the server, then dbname, user and, when
+ * asked for and known, the password. */
+static int build_conninfo(const struct pg *pg, int i, const char *dbname, bool with_password, char **ret) {
+        _cleanup_free_ char *db = NULL;
+        int r = physical_db(pg, dbname, &db);
+        if (r < 0)
+                return r;
         _cleanup_buf_ struct buf b = BUF_INIT(8192);
-        int r = append_value(&b, "host", pg->rundir);
+        for (size_t k = 0; r >= 0 && pg->server[k] && pg->server[k + 1]; k += 2)
+                r = append_value(&b, pg->server[k], pg->server[k + 1]);
         if (r >= 0)
-                r = append_value(&b, "port", PG_PORT);
+                r = append_value(&b, "dbname", db);
         if (r >= 0)
-                r = append_value(&b, "dbname", dbname);
-        if (r >= 0)
-                r = append_value(&b, "user", role);
-        if (r >= 0)
+                r = append_value(&b, "user", pg->roles[i]);
+        if (r >= 0 && with_password && pg->passwords[i])
                 r = append_value(&b, "password", pg->passwords[i]);
         if (r < 0) {
                 secure_zero(b.data, b.len);
@@ -565,6 +585,15 @@ int pg_conninfo(const struct pg *pg, const char *role, const char *dbname, char 
         }
         *ret = buf_steal(&b);
         return 0;
+}
+
+int pg_conninfo(const struct pg *pg, const char *role, const char *dbname, char **ret) {
+        int i = role_index(role);
+        /* Only an external server's administrator may have no password of
+         * ours (libpq then finds one the usual ways). */
+        if (!pg || i < 0 || strempty(dbname) || (!pg->passwords[i] && !(pg->external && i == ROLE_POSTGRES)))
+                return -EINVAL;
+        return build_conninfo(pg, i, dbname, true, ret);
 }
 
 static int append_encoded(struct buf *b, const char *s) {
@@ -582,10 +611,14 @@ int pg_sandbox_url(const struct pg *pg, const char *role, const char *dbname, ch
         int i = role_index(role);
         if (!pg || i < 0 || strempty(dbname) || !pg->passwords[i])
                 return -EINVAL;
+        _cleanup_free_ char *db = NULL;
+        int r = physical_db(pg, dbname, &db);
+        if (r < 0)
+                return r;
         _cleanup_buf_ struct buf b = BUF_INIT(8192);
-        int r = buf_puts(&b, "postgresql://");
+        r = buf_puts(&b, "postgresql://");
         if (r >= 0)
-                r = append_encoded(&b, role);
+                r = append_encoded(&b, pg->roles[i]);
         if (r >= 0)
                 r = buf_puts(&b, ":");
         if (r >= 0)
@@ -593,7 +626,7 @@ int pg_sandbox_url(const struct pg *pg, const char *role, const char *dbname, ch
         if (r >= 0)
                 r = buf_puts(&b, "@/");
         if (r >= 0)
-                r = append_encoded(&b, dbname);
+                r = append_encoded(&b, db);
         if (r >= 0)
                 r = buf_puts(&b, "?host=" PG_SANDBOX_SOCKET_DIR);
         if (r < 0) {
@@ -657,9 +690,10 @@ static int wait_ready(struct pg *pg) {
         }
 }
 
+
 /* ---- roles and databases ---- */
 
-static int sql(struct db *db, const char *what, const char *text) {
+int pg_sql(struct db *db, const char *what, const char *text) {
         _cleanup_free_ char *err = NULL;
         int r = db_exec(db, text, &err);
         if (r < 0)
@@ -678,7 +712,7 @@ static int exists(struct db *db, const char *query, const char *name, bool *ret)
 }
 
 static int set_role_password(struct pg *pg, struct db *db, int i, const char *path) {
-        const char *role = role_names[i];
+        const char *role = pg->roles[i];
         _cleanup_free_ char *password = NULL, *verifier = NULL, *qverifier = NULL, *stmt = NULL;
         int r = crypto_random_hex(PG_PASSWORD_BYTES, &password);
         if (r < 0)
@@ -688,7 +722,7 @@ static int set_role_password(struct pg *pg, struct db *db, int i, const char *pa
             (r = db_quote_literal(db, verifier, &qverifier)) < 0 ||
             (r = xasprintf(&stmt, "ALTER ROLE %s PASSWORD %s", role, qverifier)) < 0)
                 goto out;
-        if ((r = sql(db, "setting a role's password", stmt)) < 0 || (r = secret_write(path, password)) < 0)
+        if ((r = pg_sql(db, "setting a role's password", stmt)) < 0 || (r = pg_secret_write(path, password)) < 0)
                 goto out;
         pg->passwords[i] = TAKE_PTR(password);
 out:
@@ -699,56 +733,70 @@ out:
 
 /* What one role may take of the server: connections (CONNECTION LIMIT) and
  * the per-session defaults set on it. temp_file_limit only a superuser can
- * change; the others are defaults a session may SET itself, so they stop
+ * change (an external server's administrator usually is none: it is then
+ * left out); the others are defaults a session may SET itself, so they stop
  * runaway code, not a determined one (CONNECTION LIMIT and temp_file_limit
  * do). Together the limits leave max_connections (100) room for the kernel. */
+#define PG_SUPERUSER_SETTING "temp_file_limit"
 static const struct role_limits {
         int connections;
         const char *settings[3][2];
 } role_limits[ROLE_COUNT] = {
         [ROLE_ORGANISM] = {40, {{"statement_timeout", "60s"}, {"idle_in_transaction_session_timeout", "60s"},
-                                {"temp_file_limit", "1GB"}}},
+                                {PG_SUPERUSER_SETTING, "1GB"}}},
         [ROLE_EVOLVER] = {20, {{"statement_timeout", "60s"}, {"idle_in_transaction_session_timeout", "60s"},
-                               {"temp_file_limit", "1GB"}}},
+                               {PG_SUPERUSER_SETTING, "1GB"}}},
         [ROLE_READER] = {10, {{"statement_timeout", "60s"}, {"idle_in_transaction_session_timeout", "60s"},
-                              {"temp_file_limit", "1GB"}}},
+                              {PG_SUPERUSER_SETTING, "1GB"}}},
 };
 
-static int set_role_limits(struct db *db, int i) {
+static int set_role_limits(const struct pg *pg, struct db *db, int i) {
         const struct role_limits *l = &role_limits[i];
         _cleanup_free_ char *stmt = NULL;
-        if (xasprintf(&stmt, "ALTER ROLE %s CONNECTION LIMIT %d", role_names[i], l->connections) < 0)
+        if (xasprintf(&stmt, "ALTER ROLE %s CONNECTION LIMIT %d", pg->roles[i], l->connections) < 0)
                 return -ENOMEM;
-        int r = sql(db, "limiting a role's connections", stmt);
+        int r = pg_sql(db, "limiting a role's connections", stmt);
         for (size_t k = 0; r >= 0 && k < ARRAY_SIZE(l->settings) && l->settings[k][0]; k++) {
+                if (!pg->admin_super && streq(l->settings[k][0], PG_SUPERUSER_SETTING))
+                        continue;
                 free(stmt);
                 stmt = NULL;
-                if (xasprintf(&stmt, "ALTER ROLE %s SET %s = '%s'", role_names[i], l->settings[k][0],
+                if (xasprintf(&stmt, "ALTER ROLE %s SET %s = '%s'", pg->roles[i], l->settings[k][0],
                               l->settings[k][1]) < 0)
                         return -ENOMEM;
-                r = sql(db, "setting a role's limits", stmt);
+                r = pg_sql(db, "setting a role's limits", stmt);
         }
         return r;
 }
 
 static int ensure_role(struct pg *pg, struct db *db, int i) {
-        const char *role = role_names[i];
-        _cleanup_free_ char *path = NULL, *stmt = NULL;
+        const char *role = pg->roles[i];
+        _cleanup_free_ char *path = NULL, *stmt = NULL, *powers = NULL;
         bool have = false;
         int r = exists(db, "SELECT 1 FROM pg_roles WHERE rolname = $1", role, &have);
         if (r < 0 || secret_path(pg, i, &path) < 0)
                 return r < 0 ? r : -ENOMEM;
-        /* Role names are our own constants: safe to put in SQL text. No role
-         * creates databases: the kernel makes scratch DBs (pg_scratch_create)
-         * with CONNECT revoked from PUBLIC, which a role's own CREATE
-         * DATABASE would not do. */
-        const char *attrs = "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS";
+        /* Role names are our own (validated) names: safe to put in SQL text.
+         * No role creates databases: the kernel makes scratch DBs
+         * (pg_scratch_create) with CONNECT revoked from PUBLIC, which a
+         * role's own CREATE DATABASE would not do. Only a superuser may
+         * name SUPERUSER, REPLICATION or BYPASSRLS at all; a new role has
+         * none of them, and an existing one is checked below. */
+        const char *attrs = pg->admin_super ? "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
+                                            : "LOGIN NOCREATEDB NOCREATEROLE";
         if (xasprintf(&stmt, "%s ROLE %s %s", have ? "ALTER" : "CREATE", role, attrs) < 0)
                 return -ENOMEM;
-        if ((r = sql(db, "creating a role", stmt)) < 0 || (r = set_role_limits(db, i)) < 0)
+        if ((r = pg_sql(db, "creating a role", stmt)) < 0 || (r = set_role_limits(pg, db, i)) < 0)
                 return r;
+        const char *p[] = {role};
+        if ((r = db_query_value(db, "SELECT rolsuper OR rolreplication OR rolbypassrls FROM pg_roles WHERE rolname = $1",
+                                1, p, &powers)) < 0)
+                return r;
+        if (!streq(powers, "f"))
+                return log_error_errno(-EPERM, "PostgreSQL role '%s' is a superuser or may replicate or bypass "
+                                               "row security: refusing to give it to the organism", role);
         if (have) {
-                r = secret_read(path, &pg->passwords[i]);
+                r = pg_secret_read(path, &pg->passwords[i]);
                 if (r != -ENOENT)
                         return r;
                 log_warn("%s is missing; giving role '%s' a new password", path, role);
@@ -761,33 +809,44 @@ static int ensure_database(struct db *db, const char *name, const char *owner) {
         int r = exists(db, "SELECT 1 FROM pg_database WHERE datname = $1", name, &have);
         if (r < 0)
                 return r;
-        _cleanup_free_ char *stmt = NULL;
-        if (have ? xasprintf(&stmt, "ALTER DATABASE %s OWNER TO %s", name, owner) < 0
-                 : xasprintf(&stmt, "CREATE DATABASE %s OWNER %s TEMPLATE template0 ENCODING 'UTF8'", name, owner) < 0)
+        /* The name is ours; the owner may be an external server's role, of
+         * any spelling. */
+        _cleanup_free_ char *stmt = NULL, *qowner = NULL;
+        if ((r = db_quote_ident(db, owner, &qowner)) < 0)
+                return r;
+        if (have ? xasprintf(&stmt, "ALTER DATABASE %s OWNER TO %s", name, qowner) < 0
+                 : xasprintf(&stmt, "CREATE DATABASE %s OWNER %s TEMPLATE template0 ENCODING 'UTF8'", name, qowner) < 0)
                 return -ENOMEM;
-        return sql(db, have ? "setting a database's owner" : "creating a database", stmt);
+        return pg_sql(db, have ? "setting a database's owner" : "creating a database", stmt);
 }
 
-static int bootstrap(struct pg *pg) {
+int pg_admin_db(const struct pg *pg, struct db **ret) {
         _cleanup_conninfo_ char *conninfo = NULL;
         int r = pg_conninfo(pg, "postgres", "postgres", &conninfo);
-        if (r < 0)
-                return r;
-        _cleanup_(db_closep) struct db *db = NULL;
-        if ((r = db_connect(conninfo, &db)) < 0)
-                return r;
-        for (int i = ROLE_ORGANISM; i < ROLE_COUNT; i++)
-                if ((r = ensure_role(pg, db, i)) < 0)
-                        return r;
-        if ((r = sql(db, "granting pg_read_all_data to reader", "GRANT pg_read_all_data TO reader")) < 0 ||
-            (r = ensure_database(db, PG_KERNEL_DB, "postgres")) < 0 ||
-            (r = ensure_database(db, PG_LIVE_DB, "organism")) < 0)
-                return r;
-        /* CONNECT (and TEMP, CREATE) revoked from PUBLIC on every database
-         * that accepts connections; template0 accepts none. */
-        return sql(db, "restricting database access",
-                   "REVOKE ALL ON DATABASE postgres, template1, " PG_KERNEL_DB ", " PG_LIVE_DB " FROM PUBLIC;"
-                   "GRANT CONNECT ON DATABASE " PG_LIVE_DB " TO reader");
+        return r < 0 ? r : db_connect(conninfo, ret);
+}
+
+/* CONNECT (and TEMP, CREATE) revoked from PUBLIC on every database of
+ * ours that accepts connections (template0 accepts none), CONNECT on the
+ * live one granted to reader. A private server's own postgres and template1
+ * are ours too; an external server's are not. */
+static int restrict_databases(const struct pg *pg, struct db *db) {
+        _cleanup_free_ char *stmt = NULL;
+        if (xasprintf(&stmt, "REVOKE ALL ON DATABASE %s%s, %s FROM PUBLIC; GRANT CONNECT ON DATABASE %s TO %s",
+                      pg->external ? "" : "postgres, template1, ", pg->kernel_db, pg->live_db, pg->live_db,
+                      pg->roles[ROLE_READER]) < 0)
+                return -ENOMEM;
+        return pg_sql(db, "restricting database access", stmt);
+}
+
+/* The reader reads the live data: on the private server through
+ * pg_read_all_data (every database there is the Seed's, and CONNECT is
+ * granted on the live one only); on an external one through grants of the
+ * live database's owner (pg_external_reader_grants). */
+static int grant_reader(const struct pg *pg, struct db *db) {
+        if (pg->external)
+                return pg_external_reader_grants(pg);
+        return pg_sql(db, "granting pg_read_all_data to reader", "GRANT pg_read_all_data TO reader");
 }
 
 static int migrate_kernel_db(struct pg *pg) {
@@ -811,6 +870,32 @@ static int migrate_kernel_db(struct pg *pg) {
         return 0;
 }
 
+int pg_bootstrap(struct pg *pg) {
+        _cleanup_(db_closep) struct db *db = NULL;
+        int r = pg_admin_db(pg, &db);
+        if (r < 0)
+                return r;
+        for (int i = ROLE_ORGANISM; i < ROLE_COUNT; i++)
+                if ((r = ensure_role(pg, db, i)) < 0)
+                        return r;
+        /* An administrator that is no superuser acts on the roles' databases
+         * (owner changes, DROP ... WITH (FORCE), scratch databases owned by
+         * evolver) as a member of the roles it created. */
+        if (!pg->admin_super) {
+                _cleanup_free_ char *stmt = NULL;
+                if (xasprintf(&stmt, "GRANT %s, %s, %s TO CURRENT_USER", pg->roles[ROLE_ORGANISM],
+                              pg->roles[ROLE_EVOLVER], pg->roles[ROLE_READER]) < 0)
+                        return -ENOMEM;
+                if ((r = pg_sql(db, "joining the Seed's roles", stmt)) < 0)
+                        return r;
+        }
+        if ((r = ensure_database(db, pg->kernel_db, pg->roles[ROLE_POSTGRES])) < 0 ||
+            (r = ensure_database(db, pg->live_db, pg->roles[ROLE_ORGANISM])) < 0 ||
+            (r = restrict_databases(pg, db)) < 0 || (r = grant_reader(pg, db)) < 0)
+                return r;
+        return migrate_kernel_db(pg);
+}
+
 /* ---- scratch databases ---- */
 
 static bool scratch_name_valid(const char *name) {
@@ -826,49 +911,44 @@ static bool scratch_name_valid(const char *name) {
         return true;
 }
 
-static int superuser_db(const struct pg *pg, struct db **ret) {
-        _cleanup_conninfo_ char *conninfo = NULL;
-        int r = pg_conninfo(pg, "postgres", "postgres", &conninfo);
-        return r < 0 ? r : db_connect(conninfo, ret);
-}
-
 int pg_scratch_drop(const struct pg *pg, const char *name) {
         if (!pg || !scratch_name_valid(name))
                 return -EINVAL;
         _cleanup_(db_closep) struct db *db = NULL;
-        _cleanup_free_ char *stmt = NULL;
-        int r = superuser_db(pg, &db);
-        if (r < 0)
+        _cleanup_free_ char *stmt = NULL, *phys = NULL;
+        int r = physical_db(pg, name, &phys);
+        if (r < 0 || (r = pg_admin_db(pg, &db)) < 0)
                 return r;
         /* The name is validated: plain identifier, safe in SQL text. */
-        if (xasprintf(&stmt, "DROP DATABASE IF EXISTS %s WITH (FORCE)", name) < 0)
+        if (xasprintf(&stmt, "DROP DATABASE IF EXISTS %s WITH (FORCE)", phys) < 0)
                 return -ENOMEM;
-        return sql(db, "dropping a scratch database", stmt);
+        return pg_sql(db, "dropping a scratch database", stmt);
 }
 
 int pg_scratch_create(const struct pg *pg, const char *name) {
         if (!pg || !scratch_name_valid(name))
                 return -EINVAL;
         _cleanup_(db_closep) struct db *db = NULL;
-        _cleanup_free_ char *drop = NULL, *create = NULL, *revoke = NULL;
-        int r = superuser_db(pg, &db);
-        if (r < 0)
+        _cleanup_free_ char *drop = NULL, *create = NULL, *revoke = NULL, *phys = NULL;
+        int r = physical_db(pg, name, &phys);
+        if (r < 0 || (r = pg_admin_db(pg, &db)) < 0)
                 return r;
-        if (xasprintf(&drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", name) < 0 ||
-            xasprintf(&create, "CREATE DATABASE %s OWNER evolver TEMPLATE template0 ENCODING 'UTF8'", name) < 0 ||
-            xasprintf(&revoke, "REVOKE ALL ON DATABASE %s FROM PUBLIC", name) < 0)
+        if (xasprintf(&drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", phys) < 0 ||
+            xasprintf(&create, "CREATE DATABASE %s OWNER %s TEMPLATE template0 ENCODING 'UTF8'", phys,
+                      pg->roles[ROLE_EVOLVER]) < 0 ||
+            xasprintf(&revoke, "REVOKE ALL ON DATABASE %s FROM PUBLIC", phys) < 0)
                 return -ENOMEM;
         /* CREATE DATABASE cannot share a transaction: one statement each. */
-        if ((r = sql(db, "dropping a scratch database", drop)) < 0 ||
-            (r = sql(db, "creating a scratch database", create)) < 0 ||
-            (r = sql(db, "restricting a scratch database", revoke)) < 0)
+        if ((r = pg_sql(db, "dropping a scratch database", drop)) < 0 ||
+            (r = pg_sql(db, "creating a scratch database", create)) < 0 ||
+            (r = pg_sql(db, "restricting a scratch database", revoke)) < 0)
                 return r;
-        const char *p[] = {name};
+        const char *p[] = {phys, pg->roles[ROLE_EVOLVER], pg->roles[ROLE_POSTGRES]};
         _cleanup_free_ char *err = NULL;
         r = db_execp(db,
                      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 "
-                     "AND usename NOT IN ('evolver', 'postgres')",
-                     1, p, &err);
+                     "AND usename NOT IN ($2, $3)",
+                     3, p, &err);
         if (r < 0)
                 return log_error_errno(r, "PostgreSQL: closing stray sessions failed: %s", err ? err : "?");
         return 0;
@@ -878,18 +958,30 @@ int pg_scratch_create(const struct pg *pg, const char *name) {
 
 #define PG_BACKUP_TIMEOUT_MS (10 * 60 * 1000)
 
-/* Runs a client tool (pg_dump, pg_restore) as role organism. Its password
- * goes through a passfile in .seed/secrets (0700; the file 0600, removed
- * after), never through argv or the environment, and never in the socket
- * dir: sandboxes see that one, and a running sandbox would see a file
- * created there after it started. */
-static int run_client(const struct pg *pg, char **argv, const char *what) {
-        _cleanup_free_ char *passfile = NULL, *line = NULL, *envpass = NULL;
+/* Runs a client tool (pg_dump, pg_restore) as role organism against the
+ * live database: argv (room for 3 more) gets "--dbname", a conninfo
+ * without the password and trailing (a file, or NULL) appended. The password goes through a passfile in .seed/secrets (0700;
+ * the file 0600, removed after), never through argv or the environment,
+ * and never in the socket dir: sandboxes see that one, and a running
+ * sandbox would see a file created there after it started. */
+static int run_client(const struct pg *pg, char **argv, size_t argc, char *trailing, const char *what) {
+        _cleanup_free_ char *passfile = NULL, *line = NULL, *envpass = NULL, *dbname = NULL;
+        if (!pg->bindir)
+                return log_error_errno(-ENOENT, "%s needs PostgreSQL's %s, which is not installed", what, argv[0]);
+        _cleanup_free_ char *tool = path_join(pg->bindir, argv[0]);
+        int r = build_conninfo(pg, ROLE_ORGANISM, PG_LIVE_DB, false, &dbname);
+        if (r < 0 || !tool)
+                return r < 0 ? r : -ENOMEM;
         if (xasprintf(&passfile, "%s/.pgpass-%d", pg->secretsdir, (int)getpid()) < 0 ||
-            xasprintf(&line, "*:*:*:organism:%s\n", pg->passwords[ROLE_ORGANISM]) < 0 ||
+            xasprintf(&line, "*:*:*:%s:%s\n", pg->roles[ROLE_ORGANISM], pg->passwords[ROLE_ORGANISM]) < 0 ||
             xasprintf(&envpass, "PGPASSFILE=%s", passfile) < 0)
                 return -ENOMEM;
-        int r = write_file_atomic(passfile, line, strlen(line), 0600);
+        argv[0] = tool;
+        argv[argc] = "--dbname";
+        argv[argc + 1] = dbname;
+        argv[argc + 2] = trailing;
+        argv[argc + 3] = NULL;
+        r = write_file_atomic(passfile, line, strlen(line), 0600);
         secure_zero(line, strlen(line));
         if (r < 0)
                 return log_error_errno(r, "cannot write a passfile for %s: %m", what);
@@ -903,7 +995,7 @@ static int run_client(const struct pg *pg, char **argv, const char *what) {
                      &res);
         (void)unlink(passfile);
         if (r < 0)
-                return log_error_errno(r, "cannot run %s: %m", argv[0]);
+                return log_error_errno(r, "cannot run %s: %m", tool);
         if (res.exit_code != 0) {
                 log_error("%s failed (exit %d%s): %s", what, res.exit_code, res.timed_out ? ", timed out" : "",
                           res.output ? res.output : "");
@@ -916,13 +1008,12 @@ static int run_client(const struct pg *pg, char **argv, const char *what) {
 int pg_live_backup(const struct pg *pg, const char *path) {
         if (!pg || !path || !pg->passwords[ROLE_ORGANISM])
                 return -EINVAL;
-        _cleanup_free_ char *dump = path_join(pg->bindir, "pg_dump"), *tmp = NULL;
-        if (!dump || xasprintf(&tmp, "%s.tmp", path) < 0)
+        _cleanup_free_ char *tmp = NULL;
+        if (xasprintf(&tmp, "%s.tmp", path) < 0)
                 return -ENOMEM;
         (void)unlink(tmp);
-        char *argv[] = {dump, "--host", pg->rundir, "--port", PG_PORT, "--username", "organism", "--no-password",
-                        "--dbname", PG_LIVE_DB, "--format", "custom", "--file", tmp, NULL};
-        int r = run_client(pg, argv, "backing up the live database");
+        char *argv[10] = {"pg_dump", "--no-password", "--format", "custom", "--file", tmp};
+        int r = run_client(pg, argv, 6, NULL, "backing up the live database");
         if (r >= 0 && chmod(tmp, 0600) < 0)
                 r = -errno;
         if (r >= 0 && rename(tmp, path) < 0)
@@ -938,23 +1029,26 @@ int pg_live_restore(const struct pg *pg, const char *path) {
         if (access(path, R_OK) < 0)
                 return log_error_errno(-errno, "no backup at %s: %m", path);
         _cleanup_(db_closep) struct db *db = NULL;
-        int r = superuser_db(pg, &db);
+        _cleanup_free_ char *drop = NULL, *create = NULL;
+        int r = pg_admin_db(pg, &db);
         if (r < 0)
                 return r;
-        if ((r = sql(db, "dropping the live database", "DROP DATABASE IF EXISTS " PG_LIVE_DB " WITH (FORCE)")) < 0 ||
-            (r = sql(db, "recreating the live database",
-                     "CREATE DATABASE " PG_LIVE_DB " OWNER organism TEMPLATE template0 ENCODING 'UTF8'")) < 0 ||
-            (r = sql(db, "restricting the live database",
-                     "REVOKE ALL ON DATABASE " PG_LIVE_DB " FROM PUBLIC")) < 0 ||
-            (r = sql(db, "letting reader see the live database", "GRANT CONNECT ON DATABASE " PG_LIVE_DB " TO reader")) < 0)
-                return r;
-        _cleanup_free_ char *restore = path_join(pg->bindir, "pg_restore");
-        if (!restore)
+        if (xasprintf(&drop, "DROP DATABASE IF EXISTS %s WITH (FORCE)", pg->live_db) < 0 ||
+            xasprintf(&create, "CREATE DATABASE %s OWNER %s TEMPLATE template0 ENCODING 'UTF8'", pg->live_db,
+                      pg->roles[ROLE_ORGANISM]) < 0)
                 return -ENOMEM;
-        char *argv[] = {restore, "--host", pg->rundir, "--port", PG_PORT, "--username", "organism", "--no-password",
-                        "--dbname", PG_LIVE_DB, "--no-owner", "--no-privileges", "--single-transaction",
-                        "--exit-on-error", (char *)path, NULL};
-        return run_client(pg, argv, "restoring the live database");
+        /* The reader's grants come first on an external server: default
+         * privileges belong to a database, and the restored objects (made by
+         * organism) get them as they are created. */
+        if ((r = pg_sql(db, "dropping the live database", drop)) < 0 ||
+            (r = pg_sql(db, "recreating the live database", create)) < 0 ||
+            (r = restrict_databases(pg, db)) < 0 || (pg->external && (r = grant_reader(pg, db)) < 0))
+                return r;
+        char *argv[10] = {"pg_restore", "--no-password", "--no-owner", "--no-privileges", "--single-transaction",
+                          "--exit-on-error"};
+        if ((r = run_client(pg, argv, 6, (char *)path, "restoring the live database")) < 0)
+                return r;
+        return pg->external ? grant_reader(pg, db) : 0;
 }
 
 /* ---- start / stop ---- */
@@ -966,16 +1060,28 @@ int pg_start(const char *seed_dir, struct pg **ret) {
         _cleanup_(pg_freep) struct pg *pg = calloc(1, sizeof(*pg));
         if (!pg)
                 return -ENOMEM;
-        int r = setup_paths(seed_dir, pg);
+        int r = pg_setup_paths(seed_dir, pg);
         if (r < 0)
                 return r;
+        pg->prefix = strdup("");
+        pg->admin_db = strdup("postgres");
+        pg->kernel_db = strdup(PG_KERNEL_DB);
+        pg->live_db = strdup(PG_LIVE_DB);
+        if (!pg->prefix || !pg->admin_db || !pg->kernel_db || !pg->live_db ||
+            strv_push(&pg->server, "host") < 0 || strv_push(&pg->server, pg->rundir) < 0 ||
+            strv_push(&pg->server, "port") < 0 || strv_push(&pg->server, PG_PORT) < 0)
+                return -ENOMEM;
+        for (int i = 0; i < ROLE_COUNT; i++)
+                if (!(pg->roles[i] = strdup(pg_role_names[i])))
+                        return -ENOMEM;
+        pg->admin_super = true;
         bool fresh = false;
         if ((r = handle_stale_postmaster(pg)) < 0 || (r = ensure_initdb(pg, &fresh)) < 0)
                 return r;
         _cleanup_free_ char *pwfile = NULL;
         if (secret_path(pg, ROLE_POSTGRES, &pwfile) < 0)
                 return -ENOMEM;
-        r = secret_read(pwfile, &pg->passwords[ROLE_POSTGRES]);
+        r = pg_secret_read(pwfile, &pg->passwords[ROLE_POSTGRES]);
         if (r < 0)
                 return log_error_errno(r, "cannot read the PostgreSQL superuser password %s: %m", pwfile);
         if ((r = write_hba(pg)) < 0 || (r = spawn_postgres(pg)) < 0)
@@ -983,7 +1089,7 @@ int pg_start(const char *seed_dir, struct pg **ret) {
 
         /* From here on a failure also stops the server. */
         _cleanup_(pg_stopp) struct pg *running = TAKE_PTR(pg);
-        if ((r = wait_ready(running)) < 0 || (r = bootstrap(running)) < 0 || (r = migrate_kernel_db(running)) < 0)
+        if ((r = wait_ready(running)) < 0 || (r = pg_bootstrap(running)) < 0)
                 return r;
         log_info("PostgreSQL ready (pid %d, socket in %s%s)", (int)running->pid, running->rundir,
                  fresh ? ", new database" : "");
@@ -994,10 +1100,15 @@ int pg_start(const char *seed_dir, struct pg **ret) {
 void pg_stop(struct pg *pg) {
         if (!pg)
                 return;
-        stop_postmaster(pg->pid);
+        pg_relay_stop(pg->relay);
+        pg->relay = NULL;
+        if (!pg->external)
+                stop_postmaster(pg->pid);
         pg_free(pg);
 }
 
 const char *pg_socket_dir(const struct pg *pg) { return pg ? pg->rundir : NULL; }
 
 pid_t pg_pid(const struct pg *pg) { return pg ? pg->pid : 0; }
+
+bool pg_is_external(const struct pg *pg) { return pg && pg->external; }

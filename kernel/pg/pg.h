@@ -1,8 +1,22 @@
-/* pg.h — the Seed's private PostgreSQL: initdb into .seed/postgres on first
- * start (scram-sha-256, random superuser password in .seed/secrets, 0600),
+/* pg.h — the Seed's PostgreSQL, of one of two kinds behind this interface:
+ *
+ * private (pg_start): initdb into .seed/postgres on first start
+ * (scram-sha-256, random superuser password in .seed/secrets, 0600),
  * listening only on a Unix socket in .seed/run (0700, no TCP), the roles
  * organism / evolver / reader, the kernel-memory and live databases, CONNECT
- * revoked from PUBLIC everywhere. Runs as the kernel's own (never root) uid. */
+ * revoked from PUBLIC everywhere. Runs as the kernel's own (never root) uid.
+ *
+ * external (pg_start_external, for hosting: database.url or
+ * SEED_DATABASE_URL): the same roles and databases, created on that server
+ * by its role (which needs CREATEROLE and CREATEDB) under names prefixed
+ * with the Seed's own ("<name>_<10 hex>_organism", kept in .seed/secrets)
+ * so that Seeds sharing a server never meet; fresh random passwords in
+ * .seed/secrets (0600). Sandboxes have no network: the kernel relays
+ * connections from a Unix socket in .seed/run (what they see as
+ * /run/postgresql) to the server, for this Seed's roles and databases only.
+ *
+ * Callers name roles and databases logically ("organism", PG_LIVE_DB, a
+ * scratch name); conninfos and URLs carry the names on the server. */
 #pragma once
 
 #include "base/base.h"
@@ -17,12 +31,30 @@ struct pg;
  * the server (stopping a stale one left by a killed kernel), waits until it
  * accepts connections, and ensures roles and databases exist. */
 int pg_start(const char *seed_dir, struct pg **ret);
-/* Fast shutdown, waits up to 30 s, then SIGKILL. Frees. Accepts NULL. */
+/* An external server: url is a libpq conninfo or postgresql:// URL (never
+ * logged; a password in it is used, password, when not NULL, overrides it),
+ * name the Seed's (seed.yaml's name: the start of the prefix). Checks the
+ * URL's role may create roles and databases (-EPERM, saying so, if not),
+ * ensures the roles and databases, migrates the kernel database and starts
+ * the relay. Runs as the kernel's own uid. */
+struct pg_external {
+        const char *seed_dir;
+        const char *url;
+        const char *password;
+        const char *name;
+};
+int pg_start_external(const struct pg_external *x, struct pg **ret);
+bool pg_is_external(const struct pg *pg);
+/* Fast shutdown, waits up to 30 s, then SIGKILL (an external server: the
+ * relay ends, the server is not ours to stop). Frees. Accepts NULL. */
 void pg_stop(struct pg *pg);
-/* The socket directory (.seed/run). Borrowed. */
+/* The socket directory (.seed/run; the relay's socket for an external
+ * server). Borrowed. */
 const char *pg_socket_dir(const struct pg *pg);
-/* A libpq conninfo for role ("postgres" = superuser, "organism", "evolver",
- * "reader") and database, with its password. Caller frees; never log it. */
+/* A libpq conninfo for role ("postgres" = superuser or the external URL's
+ * role, "organism", "evolver", "reader") and database, with its password.
+ * Caller frees; never log it. -ENAMETOOLONG if a scratch name with the
+ * prefix passes PostgreSQL's 63 bytes. */
 int pg_conninfo(const struct pg *pg, const char *role, const char *dbname, char **ret);
 /* The postgresql:// URL a sandbox uses (socket path as seen inside the
  * sandbox: /run/postgresql). Caller frees; never log it. */

@@ -414,3 +414,73 @@ def canary_hits(seed_dir, canaries):
                 continue
             hits += [f'{p}/{f}' for k in canaries if k in data]
     return hits
+
+
+# ---- an external PostgreSQL (hosting: database.url / SEED_DATABASE_URL) ----
+
+class ExternalPostgres:
+    """A PostgreSQL server of the test's own, standing in for a hosting
+    platform's: run as the unprivileged 'seed' account when we are root,
+    listening on TCP (listen: addresses) with TLS required for every TCP
+    connection (hostssl; a self-signed certificate), the superuser reachable
+    on a Unix socket only, and a role 'hoster' with CREATEROLE and CREATEDB
+    (password self.password), as a platform gives a Seed. hba_nets: the
+    networks TCP clients may come from."""
+
+    def __init__(self, listen='127.0.0.1', hba_nets=('127.0.0.1/32',)):
+        import tempfile
+        import pwd
+        self.tmp = tempfile.mkdtemp(prefix='seed-extpg-')
+        os.chmod(self.tmp, 0o755)
+        self.port = free_port()
+        self.password = 'hoster-' + os.urandom(8).hex()
+        self.user = None
+        if os.geteuid() == 0:
+            subprocess.run(['useradd', '--system', '--no-create-home', '--shell', '/usr/sbin/nologin', 'seed'],
+                           capture_output=True)
+            self.user = 'seed'
+            pw = pwd.getpwnam('seed')
+            os.chown(self.tmp, pw.pw_uid, pw.pw_gid)
+        bindirs = sorted(glob.glob('/usr/lib/postgresql/*/bin/initdb'), key=lambda p: int(p.split('/')[4]))
+        assert bindirs, 'PostgreSQL is not installed'
+        self.bindir = os.path.dirname(bindirs[-1])
+        data = os.path.join(self.tmp, 'data')
+        self._run(f'{self.bindir}/initdb', '-D', data, '-U', 'postgres', '--auth-local=trust',
+                  '--auth-host=scram-sha-256', '-E', 'UTF8', '--no-instructions')
+        self._run('openssl', 'req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', f'{data}/server.key',
+                  '-out', f'{data}/server.crt', '-subj', '/CN=localhost', '-days', '2')
+        os.chmod(f'{data}/server.key', 0o600)
+        with open(f'{data}/pg_hba.conf', 'w') as f:
+            f.write('local all all trust\n')
+            for net in hba_nets:
+                f.write(f'hostssl all all {net} scram-sha-256\n')
+        self._run(f'{self.bindir}/pg_ctl', '-D', data, '-w', '-t', '60', '-l', f'{self.tmp}/server.log', '-o',
+                  f'-c listen_addresses={listen} -c port={self.port} -c unix_socket_directories={self.tmp} '
+                  '-c ssl=on', 'start')
+        self.started = True
+        self.query(f"CREATE ROLE hoster LOGIN CREATEROLE CREATEDB PASSWORD '{self.password}'")
+
+    def _run(self, *argv):
+        if self.user:
+            argv = ('runuser', '-u', self.user, '--', *argv)
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=180, cwd='/')
+        assert p.returncode == 0, f"{' '.join(argv)}: {p.stdout}{p.stderr}"
+        return p.stdout
+
+    def url(self, host='127.0.0.1', password=True):
+        pw = ':' + self.password if password else ''
+        return f'postgresql://hoster{pw}@{host}:{self.port}/postgres?sslmode=require'
+
+    def query(self, sql, db='postgres'):
+        """One statement as the server's superuser; its output (psql -At)."""
+        return self._run(f'{self.bindir}/psql', '-h', self.tmp, '-p', str(self.port), '-U', 'postgres', '-d', db,
+                         '-qAt', '-v', 'ON_ERROR_STOP=1', '-c', sql).strip()
+
+    def close(self):
+        import shutil
+        if getattr(self, 'started', False):
+            try:
+                self._run(f'{self.bindir}/pg_ctl', '-D', os.path.join(self.tmp, 'data'), '-m', 'fast', '-w', 'stop')
+            except AssertionError:
+                pass
+        shutil.rmtree(self.tmp, ignore_errors=True)

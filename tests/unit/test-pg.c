@@ -8,6 +8,7 @@
 
 #include "base/fileio.h"
 #include "pg/pg.h"
+#include "pg/wire.h"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -118,9 +119,99 @@ static void test_take_refuses_bad_names(void **state) {
         assert_null(got);
 }
 
+/* ---- the relay's reading of the wire protocol (wire.c) ---- */
+
+static const char *const who_users[] = {"s_1_organism", "s_1_evolver", "s_1_reader"};
+static const struct pg_wire_who who = {.users = who_users, .n_users = 3, .db_prefix = "s_1_", .kernel_db = "s_1_kernel"};
+
+/* A startup packet of protocol 3.0 with the given key\0value\0 pairs. */
+static size_t startup(unsigned char *out, const char *pairs, size_t pairs_len) {
+        size_t n = 8 + pairs_len + 1;
+        out[0] = n >> 24, out[1] = n >> 16, out[2] = n >> 8, out[3] = n;
+        out[4] = 0, out[5] = 3, out[6] = 0, out[7] = 0;
+        memcpy(out + 8, pairs, pairs_len);
+        out[n - 1] = 0;
+        return n;
+}
+#define STARTUP(buf, lit) startup(buf, lit, sizeof(lit) - 1)
+
+static void test_wire_startup(void **state) {
+        (void)state;
+        unsigned char p[256];
+        const char *why = NULL;
+        size_t n = STARTUP(p, "user\0s_1_organism\0database\0s_1_live\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), 0);
+        assert_null(why);
+        n = STARTUP(p, "user\0s_1_evolver\0database\0s_1_evo_x_test\0application_name\0psql\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), 0);
+        /* Not the Seed's roles, databases, or the kernel's memory. */
+        n = STARTUP(p, "user\0hoster\0database\0s_1_live\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EPERM);
+        assert_non_null(strstr(why, "roles"));
+        n = STARTUP(p, "user\0s_1_organism\0database\0s_2_live\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EPERM);
+        assert_non_null(strstr(why, "databases"));
+        n = STARTUP(p, "user\0s_1_reader\0database\0s_1_kernel\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EPERM);
+        n = STARTUP(p, "user\0s_1_organism\0database\0postgres\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EPERM);
+        n = STARTUP(p, "user\0s_1_organism\0database\0s_1_live\0replication\0database\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EPERM);
+        assert_non_null(strstr(why, "replication"));
+        n = STARTUP(p, "user\0s_1_organism\0database\0s_1_live\0replication\0false\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), 0);
+        /* No database: PostgreSQL takes the user's name, which is no database of ours. */
+        n = STARTUP(p, "user\0s_1_organism\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), 0); /* s_1_organism has the prefix; */
+        /* the server then finds no such database. A later duplicate key wins, as in PostgreSQL. */
+        n = STARTUP(p, "user\0s_1_organism\0user\0hoster\0database\0s_1_live\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EPERM);
+        /* Malformed: a key without a value, a length that lies, no final NUL,
+         * another protocol, too long. */
+        n = STARTUP(p, "user\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EBADMSG);
+        n = STARTUP(p, "user\0s_1_organism\0database\0s_1_live\0");
+        assert_int_equal(pg_wire_startup_check(p, n - 1, &who, &why), -EBADMSG);
+        p[n - 1] = 'x';
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EBADMSG);
+        n = STARTUP(p, "user\0s_1_organism\0database\0s_1_live\0");
+        p[5] = 2;
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EPERM);
+        assert_non_null(strstr(why, "protocol 3"));
+        assert_int_equal(pg_wire_startup_check(p, PG_WIRE_STARTUP_MAX + 1, &who, &why), -EBADMSG);
+}
+
+static void test_wire_scram_plus(void **state) {
+        (void)state;
+        /* AuthenticationSASL offering both mechanisms. */
+        static const char body[] = "SCRAM-SHA-256-PLUS\0SCRAM-SHA-256\0";
+        unsigned char m[128] = {'R'};
+        size_t n = 1 + 4 + 4 + sizeof(body) - 1 + 1;
+        m[4] = (unsigned char)(n - 1);
+        m[8] = 10;
+        memcpy(m + 9, body, sizeof(body) - 1);
+        size_t out = 0;
+        assert_int_equal(pg_wire_drop_scram_plus(m, n, &out), 0);
+        assert_int_equal(out, 1 + 4 + 4 + strlen("SCRAM-SHA-256") + 2);
+        assert_int_equal(m[4], out - 1);
+        assert_string_equal((char *)m + 9, "SCRAM-SHA-256");
+        assert_int_equal(m[out - 1], 0);
+        /* AuthenticationOk (0) passes untouched; a lying length does not. */
+        unsigned char ok[9] = {'R', 0, 0, 0, 8, 0, 0, 0, 0};
+        assert_int_equal(pg_wire_drop_scram_plus(ok, 9, &out), 0);
+        assert_int_equal(out, 9);
+        ok[4] = 9;
+        assert_int_equal(pg_wire_drop_scram_plus(ok, 9, &out), -EBADMSG);
+        /* A SASL list without its final NUL. */
+        unsigned char bad[16] = {'R', 0, 0, 0, 12, 0, 0, 0, 10, 'A', 'B', 0, 'C'};
+        assert_int_equal(pg_wire_drop_scram_plus(bad, 13, &out), -EBADMSG);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_generation_from_name),
+                cmocka_unit_test(test_wire_startup),
+                cmocka_unit_test(test_wire_scram_plus),
                 cmocka_unit_test_setup_teardown(test_find_newest_of_a_generation, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prune_keeps_the_newest, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_take_refuses_bad_names, setup, teardown),
