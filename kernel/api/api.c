@@ -884,7 +884,7 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         }
         int r = chat_new(&(struct chat_config){.seed_dir = cfg->seed_dir, .cfg = cfg->cfg, .kdb = cfg->kdb,
                                                .mind = cfg->mind, .outbound = cfg->outbound,
-                                               .publish = chat_publish, .userdata = api},
+                                               .live = cfg->live, .publish = chat_publish, .userdata = api},
                          &api->chat);
         if (r < 0) {
                 free(api->refused);
