@@ -626,6 +626,35 @@
         'reach. Approve secrets only together with the hosts they are meant for.' }) : null);
   }
 
+  // change_data and call_api, shown in full: exactly this runs on the live
+  // data or is sent to the live app once approved. Statement and body are
+  // shown as they are sent, every character, never cut.
+  function liveRequest(tool, args) {
+    const dl = h('dl', { class: 'facts' });
+    const exact = (text) => h('pre', { class: ['value-text', 'source'], text });
+    const str = (v) => (typeof v === 'string' ? v : '');
+    const bytes = (v) => new TextEncoder().encode(v).length + ' bytes';
+    let intro;
+    if (tool === 'change_data') {
+      intro = 'The Seed asks to change the live data with ';
+      const sql = str(args.sql);
+      facts(dl, [['statement', exact(sql)], ['size', bytes(sql)],
+        ['runs', "once, on the live database, as the app's own role, when you approve"]]);
+    } else {
+      intro = 'The Seed asks to send a request to the live app with ';
+      const headers = args.headers && typeof args.headers === 'object' ? Object.entries(args.headers) : [];
+      const body = str(args.body);
+      facts(dl, [['request', h('code', { class: 'http-line', text: str(args.method) + ' ' + str(args.path) })],
+        ['headers', headers.length ? exact(headers.map(([k, v]) => k + ': ' + v).join('\n')) : '(none)'],
+        ['body', typeof args.body === 'string' ? exact(body) : '(none)'],
+        ['size', bytes(body)]]);
+    }
+    return h('div', { class: 'request live-request' },
+      h('p', { class: 'tool-line' }, intro, h('code', { text: tool }),
+        ' · level ', h('strong', { class: 'level level-dangerous', text: 'dangerous' })),
+      dl);
+  }
+
   function approvalCard(a) {
     const evo = evoById(a.evolution_id);
     const req = a.request;
@@ -633,6 +662,9 @@
     if (a.kind === 'tool' && req && typeof req === 'object' && req.tool === 'request_outbound_access' &&
         req.arguments && typeof req.arguments === 'object') {
       body.push(outboundRequest(req.arguments));
+    } else if (a.kind === 'tool' && req && typeof req === 'object' && (req.tool === 'change_data' || req.tool === 'call_api') &&
+        req.arguments && typeof req.arguments === 'object') {
+      body.push(liveRequest(req.tool, req.arguments));
     } else if (a.kind === 'tool' && req && typeof req === 'object') {
       body.push(h('p', { class: 'tool-line' }, 'Tool ', h('code', { text: req.tool || a.tool || '?' }),
         ' · level ', h('strong', { class: 'level level-' + (req.level || a.level), text: req.level || a.level || '?' })));
