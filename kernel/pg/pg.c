@@ -578,10 +578,16 @@ static int append_encoded(struct buf *b, const char *s) {
         return r;
 }
 
+static int sandbox_url(const char *role, const char *password, const char *dbname, char **ret);
+
 int pg_sandbox_url(const struct pg *pg, const char *role, const char *dbname, char **ret) {
         int i = role_index(role);
         if (!pg || i < 0 || strempty(dbname) || !pg->passwords[i])
                 return -EINVAL;
+        return sandbox_url(role, pg->passwords[i], dbname, ret);
+}
+
+static int sandbox_url(const char *role, const char *password, const char *dbname, char **ret) {
         _cleanup_buf_ struct buf b = BUF_INIT(8192);
         int r = buf_puts(&b, "postgresql://");
         if (r >= 0)
@@ -589,7 +595,7 @@ int pg_sandbox_url(const struct pg *pg, const char *role, const char *dbname, ch
         if (r >= 0)
                 r = buf_puts(&b, ":");
         if (r >= 0)
-                r = append_encoded(&b, pg->passwords[i]);
+                r = append_encoded(&b, password);
         if (r >= 0)
                 r = buf_puts(&b, "@/");
         if (r >= 0)
@@ -878,15 +884,16 @@ int pg_scratch_create(const struct pg *pg, const char *name) {
 
 #define PG_BACKUP_TIMEOUT_MS (10 * 60 * 1000)
 
-/* Runs a client tool (pg_dump, pg_restore) as role organism. Its password
- * goes through a passfile in .seed/secrets (0700; the file 0600, removed
+/* Runs a client tool (pg_dump, pg_restore) as role with its password. The
+ * password goes through a passfile in .seed/secrets (0700; the file 0600, removed
  * after), never through argv or the environment, and never in the socket
  * dir: sandboxes see that one, and a running sandbox would see a file
  * created there after it started. */
-static int run_client(const struct pg *pg, char **argv, const char *what) {
+static int run_client_as(const struct pg *pg, const char *role, const char *password, char **argv,
+                         const char *what) {
         _cleanup_free_ char *passfile = NULL, *line = NULL, *envpass = NULL;
         if (xasprintf(&passfile, "%s/.pgpass-%d", pg->secretsdir, (int)getpid()) < 0 ||
-            xasprintf(&line, "*:*:*:organism:%s\n", pg->passwords[ROLE_ORGANISM]) < 0 ||
+            xasprintf(&line, "*:*:*:%s:%s\n", role, password) < 0 ||
             xasprintf(&envpass, "PGPASSFILE=%s", passfile) < 0)
                 return -ENOMEM;
         int r = write_file_atomic(passfile, line, strlen(line), 0600);
@@ -911,6 +918,10 @@ static int run_client(const struct pg *pg, char **argv, const char *what) {
         }
         proc_result_done(&res);
         return r;
+}
+
+static int run_client(const struct pg *pg, char **argv, const char *what) {
+        return run_client_as(pg, "organism", pg->passwords[ROLE_ORGANISM], argv, what);
 }
 
 int pg_live_backup(const struct pg *pg, const char *path) {
@@ -1001,3 +1012,184 @@ void pg_stop(struct pg *pg) {
 const char *pg_socket_dir(const struct pg *pg) { return pg ? pg->rundir : NULL; }
 
 pid_t pg_pid(const struct pg *pg) { return pg ? pg->pid : 0; }
+
+/* ---- copies of the live data, for previews ---- */
+
+static bool copy_name_valid(const char *name) {
+        size_t n = strlen(PG_LIVE_COPY_PREFIX);
+        if (!name || strncmp(name, PG_LIVE_COPY_PREFIX, n) != 0 || !name[n] || strlen(name) > 63)
+                return false;
+        for (const char *p = name + n; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+                        return false;
+        return true;
+}
+
+void pg_live_copy_done(struct pg_live_copy *c) {
+        if (!c)
+                return;
+        if (c->password)
+                secure_zero(c->password, strlen(c->password));
+        free(c->password);
+        free(c->name);
+        *c = (struct pg_live_copy){0};
+}
+
+/* Drops the copy's database (ending its sessions) and then its role. */
+static int copy_drop(struct db *db, const char *name) {
+        _cleanup_free_ char *drop_db = NULL, *drop_role = NULL;
+        if (xasprintf(&drop_db, "DROP DATABASE IF EXISTS %s WITH (FORCE)", name) < 0 ||
+            xasprintf(&drop_role, "DROP ROLE IF EXISTS %s", name) < 0)
+                return -ENOMEM;
+        int r = sql(db, "dropping a copy of the live data", drop_db);
+        return r < 0 ? r : sql(db, "dropping a copy's role", drop_role);
+}
+
+int pg_live_copy_drop(const struct pg *pg, const char *name) {
+        if (!pg || !copy_name_valid(name))
+                return -EINVAL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        int r = superuser_db(pg, &db);
+        return r < 0 ? r : copy_drop(db, name);
+}
+
+int pg_live_copy_drop_all(const struct pg *pg) {
+        if (!pg)
+                return -EINVAL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        int r = superuser_db(pg, &db);
+        if (r < 0)
+                return r;
+        _cleanup_free_ char *names = NULL;
+        r = db_query_value(db,
+                           "SELECT string_agg(n, ' ') FROM (SELECT datname AS n FROM pg_database UNION "
+                           "SELECT rolname FROM pg_roles) x WHERE n LIKE '" PG_LIVE_COPY_PREFIX "%'",
+                           0, NULL, &names);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                return r;
+        int dropped = 0;
+        for (char *save = NULL, *n = strtok_r(names, " ", &save); n; n = strtok_r(NULL, " ", &save)) {
+                if (!copy_name_valid(n))
+                        continue;
+                if ((r = copy_drop(db, n)) < 0)
+                        return r;
+                dropped++;
+        }
+        if (dropped)
+                log_info("dropped %d copie%s of the live data left by an earlier kernel", dropped,
+                         dropped == 1 ? "" : "s");
+        return dropped;
+}
+
+/* The new role: its own fresh password (kept only in memory by the caller),
+ * the organism's limits. */
+static int copy_role(struct db *db, const char *name, char **ret_password) {
+        _cleanup_free_ char *password = NULL, *verifier = NULL, *qverifier = NULL, *create = NULL, *limits = NULL;
+        int r = crypto_random_hex(PG_PASSWORD_BYTES, &password);
+        if (r < 0)
+                return r;
+        if ((r = db_encrypt_password(db, name, password, &verifier)) < 0 ||
+            (r = db_quote_literal(db, verifier, &qverifier)) < 0)
+                goto out;
+        const struct role_limits *l = &role_limits[ROLE_ORGANISM];
+        if (xasprintf(&create,
+                      "CREATE ROLE %s LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS "
+                      "CONNECTION LIMIT %d PASSWORD %s",
+                      name, l->connections, qverifier) < 0) {
+                r = -ENOMEM;
+                goto out;
+        }
+        if ((r = sql(db, "creating a copy's role", create)) < 0)
+                goto out;
+        for (size_t k = 0; r >= 0 && k < ARRAY_SIZE(l->settings) && l->settings[k][0]; k++) {
+                free(limits);
+                limits = NULL;
+                r = xasprintf(&limits, "ALTER ROLE %s SET %s = '%s'", name, l->settings[k][0], l->settings[k][1]) < 0
+                            ? -ENOMEM
+                            : sql(db, "setting a copy's limits", limits);
+        }
+        if (r >= 0)
+                *ret_password = TAKE_PTR(password);
+out:
+        if (password)
+                secure_zero(password, strlen(password));
+        return r;
+}
+
+/* Dumps the live database as organism and restores it into the copy as its
+ * own role (which then owns every object). */
+static int copy_data(const struct pg *pg, const char *name, const char *password) {
+        _cleanup_free_ char *dump = NULL, *restore = path_join(pg->bindir, "pg_restore");
+        if (!restore || xasprintf(&dump, "%s/.copy-%s.dump", pg->secretsdir, name) < 0)
+                return -ENOMEM;
+        int r = pg_live_backup(pg, dump);
+        if (r >= 0) {
+                char *argv[] = {restore, "--host", pg->rundir, "--port", PG_PORT, "--username", (char *)name,
+                                "--no-password", "--dbname", (char *)name, "--no-owner", "--no-privileges",
+                                "--single-transaction", "--exit-on-error", dump, NULL};
+                r = run_client_as(pg, name, password, argv, "restoring a copy of the live data");
+        }
+        (void)unlink(dump);
+        return r;
+}
+
+int pg_live_copy_create(const struct pg *pg, const char *name, int64_t max_bytes, struct pg_live_copy *ret) {
+        if (!pg || !copy_name_valid(name) || max_bytes < 0 || !ret || !pg->passwords[ROLE_ORGANISM])
+                return -EINVAL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        _cleanup_(pg_live_copy_done) struct pg_live_copy c = {0};
+        _cleanup_free_ char *size = NULL, *create = NULL, *revoke = NULL;
+        int r = superuser_db(pg, &db);
+        if (r < 0)
+                return r;
+        if ((r = db_query_value(db, "SELECT pg_database_size('" PG_LIVE_DB "')", 0, NULL, &size)) < 0)
+                return r;
+        if (!(c.name = strdup(name)))
+                return -ENOMEM;
+        c.live_bytes = strtoll(size, NULL, 10);
+        c.copied = c.live_bytes <= max_bytes;
+        /* A copy left by a killed kernel under this name goes first. */
+        if ((r = copy_drop(db, name)) < 0 || (r = copy_role(db, name, &c.password)) < 0)
+                return r;
+        if (xasprintf(&create, "CREATE DATABASE %s OWNER %s TEMPLATE template0 ENCODING 'UTF8'", name, name) < 0 ||
+            xasprintf(&revoke, "REVOKE ALL ON DATABASE %s FROM PUBLIC", name) < 0)
+                return -ENOMEM;
+        if ((r = sql(db, "creating a copy of the live data", create)) < 0 ||
+            (r = sql(db, "restricting a copy of the live data", revoke)) < 0 ||
+            (c.copied && (r = copy_data(pg, name, c.password)) < 0)) {
+                (void)copy_drop(db, name);
+                return r;
+        }
+        *ret = c;
+        c = (struct pg_live_copy){0};
+        return 0;
+}
+
+int pg_live_copy_url(const struct pg *pg, const struct pg_live_copy *c, char **ret) {
+        if (!pg || !c || !copy_name_valid(c->name) || !c->password)
+                return -EINVAL;
+        return sandbox_url(c->name, c->password, c->name, ret);
+}
+
+int pg_live_copy_conninfo(const struct pg *pg, const struct pg_live_copy *c, char **ret) {
+        if (!pg || !c || !copy_name_valid(c->name) || !c->password)
+                return -EINVAL;
+        _cleanup_buf_ struct buf b = BUF_INIT(8192);
+        int r = append_value(&b, "host", pg->rundir);
+        if (r >= 0)
+                r = append_value(&b, "port", PG_PORT);
+        if (r >= 0)
+                r = append_value(&b, "dbname", c->name);
+        if (r >= 0)
+                r = append_value(&b, "user", c->name);
+        if (r >= 0)
+                r = append_value(&b, "password", c->password);
+        if (r < 0) {
+                secure_zero(b.data, b.len);
+                return r;
+        }
+        *ret = buf_steal(&b);
+        return 0;
+}

@@ -1,4 +1,5 @@
-/* Integration tests for kernel/live against a real private PostgreSQL: the
+/* Integration tests for kernel/live against a real private PostgreSQL (and
+ * kernel/pg's copies of the live data for previews): the
  * chat's query_data cannot write whatever SQL it sends (each attempt is
  * checked against the live data afterwards), its results are capped, and
  * change_data runs only once the owner approved that very call. Runs as the
@@ -287,6 +288,73 @@ static void test_change_data_asks_every_time(void **state) {
         assert_string_equal(v2, "apple,quince,plum");
 }
 
+/* ---- copies of the live data for previews (kernel/pg) ---- */
+
+static struct db *connect_copy(const struct pg_live_copy *c) {
+        _cleanup_free_ char *ci = NULL, *err = NULL;
+        assert_int_equal(pg_live_copy_conninfo(g_pg, c, &ci), 0);
+        struct db *db = NULL;
+        if (db_connect_err(ci, &db, &err) < 0)
+                fail_msg("%s: %s", c->name, err ? err : "?");
+        return db;
+}
+
+static void test_live_copy(void **state) {
+        _cleanup_free_ char *before = live_state();
+        struct pg_live_copy a = {0}, b = {0};
+        assert_int_equal(pg_live_copy_create(g_pg, "preview_0123456789abcdef", PG_LIVE_COPY_MAX_BYTES, &a), 0);
+        assert_true(a.copied);
+        assert_true(a.live_bytes > 0);
+        {
+                /* The live data is there, and the copy's role owns it: a write
+                 * stays in the copy. */
+                _cleanup_(db_closep) struct db *db = connect_copy(&a);
+                _cleanup_free_ char *v = value(db, "SELECT string_agg(name, ',' ORDER BY id) FROM items");
+                assert_string_equal(v, "apple,quince,plum");
+                _cleanup_free_ char *err = NULL;
+                assert_true(db_exec(db, "UPDATE items SET name = 'changed in the preview'; DELETE FROM many", &err) >= 0);
+                /* Its role reaches no other database. */
+                _cleanup_free_ char *other = value(db, "SELECT has_database_privilege('" PG_LIVE_DB "', 'CONNECT')::text "
+                                                       "|| has_database_privilege('" PG_KERNEL_DB "', 'CONNECT')::text "
+                                                       "|| has_database_privilege('postgres', 'CONNECT')::text");
+                assert_string_equal(other, "falsefalsefalse");
+        }
+        _cleanup_free_ char *after = live_state();
+        assert_string_equal(before, after);
+        /* Over the size limit: an empty copy, and it says so. A fresh password each time. */
+        assert_int_equal(pg_live_copy_create(g_pg, "preview_fedcba9876543210", 0, &b), 0);
+        assert_false(b.copied);
+        assert_string_not_equal(a.password, b.password);
+        {
+                _cleanup_(db_closep) struct db *db = connect_copy(&b);
+                _cleanup_free_ char *n = value(db, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'");
+                assert_string_equal(n, "0");
+        }
+        /* The URL a sandbox gets names the copy's role and socket dir. */
+        _cleanup_free_ char *url = NULL;
+        assert_int_equal(pg_live_copy_url(g_pg, &a, &url), 0);
+        assert_true(strncmp(url, "postgresql://preview_0123456789abcdef:", 38) == 0);
+        assert_non_null(strstr(url, "@/preview_0123456789abcdef?host=/run/postgresql"));
+        /* Bad names are refused. */
+        struct pg_live_copy bad = {0};
+        assert_int_equal(pg_live_copy_create(g_pg, PG_LIVE_DB, 0, &bad), -EINVAL);
+        assert_int_equal(pg_live_copy_create(g_pg, "preview_x; DROP", 0, &bad), -EINVAL);
+        assert_int_equal(pg_live_copy_drop(g_pg, "evo_1"), -EINVAL);
+        /* One dropped, then every other one (as at boot after a kill). */
+        assert_int_equal(pg_live_copy_drop(g_pg, a.name), 0);
+        assert_int_equal(pg_live_copy_drop_all(g_pg), 1);
+        assert_int_equal(pg_live_copy_drop_all(g_pg), 0);
+        _cleanup_(db_closep) struct db *su = connect_as("postgres", "postgres");
+        _cleanup_free_ char *left = value(su, "SELECT (SELECT count(*) FROM pg_database WHERE datname LIKE 'preview%') + "
+                                              "(SELECT count(*) FROM pg_roles WHERE rolname LIKE 'preview%')");
+        assert_string_equal(left, "0");
+        pg_live_copy_done(&a);
+        pg_live_copy_done(&b);
+        free(after);
+        after = live_state();
+        assert_string_equal(before, after);
+}
+
 static int group_setup(void **state) {
         snprintf(seed_dir, sizeof seed_dir, "/tmp/seed-test-live-XXXXXX");
         if (!mkdtemp(seed_dir))
@@ -317,6 +385,7 @@ int main(void) {
                 cmocka_unit_test(test_reader_cannot_write),
                 cmocka_unit_test(test_reader_reaches_only_live_data),
                 cmocka_unit_test(test_change_data_asks_every_time),
+                cmocka_unit_test(test_live_copy),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
