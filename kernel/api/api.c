@@ -770,6 +770,36 @@ static int h_usage(void *ud, const struct ctl_api_call *call, int *ret_status, c
         return api_self_h_usage(((struct api *)ud)->kdb, call, ret_status, ret_json);
 }
 
+/* ---- the owner's evolution settings ---- */
+
+static int evolution_settings_reply(struct api *api, int *ret_status, char **ret_json) {
+        bool preview = true;
+        int r = evo_preview_enabled(api->kdb, &preview);
+        if (r < 0)
+                return log_error_errno(r, "could not read the evolution settings: %m");
+        return api_reply(200, json_pack("{s:b}", "preview", preview), ret_status, ret_json);
+}
+
+static int h_evolution_settings(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return evolution_settings_reply(ud, ret_status, ret_json);
+}
+
+/* POST {"preview": true|false}: nothing else. */
+static int h_evolution_settings_set(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct api *api = ud;
+        _cleanup_json_ json_t *body = NULL;
+        int r = parse_body(call, &body, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        json_t *v = json_object_get(body, "preview");
+        if (!json_is_boolean(v) || json_object_size(body) != 1)
+                return api_reply_error(400, "the body must be {\"preview\": true or false}", ret_status, ret_json);
+        if ((r = evo_preview_set(api->kdb, json_is_true(v))) < 0)
+                return log_error_errno(r, "could not change the evolution settings: %m");
+        log_info("the owner turned the preview before apply %s", json_is_true(v) ? "on" : "off");
+        return evolution_settings_reply(api, ret_status, ret_json);
+}
+
 /* ---- outbound access (api/outbound.c) ---- */
 
 static int h_outbound(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
@@ -848,6 +878,8 @@ const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/skills/*", h_skill, NULL},
         {"GET", "/_seed/api/settings", h_settings, NULL},
         {"GET", "/_seed/api/usage", h_usage, NULL},
+        {"GET", "/_seed/api/evolution-settings", h_evolution_settings, NULL},
+        {"POST", "/_seed/api/evolution-settings", h_evolution_settings_set, NULL},
         {"GET", "/_seed/api/outbound", h_outbound, NULL},
         {"POST", "/_seed/api/outbound/grant", h_outbound_grant, NULL},
         {"POST", "/_seed/api/outbound/revoke", h_outbound_revoke, NULL},

@@ -1342,6 +1342,9 @@ static void remove_leftovers(struct orchestrator *o) {
                 }
         }
         strv_free(names);
+        /* Copies of the live data a killed kernel's previews left. */
+        if (o->c.pg && pg_live_copy_drop_all(o->c.pg) < 0)
+                log_warn("cannot drop the copies of the live data left by an earlier kernel");
 }
 
 /* Boot: the owner's commits on main are verified before anything else. */

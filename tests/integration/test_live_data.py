@@ -168,5 +168,20 @@ def call_api_get_is_safe_and_other_methods_are_asked_in_full(c):
     assert answer['sources'] == [], answer
 
 
+@test
+def evolution_settings_turn_the_preview_on_and_off(c):
+    r = api(c, '/_seed/api/evolution-settings')
+    assert r.status == 200 and r.json() == {'preview': True}, (r.status, r.text)  # on by default
+    for bad in ({}, {'preview': 'no'}, {'preview': False, 'more': 1}, []):
+        r = api(c, '/_seed/api/evolution-settings', 'POST', bad)
+        assert r.status == 400, (bad, r.status, r.text)
+    assert api(c, '/_seed/api/evolution-settings').json() == {'preview': True}
+    r = api(c, '/_seed/api/evolution-settings', 'POST', {'preview': False})
+    assert r.status == 200 and r.json() == {'preview': False}, r.text
+    assert api(c, '/_seed/api/evolution-settings').json() == {'preview': False}
+    assert api(c, '/_seed/api/evolution-settings', 'POST', {'preview': True}).json() == {'preview': True}
+    assert request(c.base + '/_seed/api/evolution-settings').status == 401
+
+
 if __name__ == '__main__':
     taplib.run(setup, teardown)
