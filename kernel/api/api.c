@@ -436,7 +436,53 @@ static int h_answer(void *ud, const struct ctl_api_call *call, int *ret_status, 
         return evolution_approval(ud, call, true, ret_status, ret_json);
 }
 
+/* POST evolutions/{id}/decide {"action": "apply"|"changes"|"discard",
+ * "feedback"}: the owner's decision on the preview of that evolution
+ * (orch_preview_decide). Without "action": an approval of it, above. */
+static int preview_decide(struct api *api, const struct ctl_api_call *call, json_t *body, int *ret_status,
+                          char **ret_json) {
+        static const char *const actions[] = {[ORCH_PREVIEW_APPLY] = "apply", [ORCH_PREVIEW_CHANGES] = "changes",
+                                              [ORCH_PREVIEW_DISCARD] = "discard"};
+        const char *a = json_string_value(json_object_get(body, "action")), *feedback = NULL;
+        enum orch_preview_action action = 0;
+        for (size_t i = 1; a && i < ARRAY_SIZE(actions); i++)
+                if (streq(a, actions[i]))
+                        action = (enum orch_preview_action)i;
+        const char *key;
+        json_t *v;
+        json_object_foreach(body, key, v)
+                if (!streq(key, "action") && !streq(key, "feedback"))
+                        return api_reply_error(400, "the body may hold only \"action\" and \"feedback\"",
+                                               ret_status, ret_json);
+        if (!action)
+                return api_reply_error(400, "\"action\" must be apply, changes or discard", ret_status, ret_json);
+        int r = body_string(body, "feedback", ORCH_FEEDBACK_MAX, action == ORCH_PREVIEW_CHANGES, &feedback,
+                            ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        struct orchestrator *o = api_orch(api);
+        if (!o)
+                return no_orch(api, ret_status, ret_json);
+        r = orch_preview_decide(o, call->param, action, feedback);
+        if (r == -ENOENT)
+                return api_reply_error(409, "this evolution has no preview waiting for your decision", ret_status,
+                                       ret_json);
+        if (r < 0)
+                return log_error_errno(r, "could not decide the preview of %s: %m", call->param);
+        log_info("the owner decided the preview of %s: %s", call->param, actions[action]);
+        return api_reply(200, json_pack("{s:b, s:s}", "ok", 1, "action", actions[action]), ret_status, ret_json);
+}
+
 static int h_evo_decide(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        int r = evo_param(call, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        _cleanup_json_ json_t *body = NULL;
+        r = parse_body(call, &body, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        if (json_object_get(body, "action"))
+                return preview_decide(ud, call, body, ret_status, ret_json);
         return evolution_approval(ud, call, false, ret_status, ret_json);
 }
 

@@ -357,6 +357,12 @@ static void app_on_event(void *userdata, const char *evo_id, const char *kind, c
         api_publish(__atomic_load_n(&a->api, __ATOMIC_ACQUIRE), evo_id, kind, json);
 }
 
+/* The owner's preview started or ended: only the owner's browser goes there. */
+static void app_on_preview(void *userdata, const char *evo_id, const char *socket_path) {
+        struct app *a = userdata;
+        ctl_preview_set(__atomic_load_n(&a->ctl, __ATOMIC_ACQUIRE), evo_id, socket_path);
+}
+
 static int app_start_orchestrator(struct app *a) {
         if (a->doctor)
                 return 0; /* evolutions are refused: the API says why */
@@ -372,6 +378,7 @@ static int app_start_orchestrator(struct app *a) {
                 .outbound = a->outbound,
                 .request_restart = app_request_restart,
                 .on_event = app_on_event,
+                .on_preview = app_on_preview,
                 .userdata = a,
         };
         int r = orch_start(&oc, &a->orch);
