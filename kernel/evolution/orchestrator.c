@@ -1466,9 +1466,24 @@ static void remove_leftovers(struct orchestrator *o) {
                 }
         }
         strv_free(names);
-        /* Copies of the live data a killed kernel's previews left. */
+        /* What a killed kernel's preview left: its copy of the live data and
+         * its run dir (its sandbox died with that kernel). */
         if (o->c.pg && pg_live_copy_drop_all(o->c.pg) < 0)
                 log_warn("cannot drop the copies of the live data left by an earlier kernel");
+        _cleanup_free_ char *previews = path_join(o->c.seed_dir, ".seed/preview");
+        DIR *pd = previews ? opendir(previews) : NULL;
+        names = NULL;
+        while (pd && (de = readdir(pd)))
+                if (startswith(de->d_name, "evo_") && endswith(de->d_name, "-live"))
+                        (void)strv_push(&names, de->d_name);
+        if (pd)
+                closedir(pd);
+        for (size_t i = 0; names && names[i]; i++) {
+                _cleanup_free_ char *p = path_join(previews, names[i]);
+                if (p && rm_rf(p) >= 0)
+                        log_info("removed the leftover preview run dir %s", names[i]);
+        }
+        strv_free(names);
 }
 
 /* Boot: the owner's commits on main are verified before anything else. */

@@ -1078,8 +1078,8 @@ int pg_live_copy_drop_all(const struct pg *pg) {
                 dropped++;
         }
         if (dropped)
-                log_info("dropped %d copie%s of the live data left by an earlier kernel", dropped,
-                         dropped == 1 ? "" : "s");
+                log_info("dropped %d cop%s of the live data left by an earlier kernel", dropped,
+                         dropped == 1 ? "y" : "ies");
         return dropped;
 }
 
