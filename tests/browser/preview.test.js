@@ -12,8 +12,9 @@ const fs = require('node:fs');
 const path = require('node:path');
 const { TestSeed, launch, waitUntil, OUT } = require('./lib.js');
 
-const MARKER = 'The candidate greets you ' + Math.random().toString(16).slice(2, 10);
-const STARTER = "I don't have a purpose yet. What should I become?";
+// The candidate's page title (the starter's own test checks its body).
+const MARKER = 'The candidate ' + Math.random().toString(16).slice(2, 10);
+const STARTER = '<title>A new Seed</title>';
 
 let s, browser, owner, page, other;
 const problems = [];
@@ -42,7 +43,7 @@ test('the preview bar, the candidate for the owner only, apply', async () => {
   await s.script([
     { tool_calls: [{ name: 'submit_plan', arguments: { title: 'Greet', scope: 'greeting', summary: 'A greeting.',
       steps: ['edit organism/bin/server'] } }] },
-    { tool_calls: [{ name: 'write_file', arguments: { path: 'organism/bin/server', content: starter.replace(STARTER, MARKER) } }] },
+    { tool_calls: [{ name: 'write_file', arguments: { path: 'organism/bin/server', content: starter.replace(STARTER, '<title>' + MARKER + '</title>') } }] },
     { tool_calls: [{ name: 'finish', arguments: { summary: 'Greets.' } }] },
     { tool_calls: [{ name: 'submit_reflection', arguments: { notes: 'Nothing.' } }] },
   ]);
@@ -56,22 +57,22 @@ test('the preview bar, the candidate for the owner only, apply', async () => {
   // The owner's new tab: the candidate.
   const [tab] = await Promise.all([owner.waitForEvent('page'), page.click('#preview-open')]);
   await tab.waitForLoadState();
-  await waitUntil(async () => (await tab.textContent('body')).includes(MARKER), { timeout: 30000, what: 'the candidate' });
+  await waitUntil(async () => (await tab.title()) === MARKER, { timeout: 30000, what: 'the candidate' });
   await tab.screenshot({ path: path.join(OUT, 'preview-candidate.png') });
   const appOrigin = new URL(tab.url()).origin;
   // Another browser: the live app.
   await other.goto(appOrigin + '/');
-  assert.ok((await other.textContent('body')).includes(STARTER));
+  assert.strictEqual(await other.title(), 'A new Seed');
   // Leave preview: that tab sees the live app again.
   await tab.goto(appOrigin + '/_seed/preview/leave');
-  assert.ok((await tab.textContent('body')).includes(STARTER));
+  assert.strictEqual(await tab.title(), 'A new Seed');
 
   // Apply: live for everyone.
   await page.click('#preview-apply');
   await bar.waitFor({ state: 'hidden', timeout: 30000 });
   await waitUntil(async () => {
     await other.goto(appOrigin + '/');
-    return (await other.textContent('body')).includes(MARKER);
+    return (await other.title()) === MARKER;
   }, { timeout: 300000, what: 'the candidate live' });
   assert.deepStrictEqual(problems, []);
 });
