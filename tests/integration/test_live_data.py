@@ -170,8 +170,11 @@ def call_api_get_is_safe_and_other_methods_are_asked_in_full(c):
 
 @test
 def evolution_settings_turn_the_preview_on_and_off(c):
+    # On by default (integration-preview checks that); seedlib turned it off
+    # for the tests' evolutions.
     r = api(c, '/_seed/api/evolution-settings')
-    assert r.status == 200 and r.json() == {'preview': True}, (r.status, r.text)  # on by default
+    assert r.status == 200 and r.json() == {'preview': False}, (r.status, r.text)
+    assert api(c, '/_seed/api/evolution-settings', 'POST', {'preview': True}).json() == {'preview': True}
     for bad in ({}, {'preview': 'no'}, {'preview': False, 'more': 1}, []):
         r = api(c, '/_seed/api/evolution-settings', 'POST', bad)
         assert r.status == 400, (bad, r.status, r.text)
