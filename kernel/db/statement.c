@@ -222,9 +222,11 @@ int db_statement(struct db *db, const char *sql, const struct db_statement_limit
         r = rd.error ? -EIO : 0;
 end:
         if (lim->read_only && PQstatus(conn) == CONNECTION_OK) {
-                /* Whatever their statement did to the transaction, it ends here. */
+                /* Whatever their statement did to the transaction, it ends
+                 * here. A stop we asked for may still land on the ROLLBACK:
+                 * the caller closes this connection anyway. */
                 _cleanup_free_ char *err = NULL;
-                if (own(conn, "ROLLBACK", &err) < 0 && r >= 0) {
+                if (own(conn, "ROLLBACK", &err) < 0 && r >= 0 && !rd.cancelled) {
                         rd.error = TAKE_PTR(err);
                         r = -EIO;
                 }
