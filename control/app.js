@@ -22,6 +22,7 @@
     status: null,
     approvals: [],
     evolutions: [],
+    preview: null,           // the evolution whose preview runs (the bar), or null
     messages: new Map(),     // id → message
     last: new Map(),         // evolution id → {kind, text, at}: its latest step
     gens: new Map(),         // evolution id → the generation it committed (from its "committed" note)
@@ -626,6 +627,35 @@
         'reach. Approve secrets only together with the hosts they are meant for.' }) : null);
   }
 
+  // change_data and call_api, shown in full: exactly this runs on the live
+  // data or is sent to the live app once approved. Statement and body are
+  // shown as they are sent, every character, never cut.
+  function liveRequest(tool, args) {
+    const dl = h('dl', { class: 'facts' });
+    const exact = (text) => h('pre', { class: ['value-text', 'source'], text });
+    const str = (v) => (typeof v === 'string' ? v : '');
+    const bytes = (v) => new TextEncoder().encode(v).length + ' bytes';
+    let intro;
+    if (tool === 'change_data') {
+      intro = 'The Seed asks to change the live data with ';
+      const sql = str(args.sql);
+      facts(dl, [['statement', exact(sql)], ['size', bytes(sql)],
+        ['runs', "once, on the live database, as the app's own role, when you approve"]]);
+    } else {
+      intro = 'The Seed asks to send a request to the live app with ';
+      const headers = args.headers && typeof args.headers === 'object' ? Object.entries(args.headers) : [];
+      const body = str(args.body);
+      facts(dl, [['request', h('code', { class: 'http-line', text: str(args.method) + ' ' + str(args.path) })],
+        ['headers', headers.length ? exact(headers.map(([k, v]) => k + ': ' + v).join('\n')) : '(none)'],
+        ['body', typeof args.body === 'string' ? exact(body) : '(none)'],
+        ['size', bytes(body)]]);
+    }
+    return h('div', { class: 'request live-request' },
+      h('p', { class: 'tool-line' }, intro, h('code', { text: tool }),
+        ' · level ', h('strong', { class: 'level level-dangerous', text: 'dangerous' })),
+      dl);
+  }
+
   function approvalCard(a) {
     const evo = evoById(a.evolution_id);
     const req = a.request;
@@ -633,6 +663,9 @@
     if (a.kind === 'tool' && req && typeof req === 'object' && req.tool === 'request_outbound_access' &&
         req.arguments && typeof req.arguments === 'object') {
       body.push(outboundRequest(req.arguments));
+    } else if (a.kind === 'tool' && req && typeof req === 'object' && (req.tool === 'change_data' || req.tool === 'call_api') &&
+        req.arguments && typeof req.arguments === 'object') {
+      body.push(liveRequest(req.tool, req.arguments));
     } else if (a.kind === 'tool' && req && typeof req === 'object') {
       body.push(h('p', { class: 'tool-line' }, 'Tool ', h('code', { text: req.tool || a.tool || '?' }),
         ' · level ', h('strong', { class: 'level level-' + (req.level || a.level), text: req.level || a.level || '?' })));
@@ -768,10 +801,86 @@
     for (const e of shown.slice(0, 5)) box.append(liveCard(e));
   }
 
+  // ---- the preview before apply: a bar while the owner's preview runs ----
+
+  // The evolution whose preview runs, from its notes ("preview": "running"
+  // then "ended"), or null.
+  async function findPreview() {
+    for (const e of state.evolutions) {
+      if (e.state !== 'ready') continue;
+      try {
+        const d = await api('GET', 'evolutions/' + encodeURIComponent(e.id));
+        let on = false;
+        for (const ev of d.events || []) if (ev.kind === 'note' && ev.data && ev.data.preview) on = ev.data.preview === 'running';
+        if (on) return e.id;
+      } catch (err) {
+        // not readable now: no bar for it
+      }
+    }
+    return null;
+  }
+
+  function renderPreview() {
+    const bar = $('preview-bar');
+    const id = state.preview;
+    bar.hidden = !id;
+    if (!id) return;
+    const e = evoById(id);
+    $('preview-text').textContent = 'The Seed made "' + (e ? evoName(e) : id) + '" and runs it on a copy of your live ' +
+      'data. Only your browser sees it at the app\'s address once you open the preview; everyone else keeps the live ' +
+      'app. Try it, then apply it, ask for changes or discard it.';
+  }
+
+  async function previewDecide(action, feedback) {
+    const id = state.preview;
+    if (!id) return;
+    const err = $('preview-error');
+    try {
+      await api('POST', 'evolutions/' + encodeURIComponent(id) + '/decide', feedback ? { action, feedback } : { action });
+      state.preview = null;
+      renderPreview();
+      showError(err, null);
+    } catch (e) {
+      showError(err, e);
+    }
+  }
+
+  function setupPreviewBar() {
+    $('preview-open').addEventListener('click', async () => {
+      const err = $('preview-error');
+      try {
+        const t = await api('POST', 'preview/ticket', {});
+        const u = new URL(t.url);
+        $('preview-leave').href = u.origin + '/_seed/preview/leave';
+        window.open(t.url, '_blank', 'noopener');
+        showError(err, null);
+      } catch (e) {
+        showError(err, e);
+      }
+    });
+    $('preview-apply').addEventListener('click', () => previewDecide('apply'));
+    $('preview-discard').addEventListener('click', () => previewDecide('discard'));
+    $('preview-changes').addEventListener('click', () => {
+      $('preview-feedback').hidden = false;
+      $('preview-feedback-text').focus();
+    });
+    $('preview-feedback').addEventListener('submit', (ev) => {
+      ev.preventDefault();
+      const text = $('preview-feedback-text').value.trim();
+      if (text) previewDecide('changes', text).then(() => { $('preview-feedback').hidden = true; });
+    });
+  }
+
+  async function refreshPreview() {
+    state.preview = await findPreview();
+    renderPreview();
+  }
+
   async function refreshEvolutions() {
     try {
       const data = await api('GET', 'evolutions');
       state.evolutions = Array.isArray(data.evolutions) ? data.evolutions : [];
+      refreshPreview();
       for (const e of state.evolutions) if (!ENDED.has(e.state)) state.seenActive.add(e.id);
       renderLive();
       if (state.view === 'evolutions') renderEvolutionList();
@@ -1564,6 +1673,9 @@
       e.title = data.title || e.title;
     } else if ((kind === 'waiting' || kind === 'resumed') && e) {
       e.waiting = kind === 'waiting' ? data : null;
+    } else if (kind === 'note' && data.preview) {
+      state.preview = data.preview === 'running' ? id : state.preview === id ? null : state.preview;
+      renderPreview();
     } else if (kind === 'approval' || kind === 'question') {
       refreshApprovalsSoon();
     }
@@ -1604,6 +1716,7 @@
     $('mind-form').addEventListener('submit', chooseModel);
     $('mind-key-form').addEventListener('submit', lendFromSettings);
     $('mind-forget').addEventListener('click', forgetKey);
+    setupPreviewBar();
     $('mind-provider').addEventListener('change', () => {
       state.mindPick = $('mind-provider').value;
       renderMindCard();

@@ -436,7 +436,53 @@ static int h_answer(void *ud, const struct ctl_api_call *call, int *ret_status, 
         return evolution_approval(ud, call, true, ret_status, ret_json);
 }
 
+/* POST evolutions/{id}/decide {"action": "apply"|"changes"|"discard",
+ * "feedback"}: the owner's decision on the preview of that evolution
+ * (orch_preview_decide). Without "action": an approval of it, above. */
+static int preview_decide(struct api *api, const struct ctl_api_call *call, json_t *body, int *ret_status,
+                          char **ret_json) {
+        static const char *const actions[] = {[ORCH_PREVIEW_APPLY] = "apply", [ORCH_PREVIEW_CHANGES] = "changes",
+                                              [ORCH_PREVIEW_DISCARD] = "discard"};
+        const char *a = json_string_value(json_object_get(body, "action")), *feedback = NULL;
+        enum orch_preview_action action = 0;
+        for (size_t i = 1; a && i < ARRAY_SIZE(actions); i++)
+                if (streq(a, actions[i]))
+                        action = (enum orch_preview_action)i;
+        const char *key;
+        json_t *v;
+        json_object_foreach(body, key, v)
+                if (!streq(key, "action") && !streq(key, "feedback"))
+                        return api_reply_error(400, "the body may hold only \"action\" and \"feedback\"",
+                                               ret_status, ret_json);
+        if (!action)
+                return api_reply_error(400, "\"action\" must be apply, changes or discard", ret_status, ret_json);
+        int r = body_string(body, "feedback", ORCH_FEEDBACK_MAX, action == ORCH_PREVIEW_CHANGES, &feedback,
+                            ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        struct orchestrator *o = api_orch(api);
+        if (!o)
+                return no_orch(api, ret_status, ret_json);
+        r = orch_preview_decide(o, call->param, action, feedback);
+        if (r == -ENOENT)
+                return api_reply_error(409, "this evolution has no preview waiting for your decision", ret_status,
+                                       ret_json);
+        if (r < 0)
+                return log_error_errno(r, "could not decide the preview of %s: %m", call->param);
+        log_info("the owner decided the preview of %s: %s", call->param, actions[action]);
+        return api_reply(200, json_pack("{s:b, s:s}", "ok", 1, "action", actions[action]), ret_status, ret_json);
+}
+
 static int h_evo_decide(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        int r = evo_param(call, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        _cleanup_json_ json_t *body = NULL;
+        r = parse_body(call, &body, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        if (json_object_get(body, "action"))
+                return preview_decide(ud, call, body, ret_status, ret_json);
         return evolution_approval(ud, call, false, ret_status, ret_json);
 }
 
@@ -770,6 +816,36 @@ static int h_usage(void *ud, const struct ctl_api_call *call, int *ret_status, c
         return api_self_h_usage(((struct api *)ud)->kdb, call, ret_status, ret_json);
 }
 
+/* ---- the owner's evolution settings ---- */
+
+static int evolution_settings_reply(struct api *api, int *ret_status, char **ret_json) {
+        bool preview = true;
+        int r = evo_preview_enabled(api->kdb, &preview);
+        if (r < 0)
+                return log_error_errno(r, "could not read the evolution settings: %m");
+        return api_reply(200, json_pack("{s:b}", "preview", preview), ret_status, ret_json);
+}
+
+static int h_evolution_settings(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return evolution_settings_reply(ud, ret_status, ret_json);
+}
+
+/* POST {"preview": true|false}: nothing else. */
+static int h_evolution_settings_set(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct api *api = ud;
+        _cleanup_json_ json_t *body = NULL;
+        int r = parse_body(call, &body, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        json_t *v = json_object_get(body, "preview");
+        if (!json_is_boolean(v) || json_object_size(body) != 1)
+                return api_reply_error(400, "the body must be {\"preview\": true or false}", ret_status, ret_json);
+        if ((r = evo_preview_set(api->kdb, json_is_true(v))) < 0)
+                return log_error_errno(r, "could not change the evolution settings: %m");
+        log_info("the owner turned the preview before apply %s", json_is_true(v) ? "on" : "off");
+        return evolution_settings_reply(api, ret_status, ret_json);
+}
+
 /* ---- outbound access (api/outbound.c) ---- */
 
 static int h_outbound(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
@@ -848,6 +924,8 @@ const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/skills/*", h_skill, NULL},
         {"GET", "/_seed/api/settings", h_settings, NULL},
         {"GET", "/_seed/api/usage", h_usage, NULL},
+        {"GET", "/_seed/api/evolution-settings", h_evolution_settings, NULL},
+        {"POST", "/_seed/api/evolution-settings", h_evolution_settings_set, NULL},
         {"GET", "/_seed/api/outbound", h_outbound, NULL},
         {"POST", "/_seed/api/outbound/grant", h_outbound_grant, NULL},
         {"POST", "/_seed/api/outbound/revoke", h_outbound_revoke, NULL},
@@ -884,7 +962,7 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         }
         int r = chat_new(&(struct chat_config){.seed_dir = cfg->seed_dir, .cfg = cfg->cfg, .kdb = cfg->kdb,
                                                .mind = cfg->mind, .outbound = cfg->outbound,
-                                               .publish = chat_publish, .userdata = api},
+                                               .live = cfg->live, .publish = chat_publish, .userdata = api},
                          &api->chat);
         if (r < 0) {
                 free(api->refused);

@@ -42,6 +42,8 @@ struct outbound;
 #define API_SSE_QUEUE_MAX (1024 * 1024) /* bytes queued per subscriber; past it the subscriber is dropped */
 #define API_SSE_PING_MS 15000
 
+struct live;
+
 struct api_config {
         const char *seed_dir;           /* the live Seed's folder (copied) */
         struct db *kdb;                 /* kernel-memory DB (borrowed, outlives the api) */
@@ -51,6 +53,8 @@ struct api_config {
         const struct cfg *cfg;          /* seed.yaml (borrowed); NULL: POST messages answers 503 */
         struct outbound *outbound;      /* outbound access, for its routes and the chat's tools
                                          * (borrowed); NULL: they answer 503 */
+        struct live *live;              /* the live data and app, for the chat's tools (borrowed);
+                                         * NULL: they answer "not available" */
         const char *refused;            /* the start-up doctor's message when sandboxes cannot
                                          * run here: evolutions are refused with it (copied) */
 };

@@ -10,6 +10,7 @@
 #include "api/api.h"
 #include "evolution/orchestrator.h"
 #include "evolution/owner.h"
+#include "live/live.h"
 #include "mind/mind.h"
 #include "model/model.h"
 #include "organism/organism.h"
@@ -36,6 +37,7 @@ struct app {
         struct egress *egress;   /* every sandbox's way out */
         struct outbound *outbound; /* the owner's grants, the organism's secrets, the registries */
         struct organism *organism;
+        struct live *live;       /* the chat's way to the live data and app (kernel/live) */
         struct mind *mind;       /* the model the Seed thinks with (kernel/mind) */
         struct orchestrator *orch;
         struct api *api;         /* the /_seed/api routes (kernel/api) and their event stream */
@@ -353,6 +355,12 @@ static void app_on_event(void *userdata, const char *evo_id, const char *kind, c
         api_publish(__atomic_load_n(&a->api, __ATOMIC_ACQUIRE), evo_id, kind, json);
 }
 
+/* The owner's preview started or ended: only the owner's browser goes there. */
+static void app_on_preview(void *userdata, const char *evo_id, const char *socket_path) {
+        struct app *a = userdata;
+        ctl_preview_set(__atomic_load_n(&a->ctl, __ATOMIC_ACQUIRE), evo_id, socket_path);
+}
+
 static int app_start_orchestrator(struct app *a) {
         if (a->doctor)
                 return 0; /* evolutions are refused: the API says why */
@@ -368,6 +376,7 @@ static int app_start_orchestrator(struct app *a) {
                 .outbound = a->outbound,
                 .request_restart = app_request_restart,
                 .on_event = app_on_event,
+                .on_preview = app_on_preview,
                 .userdata = a,
         };
         int r = orch_start(&oc, &a->orch);
@@ -378,8 +387,11 @@ static int app_start_orchestrator(struct app *a) {
 
 static int app_start_ctl(struct app *a) {
         struct api *api = NULL;
-        int r = api_new(&(struct api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
-                                             .refused = a->doctor, .outbound = a->outbound,
+        int r = live_new(&(struct live_config){.pg = a->pg, .organism = a->organism}, &a->live);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the live data's tools: %m");
+        r = api_new(&(struct api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
+                                             .refused = a->doctor, .outbound = a->outbound, .live = a->live,
                                              .mind = a->mind, .cfg = a->cfg},
                         &api);
         if (r < 0)
@@ -425,6 +437,7 @@ static void app_stop(struct app *a) {
         orch_stop(a->orch);
         a->orch = NULL;
         api_free(__atomic_exchange_n(&a->api, NULL, __ATOMIC_ACQ_REL));
+        live_free(a->live); /* after the chat, its only user */
         if (a->organism) {
                 organism_stop(a->organism);
                 organism_free(a->organism);

@@ -9,6 +9,7 @@
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
 #include "fsx/fsx.h"
+#include "live/live.h"
 #include "mind/mind.h"
 #include "model/model.h"
 #include "outbound/outbound.h"
@@ -23,6 +24,8 @@
 #define EVOLUTIONS_SHOWN 10
 #define EVOLUTIONS_LISTED 20
 #define APPROVAL_POLL_MS 500
+#define SOURCES_MAX 20             /* live-data calls named under one answer */
+#define SOURCE_SHOWN 2000          /* bytes of one call's SQL or path shown there */
 
 struct chat {
         char *seed_dir;
@@ -30,6 +33,7 @@ struct chat {
         struct db *kdb;
         struct mind *mind;
         struct outbound *outbound;
+        struct live *live;
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;
         pthread_mutex_t busy;
@@ -44,6 +48,8 @@ struct chat_run {
         struct orchestrator *o;
         const char *owner_id;      /* the owner's message row */
         char **started;            /* evolution ids queued by start_evolution */
+        json_t *sources;           /* the live-data calls that answered: [{"tool", "arguments"}] */
+        size_t sources_left_out;   /* past SOURCES_MAX */
 };
 
 int chat_new(const struct chat_config *cfg, struct chat **ret) {
@@ -58,6 +64,7 @@ int chat_new(const struct chat_config *cfg, struct chat **ret) {
         c->kdb = cfg->kdb;
         c->mind = cfg->mind;
         c->outbound = cfg->outbound;
+        c->live = cfg->live;
         c->publish = cfg->publish;
         c->userdata = cfg->userdata;
         pthread_mutex_init(&c->busy, NULL);
@@ -224,7 +231,7 @@ static const struct tool chat_tools[] = {
         TOOL_TABLE_END,
 };
 
-const struct tool *const chat_tool_set[] = {tools_table, outbound_tools, chat_tools, NULL};
+const struct tool *const chat_tool_set[] = {tools_table, outbound_tools, live_tools, chat_tools, NULL};
 
 /* ---- the owner's approval of a chat call ---- */
 
@@ -308,7 +315,82 @@ static int chat_ask(struct tool_ctx *ctx, const struct tool *t, const char *args
         return r;
 }
 
-static const struct tool_hooks chat_hooks = {.ask = chat_ask};
+/* tools: every call that ran; the live-data ones that answered are named
+ * under the reply. */
+static void chat_ran(struct tool_ctx *ctx, const struct tool *t, const char *args_json, const struct tool_result *res) {
+        struct chat_run *run = ctx->userdata;
+        if (!run || !t->live_data || res->is_error)
+                return;
+        if (json_array_size(run->sources) >= SOURCES_MAX) {
+                run->sources_left_out++;
+                return;
+        }
+        json_t *args = json_loads(args_json ? args_json : "{}", 0, NULL);
+        json_t *src = json_pack("{s:s, s:o}", "tool", t->name, "arguments", args ? args : json_object());
+        if (!src || json_array_append_new(run->sources, src) < 0)
+                log_warn("out of memory: the chat cannot name a live-data call under its answer");
+}
+
+static const struct tool_hooks chat_hooks = {.ask = chat_ask, .ran = chat_ran};
+
+/* ---- where an answer's live data came from ---- */
+
+/* A Markdown code fence longer than any run of backticks in s. */
+static size_t fence_len(const char *s) {
+        size_t longest = 0, run = 0;
+        for (; *s; s++) {
+                run = *s == '`' ? run + 1 : 0;
+                if (run > longest)
+                        longest = run;
+        }
+        return longest < 3 ? 3 : longest + 1;
+}
+
+static int put_fenced(struct buf *b, const char *lang, const char *text) {
+        size_t n = fence_len(text), len = strlen(text);
+        bool cut = len > SOURCE_SHOWN;
+        if (cut) {
+                len = SOURCE_SHOWN;
+                while (len > 0 && ((unsigned char)text[len] & 0xC0) == 0x80)
+                        len--;
+        }
+        return buf_printf(b, "%.*s%s\n%.*s%s\n%.*s\n", (int)n, "``````````````````````````````````````", lang,
+                          (int)len, text, cut ? "\n… (in full in the reply's sources)" : "", (int)n,
+                          "``````````````````````````````````````");
+}
+
+/* The reply as stored and shown: the model's text, then "Live data used"
+ * with each call (SQL in a code block, an API call's method and path). */
+static char *reply_with_sources(const char *text, json_t *sources, size_t left_out) {
+        struct buf b = BUF_INIT(CHAT_TEXT_MAX * 8);
+        int r = buf_puts(&b, text);
+        size_t i;
+        json_t *src;
+        if (r >= 0 && json_array_size(sources))
+                r = buf_puts(&b, "\n\n---\n**Live data used for this answer**\n");
+        json_array_foreach(sources, i, src) {
+                const char *tool = json_string_value(json_object_get(src, "tool")) ?: "?";
+                json_t *a = json_object_get(src, "arguments");
+                const char *sql = json_string_value(json_object_get(a, "sql"));
+                const char *method = json_string_value(json_object_get(a, "method"));
+                const char *path = json_string_value(json_object_get(a, "path"));
+                if (r >= 0)
+                        r = buf_printf(&b, "\n`%s`%s", tool, sql || method ? ":\n" : "\n");
+                if (r >= 0 && sql)
+                        r = put_fenced(&b, "sql", sql);
+                else if (r >= 0 && method && path) {
+                        _cleanup_free_ char *line = NULL;
+                        r = xasprintf(&line, "%s %s", method, path) < 0 ? -ENOMEM : put_fenced(&b, "http", line);
+                }
+        }
+        if (r >= 0 && left_out)
+                r = buf_printf(&b, "\n… and %zu more call%s.\n", left_out, left_out == 1 ? "" : "s");
+        if (r < 0) {
+                buf_free(&b);
+                return NULL;
+        }
+        return buf_steal(&b);
+}
 
 /* ---- the prompt and the conversation ---- */
 
@@ -346,7 +428,12 @@ static char *system_prompt(struct chat *c, int root) {
                          "the hosts the owner granted (evolutions also reach the package registries). "
                          "outbound_status shows what is granted and what the proxy refused; when something needs "
                          "another host (or a secret such as an API key for the app), ask with "
-                         "request_outbound_access for exactly that, and why: the owner approves or denies it.\n\n"
+                         "request_outbound_access for exactly that, and why: the owner approves or denies it.\n"
+                         "You can read the live app's data: describe_data shows its tables, query_data runs one "
+                         "read-only SQL statement, call_api with GET asks the live app itself. Answer questions "
+                         "about the data from these, never from guesses. change_data (one SQL statement) and "
+                         "call_api with any other method change live data: the owner approves each one, so ask "
+                         "only for what the owner asked for.\n\n"
                          "## Who you are (knowledge/self.yaml)\n",
                          c->cfg->name ? c->cfg->name : "seed");
         if (fsx_read(root, "knowledge/self.yaml", SELF_MAX, &self, NULL, &err) < 0)
@@ -423,14 +510,18 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **r
         }
         if (pthread_mutex_trylock(&c->busy) != 0)
                 return -EBUSY;
-        struct chat_run run = {.c = c, .o = o};
+        struct chat_run run = {.c = c, .o = o, .sources = json_array()};
         struct agent_state st;
         struct agent_result res = {0};
-        _cleanup_free_ char *owner_id = NULL, *reply_id = NULL, *system = NULL, *error = NULL;
+        _cleanup_free_ char *owner_id = NULL, *reply_id = NULL, *system = NULL, *error = NULL, *shown = NULL;
         _cleanup_strv_free_ char **tracked = NULL;
         int root = -1, r;
         agent_state_init(&st);
 
+        if (!run.sources) {
+                r = -ENOMEM;
+                goto out;
+        }
         if (atomic_load(&c->cancel)) {
                 r = -ECANCELED;
                 goto out;
@@ -462,6 +553,7 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **r
                 .tracked = tracked,
                 .evolvable = c->cfg->kernel.evolvable,
                 .outbound = c->outbound,
+                .live = c->live,
                 .hooks = &chat_hooks,
                 .userdata = &run,
         };
@@ -490,12 +582,18 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **r
                 r = -EREMOTEIO;
                 goto out;
         }
-        if ((r = store_message(c, "seed", res.text, run.started ? run.started[0] : NULL, &reply_id)) < 0)
+        if (!(shown = reply_with_sources(res.text, run.sources, run.sources_left_out))) {
+                r = -ENOMEM;
+                goto out;
+        }
+        if ((r = store_message(c, "seed", shown, run.started ? run.started[0] : NULL, &reply_id)) < 0)
                 goto out;
         json_t *evs = json_array();
         for (size_t i = 0; evs && run.started && run.started[i]; i++)
                 json_array_append_new(evs, json_string(run.started[i]));
-        json_t *resp = evs ? json_pack("{s:s, s:s, s:o}", "id", reply_id, "reply", res.text, "evolutions", evs) : NULL;
+        json_t *resp = evs ? json_pack("{s:s, s:s, s:o, s:O}", "id", reply_id, "reply", shown, "evolutions", evs,
+                                       "sources", run.sources)
+                           : NULL;
         char *s = resp ? json_dumps(resp, JSON_COMPACT) : NULL;
         json_decref(resp); /* plain: the gotos to out above jump past resp (a cleanup would free an uninitialised pointer) */
         if (!s) {
@@ -510,6 +608,7 @@ out:
         agent_result_done(&res);
         agent_state_done(&st);
         strv_free(run.started);
+        json_decref(run.sources);
         if (root >= 0)
                 close(root);
         pthread_mutex_unlock(&c->busy);

@@ -1,7 +1,13 @@
 /* chat.h — the owner's chat with the Seed (SPEC "Chat and API"): one
  * conversation, kept in the kernel DB's messages table, answered by the chat
  * agent (phase chat: read-only tools, start_evolution, list_evolutions,
- * outbound_status and request_outbound_access).
+ * outbound_status and request_outbound_access, and the live data's
+ * query_data, describe_data, change_data and call_api: kernel/live).
+ *
+ * An answer that used the live data names the calls it came from: every
+ * live-data call that succeeded (tool.live_data) is listed under the reply,
+ * as stored and shown ("Live data used: …", each call's arguments in full),
+ * and in the reply's "sources".
  *
  * A chat call that needs the owner's approval (request_outbound_access, asked
  * every time) creates an approval of no evolution (evolution/store.h),
@@ -11,7 +17,8 @@
  *
  * kernel/api (api.c) serves it as
  *   GET  /_seed/api/messages[?limit=N]  the last N (1..200, default 50), oldest first
- *   POST /_seed/api/messages            {"text"} (≤ 16 KiB) → {"reply", "evolutions", "id"}
+ *   POST /_seed/api/messages            {"text"} (≤ 16 KiB) → {"reply", "evolutions", "id",
+ *                                        "sources": [{"tool", "arguments"}]}
  * One chat runs at a time; every stored message is published as an event of
  * kind "message". */
 #pragma once
@@ -22,6 +29,7 @@ struct cfg;
 struct db;
 struct mind;
 struct orchestrator;
+struct live;
 struct outbound;
 struct tool;
 
@@ -38,13 +46,15 @@ struct chat_config {
         struct db *kdb;              /* borrowed */
         struct mind *mind;           /* the model it thinks with (borrowed); NULL: unavailable */
         struct outbound *outbound;   /* borrowed; NULL: the outbound tools answer "not available" */
+        struct live *live;           /* the live data and app (borrowed); NULL: query_data,
+                                      * describe_data, change_data and call_api answer "not available" */
         /* Every stored message: kind "message", {"id","role","text","evolution_id","at"}. */
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;
 };
 
 /* The chat agent's tool set (NULL-terminated tables, see tools/tools.h):
- * kernel/tools' table, kernel/outbound's and the chat's own
+ * kernel/tools' table, kernel/outbound's, kernel/live's and the chat's own
  * (start_evolution, list_evolutions, whose handlers take the owner message's
  * run from tool_ctx.userdata). Static data. */
 extern const struct tool *const chat_tool_set[];
@@ -66,7 +76,8 @@ int chat_messages_json(struct db *db, int limit, char **ret_json);
 
 /* Stores the owner's text, runs the chat agent (o: where start_evolution
  * queues; NULL: it says evolutions are unavailable), stores its reply.
- * *ret_json: {"id": reply id, "reply", "evolutions": [ids started]}.
+ * *ret_json: {"id": reply id, "reply", "evolutions": [ids started],
+ * "sources": [the live-data calls the reply used: {"tool", "arguments"}]}.
  * -ENODEV no model (*ret_error says why), -EBUSY another chat is running, -EREMOTEIO the agent
  * failed (*ret_error says why; caller frees), -ECANCELED stopping. */
 int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error);

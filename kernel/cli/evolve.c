@@ -206,6 +206,9 @@ static void print_event(json_t *ev) {
                         print_short(t, 200);
                         putchar('\n');
                 }
+                if (streq(json_string_value(json_object_get(d, "preview")) ?: "", "running"))
+                        printf("  ! preview: try it from the control plane ('seed login'), then apply it, ask for "
+                               "changes or discard it there\n");
         }
         /* agent_text: the model thinking aloud; left to the control plane. */
 }

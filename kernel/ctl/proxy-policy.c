@@ -125,8 +125,13 @@ int ctl_proxy_request_head(const struct ctl_hdrs *in, const struct ctl_proxy_req
                 if (ctl_proxy_drop_request_header(h->name, h->value, connection, req->cli_token))
                         continue;
                 if (strcasecmp(h->name, "cookie") == 0) {
-                        _cleanup_free_ char *kept = NULL;
+                        _cleanup_free_ char *kept = NULL, *kept2 = NULL;
                         r = ctl_cookie_strip(h->value, req->cookie_name, &kept);
+                        if (r >= 0 && kept && req->preview_cookie_name) {
+                                r = ctl_cookie_strip(kept, req->preview_cookie_name, &kept2);
+                                free(kept);
+                                kept = TAKE_PTR(kept2);
+                        }
                         if (r >= 0 && kept)
                                 r = buf_printf(out, "Cookie: %s\r\n", kept);
                         continue;

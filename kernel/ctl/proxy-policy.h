@@ -25,6 +25,7 @@ struct ctl_proxy_req {
         const char *host;         /* the (allowed) Host header */
         const char *client_ip;
         const char *cookie_name;  /* the Seed's session cookie: stripped */
+        const char *preview_cookie_name; /* the owner's preview cookie (ctl/preview.h): stripped too; may be NULL */
         const char *cli_token;    /* "Authorization: Bearer <it>" is stripped; may be NULL */
         enum ctl_body body;       /* NONE, LENGTH or CHUNKED */
         uint64_t body_len;

@@ -193,8 +193,10 @@ static enum MHD_Result queue_bad_gateway(struct ctl_req *q, struct MHD_Connectio
 
 /* ---- request ---- */
 
-static int upstream_connect(struct ctl *c, int *ret_fd) {
-        const char *path = c->organism_socket_override;
+/* The owner's browser in a preview reaches the candidate; everyone else the
+ * live organism. */
+static int upstream_connect(struct ctl *c, const char *preview_socket, int *ret_fd) {
+        const char *path = preview_socket ? preview_socket : c->organism_socket_override;
         if (!path && c->organism)
                 path = organism_socket(c->organism);
         if (strempty(path))
@@ -244,8 +246,9 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
                 return MHD_NO;
 
         int r = -EHOSTDOWN;
-        if (c->organism_socket_override || !c->organism || organism_state(c->organism) == ORGANISM_RUNNING)
-                r = upstream_connect(c, &px->fd);
+        _cleanup_free_ char *preview = ctl_preview_socket_for(c, q);
+        if (preview || c->organism_socket_override || !c->organism || organism_state(c->organism) == ORGANISM_RUNNING)
+                r = upstream_connect(c, preview, &px->fd);
         if (r == -ETIMEDOUT)
                 log_limited(LOG_WARN, "", "proxy: the organism did not accept a connection within %d seconds",
                             UPSTREAM_CONNECT_TIMEOUT_S);
@@ -257,12 +260,16 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
         }
         ctl_upstream_register(c, px->fd);
 
+        char preview_cookie[64];
+        if (ctl_preview_cookie_name(c, preview_cookie, sizeof preview_cookie) < 0)
+                return MHD_NO;
         struct ctl_proxy_req pr = {
                 .method = q->method,
                 .target = q->uri,
                 .host = ctl_req_header(q, "Host"),
                 .client_ip = q->client_ip,
                 .cookie_name = c->cookie_name,
+                .preview_cookie_name = preview_cookie,
                 .cli_token = c->cli_token,
                 /* server.c checked the framing (ctl_request_framing): the
                  * organism gets the framing libmicrohttpd reads the body by,

@@ -17,7 +17,8 @@
 
 enum ctl_auth {
         AUTH_UNSET,   /* the zero value: a route that names no level is refused, never open */
-        AUTH_NONE,    /* anyone: health check, the notice pages' stylesheet, the favicon */
+        AUTH_NONE,    /* anyone: health check, the notice pages' stylesheet, the favicon, and the
+                       * preview's enter (its one-time ticket is the credential) and leave */
         AUTH_LINK,    /* a sign-in link: top-level navigations only */
         AUTH_FORM,    /* the password form's POST: a same-origin top-level navigation */
         AUTH_PAGE,    /* the page carrying the API token: session + top-level navigation */
@@ -530,6 +531,7 @@ static int h_session_revoke(struct ctl_req *q, struct ctl_resp *resp) {
         if (r < 0)
                 return log_error_errno(r, "could not revoke a session: %m");
         log_info("revoked session %s", q->param);
+        ctl_preview_forget_session(q->ctl, q->param);
         r = ctl_resp_set(resp, 200, "application/json", "{\"ok\":true}\n");
         if (r >= 0 && q->session_id && streq(q->session_id, q->param))
                 r = set_session_cookie(q, resp, "", 0);
@@ -543,6 +545,7 @@ static int h_logout(struct ctl_req *q, struct ctl_resp *resp) {
         if (r < 0 && r != -ENOENT)
                 return log_error_errno(r, "could not sign out: %m");
         log_info("signed out session %s", q->session_id);
+        ctl_preview_forget_session(q->ctl, q->session_id);
         r = ctl_resp_set(resp, 200, "application/json", "{\"ok\":true}\n");
         return r < 0 ? r : set_session_cookie(q, resp, "", 0);
 }
@@ -564,6 +567,9 @@ static const struct ctl_route routes[] = {
         {"GET", "/_seed/api/owner/sessions", AUTH_API, h_sessions},
         {"POST", "/_seed/api/owner/sessions/*/revoke", AUTH_API, h_session_revoke},
         {"POST", "/_seed/api/owner/logout", AUTH_API, h_logout},
+        {"POST", "/_seed/api/preview/ticket", AUTH_API, ctl_preview_h_ticket},
+        {"GET", "/_seed/preview/enter", AUTH_NONE, ctl_preview_h_enter},
+        {"GET", "/_seed/preview/leave", AUTH_NONE, ctl_preview_h_leave},
 };
 
 /* Matches path against a pattern; a "*" segment is captured into *ret_param. */

@@ -626,6 +626,7 @@ static void ctl_free(struct ctl *c) {
         ctl_conns_free(c->conns);
         pthread_cond_destroy(&c->reaper_wake);
         pthread_mutex_destroy(&c->lock);
+        ctl_preview_done(&c->preview);
         free(c);
 }
 
@@ -700,6 +701,7 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         if (!c)
                 return -ENOMEM;
         pthread_mutex_init(&c->lock, NULL);
+        ctl_preview_init(&c->preview);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -11,6 +11,7 @@
 #include "ctl/listen.h"
 #include "ctl/own-addrs.h"
 #include "ctl/owner.h"
+#include "ctl/preview.h"
 #include "ctl/proxy-policy.h"
 
 #include <netinet/in.h>
@@ -49,6 +50,8 @@ struct ctl {
         void *api_userdata;
 
         char cookie_name[32];
+        /* The owner's preview: the candidate's socket, tickets and grants (preview.h). */
+        struct ctl_preview preview;
         /* Password sign-in (a keyed hash only) and the failed sign-in limits. */
         struct ctl_owner owner;
         struct ctl_proxies proxies;

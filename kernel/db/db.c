@@ -1,6 +1,7 @@
 /* db.c — the libpq adapter: connections, the migration runner and the
  * kernel-memory queries. The only file that includes libpq-fe.h. */
 #include "db/db.h"
+#include "db/db-internal.h"
 #include "base/buf.h"
 #include "base/crypto.h"
 #include "base/embedded.h"
@@ -12,10 +13,6 @@
 #include <pthread.h>
 #include <time.h>
 
-struct db {
-        PGconn *conn;
-        pthread_mutex_t lock;
-};
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(PGresult *, PQclear)
 DEFINE_TRIVIAL_CLEANUP_FUNC(PGconn *, PQfinish)

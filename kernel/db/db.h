@@ -49,6 +49,42 @@ int db_quote_literal(struct db *db, const char *s, char **ret);
  * ALTER ROLE ... PASSWORD never sends (or logs) the password itself. Caller frees. */
 int db_encrypt_password(struct db *db, const char *role, const char *password, char **ret);
 
+/* ---- one statement of SQL the kernel did not write (statement.c) ----
+ * For the model's query_data and change_data (kernel/live): the text goes to
+ * the server as one statement of the extended protocol, which refuses
+ * several ("a; b"); rows are read one at a time and only what fits the caps
+ * is kept. A read (read_only) runs in a READ ONLY transaction whose snapshot
+ * is taken before the statement, so it cannot be made read-write, and which
+ * is rolled back whatever the statement did; past a cap the server is asked
+ * to stop. A change runs alone, in the server's implicit transaction, and is
+ * read to its end (rows past the caps are counted, not kept) so that it is
+ * never cancelled half way. The role the connection was made with is what
+ * really decides what the statement may do. A COPY is refused. One row is
+ * read whole before it is measured: a single value can be as large as
+ * PostgreSQL allows (1 GB). */
+struct db_statement_limits {
+        bool read_only;
+        int timeout_ms;          /* statement_timeout, > 0 */
+        size_t max_rows;         /* rows kept, > 0 */
+        size_t max_bytes;        /* bytes of values kept, > 0 */
+};
+struct db_statement_result {
+        char **columns;          /* names, NULL-terminated (empty for a statement without rows) */
+        size_t n_columns;
+        char **cells;            /* n_rows x n_columns values, row by row; NULL = SQL NULL */
+        size_t n_rows;           /* rows kept */
+        size_t total_rows;       /* rows the server sent (a stopped read: those read until then) */
+        bool truncated;          /* rows were left out by a cap */
+        char *command;           /* the server's command tag ("SELECT 3", "UPDATE 2"), or NULL */
+};
+void db_statement_result_done(struct db_statement_result *r);
+/* Runs sql on db under lim. 0 with *ret filled (caller frees with
+ * db_statement_result_done); -EIO with *ret_error (caller frees; may be
+ * NULL) the server's message (or why it was refused); -EINVAL bad
+ * arguments; -ENOMEM. Does not log. */
+int db_statement(struct db *db, const char *sql, const struct db_statement_limits *lim,
+                 struct db_statement_result *ret, char **ret_error);
+
 /* ---- migrations ---- */
 struct db_migration {
         int version;          /* NNNN from the file name */

@@ -22,6 +22,7 @@
 #include "config/config.h"
 #include "db/db.h"
 #include "evolution/owner.h"
+#include "evolution/live-preview.h"
 #include "evolution/store.h"
 #include "evolution/verify.h"
 #include "fsx/fsx.h"
@@ -58,6 +59,12 @@ struct orchestrator {
         char *current;       /* under lock: the running evolution's id */
         bool applying;       /* under lock: it is moving main; too late to cancel */
         atomic_bool cancel;  /* the running evolution is cancelled (or we stop) */
+        /* Under lock: the owner's preview waiting for a decision (evo "" = none). */
+        struct orch_preview_wait {
+                char evo[32];
+                enum orch_preview_action action;  /* 0 until the owner decided */
+                char *feedback;
+        } preview;
         /* Under lock: the owner's commit on main whose job is queued or
          * running (VERIFYING) or that failed (FAILED); head "" = none. */
         struct {
@@ -704,6 +711,8 @@ static int verify(struct run *r, struct evo_check **ret_failed) {
         return advance_to(r, EVO_OBSERVING);
 }
 
+static int verify_and_repair(struct run *r);
+
 static int mutate_and_verify(struct run *r) {
         _cleanup_free_ char *msg = NULL;
         if (xasprintf(&msg,
@@ -712,6 +721,14 @@ static int mutate_and_verify(struct run *r) {
                       r->title) < 0)
                 return -ENOMEM;
         int k = mutate(r, msg);
+        return k < 0 ? k : verify_and_repair(r);
+}
+
+/* The kernel's checks; a failure goes back to the model, up to
+ * max_repair_attempts. */
+static int verify_and_repair(struct run *r) {
+        _cleanup_free_ char *msg = NULL;
+        int k = 0;
         for (;;) {
                 if (k < 0)
                         return k;
@@ -995,6 +1012,93 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
         return 0;
 }
 
+/* ---- the owner's preview before apply (live-preview.h) ---- */
+
+int orch_preview_decide(struct orchestrator *o, const char *evo_id, enum orch_preview_action action,
+                        const char *feedback) {
+        if (!o || !evo_id || action < ORCH_PREVIEW_APPLY || action > ORCH_PREVIEW_DISCARD ||
+            (feedback && strlen(feedback) > ORCH_FEEDBACK_MAX))
+                return -EINVAL;
+        if (action == ORCH_PREVIEW_CHANGES && strempty(feedback))
+                return -EINVAL;
+        char *copy = NULL;
+        if (feedback && !(copy = strdup(feedback)))
+                return -ENOMEM;
+        pthread_mutex_lock(&o->lock);
+        int k = -ENOENT;
+        if (o->preview.evo[0] && streq(o->preview.evo, evo_id) && !o->preview.action) {
+                o->preview.action = action;
+                o->preview.feedback = TAKE_PTR(copy);
+                pthread_cond_broadcast(&o->cond);
+                k = 0;
+        }
+        pthread_mutex_unlock(&o->lock);
+        free(copy);
+        return k;
+}
+
+/* Waits for the owner's decision on the preview; -ECANCELED cancelled or stopping. */
+static int wait_preview(struct run *r, enum orch_preview_action *ret, char **ret_feedback) {
+        struct orchestrator *o = r->o;
+        pthread_mutex_lock(&o->lock);
+        while (!o->preview.action && !atomic_load(&o->cancel))
+                pthread_cond_wait(&o->cond, &o->lock);
+        enum orch_preview_action a = o->preview.action;
+        char *feedback = TAKE_PTR(o->preview.feedback);
+        o->preview = (struct orch_preview_wait){0};
+        pthread_mutex_unlock(&o->lock);
+        if (!a) {
+                free(feedback);
+                return -ECANCELED;
+        }
+        *ret = a;
+        *ret_feedback = feedback;
+        return 0;
+}
+
+/* A ready evolution's candidate on a copy of the live data for the owner
+ * to try: *ret_action is what the owner decided (APPLY without a preview:
+ * the setting is off, or there is no database). A preview that cannot
+ * start fails the evolution: nothing untried goes live while the owner
+ * asked to try first. */
+static int preview_gate(struct run *r, enum orch_preview_action *ret_action, char **ret_feedback) {
+        struct orchestrator *o = r->o;
+        bool on = true;
+        *ret_action = ORCH_PREVIEW_APPLY;
+        if (!o->c.pg || evo_preview_enabled(o->c.kdb, &on) < 0 || !on)
+                return 0;
+        struct evo_live_preview *p = NULL;
+        _cleanup_free_ char *text = NULL, *err = NULL;
+        int k = evo_live_preview_start(&(struct evo_live_preview_config){.seed_dir = o->c.seed_dir,
+                                                                          .worktree = r->worktree, .evo_id = r->id,
+                                                                          .hex = r->hex, .cfg = o->c.cfg,
+                                                                          .pg = o->c.pg, .bridge_path = o->c.bridge_path,
+                                                                          .egress = o->c.egress},
+                                       &p, &text, &err);
+        if (k == -ENOMEM)
+                return k;
+        if (k < 0)
+                return fail(r, "the preview did not start: %s", err ? err : strerror(-k));
+        pthread_mutex_lock(&o->lock);
+        o->preview = (struct orch_preview_wait){0};
+        snprintf(o->preview.evo, sizeof o->preview.evo, "%s", r->id);
+        pthread_mutex_unlock(&o->lock);
+        emitj(r, "note", json_pack("{s:s, s:s}", "text", text, "preview", "running"));
+        if (o->c.on_preview)
+                o->c.on_preview(o->c.userdata, r->id, evo_live_preview_socket(p));
+        log_info("evolution %s: the preview runs; waiting for the owner", r->id);
+        k = wait_preview(r, ret_action, ret_feedback);
+        if (o->c.on_preview)
+                o->c.on_preview(o->c.userdata, r->id, NULL);
+        evo_live_preview_stop(p);
+        static const char *const names[] = {[ORCH_PREVIEW_APPLY] = "apply", [ORCH_PREVIEW_CHANGES] = "changes",
+                                            [ORCH_PREVIEW_DISCARD] = "discard"};
+        emitj(r, "note", json_pack("{s:s, s:s, s:s?}", "text", "the preview ended: its copy of the live data and its "
+                                                         "sandbox are removed", "preview", "ended",
+                                   "decision", k < 0 ? NULL : names[*ret_action]));
+        return k;
+}
+
 /* ---- the two kinds of evolution ---- */
 
 static int evolve(struct run *r, const char *intent) {
@@ -1007,6 +1111,26 @@ static int evolve(struct run *r, const char *intent) {
                 return k;
         if ((k = set_state(r, EVO_READY, NULL)) < 0)
                 return k;
+        for (;;) {
+                enum orch_preview_action action;
+                _cleanup_free_ char *feedback = NULL, *msg = NULL;
+                if ((k = preview_gate(r, &action, &feedback)) < 0)
+                        return k;
+                if (action == ORCH_PREVIEW_APPLY)
+                        break;
+                if (action == ORCH_PREVIEW_DISCARD)
+                        return set_state(r, EVO_CANCELLED, "discarded by the owner after the preview");
+                /* Changes: a new round of the same evolution, from the owner's words. */
+                if (xasprintf(&msg, "The owner tried your change in a preview on a copy of the live data and asks "
+                                    "for changes:\n\n%s\n\nMake them in the worktree, then call finish.",
+                              feedback) < 0)
+                        return -ENOMEM;
+                free(oid);
+                oid = NULL;
+                if ((k = mutate(r, msg)) < 0 || (k = verify_and_repair(r)) < 0 || (k = reflect(r)) < 0 ||
+                    (k = commit(r, &oid, &kernel)) < 0 || (k = set_state(r, EVO_READY, NULL)) < 0)
+                        return k;
+        }
         return apply(r, oid, r->base_gen + 1, false, kernel, NULL);
 }
 
@@ -1343,6 +1467,24 @@ static void remove_leftovers(struct orchestrator *o) {
                         snprintf(db, sizeof db, "%s_run", names[i]);
                         (void)pg_scratch_drop(o->c.pg, db);
                 }
+        }
+        strv_free(names);
+        /* What a killed kernel's preview left: its copy of the live data and
+         * its run dir (its sandbox died with that kernel). */
+        if (o->c.pg && pg_live_copy_drop_all(o->c.pg) < 0)
+                log_warn("cannot drop the copies of the live data left by an earlier kernel");
+        _cleanup_free_ char *previews = path_join(o->c.seed_dir, ".seed/preview");
+        DIR *pd = previews ? opendir(previews) : NULL;
+        names = NULL;
+        while (pd && (de = readdir(pd)))
+                if (startswith(de->d_name, "evo_") && endswith(de->d_name, "-live"))
+                        (void)strv_push(&names, de->d_name);
+        if (pd)
+                closedir(pd);
+        for (size_t i = 0; names && names[i]; i++) {
+                _cleanup_free_ char *p = path_join(previews, names[i]);
+                if (p && rm_rf(p) >= 0)
+                        log_info("removed the leftover preview run dir %s", names[i]);
         }
         strv_free(names);
 }

@@ -40,6 +40,11 @@ struct orch_config {
         /* An applied generation changed kernel files: the kernel should exit
          * 75 so `seed run` rebuilds it from its new source. */
         void (*request_restart)(void *userdata);
+        /* The owner's preview of evolution evo_id runs behind the bridge
+         * socket at socket_path (live-preview.h), or ended (socket_path
+         * NULL): only the owner's browser is to be sent there. Called from
+         * the worker thread. May be NULL. */
+        void (*on_preview)(void *userdata, const char *evo_id, const char *socket_path);
         void *userdata;
 };
 
@@ -74,3 +79,15 @@ int orch_owner_change_json(struct orchestrator *o, json_t **ret);
 /* Decides a pending approval or answers a question (answer != NULL) and
  * wakes the evolution waiting for it. -ENOENT unknown, -EALREADY decided. */
 int orch_decide(struct orchestrator *o, const char *approval_id, bool approved, const char *answer);
+
+/* The owner's decision on the preview of a candidate generation (issue 15;
+ * the preview runs when the setting evolution.preview is on, store.h):
+ * apply goes live as without a preview; changes sends feedback (at most
+ * ORCH_FEEDBACK_MAX bytes) back to the model for a new round of the same
+ * evolution (mutate, verify, reflect, commit, preview again); discard ends
+ * it, cancelled. -ENOENT when no preview of evo_id is waiting for the owner,
+ * -EINVAL for changes without feedback. */
+enum orch_preview_action { ORCH_PREVIEW_APPLY = 1, ORCH_PREVIEW_CHANGES, ORCH_PREVIEW_DISCARD };
+#define ORCH_FEEDBACK_MAX (16 * 1024)
+int orch_preview_decide(struct orchestrator *o, const char *evo_id, enum orch_preview_action action,
+                        const char *feedback);

@@ -23,6 +23,8 @@ static const struct {
         {EVO_OBSERVING, EVO_MUTATING},
         /* a rollback evolution restores a tree: no plan, no model */
         {EVO_REQUESTED, EVO_BUILDING},
+        /* the owner tried the candidate in the preview and asked for changes */
+        {EVO_READY, EVO_MUTATING},
 };
 
 const char *evo_state_name(enum evo_state s) {

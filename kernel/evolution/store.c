@@ -344,3 +344,22 @@ int evo_approvals_pending_json(struct db *db, char **ret_json) {
                              "WHERE state = 'pending' ORDER BY created_at",
                              0, NULL, ret_json);
 }
+
+/* ---- the owner's evolution settings ---- */
+
+int evo_preview_enabled(struct db *db, bool *ret) {
+        _cleanup_free_ char *v = NULL;
+        int r = db_setting_get(db, EVO_SETTING_PREVIEW, &v);
+        if (r == -ENOENT) {
+                *ret = true; /* on by default */
+                return 0;
+        }
+        if (r < 0)
+                return r;
+        *ret = !streq(v, "off");
+        return 0;
+}
+
+int evo_preview_set(struct db *db, bool on) {
+        return db_setting_set(db, EVO_SETTING_PREVIEW, on ? "on" : "off");
+}

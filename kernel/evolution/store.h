@@ -68,3 +68,11 @@ int evo_approval_expire(struct db *db, const char *id);
 /* "pending", "approved", "denied", "answered" or "expired"; answer may be NULL. */
 int evo_approval_state(struct db *db, const char *id, char **ret_state, char **ret_answer);
 int evo_approvals_pending_json(struct db *db, char **ret_json);
+
+/* ---- the owner's evolution settings (kernel_settings "evolution.preview") ----
+ * Whether a candidate generation runs on a copy of the live data for the
+ * owner to try before it is applied: on unless the owner turned it off.
+ * The only reader and writer of that key. */
+#define EVO_SETTING_PREVIEW "evolution.preview"
+int evo_preview_enabled(struct db *db, bool *ret);
+int evo_preview_set(struct db *db, bool on);

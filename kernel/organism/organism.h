@@ -7,6 +7,7 @@
 #pragma once
 
 #include "base/base.h"
+#include "base/json.h"
 
 struct egress;
 
@@ -112,3 +113,27 @@ int organism_crash_count(struct organism *o);
 /* Why it is in its state ("build failed", "crashed too often", …), for the
  * control plane. Caller frees *ret. The details are in the organism log. */
 int organism_reason(struct organism *o, char **ret);
+
+/* ---- one HTTP request to an organism (http.c) ---- */
+#define ORGANISM_HTTP_TIMEOUT_MS (10 * 1000)
+#define ORGANISM_HTTP_CONNECT_TIMEOUT_MS 2000
+#define ORGANISM_HTTP_RESPONSE_MAX (1024 * 1024) /* body bytes kept (the rest is cut, and said so) */
+#define ORGANISM_HTTP_HEADERS_MAX (64 * 1024)    /* header bytes shown */
+struct organism_http_request {
+        const char *method;     /* an HTTP token */
+        const char *path;       /* "/…", no spaces or controls: sent as given */
+        json_t *headers;        /* {"Name": "value"} or NULL; borrowed. Host, Connection,
+                                 * Content-Length, Transfer-Encoding and Expect are the kernel's */
+        const char *body;       /* or NULL */
+};
+/* Sends req over the bridge socket at socket_path (organism_socket()) with
+ * organism_connect()'s checks, for the model's http_request (a preview) and
+ * call_api (the live organism). 0: *ret_text (caller frees) is the answer:
+ * the status line, the headers (names lower-cased, at most
+ * ORGANISM_HTTP_HEADERS_MAX bytes), a blank line, the body (at most
+ * ORGANISM_HTTP_RESPONSE_MAX bytes). Else *ret_error (caller frees; may be
+ * NULL) says why: -EINVAL a bad method, path or header; -ECONNREFUSED not
+ * reachable (or not ours); -ETIMEDOUT no complete answer within
+ * ORGANISM_HTTP_TIMEOUT_MS; -EPROTO not HTTP. Does not log. */
+int organism_http(const char *socket_path, const struct organism_http_request *req, char **ret_text,
+                  char **ret_error);

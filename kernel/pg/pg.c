@@ -563,28 +563,34 @@ static int append_value(struct buf *b, const char *key, const char *value) {
         return r < 0 ? r : buf_puts(b, "'");
 }
 
-/* host, port (and TLS settings) of the server, then dbname, user and, when
- * asked for and known, the password. */
-static int build_conninfo(const struct pg *pg, int i, const char *dbname, bool with_password, char **ret) {
-        _cleanup_free_ char *db = NULL;
-        int r = physical_db(pg, dbname, &db);
-        if (r < 0)
-                return r;
+/* host, port (and TLS settings) of the server, then dbname and user (names
+ * on the server) and, when not NULL, the password. */
+static int conninfo_for(const struct pg *pg, const char *user, const char *db, const char *password, char **ret) {
         _cleanup_buf_ struct buf b = BUF_INIT(8192);
+        int r = 0;
         for (size_t k = 0; r >= 0 && pg->server[k] && pg->server[k + 1]; k += 2)
                 r = append_value(&b, pg->server[k], pg->server[k + 1]);
         if (r >= 0)
                 r = append_value(&b, "dbname", db);
         if (r >= 0)
-                r = append_value(&b, "user", pg->roles[i]);
-        if (r >= 0 && with_password && pg->passwords[i])
-                r = append_value(&b, "password", pg->passwords[i]);
+                r = append_value(&b, "user", user);
+        if (r >= 0 && password)
+                r = append_value(&b, "password", password);
         if (r < 0) {
                 secure_zero(b.data, b.len);
                 return r;
         }
         *ret = buf_steal(&b);
         return 0;
+}
+
+/* The same for role i and a logical database name. */
+static int build_conninfo(const struct pg *pg, int i, const char *dbname, bool with_password, char **ret) {
+        _cleanup_free_ char *db = NULL;
+        int r = physical_db(pg, dbname, &db);
+        if (r < 0)
+                return r;
+        return conninfo_for(pg, pg->roles[i], db, with_password ? pg->passwords[i] : NULL, ret);
 }
 
 int pg_conninfo(const struct pg *pg, const char *role, const char *dbname, char **ret) {
@@ -607,22 +613,17 @@ static int append_encoded(struct buf *b, const char *s) {
         return r;
 }
 
-int pg_sandbox_url(const struct pg *pg, const char *role, const char *dbname, char **ret) {
-        int i = role_index(role);
-        if (!pg || i < 0 || strempty(dbname) || !pg->passwords[i])
-                return -EINVAL;
-        _cleanup_free_ char *db = NULL;
-        int r = physical_db(pg, dbname, &db);
-        if (r < 0)
-                return r;
+/* A postgresql:// URL through the socket dir as sandboxes see it (names on
+ * the server). */
+static int sandbox_url(const char *user, const char *password, const char *db, char **ret) {
         _cleanup_buf_ struct buf b = BUF_INIT(8192);
-        r = buf_puts(&b, "postgresql://");
+        int r = buf_puts(&b, "postgresql://");
         if (r >= 0)
-                r = append_encoded(&b, pg->roles[i]);
+                r = append_encoded(&b, user);
         if (r >= 0)
                 r = buf_puts(&b, ":");
         if (r >= 0)
-                r = append_encoded(&b, pg->passwords[i]);
+                r = append_encoded(&b, password);
         if (r >= 0)
                 r = buf_puts(&b, "@/");
         if (r >= 0)
@@ -635,6 +636,15 @@ int pg_sandbox_url(const struct pg *pg, const char *role, const char *dbname, ch
         }
         *ret = buf_steal(&b);
         return 0;
+}
+
+int pg_sandbox_url(const struct pg *pg, const char *role, const char *dbname, char **ret) {
+        int i = role_index(role);
+        if (!pg || i < 0 || strempty(dbname) || !pg->passwords[i])
+                return -EINVAL;
+        _cleanup_free_ char *db = NULL;
+        int r = physical_db(pg, dbname, &db);
+        return r < 0 ? r : sandbox_url(pg->roles[i], pg->passwords[i], db, ret);
 }
 
 static void conninfo_freep(char **s) {
@@ -750,10 +760,10 @@ static const struct role_limits {
                               {PG_SUPERUSER_SETTING, "1GB"}}},
 };
 
-static int set_role_limits(const struct pg *pg, struct db *db, int i) {
-        const struct role_limits *l = &role_limits[i];
+/* l's limits on the role named role (a validated name of ours). */
+static int set_role_limits(const struct pg *pg, struct db *db, const char *role, const struct role_limits *l) {
         _cleanup_free_ char *stmt = NULL;
-        if (xasprintf(&stmt, "ALTER ROLE %s CONNECTION LIMIT %d", pg->roles[i], l->connections) < 0)
+        if (xasprintf(&stmt, "ALTER ROLE %s CONNECTION LIMIT %d", role, l->connections) < 0)
                 return -ENOMEM;
         int r = pg_sql(db, "limiting a role's connections", stmt);
         for (size_t k = 0; r >= 0 && k < ARRAY_SIZE(l->settings) && l->settings[k][0]; k++) {
@@ -761,7 +771,7 @@ static int set_role_limits(const struct pg *pg, struct db *db, int i) {
                         continue;
                 free(stmt);
                 stmt = NULL;
-                if (xasprintf(&stmt, "ALTER ROLE %s SET %s = '%s'", pg->roles[i], l->settings[k][0],
+                if (xasprintf(&stmt, "ALTER ROLE %s SET %s = '%s'", role, l->settings[k][0],
                               l->settings[k][1]) < 0)
                         return -ENOMEM;
                 r = pg_sql(db, "setting a role's limits", stmt);
@@ -786,7 +796,7 @@ static int ensure_role(struct pg *pg, struct db *db, int i) {
                                             : "LOGIN NOCREATEDB NOCREATEROLE";
         if (xasprintf(&stmt, "%s ROLE %s %s", have ? "ALTER" : "CREATE", role, attrs) < 0)
                 return -ENOMEM;
-        if ((r = pg_sql(db, "creating a role", stmt)) < 0 || (r = set_role_limits(pg, db, i)) < 0)
+        if ((r = pg_sql(db, "creating a role", stmt)) < 0 || (r = set_role_limits(pg, db, role, &role_limits[i])) < 0)
                 return r;
         const char *p[] = {role};
         if ((r = db_query_value(db, "SELECT rolsuper OR rolreplication OR rolbypassrls FROM pg_roles WHERE rolname = $1",
@@ -958,22 +968,24 @@ int pg_scratch_create(const struct pg *pg, const char *name) {
 
 #define PG_BACKUP_TIMEOUT_MS (10 * 60 * 1000)
 
-/* Runs a client tool (pg_dump, pg_restore) as role organism against the
- * live database: argv (room for 3 more) gets "--dbname", a conninfo
- * without the password and trailing (a file, or NULL) appended. The password goes through a passfile in .seed/secrets (0700;
- * the file 0600, removed after), never through argv or the environment,
- * and never in the socket dir: sandboxes see that one, and a running
- * sandbox would see a file created there after it started. */
-static int run_client(const struct pg *pg, char **argv, size_t argc, char *trailing, const char *what) {
+/* Runs a client tool (pg_dump, pg_restore) as user (a name on the server)
+ * against database db: argv (room for 3 more) gets "--dbname", a conninfo
+ * without the password and trailing (a file, or NULL) appended. The
+ * password goes through a passfile in .seed/secrets (0700; the file 0600,
+ * removed after), never through argv or the environment, and never in the
+ * socket dir: sandboxes see that one, and a running sandbox would see a
+ * file created there after it started. */
+static int run_client_as(const struct pg *pg, const char *user, const char *password, const char *db, char **argv,
+                         size_t argc, char *trailing, const char *what) {
         _cleanup_free_ char *passfile = NULL, *line = NULL, *envpass = NULL, *dbname = NULL;
         if (!pg->bindir)
                 return log_error_errno(-ENOENT, "%s needs PostgreSQL's %s, which is not installed", what, argv[0]);
         _cleanup_free_ char *tool = path_join(pg->bindir, argv[0]);
-        int r = build_conninfo(pg, ROLE_ORGANISM, PG_LIVE_DB, false, &dbname);
+        int r = conninfo_for(pg, user, db, NULL, &dbname);
         if (r < 0 || !tool)
                 return r < 0 ? r : -ENOMEM;
         if (xasprintf(&passfile, "%s/.pgpass-%d", pg->secretsdir, (int)getpid()) < 0 ||
-            xasprintf(&line, "*:*:*:%s:%s\n", pg->roles[ROLE_ORGANISM], pg->passwords[ROLE_ORGANISM]) < 0 ||
+            xasprintf(&line, "*:*:*:%s:%s\n", user, password) < 0 ||
             xasprintf(&envpass, "PGPASSFILE=%s", passfile) < 0)
                 return -ENOMEM;
         argv[0] = tool;
@@ -1003,6 +1015,12 @@ static int run_client(const struct pg *pg, char **argv, size_t argc, char *trail
         }
         proc_result_done(&res);
         return r;
+}
+
+/* The same as organism against the live database. */
+static int run_client(const struct pg *pg, char **argv, size_t argc, char *trailing, const char *what) {
+        return run_client_as(pg, pg->roles[ROLE_ORGANISM], pg->passwords[ROLE_ORGANISM], pg->live_db, argv, argc,
+                             trailing, what);
 }
 
 int pg_live_backup(const struct pg *pg, const char *path) {
@@ -1112,3 +1130,184 @@ const char *pg_socket_dir(const struct pg *pg) { return pg ? pg->rundir : NULL; 
 pid_t pg_pid(const struct pg *pg) { return pg ? pg->pid : 0; }
 
 bool pg_is_external(const struct pg *pg) { return pg && pg->external; }
+
+/* ---- copies of the live data, for previews ---- */
+
+static bool copy_name_valid(const char *name) {
+        size_t n = strlen(PG_LIVE_COPY_PREFIX);
+        if (!name || strncmp(name, PG_LIVE_COPY_PREFIX, n) != 0 || !name[n] || strlen(name) > 63)
+                return false;
+        for (const char *p = name + n; *p; p++)
+                if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
+                        return false;
+        return true;
+}
+
+/* The copy's database and role on the server: the Seed's prefix + name. */
+static int copy_physical(const struct pg *pg, const char *name, char **ret) {
+        if (!copy_name_valid(name))
+                return -EINVAL;
+        return physical_db(pg, name, ret);
+}
+
+void pg_live_copy_done(struct pg_live_copy *c) {
+        if (!c)
+                return;
+        if (c->password)
+                secure_zero(c->password, strlen(c->password));
+        free(c->password);
+        free(c->name);
+        *c = (struct pg_live_copy){0};
+}
+
+/* Drops the copy's database (ending its sessions) and then its role; phys
+ * is a validated name on the server. */
+static int copy_drop(struct db *db, const char *phys) {
+        _cleanup_free_ char *drop_db = NULL, *drop_role = NULL;
+        if (xasprintf(&drop_db, "DROP DATABASE IF EXISTS %s WITH (FORCE)", phys) < 0 ||
+            xasprintf(&drop_role, "DROP ROLE IF EXISTS %s", phys) < 0)
+                return -ENOMEM;
+        int r = pg_sql(db, "dropping a copy of the live data", drop_db);
+        return r < 0 ? r : pg_sql(db, "dropping a copy's role", drop_role);
+}
+
+int pg_live_copy_drop(const struct pg *pg, const char *name) {
+        if (!pg)
+                return -EINVAL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        _cleanup_free_ char *phys = NULL;
+        int r = copy_physical(pg, name, &phys);
+        if (r < 0 || (r = pg_admin_db(pg, &db)) < 0)
+                return r;
+        return copy_drop(db, phys);
+}
+
+int pg_live_copy_drop_all(const struct pg *pg) {
+        if (!pg)
+                return -EINVAL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        int r = pg_admin_db(pg, &db);
+        if (r < 0)
+                return r;
+        /* Names of this Seed's copies (its prefix, then PG_LIVE_COPY_PREFIX);
+         * compared by left(), since the prefix holds LIKE's '_'. */
+        _cleanup_free_ char *start = NULL, *names = NULL;
+        if (xasprintf(&start, "%s%s", pg->prefix, PG_LIVE_COPY_PREFIX) < 0)
+                return -ENOMEM;
+        const char *p[] = {start};
+        r = db_query_value(db,
+                           "SELECT string_agg(n, ' ') FROM (SELECT datname AS n FROM pg_database UNION "
+                           "SELECT rolname FROM pg_roles) x WHERE left(n, length($1)) = $1",
+                           1, p, &names);
+        if (r == -ENOENT || (r >= 0 && !names))
+                return 0;
+        if (r < 0)
+                return r;
+        int dropped = 0;
+        size_t skip = strlen(pg->prefix);
+        for (char *save = NULL, *n = strtok_r(names, " ", &save); n; n = strtok_r(NULL, " ", &save)) {
+                if (!copy_name_valid(n + skip))
+                        continue;
+                if ((r = copy_drop(db, n)) < 0)
+                        return r;
+                dropped++;
+        }
+        if (dropped)
+                log_info("dropped %d cop%s of the live data left by an earlier kernel", dropped,
+                         dropped == 1 ? "y" : "ies");
+        return dropped;
+}
+
+/* The new role phys: its own fresh password (kept only in memory by the
+ * caller), the organism's limits; an administrator that is no superuser
+ * joins it (to own and drop its database). */
+static int copy_role(const struct pg *pg, struct db *db, const char *phys, char **ret_password) {
+        _cleanup_free_ char *password = NULL, *verifier = NULL, *qverifier = NULL, *create = NULL, *join = NULL;
+        int r = crypto_random_hex(PG_PASSWORD_BYTES, &password);
+        if (r < 0)
+                return r;
+        if ((r = db_encrypt_password(db, phys, password, &verifier)) < 0 ||
+            (r = db_quote_literal(db, verifier, &qverifier)) < 0)
+                goto out;
+        const char *attrs = pg->admin_super ? "LOGIN NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS"
+                                            : "LOGIN NOCREATEDB NOCREATEROLE";
+        if (xasprintf(&create, "CREATE ROLE %s %s PASSWORD %s", phys, attrs, qverifier) < 0 ||
+            (!pg->admin_super && xasprintf(&join, "GRANT %s TO CURRENT_USER", phys) < 0)) {
+                r = -ENOMEM;
+                goto out;
+        }
+        if ((r = pg_sql(db, "creating a copy's role", create)) < 0 ||
+            (r = set_role_limits(pg, db, phys, &role_limits[ROLE_ORGANISM])) < 0 ||
+            (join && (r = pg_sql(db, "joining a copy's role", join)) < 0))
+                goto out;
+        *ret_password = TAKE_PTR(password);
+out:
+        if (password)
+                secure_zero(password, strlen(password));
+        return r;
+}
+
+/* Dumps the live database as organism and restores it into the copy as its
+ * own role (which then owns every object). */
+static int copy_data(const struct pg *pg, const char *phys, const char *password) {
+        _cleanup_free_ char *dump = NULL;
+        if (xasprintf(&dump, "%s/.copy-%s.dump", pg->secretsdir, phys) < 0)
+                return -ENOMEM;
+        int r = pg_live_backup(pg, dump);
+        if (r >= 0) {
+                char *argv[10] = {"pg_restore", "--no-password", "--no-owner", "--no-privileges",
+                                  "--single-transaction", "--exit-on-error"};
+                r = run_client_as(pg, phys, password, phys, argv, 6, dump, "restoring a copy of the live data");
+        }
+        (void)unlink(dump);
+        return r;
+}
+
+int pg_live_copy_create(const struct pg *pg, const char *name, int64_t max_bytes, struct pg_live_copy *ret) {
+        if (!pg || max_bytes < 0 || !ret || !pg->passwords[ROLE_ORGANISM])
+                return -EINVAL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        _cleanup_(pg_live_copy_done) struct pg_live_copy c = {0};
+        _cleanup_free_ char *phys = NULL, *size = NULL, *create = NULL, *revoke = NULL;
+        int r = copy_physical(pg, name, &phys);
+        if (r < 0 || (r = pg_admin_db(pg, &db)) < 0)
+                return r;
+        const char *p[] = {pg->live_db};
+        if ((r = db_query_value(db, "SELECT pg_database_size($1)", 1, p, &size)) < 0)
+                return r;
+        if (!(c.name = strdup(name)))
+                return -ENOMEM;
+        c.live_bytes = strtoll(size, NULL, 10);
+        c.copied = c.live_bytes <= max_bytes;
+        /* A copy left by a killed kernel under this name goes first. */
+        if ((r = copy_drop(db, phys)) < 0 || (r = copy_role(pg, db, phys, &c.password)) < 0)
+                return r;
+        if (xasprintf(&create, "CREATE DATABASE %s OWNER %s TEMPLATE template0 ENCODING 'UTF8'", phys, phys) < 0 ||
+            xasprintf(&revoke, "REVOKE ALL ON DATABASE %s FROM PUBLIC", phys) < 0)
+                return -ENOMEM;
+        if ((r = pg_sql(db, "creating a copy of the live data", create)) < 0 ||
+            (r = pg_sql(db, "restricting a copy of the live data", revoke)) < 0 ||
+            (c.copied && (r = copy_data(pg, phys, c.password)) < 0)) {
+                (void)copy_drop(db, phys);
+                return r;
+        }
+        *ret = c;
+        c = (struct pg_live_copy){0};
+        return 0;
+}
+
+int pg_live_copy_url(const struct pg *pg, const struct pg_live_copy *c, char **ret) {
+        if (!pg || !c || !c->password)
+                return -EINVAL;
+        _cleanup_free_ char *phys = NULL;
+        int r = copy_physical(pg, c->name, &phys);
+        return r < 0 ? r : sandbox_url(phys, c->password, phys, ret);
+}
+
+int pg_live_copy_conninfo(const struct pg *pg, const struct pg_live_copy *c, char **ret) {
+        if (!pg || !c || !c->password)
+                return -EINVAL;
+        _cleanup_free_ char *phys = NULL;
+        int r = copy_physical(pg, c->name, &phys);
+        return r < 0 ? r : conninfo_for(pg, phys, phys, c->password, ret);
+}

@@ -77,6 +77,35 @@ int pg_live_backup(const struct pg *pg, const char *path);
  * granted to reader) and the dump is restored into it as organism, in one
  * transaction. */
 int pg_live_restore(const struct pg *pg, const char *path);
+/* ---- copies of the live data, for previews (the candidate generation on
+ * a copy of the live data before it is applied) ----
+ * A copy is a database and a role of the same name, PG_LIVE_COPY_PREFIX and
+ * [a-z0-9_] (-EINVAL otherwise): the role logs in with a fresh random
+ * password that is never written anywhere (the caller keeps it in memory
+ * and wipes it with pg_live_copy_done), has the organism's limits and owns
+ * the database, which PUBLIC may not connect to; it may not connect to any
+ * other. The live data is dumped as organism and restored into the copy as
+ * that role, unless the live database is over max_bytes: then the copy
+ * starts empty (copied false) and the caller says so. A copy of that name
+ * left by a killed kernel is dropped first. */
+#define PG_LIVE_COPY_PREFIX "preview_"
+#define PG_LIVE_COPY_MAX_BYTES (512LL * 1024 * 1024)
+struct pg_live_copy {
+        char *name;             /* the database's and the role's */
+        char *password;         /* the role's; never log it */
+        bool copied;            /* the live data is in it (else it is empty) */
+        int64_t live_bytes;     /* the live database's size when it was made */
+};
+void pg_live_copy_done(struct pg_live_copy *c);
+int pg_live_copy_create(const struct pg *pg, const char *name, int64_t max_bytes, struct pg_live_copy *ret);
+/* The copy's postgresql:// URL as a sandbox sees it / a libpq conninfo for
+ * the kernel. Caller frees; never log them. */
+int pg_live_copy_url(const struct pg *pg, const struct pg_live_copy *c, char **ret);
+int pg_live_copy_conninfo(const struct pg *pg, const struct pg_live_copy *c, char **ret);
+/* Drops the copy's database (ending its sessions) and role. */
+int pg_live_copy_drop(const struct pg *pg, const char *name);
+/* Drops every copy (at boot: what a killed kernel left); how many. */
+int pg_live_copy_drop_all(const struct pg *pg);
 /* ---- the backups' folder (backup.c): .seed/backups/gen-<N>-<tag>.dump ---- */
 #define PG_BACKUPS_KEPT 20
 /* Backs up the live data while generation gen is live (tag: the evolution's

@@ -59,7 +59,7 @@ struct pg_relay {
         char *tls_rootcert;       /* NULL: the system's store */
         /* who: this Seed's roles, and its databases' prefix */
         char *users[ROLE_COUNT - 1];
-        char *db_prefix, *kernel_db;
+        char *db_prefix, *kernel_db, *copy_prefix;
         struct pg_wire_who who;   /* the above, as wire.c reads them */
         _Atomic int64_t warned_ms; /* when an unreachable server was last logged */
 };
@@ -435,6 +435,7 @@ static void relay_free(struct pg_relay *rl) {
                 free(rl->users[i]);
         free(rl->db_prefix);
         free(rl->kernel_db);
+        free(rl->copy_prefix);
         free(rl);
 }
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct pg_relay *, relay_free)
@@ -483,9 +484,11 @@ int pg_relay_start(const struct pg *pg, struct pg_relay **ret) {
                         return -ENOMEM;
         rl->who = (struct pg_wire_who){.users = (const char *const *)rl->users, .n_users = ARRAY_SIZE(rl->users)};
         if (!(rl->db_prefix = strdup(pg->prefix)) || !(rl->kernel_db = strdup(pg->kernel_db)) ||
+            xasprintf(&rl->copy_prefix, "%s%s", pg->prefix, PG_LIVE_COPY_PREFIX) < 0 ||
             xasprintf(&rl->socket_path, "%s%s", pg->rundir, PG_SOCKET_NAME) < 0)
                 return -ENOMEM;
         rl->who.db_prefix = rl->db_prefix;
+        rl->who.copy_prefix = rl->copy_prefix;
         rl->who.kernel_db = rl->kernel_db;
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         if (strlen(rl->socket_path) >= sizeof sa.sun_path)

@@ -47,6 +47,8 @@ int pg_wire_startup_check(const unsigned char *pkt, size_t len, const struct pg_
         bool ours = false;
         for (size_t k = 0; user && k < who->n_users; k++)
                 ours |= streq(user, who->users[k]);
+        if (user && who->copy_prefix && startswith(user, who->copy_prefix) && user[strlen(who->copy_prefix)])
+                ours = true;
         if (!ours) {
                 *ret_why = "the Seed's relay carries only this Seed's own roles";
                 return -EPERM;

@@ -12,11 +12,13 @@
 #define PG_WIRE_CODE_SSL 80877103u
 #define PG_WIRE_CODE_GSSENC 80877104u
 
-/* Who may pass: this Seed's roles, and its databases (names starting with
- * db_prefix) except its kernel's. All borrowed. */
+/* Who may pass: this Seed's roles and its previews' (names starting with
+ * copy_prefix), and its databases (names starting with db_prefix) except its
+ * kernel's. All borrowed. */
 struct pg_wire_who {
         const char *const *users;
         size_t n_users;
+        const char *copy_prefix;
         const char *db_prefix;
         const char *kernel_db;
 };

@@ -219,7 +219,7 @@ static int permit(struct tool_ctx *ctx, const struct tool *t, struct tool_result
                 return r < 0 ? r : 0;
         }
         ret->decision = tools_decide(ctx, ret->level);
-        if (t->always_ask && ret->decision == CFG_ALLOW)
+        if (t->always_ask && ret->level == TOOL_DANGEROUS && ret->decision == CFG_ALLOW)
                 ret->decision = CFG_ASK; /* asked every time, whatever the policy allows */
         if (ret->decision == CFG_ALLOW)
                 return 1;
@@ -301,6 +301,8 @@ int tools_call(struct tool_ctx *ctx, const char *name, const char *args_json, st
         ctx->approval_id = NULL;
         if (r < 0)
                 goto out;
+        if (ctx->hooks && ctx->hooks->ran)
+                ctx->hooks->ran(ctx, t, res.args, &res);
         if (res.decision == CFG_ASK && ctx->hooks && ctx->hooks->approved_done) {
                 r = ctx->hooks->approved_done(ctx, t, res.args, res.level);
                 if (r == -ENOMEM)

@@ -92,9 +92,12 @@ struct tool {
         unsigned phases;              /* mask of enum tool_phase */
         bool terminal;                /* a successful call ends the phase */
         bool repo_path;               /* its "path" argument names a repository path */
-        bool always_ask;              /* every call needs the owner's approval of that call, whatever
-                                       * seed.yaml's permissions say (a policy of deny still denies);
-                                       * only for dangerous tools (SPEC §5 "asked every time") */
+        bool always_ask;              /* every dangerous call needs the owner's approval of that call,
+                                       * whatever seed.yaml's permissions say (a policy of deny still
+                                       * denies); a call its classifier finds less than dangerous is
+                                       * decided as usual (SPEC §5 "asked every time") */
+        bool live_data;               /* its result comes from the live data or the live app: the chat
+                                       * names the call under an answer that used it (kernel/live) */
 };
 
 /* A table is an array of entries ended by one whose name is NULL
@@ -118,8 +121,13 @@ struct tool_hooks {
          * the approved write left at its path. A failure fails the call. */
         int (*approved_done)(struct tool_ctx *ctx, const struct tool *t, const char *args_json,
                              enum tool_level level);
+        /* After every call whose handler ran (its result may be an error):
+         * e.g. the chat keeps the live-data calls its answer used. */
+        void (*ran)(struct tool_ctx *ctx, const struct tool *t, const char *args_json,
+                    const struct tool_result *res);
 };
 
+struct live;
 struct outbound;
 struct preview;
 
@@ -150,6 +158,9 @@ struct tool_ctx {
         struct outbound *outbound;       /* the owner's outbound access, for request_outbound_access
                                           * and outbound_status (kernel/outbound); NULL: they
                                           * answer "not available" */
+        struct live *live;               /* the live data and the live app, for query_data,
+                                          * describe_data, change_data and call_api
+                                          * (kernel/live); NULL: they answer "not available" */
         const struct tool_hooks *hooks;  /* may be NULL */
         const char *approval_id;         /* set by the call path while the handler of a call the
                                           * owner approved runs (that approval's id), else NULL */

@@ -134,6 +134,10 @@ class TestSeed {
     }
     s.started = true;
     await waitUntil(async () => (await httpJson(s.app + '/_seed/healthz')).status === 200, { what: 'the kernel' });
+    // Evolutions run to their end unless a test turns the preview before
+    // apply (the owner's default) back on.
+    const r = await s.api('/_seed/api/evolution-settings', { method: 'POST', body: JSON.stringify({ preview: false }) });
+    assert.strictEqual(r.status, 200, JSON.stringify(r.body));
   }
 
   // Stops the Seed and starts it again with these secrets; returns what

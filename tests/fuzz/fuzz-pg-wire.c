@@ -21,7 +21,8 @@
         } while (0)
 
 static const char *const users[] = {"s_1_organism", "s_1_evolver", "s_1_reader"};
-static const struct pg_wire_who who = {.users = users, .n_users = 3, .db_prefix = "s_1_", .kernel_db = "s_1_kernel"};
+static const struct pg_wire_who who = {.users = users, .n_users = 3, .db_prefix = "s_1_", .kernel_db = "s_1_kernel",
+                                       .copy_prefix = "s_1_preview_"};
 static uint8_t buf[PG_WIRE_STARTUP_MAX + 16];
 
 static void put32(uint8_t *p, uint32_t v) {

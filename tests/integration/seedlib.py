@@ -289,9 +289,12 @@ class ScriptedSeed:
     not passed starts the Seed without a model key). run_output: what
     `seed run` printed."""
 
-    def __init__(self, prefix, name, run_args=(), before_run=None, key_env=''):
+    def __init__(self, prefix, name, run_args=(), before_run=None, key_env='', preview=False):
         """run_args: more arguments for `seed run` (e.g. -e NAME=VALUE);
-        before_run(dir): called after planting, before the first start."""
+        before_run(dir): called after planting, before the first start;
+        preview: keep the preview before apply on (the owner's default),
+        which stops every evolution at ready until it is decided; off, an
+        evolution runs to its end as the tests expect."""
         import tempfile
         self.tmp = tempfile.mkdtemp(prefix=prefix)
         os.chmod(self.tmp, 0o755)  # the unprivileged account must reach it when we are root
@@ -311,6 +314,9 @@ class ScriptedSeed:
         self.base = ctl_origin(self.port)
         self.app = app_origin(self.port)
         wait_until(lambda: request(self.base + '/_seed/healthz').status == 200, timeout=120, what='the kernel')
+        if not preview:
+            r = api(self, '/_seed/api/evolution-settings', 'POST', {'preview': False})
+            assert r.status == 200, r.text
 
     def _point_at_model_server(self, key_env=''):
         self.model.point(os.path.join(self.dir, 'seed.yaml'), key_env)

@@ -192,7 +192,12 @@ def check_new(c, line, rc, out):
     assert rc == 0, out
     assert "Planted Seed 'tasks' in /srv/seeds/tasks (generation 1)." in out, out
     assert f'the control plane at {c.base}/_seed/' in out, out
-    assert Browser(c.base).sign_in(link_from(out)).status == 200
+    b = Browser(c.base)
+    assert b.sign_in(link_from(out)).status == 200
+    # The block's `seed evolve` follows the evolution to its end: without the
+    # preview, which would wait for the owner to try it in a browser.
+    b.load_page()
+    assert b.api('/_seed/api/evolution-settings', 'POST', {'preview': False}).status == 200
     c.supervisor = int(open(c.session.path(c.seed_dir + '/.seed/supervisor.pid')).read())
     c.generation = 1
 

@@ -122,7 +122,8 @@ static void test_take_refuses_bad_names(void **state) {
 /* ---- the relay's reading of the wire protocol (wire.c) ---- */
 
 static const char *const who_users[] = {"s_1_organism", "s_1_evolver", "s_1_reader"};
-static const struct pg_wire_who who = {.users = who_users, .n_users = 3, .db_prefix = "s_1_", .kernel_db = "s_1_kernel"};
+static const struct pg_wire_who who = {.users = who_users, .n_users = 3, .db_prefix = "s_1_", .kernel_db = "s_1_kernel",
+                                       .copy_prefix = "s_1_preview_"};
 
 /* A startup packet of protocol 3.0 with the given key\0value\0 pairs. */
 static size_t startup(unsigned char *out, const char *pairs, size_t pairs_len) {
@@ -144,7 +145,14 @@ static void test_wire_startup(void **state) {
         assert_null(why);
         n = STARTUP(p, "user\0s_1_evolver\0database\0s_1_evo_x_test\0application_name\0psql\0");
         assert_int_equal(pg_wire_startup_check(p, n, &who, &why), 0);
-        /* Not the Seed's roles, databases, or the kernel's memory. */
+        /* A preview's role (a copy of the live data), into its own database. */
+        n = STARTUP(p, "user\0s_1_preview_ab12\0database\0s_1_preview_ab12\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), 0);
+        /* Not the Seed's roles (another Seed's preview, the bare prefix), databases, or the kernel's memory. */
+        n = STARTUP(p, "user\0s_2_preview_ab12\0database\0s_1_live\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EPERM);
+        n = STARTUP(p, "user\0s_1_preview_\0database\0s_1_live\0");
+        assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EPERM);
         n = STARTUP(p, "user\0hoster\0database\0s_1_live\0");
         assert_int_equal(pg_wire_startup_check(p, n, &who, &why), -EPERM);
         assert_non_null(strstr(why, "roles"));

@@ -236,20 +236,21 @@ static void check_entry(const struct tool *t) {
         assert_non_null(t->handler);
         assert_true(t->phases != 0);
         assert_true(t->description && strlen(t->description) > 10);
-        /* Asked every time: only of a dangerous tool whose level is fixed
-         * (no classifier could lower it), and every tool SPEC §5 says is
-         * asked every time is marked so. */
+        /* Asked every time: only of a dangerous tool whose level is fixed,
+         * or of one whose classifier decides which calls are dangerous
+         * (call_api: a GET is safe, the call path asks every other), and
+         * every tool SPEC §5 says is asked every time is marked so. */
         static const char *const asked_every_time[] = {"request_outbound_access", "change_data", "call_api",
                                                        "create_routine"};
-        if (t->always_ask) {
+        if (t->always_ask && !t->classify)
                 assert_int_equal(t->level, TOOL_DANGEROUS);
-                assert_null(t->classify);
-        }
         for (size_t i = 0; i < ARRAY_SIZE(asked_every_time); i++)
                 if (streq(t->name, asked_every_time[i]) && !t->always_ask)
                         fail_msg("%s: SPEC §5 says it is asked every time, but always_ask is not set", t->name);
-        /* A tool taking a repository path says so (it is normalised and checked). */
-        if (json_object_get(json_object_get(s, "properties"), "path") && !streq(t->name, "http_request"))
+        /* A tool taking a repository path says so (it is normalised and
+         * checked); http_request's and call_api's are URL paths. */
+        if (json_object_get(json_object_get(s, "properties"), "path") && !streq(t->name, "http_request") &&
+            !streq(t->name, "call_api"))
                 assert_true(t->repo_path);
         json_decref(s);
 }
@@ -600,6 +601,51 @@ static void test_always_ask(void **state) {
         tool_result_done(&r);
         for (int i = 0; i < seen_n; i++)
                 free(seen_approvals[i]);
+}
+
+/* call_api (kernel/live): a GET is safe and decided as usual; every other
+ * method is dangerous and asked every time, whatever the policy; a
+ * dangerous one over 16 KB is refused before anyone is asked. Without the
+ * live app here, an approved call answers "not available". */
+static void test_call_api_levels(void **state) {
+        fake_reset();
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_CHAT);
+        ctx.decisions[TOOL_DANGEROUS] = CFG_ALLOW;
+        struct tool_result r = call(&ctx, "call_api", "{\"method\":\"GET\",\"path\":\"/items\"}");
+        assert_int_equal(r.level, TOOL_SAFE);
+        assert_int_equal(r.decision, CFG_ALLOW);
+        assert_int_equal(fake.ask_calls, 0);
+        assert_contains(r.output, "call_api is not available here");
+        tool_result_done(&r);
+        r = call(&ctx, "call_api", "{\"method\":\"POST\",\"path\":\"/items\",\"body\":\"{}\"}");
+        assert_int_equal(r.level, TOOL_DANGEROUS);
+        assert_int_equal(r.decision, CFG_ASK);
+        assert_int_equal(fake.ask_calls, 1);
+        assert_string_equal(fake.ask_tool, "call_api");
+        assert_string_equal(fake.ask_args, "{\"method\":\"POST\",\"path\":\"/items\",\"body\":\"{}\"}");
+        tool_result_done(&r);
+        /* A GET carries no body: refused before it is classified or asked. */
+        r = call(&ctx, "call_api", "{\"method\":\"GET\",\"path\":\"/x\",\"body\":\"a\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "a GET has no body");
+        assert_int_equal(fake.ask_calls, 1);
+        tool_result_done(&r);
+        /* change_data: asked every time; 17 KB is refused unasked. */
+        r = call(&ctx, "change_data", "{\"sql\":\"DELETE FROM t\"}");
+        assert_int_equal(r.decision, CFG_ASK);
+        assert_int_equal(fake.ask_calls, 2);
+        tool_result_done(&r);
+        char *big = malloc(17 * 1024 + 64);
+        assert_non_null(big);
+        int n = sprintf(big, "{\"sql\":\"UPDATE t SET v = '");
+        memset(big + n, 'x', 17 * 1024);
+        strcpy(big + n + 17 * 1024, "'\"}");
+        r = call(&ctx, "change_data", big);
+        assert_true(r.is_error);
+        assert_contains(r.output, "too large for the owner to review");
+        assert_int_equal(fake.ask_calls, 2);
+        tool_result_done(&r);
+        free(big);
 }
 
 static void test_decisions(void **state) {
@@ -1414,6 +1460,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_classify, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_decisions, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_always_ask, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_call_api_levels, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_dangerous_too_large, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_output_cap, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_malformed, setup, teardown),

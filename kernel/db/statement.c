@@ -1,0 +1,247 @@
+/* statement.c — one statement of SQL the kernel did not write (the model's
+ * query_data and change_data, kernel/live), run through libpq's extended
+ * protocol and read row by row under caps. See db.h "one statement". */
+#include "db/db.h"
+#include "db/db-internal.h"
+#include "base/buf.h"
+#include "base/log.h"
+
+#include <libpq-fe.h>
+#include <pthread.h>
+
+
+DEFINE_TRIVIAL_CLEANUP_FUNC(PGresult *, PQclear)
+
+void db_statement_result_done(struct db_statement_result *r) {
+        if (!r)
+                return;
+        strv_free(r->columns);
+        for (size_t i = 0; r->cells && i < r->n_rows * r->n_columns; i++)
+                free(r->cells[i]);
+        free(r->cells);
+        free(r->command);
+        *r = (struct db_statement_result){0};
+}
+
+static char *server_message(PGconn *conn, const PGresult *res) {
+        const char *m = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+        const char *detail = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
+        if (!m)
+                m = res && !strempty(PQresultErrorMessage(res)) ? PQresultErrorMessage(res) : PQerrorMessage(conn);
+        if (strempty(m))
+                m = "unknown database error";
+        char *s = NULL;
+        size_t n = strlen(m);
+        while (n > 0 && (m[n - 1] == '\n' || m[n - 1] == ' '))
+                n--;
+        int r = detail ? xasprintf(&s, "%.*s (%s)", (int)n, m, detail) : xasprintf(&s, "%.*s", (int)n, m);
+        return r < 0 ? NULL : s;
+}
+
+/* Our own statements around theirs (simple protocol, our text only). */
+static int own(PGconn *conn, const char *sql, char **ret_error) {
+        _cleanup_(PQclearp) PGresult *res = PQexec(conn, sql);
+        ExecStatusType st = res ? PQresultStatus(res) : PGRES_FATAL_ERROR;
+        if (st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK)
+                return 0;
+        if (ret_error) {
+                free(*ret_error);
+                *ret_error = server_message(conn, res);
+        }
+        return -EIO;
+}
+
+static void cancel(PGconn *conn) {
+        PGcancel *c = PQgetCancel(conn);
+        char err[256];
+        if (c) {
+                (void)PQcancel(c, err, sizeof err);
+                PQfreeCancel(c);
+        }
+}
+
+/* A COPY has no place here: its data is refused and the statement ends. */
+static void refuse_copy(PGconn *conn, ExecStatusType st) {
+        if (st == PGRES_COPY_IN || st == PGRES_COPY_BOTH)
+                (void)PQputCopyEnd(conn, "COPY is not available here");
+        if (st == PGRES_COPY_OUT || st == PGRES_COPY_BOTH) {
+                cancel(conn);
+                char *data = NULL;
+                while (PQgetCopyData(conn, &data, 0) > 0) {
+                        PQfreemem(data);
+                        data = NULL;
+                }
+        }
+}
+
+struct reading {
+        const struct db_statement_limits *lim;
+        struct db_statement_result res;
+        size_t bytes, cap_rows;
+        bool cancelled;   /* we asked the server to stop: its error is ours */
+        char *error;      /* the server's, for the caller */
+        bool copy;
+};
+
+static int keep_columns(struct reading *rd, const PGresult *res) {
+        if (rd->res.columns)
+                return 0;
+        int n = PQnfields(res);
+        _cleanup_strv_free_ char **cols = NULL;
+        for (int i = 0; i < n; i++)
+                if (strv_push(&cols, PQfname(res, i)) < 0)
+                        return -ENOMEM;
+        if (n == 0 && !(cols = calloc(1, sizeof(char *))))
+                return -ENOMEM;
+        rd->res.columns = TAKE_PTR(cols);
+        rd->res.n_columns = (size_t)n;
+        return 0;
+}
+
+/* One row of single-row mode: kept while under the caps, else counted. */
+static int keep_row(struct reading *rd, PGconn *conn, const PGresult *res) {
+        int r = keep_columns(rd, res);
+        if (r < 0)
+                return r;
+        size_t n = rd->res.n_columns, row_bytes = 0;
+        for (size_t i = 0; i < n; i++)
+                row_bytes += (size_t)PQgetlength(res, 0, (int)i);
+        rd->res.total_rows++;
+        if (rd->res.truncated || rd->res.n_rows >= rd->lim->max_rows || rd->bytes + row_bytes > rd->lim->max_bytes) {
+                if (!rd->res.truncated && rd->lim->read_only) {
+                        cancel(conn); /* a read only: nothing is lost by stopping it */
+                        rd->cancelled = true;
+                }
+                rd->res.truncated = true;
+                return 0;
+        }
+        if (rd->res.n_rows == rd->cap_rows) {
+                size_t cap = rd->cap_rows ? rd->cap_rows * 2 : 16;
+                char **cells = reallocarray(rd->res.cells, cap * (n ? n : 1), sizeof(char *));
+                if (!cells)
+                        return -ENOMEM;
+                rd->res.cells = cells;
+                rd->cap_rows = cap;
+        }
+        char **row = rd->res.cells + rd->res.n_rows * n;
+        for (size_t i = 0; i < n; i++) {
+                row[i] = NULL;
+                if (!PQgetisnull(res, 0, (int)i) && !(row[i] = strdup(PQgetvalue(res, 0, (int)i)))) {
+                        for (size_t k = 0; k < i; k++)
+                                free(row[k]);
+                        return -ENOMEM;
+                }
+        }
+        rd->res.n_rows++;
+        rd->bytes += row_bytes;
+        return 0;
+}
+
+/* Reads every result of the statement sent. 0, or -ENOMEM. rd->error is
+ * set when the server refused it. */
+static int read_results(struct reading *rd, PGconn *conn) {
+        int r = 0;
+        PGresult *res;
+        while ((res = PQgetResult(conn))) {
+                ExecStatusType st = PQresultStatus(res);
+                switch (st) {
+                case PGRES_SINGLE_TUPLE:
+                        if (r >= 0)
+                                r = keep_row(rd, conn, res);
+                        break;
+                case PGRES_TUPLES_OK:
+                case PGRES_COMMAND_OK:
+                        if (r >= 0)
+                                r = keep_columns(rd, res);
+                        free(rd->res.command);
+                        rd->res.command = strdup(PQcmdStatus(res));
+                        if (!rd->res.command)
+                                r = -ENOMEM;
+                        break;
+                case PGRES_EMPTY_QUERY:
+                        if (!rd->error)
+                                rd->error = strdup("the statement is empty");
+                        break;
+                case PGRES_COPY_IN:
+                case PGRES_COPY_OUT:
+                case PGRES_COPY_BOTH:
+                        rd->copy = true;
+                        refuse_copy(conn, st);
+                        break;
+                default:
+                        if (!rd->error && !(rd->cancelled && rd->res.truncated))
+                                rd->error = server_message(conn, res);
+                        break;
+                }
+                PQclear(res);
+        }
+        if (rd->copy) {
+                free(rd->error);
+                rd->error = strdup("COPY is not available here: select the rows instead");
+        }
+        return r;
+}
+
+int db_statement(struct db *db, const char *sql, const struct db_statement_limits *lim,
+                 struct db_statement_result *ret, char **ret_error) {
+        if (!db || !sql || !lim || lim->timeout_ms <= 0 || lim->max_rows == 0 || lim->max_bytes == 0)
+                return -EINVAL;
+        pthread_mutex_lock(&db->lock);
+        PGconn *conn = db->conn;
+        struct reading rd = {.lim = lim};
+        _cleanup_free_ char *setup = NULL;
+        int r;
+        if (PQstatus(conn) != CONNECTION_OK) {
+                rd.error = strdup("the database connection is closed");
+                r = -EIO;
+                goto out;
+        }
+        /* A read: a read-only transaction whose snapshot is taken before
+         * their statement runs, so not even SET transaction_read_only = off
+         * can make it read-write. A change: their statement alone, in the
+         * transaction the server gives one statement. */
+        if ((lim->read_only
+                     ? xasprintf(&setup, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
+                                         "SET LOCAL statement_timeout = %d; SELECT 1",
+                                 lim->timeout_ms)
+                     : xasprintf(&setup, "SET statement_timeout = %d", lim->timeout_ms)) < 0) {
+                r = -ENOMEM;
+                goto out;
+        }
+        if ((r = own(conn, setup, &rd.error)) < 0)
+                goto out;
+        /* The extended protocol: the server refuses more than one statement. */
+        if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0)) {
+                rd.error = server_message(conn, NULL);
+                r = -EIO;
+                goto end;
+        }
+        (void)PQsetSingleRowMode(conn);
+        if ((r = read_results(&rd, conn)) < 0)
+                goto end;
+        r = rd.error ? -EIO : 0;
+end:
+        if (lim->read_only && PQstatus(conn) == CONNECTION_OK) {
+                /* Whatever their statement did to the transaction, it ends
+                 * here. A stop we asked for may still land on the ROLLBACK:
+                 * the caller closes this connection anyway. */
+                _cleanup_free_ char *err = NULL;
+                if (own(conn, "ROLLBACK", &err) < 0 && r >= 0 && !rd.cancelled) {
+                        rd.error = TAKE_PTR(err);
+                        r = -EIO;
+                }
+        }
+out:
+        pthread_mutex_unlock(&db->lock);
+        if (r == -EIO && ret_error) {
+                free(*ret_error);
+                *ret_error = rd.error ? TAKE_PTR(rd.error) : strdup("the database refused the statement");
+        }
+        free(rd.error);
+        if (r < 0) {
+                db_statement_result_done(&rd.res);
+                return r;
+        }
+        *ret = rd.res;
+        return 0;
+}
