@@ -257,17 +257,14 @@ static void test_scratch(void **state) {
 
 /* ---- the organism's sandbox, through the relay ---- */
 
-static int sandboxed_in(const char *seed, struct pg *pg, const char *role, const char *dbname, const char *script,
-                        char **ret_out) {
-        _cleanup_free_ char *dburl = NULL;
-        assert_int_equal(pg_sandbox_url(pg, role, dbname, &dburl), 0);
+static int sandboxed_url(const char *seed, struct pg *pg, const char *dburl, const char *script, char **ret_out) {
         struct sandbox_spec spec = {
                 .profile = SANDBOX_LIVE,
                 .seed_dir = seed,
                 .workspace = seed,
                 .workspace_readonly = true,
                 .pg_socket_dir = pg_socket_dir(pg),
-                .database_url = dburl,
+                .database_url = (char *)dburl,
         };
         _cleanup_(sandbox_policy_freep) struct sandbox_policy *p = NULL;
         assert_int_equal(sandbox_policy_build(&spec, &p), 0);
@@ -280,6 +277,13 @@ static int sandboxed_in(const char *seed, struct pg *pg, const char *role, const
         int code = res.exit_code;
         proc_result_done(&res);
         return code;
+}
+
+static int sandboxed_in(const char *seed, struct pg *pg, const char *role, const char *dbname, const char *script,
+                        char **ret_out) {
+        _cleanup_free_ char *dburl = NULL;
+        assert_int_equal(pg_sandbox_url(pg, role, dbname, &dburl), 0);
+        return sandboxed_url(seed, pg, dburl, script, ret_out);
 }
 
 static int sandboxed(struct pg *pg, const char *role, const char *dbname, const char *script, char **ret_out) {
@@ -443,6 +447,79 @@ static void test_backup_and_restore(void **state) {
         assert_string_equal(pub, "false");
 }
 
+/* ---- copies of the live data (previews) ---- */
+
+static char *count_on_server(const char *fmt, ...) _printf_(1, 2);
+static char *count_on_server(const char *fmt, ...) {
+        va_list ap;
+        va_start(ap, fmt);
+        _cleanup_free_ char *q = NULL;
+        int n = vasprintf(&q, fmt, ap);
+        va_end(ap);
+        assert_true(n >= 0);
+        return server_value(q);
+}
+
+/* A preview's copy lives under the Seed's prefix on the external server, is
+ * reached by the candidate's sandbox through the relay with its own role,
+ * is nobody else's, and drop_all removes this Seed's copies only. */
+static void test_live_copy(void **state) {
+        need_server();
+        _cleanup_free_ char *pa = NULL, *fa = path_join(seed_a, ".seed/secrets/pg-prefix");
+        assert_int_equal(read_file(fa, 128, &pa, NULL), 0);
+        pa[strcspn(pa, "\n")] = 0;
+        _cleanup_(pg_live_copy_done) struct pg_live_copy c = {0}, other = {0};
+        assert_int_equal(pg_live_copy_create(pg_a, "preview_0a1b", PG_LIVE_COPY_MAX_BYTES, &c), 0);
+        assert_true(c.copied);
+        assert_int_equal(pg_live_copy_create(pg_b, "preview_0a1b", PG_LIVE_COPY_MAX_BYTES, &other), 0);
+        _cleanup_free_ char *phys = NULL;
+        assert_true(xasprintf(&phys, "%spreview_0a1b", pa) >= 0);
+        _cleanup_free_ char *n = count_on_server("SELECT count(*) FROM pg_database WHERE datname = '%s'", phys);
+        assert_string_equal(n, "1");
+        _cleanup_free_ char *owner = count_on_server(
+                "SELECT pg_get_userbyid(datdba) FROM pg_database WHERE datname = '%s'", phys);
+        assert_string_equal(owner, phys);
+        /* The kernel reads it as the copy's role: the live data is there. */
+        _cleanup_free_ char *ci = NULL, *t = NULL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        assert_int_equal(pg_live_copy_conninfo(pg_a, &c, &ci), 0);
+        assert_int_equal(db_connect(ci, &db), 0);
+        assert_int_equal(db_query_value(db, "SELECT string_agg(t, ',') FROM notes", 0, NULL, &t), 0);
+        assert_string_equal(t, "before");
+        /* The organism's role may not connect to it. */
+        struct db *x = NULL;
+        _cleanup_free_ char *orgci = NULL, *cdb = NULL;
+        assert_int_equal(pg_conninfo(pg_a, "organism", PG_LIVE_DB, &orgci), 0);
+        orgci[strstr(orgci, "dbname=") - orgci] = 0;
+        assert_true(xasprintf(&cdb, "%s dbname='%s'", orgci, phys) >= 0);
+        assert_true(db_connect(cdb, &x) < 0);
+        if (no_bwrap)
+                print_message("# sandbox part skipped: %s\n", no_bwrap);
+        else {
+                _cleanup_free_ char *copy_url = NULL, *out = NULL;
+                assert_int_equal(pg_live_copy_url(pg_a, &c, &copy_url), 0);
+                assert_int_equal(sandboxed_url(seed_a, pg_a, copy_url,
+                                               "psql \"$DATABASE_URL\" -qAt -v ON_ERROR_STOP=1 -c \"INSERT INTO notes "
+                                               "VALUES ('preview')\" -c \"SELECT count(*) FROM notes\"",
+                                               &out),
+                                 0);
+                assert_non_null(strstr(out, "2"));
+        }
+        /* drop_all: this Seed's copies only. */
+        db_close(TAKE_PTR(db));
+        assert_int_equal(pg_live_copy_drop_all(pg_a), 1);
+        free(n);
+        n = count_on_server("SELECT count(*) FROM pg_roles WHERE rolname = '%s'", phys);
+        assert_string_equal(n, "0");
+        free(n);
+        n = server_value("SELECT count(*) FROM pg_database WHERE datname LIKE '%preview\\_0a1b'");
+        assert_string_equal(n, "1");
+        assert_int_equal(pg_live_copy_drop(pg_b, other.name), 0);
+        free(n);
+        n = server_value("SELECT count(*) FROM pg_roles WHERE rolname LIKE '%preview%'");
+        assert_string_equal(n, "0");
+}
+
 /* A restart finds its roles, passwords and data again; a stop leaves the
  * server running and removes the relay's socket. */
 static void test_restart_and_stop(void **state) {
@@ -511,6 +588,7 @@ int main(void) {
                 cmocka_unit_test(test_relay_refuses_what_is_not_the_seeds),
                 cmocka_unit_test(test_verify_full_through_the_relay),
                 cmocka_unit_test(test_backup_and_restore),
+                cmocka_unit_test(test_live_copy),
                 cmocka_unit_test(test_restart_and_stop),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);

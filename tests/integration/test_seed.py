@@ -189,15 +189,16 @@ def listening_tcp_inodes():
     return inodes
 
 
-def postgres_pids():
+def postgres_children(master):
+    """This Seed's PostgreSQL processes besides its postmaster (not another
+    Seed's, which may listen wherever it likes)."""
     pids = []
     for p in glob.glob('/proc/[0-9]*'):
         try:
-            exe = os.readlink(p + '/exe')
-            cmd = open(p + '/cmdline', 'rb').read()
+            st = open(p + '/status').read()
         except OSError:
             continue
-        if exe.endswith('/postgres') and cmd and b'postgres' in cmd:
+        if re.search(r'^PPid:\s*%s$' % master, st, re.M):
             pids.append(p)
     return pids
 
@@ -207,7 +208,7 @@ def postgres_has_no_tcp_listener(c):
     pidfile = os.path.join(c.dir, '.seed/postgres/postmaster.pid')
     master = open(pidfile).read().split()[0]
     socks = set()
-    for p in [f'/proc/{master}'] + postgres_pids():
+    for p in [f'/proc/{master}'] + postgres_children(master):
         for fd in glob.glob(p + '/fd/*'):
             try:
                 t = os.readlink(fd)
