@@ -627,6 +627,7 @@ static void ctl_free(struct ctl *c) {
         pthread_cond_destroy(&c->reaper_wake);
         pthread_mutex_destroy(&c->lock);
         ctl_preview_done(&c->preview);
+        ctl_session_cache_done(&c->sessions);
         free(c);
 }
 
@@ -701,6 +702,7 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         if (!c)
                 return -ENOMEM;
         pthread_mutex_init(&c->lock, NULL);
+        ctl_session_cache_init(&c->sessions);
         ctl_preview_init(&c->preview);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);

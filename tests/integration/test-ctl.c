@@ -1214,6 +1214,62 @@ static void test_logout(void **state) {
         resp_done(&r);
 }
 
+/* A session revoked from another browser stops working at once, although
+ * the kernel keeps verified sessions in memory (ctl/session-cache.h): its
+ * very next call is refused, and a session revoked in the DB behind the
+ * kernel's back is not touched by the revocation of another. */
+static void test_revoke_at_once(void **state) {
+        char victim[65], vtoken[65], bystander[65], btoken[65];
+        sign_in(victim);
+        sign_in(bystander);
+        ctl_api_token(SESSION_KEY, victim, vtoken);
+        ctl_api_token(SESSION_KEY, bystander, btoken);
+        _cleanup_free_ char *v = browser(victim, vtoken, FETCH);
+        _cleanup_free_ char *bs = browser(bystander, btoken, FETCH);
+        struct resp r;
+        /* Both verified (and so cached) by a call each; the victim's id. */
+        http("GET", "/_seed/api/status", bs, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        http("GET", "/_seed/api/owner/sessions", v, NULL, &r);
+        assert_int_equal(r.status, 200);
+        const char *cur = strstr(r.body, "\"current\":true");
+        assert_non_null(cur);
+        const char *idp = NULL;
+        for (const char *p = r.body; (p = strstr(p, "\"id\":\"")) && p < cur; p++)
+                idp = p;
+        assert_non_null(idp);
+        char id[65];
+        snprintf(id, sizeof id, "%.*s", (int)strcspn(idp + 6, "\""), idp + 6);
+        resp_done(&r);
+        http("GET", "/_seed/api/status", v, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+
+        /* Revoked by the first browser: refused at once. */
+        char more[256], target[128];
+        snprintf(more, sizeof more, FETCH "Origin: http://%s\r\nContent-Type: application/json\r\n", g_host);
+        _cleanup_free_ char *ok = browser(g_cookie, g_token, more);
+        snprintf(target, sizeof target, "/_seed/api/owner/sessions/%s/revoke", id);
+        http("POST", target, ok, "{}", &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        for (int i = 0; i < 3; i++) {
+                http("GET", "/_seed/api/status", v, NULL, &r);
+                assert_int_equal(r.status, 401);
+                resp_done(&r);
+        }
+        /* The page is refused too (the cookie alone). */
+        _cleanup_free_ char *vpage = browser(victim, NULL, NAV);
+        http("GET", "/_seed/", vpage, NULL, &r);
+        assert_int_not_equal(r.status, 200);
+        resp_done(&r);
+        /* The other browser is still signed in. */
+        http("GET", "/_seed/api/status", bs, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+}
+
 static void test_link_limit(void **state) {
         int live = db_link_count_live(g_kdb, wall_ms());
         assert_true(live >= 0 && live < 20);
@@ -2781,6 +2837,7 @@ int main(void) {
                 cmocka_unit_test(test_state_changing_rules),
                 cmocka_unit_test(test_api_routes_from_other_modules),
                 cmocka_unit_test(test_logout),
+                cmocka_unit_test(test_revoke_at_once),
                 cmocka_unit_test(test_link_limit),
                 cmocka_unit_test(test_password_form_on_private_page),
                 cmocka_unit_test(test_password_sign_in),
