@@ -20,6 +20,8 @@
 
 #include "base/base.h"
 
+#include <pthread.h>
+
 #define REPO_OID_HEX_LEN 40
 
 /* The message of the last failure of a repo_ function in this thread.
@@ -71,6 +73,53 @@ void repo_owner_change_done(struct repo_owner_change *c);
 /* Where main stands against the newest generation. *ret is written only on
  * success; release it with repo_owner_change_done(). */
 int repo_owner_change(const char *seed_dir, struct repo_owner_change *ret);
+
+/* ---- what the status needs, without opening the repository per call ---- */
+
+/* A fingerprint of the refs that decide the live generation and the owner's
+ * commits: .git/HEAD, refs/heads/main, the refs/heads and refs/tags/seed
+ * directories and packed-refs — each one's inode, size, mtime and ctime
+ * (lstat only: no file is read, libgit2 is not involved). git replaces a
+ * ref by renaming a new file over it, and a new or deleted tag changes its
+ * directory, so a stamp that did not change says nothing moved; the one gap
+ * (a rewrite within the same clock tick, same size, reused inode) is why
+ * the cache below also ages out. */
+#define REPO_STAMP_PATHS 5
+struct repo_stamp {
+        struct {
+                int error; /* 0, or the lstat's -errno (a missing packed-refs is normal) */
+                uint64_t ino, size;
+                int64_t mtime_ns, ctime_ns;
+        } f[REPO_STAMP_PATHS];
+};
+int repo_stamp_read(const char *seed_dir, struct repo_stamp *ret);
+bool repo_stamp_eq(const struct repo_stamp *a, const struct repo_stamp *b);
+
+/* repo_live_generation() and repo_owner_change() of one Seed, read again
+ * only when its refs moved (repo_stamp) or REPO_REFS_CACHE_MAX_MS passed
+ * since the last read; failures are cached alike. Thread-safe. The caller
+ * owns the cache (repo_refs_cache_init/done). */
+#define REPO_REFS_CACHE_MAX_MS 1000
+struct repo_refs_cache {
+        pthread_mutex_t lock;
+        char *seed_dir;
+        bool valid;
+        int64_t read_ms;
+        struct repo_stamp stamp;
+        int gen_r, gen;                        /* repo_live_generation's result */
+        int oc_r;                              /* repo_owner_change's result */
+        struct repo_owner_change oc;
+};
+/* seed_dir is copied. */
+int repo_refs_cache_init(struct repo_refs_cache *c, const char *seed_dir);
+void repo_refs_cache_done(struct repo_refs_cache *c);
+/* The live generation, as repo_live_generation() would say now. */
+int repo_refs_cache_generation(struct repo_refs_cache *c, int *ret);
+/* Where main stands, as repo_owner_change() would say now; *ret is a copy
+ * (release it with repo_owner_change_done()), written only on success. */
+int repo_refs_cache_owner_change(struct repo_refs_cache *c, struct repo_owner_change *ret);
+/* The next question reads the repository again. */
+void repo_refs_cache_invalidate(struct repo_refs_cache *c);
 
 /* The message of the commit that records the owner's commits as a
  * generation, exactly:

@@ -933,6 +933,64 @@ static void set_ref(const char *seed, const char *name, const char *hex) {
         git_libgit2_shutdown();
 }
 
+/* The refs cache answers as repo_live_generation() and repo_owner_change()
+ * would, at once after a new generation or an owner's commit, and without
+ * reading the repository while its refs stand still. */
+static void test_refs_cache(void **state) {
+        _cleanup_free_ char *base = NULL, *c1 = NULL;
+        _cleanup_free_ char *seed = make_seed(&base);
+        struct repo_refs_cache cache;
+        struct repo_owner_change oc;
+        int gen = 0;
+        assert_int_equal(repo_refs_cache_init(&cache, seed), 0);
+        assert_int_equal(repo_refs_cache_generation(&cache, &gen), 0);
+        assert_int_equal(gen, 1);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_NONE);
+        repo_owner_change_done(&oc);
+
+        /* Served from memory: with the objects gone, a real read fails,
+         * the cache (refs unchanged) still answers. */
+        _cleanup_free_ char *objs = path_join(seed, ".git/objects");
+        _cleanup_free_ char *away = path_join(seed, ".git/objects.away");
+        assert_int_equal(rename(objs, away), 0);
+        assert_true(repo_owner_change(seed, &oc) < 0);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_NONE);
+        repo_owner_change_done(&oc);
+        assert_int_equal(rename(away, objs), 0);
+
+        /* The owner commits: seen at once, subject and all. */
+        c1 = owner_commit(seed, "seed.yaml", "name: t\n# mine\n", "Pick a model");
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_COMMITS);
+        assert_string_equal(oc.head, c1);
+        assert_string_equal(oc.subject, "Pick a model");
+        repo_owner_change_done(&oc);
+
+        /* A new generation: seen at once. */
+        _cleanup_free_ char *g2 = evolve(seed, "two", "organism/extra.txt", "gen 2\n");
+        set_ref(seed, "refs/heads/main", g2);
+        assert_int_equal(repo_tag_generation(seed, g2, 2), 0);
+        assert_int_equal(repo_refs_cache_generation(&cache, &gen), 0);
+        assert_int_equal(gen, 2);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.generation, 2);
+        assert_string_equal(oc.generation_commit, g2);
+        repo_owner_change_done(&oc);
+
+        /* Invalidated: read again (and a failure is an answer too). */
+        assert_int_equal(rename(objs, away), 0);
+        repo_refs_cache_invalidate(&cache);
+        assert_true(repo_refs_cache_owner_change(&cache, &oc) < 0);
+        assert_int_equal(rename(away, objs), 0);
+        repo_refs_cache_invalidate(&cache);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        repo_owner_change_done(&oc);
+        repo_refs_cache_done(&cache);
+        rm_rf(seed);
+}
+
 static void test_owner_change_detection(void **state) {
         _cleanup_free_ char *base = NULL, *c1 = NULL, *c2 = NULL;
         _cleanup_free_ char *seed = make_seed(&base);
@@ -1167,6 +1225,7 @@ int main(void) {
                 cmocka_unit_test(test_fast_forward),
                 cmocka_unit_test(test_restore_generation),
                 cmocka_unit_test(test_owner_change_detection),
+                cmocka_unit_test(test_refs_cache),
                 cmocka_unit_test(test_owner_generation_commit),
                 cmocka_unit_test(test_export_generation),
         };
