@@ -11,6 +11,7 @@
 #include "ctl/listen.h"
 #include "ctl/own-addrs.h"
 #include "ctl/owner.h"
+#include "ctl/upstream-pool.h"
 #include "ctl/preview.h"
 #include "ctl/proxy-policy.h"
 #include "ctl/session-cache.h"
@@ -98,6 +99,9 @@ struct ctl {
         int logo_logged;
         int upstream[CTL_MAX_CONNECTIONS];
         bool stopping;
+        /* Idle keep-alive connections to the organism's (and a preview's)
+         * socket (upstream-pool.h); closed by ctl_stop. */
+        struct ctl_upool pool;
 };
 
 enum ctl_req_kind { CTL_REQ_NEW, CTL_REQ_SEED, CTL_REQ_PROXY, CTL_REQ_DONE };
