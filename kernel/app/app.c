@@ -132,11 +132,13 @@ static void app_control_url(const struct app *a, unsigned port, char *out, size_
 
 static int app_status_json(void *userdata, char **ret_json) {
         struct app *a = userdata;
-        int gen = 0;
         /* From the refs cache: the repository is read again only when its
          * refs moved (a new generation, the owner's commits) or a second
-         * passed. */
-        if (repo_refs_cache_generation(&a->refs, &gen) < 0)
+         * passed. Where main stands carries the live generation too. */
+        _cleanup_(repo_owner_change_done) struct repo_owner_change oc = {0};
+        bool have_oc = repo_refs_cache_owner_change(&a->refs, &oc) >= 0;
+        int gen = have_oc ? oc.generation : 0;
+        if (!have_oc && repo_refs_cache_generation(&a->refs, &gen) < 0)
                 gen = a->generation;
         _cleanup_json_ json_t *o = json_pack("{s:s, s:i, s:s, s:{s:s}, s:{s:i, s:I, s:s}}",
                               "name", a->cfg->name,
@@ -163,12 +165,8 @@ static int app_status_json(void *userdata, char **ret_json) {
                 json_object_set_new(o, "database", json_string(pg_is_external(a->pg) ? "external" : "private"));
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
-        struct repo_owner_change oc;
-        if (a->orch && repo_refs_cache_owner_change(&a->refs, &oc) >= 0) {
-                if (orch_owner_change_json(a->orch, &oc, &owner) >= 0 && owner)
-                        json_object_set_new(o, "owner_change", owner);
-                repo_owner_change_done(&oc);
-        }
+        if (have_oc && a->orch && orch_owner_change_json(a->orch, &oc, &owner) >= 0 && owner)
+                json_object_set_new(o, "owner_change", owner);
         char *s = json_dumps(o, JSON_COMPACT);
         if (!s)
                 return -ENOMEM;

@@ -76,36 +76,22 @@ int repo_owner_change(const char *seed_dir, struct repo_owner_change *ret);
 
 /* ---- what the status needs, without opening the repository per call ---- */
 
-/* A fingerprint of the refs that decide the live generation and the owner's
- * commits: .git/HEAD, refs/heads/main, the refs/heads and refs/tags/seed
- * directories and packed-refs — each one's inode, size, mtime and ctime
- * (lstat only: no file is read, libgit2 is not involved). git replaces a
- * ref by renaming a new file over it, and a new or deleted tag changes its
- * directory, so a stamp that did not change says nothing moved; the one gap
- * (a rewrite within the same clock tick, same size, reused inode) is why
- * the cache below also ages out. */
-#define REPO_STAMP_PATHS 5
-struct repo_stamp {
-        struct {
-                int error; /* 0, or the lstat's -errno (a missing packed-refs is normal) */
-                uint64_t ino, size;
-                int64_t mtime_ns, ctime_ns;
-        } f[REPO_STAMP_PATHS];
-};
-int repo_stamp_read(const char *seed_dir, struct repo_stamp *ret);
-bool repo_stamp_eq(const struct repo_stamp *a, const struct repo_stamp *b);
-
 /* repo_live_generation() and repo_owner_change() of one Seed, read again
- * only when its refs moved (repo_stamp) or REPO_REFS_CACHE_MAX_MS passed
- * since the last read; failures are cached alike. Thread-safe. The caller
- * owns the cache (repo_refs_cache_init/done). */
+ * only when its refs may have moved — an inotify watch on .git (HEAD,
+ * packed-refs), refs/heads (main), refs/tags and refs/tags/seed (the
+ * generation tags) saw anything happen there: git writes a ref by renaming
+ * a new file over it, and the event is queued before git returns, so a new
+ * generation or an owner's commit is seen by the very next question — or
+ * when REPO_REFS_CACHE_MAX_MS passed since the last read. Failures are
+ * cached alike. Without inotify (a limit reached) every question reads.
+ * Thread-safe. The caller owns the cache (repo_refs_cache_init/done). */
 #define REPO_REFS_CACHE_MAX_MS 1000
 struct repo_refs_cache {
         pthread_mutex_t lock;
         char *seed_dir;
+        int inotify_fd;                        /* -1: none, every question reads */
         bool valid;
         int64_t read_ms;
-        struct repo_stamp stamp;
         int gen_r, gen;                        /* repo_live_generation's result */
         int oc_r;                              /* repo_owner_change's result */
         struct repo_owner_change oc;
