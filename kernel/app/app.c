@@ -50,6 +50,7 @@ struct app {
         char *doctor;            /* why sandboxes cannot run here, or NULL */
         int64_t started_ms;
         int generation;
+        struct repo_refs_cache refs; /* what the status needs of the repository */
 };
 
 static char *seed_path(const struct app *a, const char *rel) { return path_join(a->opts->seed_dir, rel); }
@@ -131,8 +132,13 @@ static void app_control_url(const struct app *a, unsigned port, char *out, size_
 
 static int app_status_json(void *userdata, char **ret_json) {
         struct app *a = userdata;
-        int gen = 0;
-        if (repo_live_generation(a->opts->seed_dir, &gen) < 0)
+        /* From the refs cache: the repository is read again only when its
+         * refs moved (a new generation, the owner's commits) or a second
+         * passed. Where main stands carries the live generation too. */
+        _cleanup_(repo_owner_change_done) struct repo_owner_change oc = {0};
+        bool have_oc = repo_refs_cache_owner_change(&a->refs, &oc) >= 0;
+        int gen = have_oc ? oc.generation : 0;
+        if (!have_oc && repo_refs_cache_generation(&a->refs, &gen) < 0)
                 gen = a->generation;
         _cleanup_json_ json_t *o = json_pack("{s:s, s:i, s:s, s:{s:s}, s:{s:i, s:I, s:s}}",
                               "name", a->cfg->name,
@@ -159,7 +165,7 @@ static int app_status_json(void *userdata, char **ret_json) {
                 json_object_set_new(o, "database", json_string(pg_is_external(a->pg) ? "external" : "private"));
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
-        if (a->orch && orch_owner_change_json(a->orch, &owner) >= 0 && owner)
+        if (have_oc && a->orch && orch_owner_change_json(a->orch, &oc, &owner) >= 0 && owner)
                 json_object_set_new(o, "owner_change", owner);
         char *s = json_dumps(o, JSON_COMPACT);
         if (!s)
@@ -453,6 +459,7 @@ static void app_stop(struct app *a) {
                 unlink(p);
         if (tok)
                 unlink(tok);
+        repo_refs_cache_done(&a->refs); /* after ctl: no status is asked any more */
         cfg_free(a->cfg);
         secrets_free(a->secrets);
         if (a->control_token)
@@ -568,6 +575,8 @@ int app_run(const struct app_options *o) {
                 goto fail;
         if (repo_live_generation(o->seed_dir, &a.generation) < 0)
                 a.generation = 0;
+        if ((r = repo_refs_cache_init(&a.refs, o->seed_dir)) < 0)
+                goto fail;
 
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||
             (r = app_load_key(&a, "session-key", &a.session_key)) < 0)

@@ -29,6 +29,8 @@ struct ctl_proxy_req {
         const char *cli_token;    /* "Authorization: Bearer <it>" is stripped; may be NULL */
         enum ctl_body body;       /* NONE, LENGTH or CHUNKED */
         uint64_t body_len;
+        bool keep_alive;          /* the connection may carry another request
+                                   * afterwards; else "Connection: close" */
 };
 
 /* The framing of a request body, decided from the same headers libmicrohttpd
@@ -63,6 +65,10 @@ struct ctl_upstream {
         struct ctl_hdrs hdrs;
         enum ctl_body body;
         uint64_t length;          /* CTL_BODY_LENGTH */
+        /* HTTP/1.1 without "Connection: close", and a body not framed by
+         * the close: the connection may carry another request once this
+         * body was read to its end. */
+        bool keep_alive;
 };
 void ctl_upstream_done(struct ctl_upstream *u);
 /* Parses a response head (status line, headers, blank line) and decides

@@ -525,7 +525,7 @@ static int h_sessions(struct ctl_req *q, struct ctl_resp *resp) {
 static int h_session_revoke(struct ctl_req *q, struct ctl_resp *resp) {
         if (!q->param || !ctl_is_hex(q->param, strlen(q->param)) || strlen(q->param) > 64)
                 return ctl_resp_error(resp, 400, "bad session id");
-        int r = db_session_revoke(q->ctl->kdb, q->param);
+        int r = ctl_session_revoke(q->ctl->kdb, &q->ctl->sessions, q->param);
         if (r == -ENOENT)
                 return ctl_resp_error(resp, 404, "no such session");
         if (r < 0)
@@ -541,7 +541,7 @@ static int h_session_revoke(struct ctl_req *q, struct ctl_resp *resp) {
 static int h_logout(struct ctl_req *q, struct ctl_resp *resp) {
         if (!q->session_id)
                 return ctl_resp_error(resp, 400, "no browser session to sign out");
-        int r = db_session_revoke(q->ctl->kdb, q->session_id);
+        int r = ctl_session_revoke(q->ctl->kdb, &q->ctl->sessions, q->session_id);
         if (r < 0 && r != -ENOENT)
                 return log_error_errno(r, "could not sign out: %m");
         log_info("signed out session %s", q->session_id);
@@ -605,8 +605,8 @@ static int nav_guard(struct ctl_req *q, struct ctl_resp *resp) {
 static int load_session(struct ctl_req *q) {
         if (q->session_id)
                 return 0;
-        return ctl_session_find(q->ctl->kdb, &q->hdrs, q->ctl->cookie_name, &q->cookie_value,
-                                &q->session_id);
+        return ctl_session_find(q->ctl->kdb, &q->ctl->sessions, &q->hdrs, q->ctl->cookie_name,
+                                &q->cookie_value, &q->session_id);
 }
 
 /* 0 if the request may use the API; 1 with *resp filled if not. Only an

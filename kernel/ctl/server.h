@@ -11,8 +11,10 @@
 #include "ctl/listen.h"
 #include "ctl/own-addrs.h"
 #include "ctl/owner.h"
+#include "ctl/upstream-pool.h"
 #include "ctl/preview.h"
 #include "ctl/proxy-policy.h"
+#include "ctl/session-cache.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
@@ -54,6 +56,8 @@ struct ctl {
         struct ctl_preview preview;
         /* Password sign-in (a keyed hash only) and the failed sign-in limits. */
         struct ctl_owner owner;
+        /* Browser sessions the DB confirmed lately (session-cache.h). */
+        struct ctl_session_cache sessions;
         struct ctl_proxies proxies;
         struct ctl_limiter *limiter;
         /* Every connection of every listening socket, in its pool (conns.h):
@@ -95,6 +99,9 @@ struct ctl {
         int logo_logged;
         int upstream[CTL_MAX_CONNECTIONS];
         bool stopping;
+        /* Idle keep-alive connections to the organism's (and a preview's)
+         * socket (upstream-pool.h); closed by ctl_stop. */
+        struct ctl_upool pool;
 };
 
 enum ctl_req_kind { CTL_REQ_NEW, CTL_REQ_SEED, CTL_REQ_PROXY, CTL_REQ_DONE };
@@ -163,10 +170,14 @@ int ctl_link_consume(struct db *kdb, const char *token);
 void ctl_req_client(const struct ctl_req *q, struct ctl_client *ret);
 /* A new session: cookie value (secret) and public id. Caller frees both. */
 int ctl_session_new(struct db *kdb, const char *user_agent, char **ret_cookie, char **ret_id);
-/* The live session whose cookie is in the Cookie header(s); renews it.
- * -ENOENT when there is none. Caller frees both. */
-int ctl_session_find(struct db *kdb, const struct ctl_hdrs *hdrs, const char *cookie_name,
-                     char **ret_cookie, char **ret_id);
+/* The live session whose cookie is in the Cookie header(s): from cache if
+ * the DB confirmed it lately (session-cache.h), else from the DB, which
+ * renews it. -ENOENT when there is none. Caller frees both. */
+int ctl_session_find(struct db *kdb, struct ctl_session_cache *cache, const struct ctl_hdrs *hdrs,
+                     const char *cookie_name, char **ret_cookie, char **ret_id);
+/* Revokes the session id in the DB, then drops it from cache: it stops
+ * working at once. -ENOENT when there is no such live session. Logs nothing. */
+int ctl_session_revoke(struct db *kdb, struct ctl_session_cache *cache, const char *id);
 
 /* static.c: the embedded UI */
 int ctl_static_file(const char *name, struct ctl_resp *resp);

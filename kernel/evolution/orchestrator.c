@@ -1558,13 +1558,11 @@ void orch_stop(struct orchestrator *o) {
         free(o);
 }
 
-int orch_owner_change_json(struct orchestrator *o, json_t **ret) {
-        if (!o || !ret)
+int orch_owner_change_json(struct orchestrator *o, const struct repo_owner_change *change, json_t **ret) {
+        if (!o || !change || !ret)
                 return -EINVAL;
-        struct repo_owner_change oc;
-        int k = repo_owner_change(o->c.seed_dir, &oc);
-        if (k < 0)
-                return k;
+        const struct repo_owner_change oc = *change;
+        int k = 0;
         struct evo_owner_view v = owner_view(o, &oc, EVO_OWNER_PENDING);
         _cleanup_free_ char *error = NULL, *subject = NULL;
         char head[REPO_OID_HEX_LEN + 1], job[32];
@@ -1596,7 +1594,6 @@ int orch_owner_change_json(struct orchestrator *o, json_t **ret) {
         json_t *out = NULL;
         if (oc.state != REPO_OWNER_NONE || restored)
                 k = evo_owner_json(&v, &out);
-        repo_owner_change_done(&oc);
         if (k >= 0)
                 *ret = out;
         return k;

@@ -21,6 +21,8 @@
 #include "ctl/owner.h"
 #include "ctl/pages.h"
 #include "ctl/proxy-policy.h"
+#include "ctl/session-cache.h"
+#include "ctl/upstream-pool.h"
 #include "fsx/fsx.h"
 
 #include <arpa/inet.h>
@@ -651,6 +653,148 @@ static void test_proxy_request_head_framing(void **state) {
                 buf_free(&out);
         }
         ctl_hdrs_free(&in);
+}
+
+/* A request that may be followed by another on its connection says nothing
+ * of Connection (HTTP/1.1 keeps it open); any other asks to close. */
+static void test_proxy_request_head_keep_alive(void **state) {
+        struct ctl_hdrs in = {0};
+        assert_int_equal(ctl_hdrs_add(&in, "Connection", "close"), 0); /* the client's own: hop-by-hop */
+        struct ctl_proxy_req req = {.method = "GET", .target = "/", .host = "localhost",
+                                    .client_ip = "127.0.0.1", .cookie_name = "seed_ab", .keep_alive = true};
+        struct buf out = BUF_INIT(1 << 20);
+        assert_int_equal(ctl_proxy_request_head(&in, &req, &out), 0);
+        assert_string_equal(out.data, "GET / HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: 127.0.0.1\r\n"
+                                      "X-Forwarded-Proto: http\r\nX-Forwarded-Host: localhost\r\n\r\n");
+        buf_free(&out);
+        ctl_hdrs_free(&in);
+}
+
+/* Whether the organism's answer leaves its connection open for another. */
+static void test_proxy_parse_head_keep_alive(void **state) {
+        static const struct {
+                const char *head;
+                bool head_request, keep_alive;
+        } cases[] = {
+                {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", false, true},
+                {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, true},
+                {"HTTP/1.1 204 No Content\r\n\r\n", false, true},
+                {"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true, true},
+                {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n", false, false},
+                {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: Keep-Alive, CLOSE\r\n\r\n", false, false},
+                {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: closed\r\n\r\n", false, true},
+                {"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n", false, false}, /* ends with the close */
+                {"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n", false, false},
+                {"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n", false, false},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                struct ctl_upstream u;
+                assert_int_equal(ctl_proxy_parse_head(cases[i].head, strlen(cases[i].head), cases[i].head_request, &u),
+                                 0);
+                if (u.keep_alive != cases[i].keep_alive)
+                        fail_msg("case %zu: keep_alive %d", i, u.keep_alive);
+                ctl_upstream_done(&u);
+        }
+}
+
+/* ---- proxy: the pool of idle upstream connections ---- */
+
+static void pair(int fds[2]) {
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+}
+
+static void test_upstream_pool(void **state) {
+        struct ctl_upool p;
+        ctl_upool_init(&p);
+        int a[2], b[2], c[2], d[2], fd = -1;
+        pair(a);
+        pair(b);
+        pair(c);
+        pair(d);
+        assert_int_equal(ctl_upool_take(&p, "/x.sock", &fd), -ENOENT);
+        ctl_upool_put(&p, "/x.sock", a[0]);
+        ctl_upool_put(&p, "/x.sock", b[0]);
+        ctl_upool_put(&p, "/y.sock", c[0]);
+        assert_int_equal(ctl_upool_idle(&p), 3);
+        /* Keyed by socket: /y's connection only for /y. */
+        assert_int_equal(ctl_upool_take(&p, "/y.sock", &fd), 0);
+        assert_int_equal(fd, c[0]);
+        assert_int_equal(ctl_upool_take(&p, "/y.sock", &fd), -ENOENT);
+        close(c[0]);
+        /* The peer of the newest closed it: skipped (and closed); the next
+         * one is handed out. */
+        close(b[1]);
+        assert_int_equal(ctl_upool_take(&p, "/x.sock", &fd), 0);
+        assert_int_equal(fd, a[0]);
+        /* One whose peer sent bytes nobody asked for is never reused. */
+        ctl_upool_put(&p, "/x.sock", a[0]);
+        assert_int_equal(send(a[1], "HTTP/1.1 200 OK\r\n", 17, 0), 17);
+        assert_int_equal(ctl_upool_take(&p, "/x.sock", &fd), -ENOENT);
+        assert_int_equal(ctl_upool_idle(&p), 0);
+        close(a[1]);
+        /* Closed with the pool; put afterwards closes at once. */
+        ctl_upool_put(&p, "/x.sock", d[0]);
+        ctl_upool_close_all(&p);
+        char ch;
+        assert_int_equal(recv(d[1], &ch, 1, 0), 0); /* the pool closed its end */
+        pair(a);
+        ctl_upool_put(&p, "/x.sock", a[0]);
+        assert_int_equal(ctl_upool_idle(&p), 0);
+        assert_int_equal(recv(a[1], &ch, 1, 0), 0);
+        close(a[1]);
+        close(d[1]);
+        ctl_upool_done(&p);
+}
+
+/* ---- the session cache ---- */
+
+static void test_session_cache(void **state) {
+        struct ctl_session_cache c;
+        ctl_session_cache_init(&c);
+        char h1[SHA256_HEX_LEN + 1], h2[SHA256_HEX_LEN + 1], id[CTL_SESSION_ID_MAX + 1];
+        crypto_sha256_hex("cookie one", 10, h1);
+        crypto_sha256_hex("cookie two", 10, h2);
+        int64_t t = 1000000;
+        assert_int_equal(ctl_session_cache_get(&c, h1, t, id), -ENOENT);
+        ctl_session_cache_put(&c, h1, "aa01", t, t + 60000, ctl_session_cache_epoch(&c));
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + 1, id), 0);
+        assert_string_equal(id, "aa01");
+        assert_int_equal(ctl_session_cache_get(&c, h2, t + 1, id), -ENOENT);
+        /* Ages out after the TTL (asked of the DB again). */
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + CTL_SESSION_CACHE_TTL_MS, id), -ENOENT);
+        /* Never past its expiry. */
+        ctl_session_cache_put(&c, h1, "aa01", t, t + 5, ctl_session_cache_epoch(&c));
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + 4, id), 0);
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + 5, id), -ENOENT);
+        /* Forgotten at once. */
+        ctl_session_cache_put(&c, h1, "aa01", t, t + 60000, ctl_session_cache_epoch(&c));
+        ctl_session_cache_put(&c, h2, "bb02", t, t + 60000, ctl_session_cache_epoch(&c));
+        ctl_session_cache_forget(&c, "aa01");
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + 1, id), -ENOENT);
+        assert_int_equal(ctl_session_cache_get(&c, h2, t + 1, id), 0);
+        /* A lookup that began before a forget is not kept. */
+        uint64_t e = ctl_session_cache_epoch(&c);
+        ctl_session_cache_forget(&c, "aa01");
+        ctl_session_cache_put(&c, h1, "aa01", t, t + 60000, e);
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + 1, id), -ENOENT);
+        /* Bounded: more sessions than it holds replace the least recently
+         * verified; the newest are kept. */
+        for (int i = 0; i < CTL_SESSION_CACHE_SIZE + 10; i++) {
+                char h[SHA256_HEX_LEN + 1], n[16];
+                snprintf(n, sizeof n, "s%d", i);
+                crypto_sha256_hex(n, strlen(n), h);
+                ctl_session_cache_put(&c, h, n, t + 10 + i, t + 60000, ctl_session_cache_epoch(&c));
+        }
+        size_t used = 0;
+        for (size_t i = 0; i < CTL_SESSION_CACHE_SIZE; i++)
+                used += c.e[i].used;
+        assert_int_equal(used, CTL_SESSION_CACHE_SIZE);
+        char hl[SHA256_HEX_LEN + 1];
+        crypto_sha256_hex("s73", 3, hl);
+        assert_int_equal(ctl_session_cache_get(&c, hl, t + 100, id), 0);
+        assert_string_equal(id, "s73");
+        assert_int_equal(ctl_session_cache_get(&c, h2, t + 100, id), -ENOENT); /* the oldest went */
+        ctl_session_cache_done(&c);
 }
 
 /* ---- proxy: response head and header policy ---- */
@@ -2016,6 +2160,10 @@ int main(void) {
                 cmocka_unit_test(test_conns_table_full),
                 cmocka_unit_test(test_conns_proxied_pool),
                 cmocka_unit_test(test_conns_keep_alive_mix),
+                cmocka_unit_test(test_proxy_request_head_keep_alive),
+                cmocka_unit_test(test_proxy_parse_head_keep_alive),
+                cmocka_unit_test(test_upstream_pool),
+                cmocka_unit_test(test_session_cache),
                 cmocka_unit_test(test_conns_head_deadline),
                 cmocka_unit_test(test_logo_read),
                 cmocka_unit_test(test_listen_adopt_takes_only_listening_tcp),

@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <ctype.h>
+#include <dirent.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -933,6 +935,82 @@ static void set_ref(const char *seed, const char *name, const char *hex) {
         git_libgit2_shutdown();
 }
 
+/* Renames every object folder of .git/objects (hide) or back. */
+static void hide_objects(const char *seed, bool hide) {
+        _cleanup_free_ char *objs = path_join(seed, ".git/objects");
+        DIR *d = opendir(objs);
+        assert_non_null(d);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+                bool obj = strlen(e->d_name) == 2 && isxdigit((unsigned char)e->d_name[0]);
+                bool hidden = strlen(e->d_name) == 3 && e->d_name[0] == 'h';
+                if (hide ? !(obj || streq(e->d_name, "pack")) : !(hidden || streq(e->d_name, "hpack")))
+                        continue;
+                char to[300];
+                snprintf(to, sizeof to, "%s", hide ? "h" : "");
+                snprintf(to + strlen(to), sizeof to - strlen(to), "%s", hide ? e->d_name : e->d_name + 1);
+                assert_int_equal(renameat(dirfd(d), e->d_name, dirfd(d), to), 0);
+        }
+        closedir(d);
+}
+
+/* The refs cache answers as repo_live_generation() and repo_owner_change()
+ * would, at once after a new generation or an owner's commit, and without
+ * reading the repository while its refs stand still. */
+static void test_refs_cache(void **state) {
+        _cleanup_free_ char *base = NULL, *c1 = NULL;
+        _cleanup_free_ char *seed = make_seed(&base);
+        struct repo_refs_cache cache;
+        struct repo_owner_change oc;
+        int gen = 0;
+        assert_int_equal(repo_refs_cache_init(&cache, seed), 0);
+        assert_int_equal(repo_refs_cache_generation(&cache, &gen), 0);
+        assert_int_equal(gen, 1);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_NONE);
+        repo_owner_change_done(&oc);
+
+        /* Served from memory: with the objects hidden (renamed inside
+         * .git/objects, where no ref lives), a real read fails, the cache
+         * still answers. */
+        hide_objects(seed, true);
+        assert_true(repo_owner_change(seed, &oc) < 0);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_NONE);
+        repo_owner_change_done(&oc);
+        hide_objects(seed, false);
+
+        /* The owner commits: seen at once, subject and all. */
+        c1 = owner_commit(seed, "seed.yaml", "name: t\n# mine\n", "Pick a model");
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_COMMITS);
+        assert_string_equal(oc.head, c1);
+        assert_string_equal(oc.subject, "Pick a model");
+        repo_owner_change_done(&oc);
+
+        /* A new generation: seen at once. */
+        _cleanup_free_ char *g2 = evolve(seed, "two", "organism/extra.txt", "gen 2\n");
+        set_ref(seed, "refs/heads/main", g2);
+        assert_int_equal(repo_tag_generation(seed, g2, 2), 0);
+        assert_int_equal(repo_refs_cache_generation(&cache, &gen), 0);
+        assert_int_equal(gen, 2);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.generation, 2);
+        assert_string_equal(oc.generation_commit, g2);
+        repo_owner_change_done(&oc);
+
+        /* Invalidated: read again (and a failure is an answer too). */
+        hide_objects(seed, true);
+        repo_refs_cache_invalidate(&cache);
+        assert_true(repo_refs_cache_owner_change(&cache, &oc) < 0);
+        hide_objects(seed, false);
+        repo_refs_cache_invalidate(&cache);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        repo_owner_change_done(&oc);
+        repo_refs_cache_done(&cache);
+        rm_rf(seed);
+}
+
 static void test_owner_change_detection(void **state) {
         _cleanup_free_ char *base = NULL, *c1 = NULL, *c2 = NULL;
         _cleanup_free_ char *seed = make_seed(&base);
@@ -1167,6 +1245,7 @@ int main(void) {
                 cmocka_unit_test(test_fast_forward),
                 cmocka_unit_test(test_restore_generation),
                 cmocka_unit_test(test_owner_change_detection),
+                cmocka_unit_test(test_refs_cache),
                 cmocka_unit_test(test_owner_generation_commit),
                 cmocka_unit_test(test_export_generation),
         };
