@@ -132,6 +132,7 @@
     require_apply_approval: 'Going live needs your approval', evolvable: 'Changes freely',
     seed: 'Seed name', slug: 'Short name', tagline: 'Tagline', purpose: 'Purpose', accent: 'Accent colour',
     generation: 'Generation', url: 'Address', control_url: 'Control plane', doctor: 'This host',
+    admin_screens: 'Admin screens',
   };
   // Values of the settings that read better as words.
   const DECISIONS = { allow: 'allowed', ask: 'asked first', deny: 'denied' };

@@ -209,6 +209,9 @@ int cli_cmd_status(int argc, char **argv) {
         const char *why = json_string_value(json_object_get(mind, "why_not"));
         if (why)
                 printf("Warning:     %s\n", why);
+        const char *screens = json_string_value(json_object_get(o, "admin_screens"));
+        if (screens)
+                printf("Admin:       %s\n", screens);
         const char *doctor = json_string_value(json_object_get(o, "doctor"));
         if (doctor)
                 printf("Warning:     %s\n", doctor);

@@ -314,3 +314,22 @@ int organism_extensions_read(int root, struct organism_extensions **ret) {
         *ret = TAKE_PTR(x);
         return 0;
 }
+
+int organism_extensions_status(const char *seed_dir, char **ret) {
+        _cleanup_close_ int root = -1;
+        _cleanup_(organism_extensions_freep) struct organism_extensions *x = NULL;
+        char *line = NULL;
+        int r = fsx_open_root(seed_dir, &root) < 0 ? 0 : organism_extensions_read(root, &x);
+        if (r < 0)
+                return r;
+        size_t bad = x ? strv_length(x->errors) : 0;
+        if (x && bad == 0 && x->n_screens > 0)
+                r = xasprintf(&line, "%zu shown", x->n_screens);
+        else if (x && bad > 0)
+                r = xasprintf(&line, "%zu shown; %zu problem%s in " ORGANISM_EXT_FILE ": %s", x->n_screens, bad,
+                              bad == 1 ? "" : "s", x->errors[0]);
+        if (r < 0)
+                return -ENOMEM;
+        *ret = line;
+        return 0;
+}

@@ -61,3 +61,11 @@ int organism_extensions_parse(const char *data, size_t len, struct organism_exte
  * that cannot be read (a symlink, too large, not a regular file) is one
  * error. -ENOMEM only. Caller frees. */
 int organism_extensions_read(int root, struct organism_extensions **ret);
+
+/* One line for the Seed's status (the control plane's Status, `seed
+ * status`): "2 shown" or "1 shown; 2 refused in
+ * organism/control/extensions.json: <the first refusal>", for the folder
+ * seed_dir. *ret is NULL when the organism declares nothing and nothing was
+ * refused. 0 or -ENOMEM (a folder that cannot be opened is nothing). Caller
+ * frees. */
+int organism_extensions_status(const char *seed_dir, char **ret);

@@ -434,6 +434,9 @@ static void test_extensions_read(void **state) {
         assert_int_equal(x->n_screens, 0);
         assert_null(x->errors[0]);
         organism_extensions_free(x);
+        char *none = (char *)"unset";
+        assert_int_equal(organism_extensions_status(tmpl, &none), 0);
+        assert_null(none);
 
         _cleanup_free_ char *dir = join(tmpl, "organism/control");
         _cleanup_free_ char *file = join(tmpl, ORGANISM_EXT_FILE);
@@ -444,12 +447,21 @@ static void test_extensions_read(void **state) {
         assert_int_equal(x->n_screens, 1);
         organism_extensions_free(x);
 
+        _cleanup_free_ char *line = NULL;
+        assert_int_equal(organism_extensions_status(tmpl, &line), 0);
+        assert_string_equal(line, "1 shown");
+        free(TAKE_PTR(line));
+
         unlink(file);
         assert_int_equal(symlink("/etc/passwd", file), 0);
         assert_int_equal(organism_extensions_read(root, &x), 0);
         assert_int_equal(x->n_screens, 0);
         assert_true(has_error(x, "symbolic link"));
         organism_extensions_free(x);
+        assert_int_equal(organism_extensions_status(tmpl, &line), 0);
+        assert_true(startswith(line, "0 shown; 1 problem in " ORGANISM_EXT_FILE ": "));
+        assert_non_null(strstr(line, "symbolic link"));
+        free(TAKE_PTR(line));
 
         unlink(file);
         assert_int_equal(mkdir(file, 0755), 0);
