@@ -134,6 +134,19 @@ bool ctl_csp_frames_admin(const char *csp) {
         return csp && startswith(csp, CTL_CSP) && admin_frame_src_ok(csp + strlen(CTL_CSP));
 }
 
+int ctl_csp_framed_by(const char *framer, char **ret) {
+        static const char none[] = "frame-ancestors 'none'";
+        const char *at = strstr(CTL_CSP, none);
+        if (!at || !framer || !startswith(framer, "http://") || strlen(framer) > 300 ||
+            strpbrk(framer + 7, " ;,'\"/\\") || !http_field_value_ok(framer))
+                return -EINVAL;
+        char *csp = NULL;
+        if (xasprintf(&csp, "%.*sframe-ancestors %s%s", (int)(at - CTL_CSP), CTL_CSP, framer, at + strlen(none)) < 0)
+                return -ENOMEM;
+        *ret = csp;
+        return 0;
+}
+
 int ctl_add_security_headers(struct ctl_hdrs *h) {
         static const char *const hs[][2] = {
                 {"Content-Security-Policy", CTL_CSP},

@@ -58,6 +58,11 @@ extern const char CTL_CSP[];
 int ctl_csp_with_admin_frames(const char *admin_origin, char **ret);
 /* Whether csp is exactly what ctl_csp_with_admin_frames() makes. */
 bool ctl_csp_frames_admin(const char *csp);
+/* CTL_CSP with "frame-ancestors <framer>" instead of 'none' (framer: one
+ * origin, "http://host[:port]"): the kernel's own pages on the organism's
+ * admin origin, which the control plane frames. -EINVAL for anything that
+ * is not one plain origin. Caller frees. */
+int ctl_csp_framed_by(const char *framer, char **ret);
 
 /* Appends s HTML-escaped (& < > " ') to b. */
 int ctl_html_escape(struct buf *b, const char *s);

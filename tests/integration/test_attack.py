@@ -586,6 +586,13 @@ def only_the_control_plane_may_frame_the_admin_origin(c):
     assert r.status == 200, r.status
     assert csps(r) == [f'frame-ancestors http://seed.localhost:{c.port}'], csps(r)
     assert r.header('Cross-Origin-Opener-Policy') == 'unsafe-none'
+    # The kernel's own answers there too (here: a refused service worker),
+    # so a screen whose app is down says so inside its frame.
+    r = req(c, 'GET', '/sw.js', {'Service-Worker': 'script'}, host=f'{ADMIN_HOST}:{c.port}')
+    assert r.status == 403 and len(csps(r)) == 1, (r.status, csps(r))
+    assert f'frame-ancestors http://seed.localhost:{c.port};' in csps(r)[0] and "default-src 'none'" in csps(r)[0]
+    r = req(c, 'GET', '/sw.js', {'Service-Worker': 'script'}, host=f'127.0.0.1:{c.port}')
+    assert r.status == 403 and "frame-ancestors 'none'" in csps(r)[0], csps(r)
     r = req(c, 'GET', '/', NAV, host=ADMIN_HOST)  # reached without a port (a forward on port 80)
     assert csps(r) == ['frame-ancestors http://seed.localhost'], csps(r)
     # Every other name of the app refuses every frame, as before.

@@ -990,6 +990,19 @@ static void test_security_headers(void **state) {
                 assert_int_equal(ctl_hdrs_count(&h, "Content-Security-Policy"), 2);
                 ctl_hdrs_free(&h);
         }
+        /* The kernel's own pages on the admin origin: ours, framed by one origin. */
+        assert_int_equal(ctl_csp_framed_by("http://seed.localhost:8080", &csp), 0);
+        assert_string_equal(csp, "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                 "connect-src 'self'; frame-ancestors http://seed.localhost:8080; base-uri 'none'; "
+                                 "form-action 'self'");
+        free(csp);
+        csp = NULL;
+        static const char *const not_origins[] = {"*", "'self'", "http://a; script-src *", "http://a b",
+                                                  "https://x", "http://a/path", "http://a,http://b", "http://a\r\nX: y"};
+        for (size_t i = 0; i < ARRAY_SIZE(not_origins); i++)
+                assert_int_equal(ctl_csp_framed_by(not_origins[i], &csp), -EINVAL);
+        assert_int_equal(ctl_csp_framed_by(NULL, &csp), -EINVAL);
+        assert_null(csp);
         _cleanup_free_ char *tail = NULL;
         assert_int_equal(xasprintf(&tail, "%s; frame-src http://organism.localhost:1; script-src-elem *", CTL_CSP), 0);
         assert_false(ctl_csp_frames_admin(tail));
