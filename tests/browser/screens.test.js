@@ -12,7 +12,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert');
 const path = require('node:path');
-const { TestSeed, launch, waitUntil, httpJson, OUT } = require('./lib.js');
+const { TestSeed, launch, shots, waitUntil, httpJson, OUT } = require('./lib.js');
 
 // The organism: an admin screen whose script tries to leave its frame (on
 // load, and again from a click, which is a user activation), a probe page
@@ -143,7 +143,7 @@ test('the declared screens are listed and framed from organism.localhost, the re
   assert.strictEqual(await frame.getAttribute('sandbox'), SANDBOX);
   const f = await screenFrame(page, admin + '/admin/orders');
   await waitUntil(async () => (await f.locator('#origin').textContent()) === admin, { what: 'the screen to run' });
-  await page.screenshot({ path: path.join(OUT, 'screens.png') });
+  await shots(page, 'screens', { fullPage: false }); // desktop and phone: nothing sticks out sideways
 
   await tabs.nth(1).click();
   await page.waitForFunction(() => new URL(location.href).hash === '#screens/probe');
@@ -167,6 +167,8 @@ test('a screen cannot open windows or navigate the control plane, on load or on 
   await waitUntil(async () => /top-click=/.test(await out.textContent()), { what: 'the escape on a click' });
   const text = await out.textContent();
   console.log(`# the screen saw: ${text}`);
+  // window.open's null alone proves little (a popup opened without an
+  // opener also gives null): no window may have opened, nothing reached the app.
   assert.match(text, /open-load=blocked;/);
   assert.match(text, /open-click=blocked;/);
   // Top navigation throws or is refused; either way the control plane stays.
