@@ -138,7 +138,7 @@ int ctl_csp_framed_by(const char *framer, char **ret) {
         static const char none[] = "frame-ancestors 'none'";
         const char *at = strstr(CTL_CSP, none);
         if (!at || !framer || !startswith(framer, "http://") || strlen(framer) > 300 ||
-            strpbrk(framer + 7, " ;,'\"/\\") || !http_field_value_ok(framer))
+            strpbrk(framer + 7, " ;,'\"/\\*") || !http_field_value_ok(framer))
                 return -EINVAL;
         char *csp = NULL;
         if (xasprintf(&csp, "%.*sframe-ancestors %s%s", (int)(at - CTL_CSP), CTL_CSP, framer, at + strlen(none)) < 0)

@@ -92,22 +92,27 @@ bool ctl_req_on_control_host(const struct ctl_req *q) {
         return !own_origin(q->ctl) || ctl_host_is(ctl_req_header(q, "Host"), q->ctl->control_host);
 }
 
-int ctl_req_admin_framer(const struct ctl_req *q, char **ret) {
+/* name's origin on the port of the request's Host when the request is for
+ * on_host and the layout frames admin screens; NULL otherwise (a Host that
+ * passed the allowlist is never malformed, but one would frame nothing). */
+static int admin_peer(const struct ctl_req *q, const char *on_host, const char *name, char **ret) {
         const char *host = ctl_req_header(q, "Host");
-        if (!ctl_admin_screens_on(q->ctl->control_host) || !ctl_host_is(host, CTL_ADMIN_HOST)) {
-                *ret = NULL;
-                return 0;
+        char *origin = NULL;
+        if (ctl_admin_screens_on(q->ctl->control_host) && ctl_host_is(host, on_host)) {
+                int r = ctl_origin_on_port_of(name, host, &origin);
+                if (r == -ENOMEM)
+                        return r;
         }
-        return ctl_origin_on_port_of(q->ctl->control_host, host, ret);
+        *ret = origin;
+        return 0;
+}
+
+int ctl_req_admin_framer(const struct ctl_req *q, char **ret) {
+        return admin_peer(q, CTL_ADMIN_HOST, q->ctl->control_host, ret);
 }
 
 int ctl_req_admin_origin(const struct ctl_req *q, char **ret) {
-        const char *host = ctl_req_header(q, "Host");
-        if (!ctl_admin_screens_on(q->ctl->control_host) || !ctl_host_is(host, q->ctl->control_host)) {
-                *ret = NULL;
-                return 0;
-        }
-        return ctl_origin_on_port_of(CTL_ADMIN_HOST, host, ret);
+        return admin_peer(q, q->ctl->control_host, CTL_ADMIN_HOST, ret);
 }
 
 /* The private page, with the password form when password sign-in is on and
