@@ -10,6 +10,10 @@
   const { h, $, clear, showError, time } = SeedDom;
   const token = document.querySelector('meta[name="seed-token"]').content;
   const seedName = document.querySelector('meta[name="seed-name"]').content;
+  // Where the organism's admin screens are framed from (organism.localhost
+  // on this page's port), or "" in a layout without them: the kernel fills
+  // it in and lets this page's CSP frame that origin only.
+  const adminOrigin = document.querySelector('meta[name="seed-admin-origin"]').content;
 
   const ENDED = new Set(['complete', 'failed', 'cancelled', 'rolled_back']);
   const MAIN_PATH = ['requested', 'planning', 'planned', 'mutating', 'building', 'testing', 'running',
@@ -37,6 +41,7 @@
     mindPick: null,          // the provider picked in Settings → Mind (null: the current one)
     mindSig: null,           // provider, model and key source last shown
     models: new Map(),       // provider → its list of models (or the error getting it)
+    screens: null,           // GET extensions: the organism's admin screens and what was refused
   };
 
   // ---- the API ----
@@ -127,6 +132,7 @@
     require_apply_approval: 'Going live needs your approval', evolvable: 'Changes freely',
     seed: 'Seed name', slug: 'Short name', tagline: 'Tagline', purpose: 'Purpose', accent: 'Accent colour',
     generation: 'Generation', url: 'Address', control_url: 'Control plane', doctor: 'This host',
+    admin_screens: 'Admin screens',
   };
   // Values of the settings that read better as words.
   const DECISIONS = { allow: 'allowed', ask: 'asked first', deny: 'denied' };
@@ -1552,6 +1558,88 @@
     window.location.reload();
   }
 
+  // ---- the organism's admin screens ----
+
+  // The frame's sandbox: the screen's scripts and forms run, on its own
+  // origin (organism.localhost: another origin than this page, so it cannot
+  // reach this page, its cookies or its storage, and cannot lift its own
+  // sandbox). No popups, no top navigation (not even on a click), no
+  // modals, no downloads: the screen stays inside its frame.
+  const SCREEN_SANDBOX = 'allow-scripts allow-forms allow-same-origin';
+
+  async function refreshScreens() {
+    try {
+      state.screens = await api('GET', 'extensions');
+      showError($('screens-error'), null);
+    } catch (e) {
+      if (state.view === 'screens') showError($('screens-error'), e);
+    }
+    const d = state.screens || {};
+    $('nav-screens').hidden = !((d.screens || []).length || (d.errors || []).length);
+    if (state.view === 'screens') renderScreens(parseHash().arg);
+  }
+
+  // The screen's URL on the admin origin, or null: path must stay there.
+  function screenUrl(path) {
+    if (!adminOrigin || typeof path !== 'string' || !path.startsWith('/') || path.startsWith('//')) return null;
+    try {
+      const u = new URL(path, adminOrigin + '/');
+      return u.origin === adminOrigin ? u.href : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function screenFrame(screen, url) {
+    const f = document.createElement('iframe');
+    f.setAttribute('sandbox', SCREEN_SANDBOX);
+    f.setAttribute('referrerpolicy', 'no-referrer');
+    f.className = 'screen-frame';
+    f.id = 'screen-frame';
+    f.title = screen.title;
+    f.src = url;
+    return f;
+  }
+
+  function renderScreens(arg) {
+    const d = state.screens || { screens: [], errors: [] };
+    const screens = Array.isArray(d.screens) ? d.screens : [];
+    const errors = Array.isArray(d.errors) ? d.errors : [];
+    const list = clear($('screens-errors'));
+    for (const e of errors) list.append(h('li', { text: e }));
+    list.hidden = !errors.length;
+    const notice = $('screens-notice');
+    notice.hidden = true;
+    if (!screens.length) {
+      notice.textContent = errors.length ? 'No admin screen could be shown: see what was refused above.'
+        : 'The app declares no admin screens (organism/control/extensions.json).';
+      notice.hidden = false;
+    } else if (!adminOrigin) {
+      notice.textContent = 'Admin screens are shown only from the app\'s admin origin, organism.localhost, beside a ' +
+        'control plane on a localhost origin of its own (server.control_host: seed.localhost, the default). ' +
+        'In this layout they are listed, not shown.';
+      notice.hidden = false;
+    }
+    const current = screens.find((x) => x.id === arg) || screens[0] || null;
+    const tabs = clear($('screen-tabs'));
+    for (const x of screens) {
+      tabs.append(h('button', {
+        type: 'button', role: 'tab', text: x.title, dataset: { screen: x.id },
+        aria: { selected: String(current === x) },
+        on: { click: () => { window.location.hash = '#screens/' + encodeURIComponent(x.id); } },
+      }));
+    }
+    const box = $('screen-box');
+    const url = current ? screenUrl(current.path) : null;
+    const shown = box.querySelector('iframe');
+    if (shown && url && shown.dataset.url === url) return; // keep the screen's own state
+    clear(box);
+    if (!url) return;
+    const f = screenFrame(current, url);
+    f.dataset.url = url;
+    box.append(f);
+  }
+
   // ---- the router ----
 
   const views = {
@@ -1561,6 +1649,7 @@
     generations: { show: () => { $('generations-notice').hidden = true; refreshGenerations(); } },
     knowledge: { show: (arg) => showKnowledge(arg) },
     skills: { show: (arg) => showSkills(arg) },
+    screens: { show: (arg) => { renderScreens(arg); refreshScreens(); } },
     logs: { show: () => refreshLogs() },
     settings: { show: () => { renderIdentityFacts(); renderStatus(); renderMindCard(); refreshMind(); refreshSessions(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
   };
@@ -1638,6 +1727,7 @@
     refreshIdentity();
     refreshStatus();
     refreshMind();
+    refreshScreens();
     if (state.view === 'generations') refreshGenerations();
     if (state.view === 'knowledge') showKnowledge(parseHash().arg);
     if (state.view === 'skills') showSkills(parseHash().arg);
@@ -1733,6 +1823,7 @@
     refreshIdentity();
     refreshStatus();
     refreshMind();
+    refreshScreens();
     refreshEvolutions();
     refreshApprovals();
     loadMessages();

@@ -13,6 +13,7 @@
 #include "live/live.h"
 #include "mind/mind.h"
 #include "model/model.h"
+#include "organism/extensions.h"
 #include "organism/organism.h"
 #include "pg/pg.h"
 #include "repo/repo.h"
@@ -163,6 +164,12 @@ static int app_status_json(void *userdata, char **ret_json) {
         /* Which PostgreSQL, never where: the URL may hold a password. */
         if (a->pg)
                 json_object_set_new(o, "database", json_string(pg_is_external(a->pg) ? "external" : "private"));
+        /* The organism's admin screens, and what of them was refused. */
+        _cleanup_free_ char *screens = NULL;
+        if (organism_extensions_status(a->opts->seed_dir, &screens) < 0)
+                return -ENOMEM;
+        if (screens)
+                json_object_set_new(o, "admin_screens", json_string(screens));
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
         if (have_oc && a->orch && orch_owner_change_json(a->orch, &oc, &owner) >= 0 && owner)

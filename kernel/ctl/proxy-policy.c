@@ -290,7 +290,7 @@ int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
         return 0;
 }
 
-int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name,
+int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name, const char *framer,
                                struct ctl_hdrs *out) {
         static const char *const drop[] = {
                 "content-length",          /* MHD frames the body itself */
@@ -312,9 +312,12 @@ int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_nam
                 if (r < 0)
                         return r;
         }
+        _cleanup_free_ char *csp = NULL;
+        if (xasprintf(&csp, "frame-ancestors %s", framer ? framer : "'none'") < 0)
+                return -ENOMEM;
         int r = ctl_hdrs_add(out, "Cross-Origin-Opener-Policy", "unsafe-none");
         if (r >= 0)
-                r = ctl_hdrs_add(out, "Content-Security-Policy", "frame-ancestors 'none'");
+                r = ctl_hdrs_add(out, "Content-Security-Policy", csp);
         return r;
 }
 

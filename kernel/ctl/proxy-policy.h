@@ -2,7 +2,8 @@
  * it adds, as pure functions: request-header filtering (hop-by-hop headers,
  * the Seed's own cookie and tokens never reach the organism), parsing the
  * organism's response head, the response-header policy (COOP unsafe-none,
- * frame-ancestors 'none', no service workers, the Seed's cookie untouchable)
+ * frame-ancestors 'none' — or only the control plane on the admin origin —,
+ * no service workers, the Seed's cookie untouchable)
  * and a chunked-transfer decoder that accepts input split anywhere. */
 #pragma once
 
@@ -75,8 +76,13 @@ void ctl_upstream_done(struct ctl_upstream *u);
  * the body framing (RFC 9112 §6.3). -EBADMSG on anything malformed. */
 int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
                          struct ctl_upstream *ret);
-/* The headers the browser gets from an organism response. */
-int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name,
+/* The headers the browser gets from an organism response: the organism's
+ * own (its CSP too: every CSP is enforced, so it can only add limits), minus
+ * the dropped ones, plus COOP unsafe-none and a CSP of ours with
+ * "frame-ancestors <framer>": 'none' when framer is NULL (every origin but
+ * the admin one), else the one origin that may frame the page (the control
+ * plane's, on organism.localhost). */
+int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name, const char *framer,
                                struct ctl_hdrs *out);
 
 /* Incremental chunked-transfer decoder. */

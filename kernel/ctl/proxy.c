@@ -163,20 +163,27 @@ static ssize_t recv_some(int fd, void *data, size_t n) {
 
 /* ---- answers of our own ---- */
 
-static int organism_headers(struct ctl_hdrs *h) {
+/* The headers of the kernel's own answers on the organism's origins: on the
+ * admin origin (q's ctl_req_admin_framer) the control plane may frame them,
+ * so an admin screen whose app is down says so inside its frame. */
+static int organism_headers(const struct ctl_req *q, struct ctl_hdrs *h) {
+        _cleanup_free_ char *framer = NULL, *framed = NULL;
+        int r = ctl_req_admin_framer(q, &framer);
+        if (r >= 0 && framer)
+                r = ctl_csp_framed_by(framer, &framed);
+        if (r < 0)
+                return r;
+        if ((r = ctl_hdrs_add(h, "Content-Security-Policy", framed ? framed : CTL_CSP)) < 0)
+                return r;
         static const char *const hs[][2] = {
-                {"Content-Security-Policy", CTL_CSP},
                 {"Cross-Origin-Opener-Policy", "unsafe-none"},
                 {"X-Content-Type-Options", "nosniff"},
                 {"Referrer-Policy", "no-referrer"},
                 {"Cache-Control", "no-store"},
         };
-        for (size_t i = 0; i < ARRAY_SIZE(hs); i++) {
-                int r = ctl_hdrs_add(h, hs[i][0], hs[i][1]);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
+        for (size_t i = 0; i < ARRAY_SIZE(hs) && r >= 0; i++)
+                r = ctl_hdrs_add(h, hs[i][0], hs[i][1]);
+        return r;
 }
 
 static const char *body_state(struct ctl *c) {
@@ -202,7 +209,7 @@ static enum MHD_Result queue_own(struct ctl_req *q, struct MHD_Connection *conn,
         if (r < 0)
                 return MHD_NO;
         ctl_resp_take(&resp, status, "text/html; charset=utf-8", html);
-        r = organism_headers(&resp.hdrs);
+        r = organism_headers(q, &resp.hdrs);
         if (r >= 0 && refresh)
                 r = ctl_hdrs_add(&resp.hdrs, "Refresh", "5");
         if (r >= 0 && close) /* frees the connection (and its thread) for someone else */
@@ -287,7 +294,7 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
                 q->kind = CTL_REQ_DONE;
                 if (ctl_resp_set(&resp, 403, "text/plain; charset=utf-8",
                                  "Service workers are not allowed: one at / would also control /_seed.\n") < 0 ||
-                    organism_headers(&resp.hdrs) < 0) {
+                    organism_headers(q, &resp.hdrs) < 0) {
                         ctl_resp_done(&resp);
                         return MHD_NO;
                 }
@@ -534,7 +541,9 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
         }
 
         struct ctl_hdrs out = {0};
-        if (ctl_proxy_response_headers(&px->up.hdrs, q->ctl->cookie_name, &out) < 0) {
+        _cleanup_free_ char *framer = NULL; /* on the admin origin: the control plane's */
+        if (ctl_req_admin_framer(q, &framer) < 0 ||
+            ctl_proxy_response_headers(&px->up.hdrs, q->ctl->cookie_name, framer, &out) < 0) {
                 ctl_hdrs_free(&out);
                 return MHD_NO;
         }

@@ -92,6 +92,29 @@ bool ctl_req_on_control_host(const struct ctl_req *q) {
         return !own_origin(q->ctl) || ctl_host_is(ctl_req_header(q, "Host"), q->ctl->control_host);
 }
 
+/* name's origin on the port of the request's Host when the request is for
+ * on_host and the layout frames admin screens; NULL otherwise (a Host that
+ * passed the allowlist is never malformed, but one would frame nothing). */
+static int admin_peer(const struct ctl_req *q, const char *on_host, const char *name, char **ret) {
+        const char *host = ctl_req_header(q, "Host");
+        char *origin = NULL;
+        if (ctl_admin_screens_on(q->ctl->control_host) && ctl_host_is(host, on_host)) {
+                int r = ctl_origin_on_port_of(name, host, &origin);
+                if (r == -ENOMEM)
+                        return r;
+        }
+        *ret = origin;
+        return 0;
+}
+
+int ctl_req_admin_framer(const struct ctl_req *q, char **ret) {
+        return admin_peer(q, CTL_ADMIN_HOST, q->ctl->control_host, ret);
+}
+
+int ctl_req_admin_origin(const struct ctl_req *q, char **ret) {
+        return admin_peer(q, q->ctl->control_host, CTL_ADMIN_HOST, ret);
+}
+
 /* The private page, with the password form when password sign-in is on and
  * with_form (top-level navigations to the page only) and an alert message
  * (may be NULL). On the own origin the browser may save the password, and a
@@ -349,10 +372,18 @@ static int h_login_password(struct ctl_req *q, struct ctl_resp *resp) {
         return signed_in_resp(q, resp, "the owner password", who, true);
 }
 
+/* The page, with the API token and, where admin screens are framed, their
+ * origin: in a <meta> for app.js and as the only frame-src of its CSP. */
 static int h_page(struct ctl_req *q, struct ctl_resp *resp) {
         char token[SHA256_HEX_LEN + 1];
+        _cleanup_free_ char *admin = NULL, *csp = NULL;
+        int r = ctl_req_admin_origin(q, &admin);
+        if (r >= 0 && admin && (r = ctl_csp_with_admin_frames(admin, &csp)) >= 0)
+                r = ctl_hdrs_add(&resp->hdrs, "Content-Security-Policy", csp);
+        if (r < 0)
+                return r;
         ctl_api_token(q->ctl->session_key, q->cookie_value, token);
-        int r = ctl_static_index(q->ctl->seed_name, token, resp);
+        r = ctl_static_index(q->ctl->seed_name, token, admin ? admin : "", resp);
         secure_zero(token, sizeof token);
         if (r >= 0) /* renew the browser's copy too: 30 days from last use */
                 r = set_session_cookie(q, resp, q->cookie_value, CTL_SESSION_MAX_AGE_S);

@@ -155,6 +155,14 @@ int ctl_seed_finish(struct ctl_req *q, struct ctl_resp *resp);
 /* Whether the request's Host is the control plane's own origin (always true
  * in the same-origin fallback). */
 bool ctl_req_on_control_host(const struct ctl_req *q);
+/* The organism's admin screens (ctl_admin_screens_on): on their origin
+ * (Host organism.localhost, any port), the one origin that may frame the
+ * page, the control plane's on the same port ("http://seed.localhost:8080");
+ * on the control plane's own origin, the admin origin its page frames from
+ * ("http://organism.localhost:8080"). *ret is NULL on any other host or in
+ * a layout without admin screens. 0 or -ENOMEM; caller frees. */
+int ctl_req_admin_framer(const struct ctl_req *q, char **ret);
+int ctl_req_admin_origin(const struct ctl_req *q, char **ret);
 /* A path outside /_seed on the control plane's own origin, where the
  * organism is never served: "/" goes to /_seed/, /favicon.ico is the
  * control plane's icon, the rest is 404. */
@@ -181,7 +189,9 @@ int ctl_session_revoke(struct db *kdb, struct ctl_session_cache *cache, const ch
 
 /* static.c: the embedded UI */
 int ctl_static_file(const char *name, struct ctl_resp *resp);
-int ctl_static_index(const char *seed_name, const char *token, struct ctl_resp *resp);
+/* index.html with the Seed's name, the API token and the admin screens'
+ * origin ("" when none) filled in. */
+int ctl_static_index(const char *seed_name, const char *token, const char *admin_origin, struct ctl_resp *resp);
 
 /* proxy.c (libmicrohttpd-facing); conn is a struct MHD_Connection *. */
 void ctl_upstream_register(struct ctl *c, int fd);

@@ -96,6 +96,38 @@ static void test_host_organism(void **state) {
         assert_false(ctl_host_is_organism(NULL));
 }
 
+/* Admin screens are framed only where the control plane has a localhost
+ * origin of its own, on the port the browser used. */
+static void test_admin_origin(void **state) {
+        assert_true(ctl_admin_screens_on("seed.localhost"));
+        assert_true(ctl_admin_screens_on("control.seed.localhost"));
+        assert_true(ctl_admin_screens_on("localhost"));
+        assert_false(ctl_admin_screens_on(NULL));
+        assert_false(ctl_admin_screens_on(""));                   /* the same-origin fallback */
+        assert_false(ctl_admin_screens_on("seed.example.com"));   /* a hosted name */
+        assert_false(ctl_admin_screens_on("seed.localhost.evil.com"));
+        assert_false(ctl_admin_screens_on("organism.localhost")); /* never the admin origin itself */
+        assert_false(ctl_admin_screens_on("x.organism.localhost"));
+
+        char *o = NULL;
+        assert_int_equal(ctl_origin_on_port_of(CTL_ADMIN_HOST, "seed.localhost:8080", &o), 0);
+        assert_string_equal(o, "http://organism.localhost:8080");
+        free(o);
+        assert_int_equal(ctl_origin_on_port_of("seed.localhost", "organism.localhost", &o), 0);
+        assert_string_equal(o, "http://seed.localhost");
+        free(o);
+        assert_int_equal(ctl_origin_on_port_of("seed.localhost", "[::1]:9", &o), 0);
+        assert_string_equal(o, "http://seed.localhost:9");
+        free(o);
+        o = NULL;
+        static const char *const bad[] = {"", "a b", "seed.localhost:x", "seed.localhost:1:2", "[zz]:1",
+                                          "seed.localhost:99999", "a/b:1"};
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                assert_int_equal(ctl_origin_on_port_of("seed.localhost", bad[i], &o), -EINVAL);
+        assert_int_equal(ctl_origin_on_port_of("seed.localhost", NULL, &o), -EINVAL);
+        assert_null(o);
+}
+
 /* ---- Fetch Metadata, same origin, JSON ---- */
 
 static void test_fetch_nav(void **state) {
@@ -873,7 +905,7 @@ static void test_proxy_response_policy(void **state) {
         };
         for (size_t i = 0; i < ARRAY_SIZE(h); i++)
                 assert_int_equal(ctl_hdrs_add(&up, h[i][0], h[i][1]), 0);
-        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", &out), 0);
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, &out), 0);
         assert_string_equal(ctl_hdrs_get(&out, "Content-Type"), "text/html");
         assert_string_equal(ctl_hdrs_get(&out, "X-App"), "kept");
         assert_int_equal(ctl_hdrs_count(&out, "Cross-Origin-Opener-Policy"), 1);
@@ -897,10 +929,21 @@ static void test_proxy_response_policy(void **state) {
         ctl_hdrs_free(&up);
 
         /* Without a CSP of its own the organism still gets frame-ancestors. */
-        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", &out), 0);
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, &out), 0);
         assert_int_equal(ctl_hdrs_count(&out, "Content-Security-Policy"), 1);
         assert_string_equal(ctl_hdrs_get(&out, "Content-Security-Policy"), "frame-ancestors 'none'");
         ctl_hdrs_free(&out);
+
+        /* On the admin origin: only the control plane may frame it, and the
+         * organism's own frame-ancestors can only narrow that (every CSP is
+         * enforced), never widen it. */
+        assert_int_equal(ctl_hdrs_add(&up, "Content-Security-Policy", "frame-ancestors *"), 0);
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", "http://seed.localhost:8080", &out), 0);
+        assert_int_equal(ctl_hdrs_count(&out, "Content-Security-Policy"), 2);
+        assert_string_equal(out.v[out.n - 1].value, "frame-ancestors http://seed.localhost:8080");
+        assert_string_equal(ctl_hdrs_get(&out, "Cross-Origin-Opener-Policy"), "unsafe-none");
+        ctl_hdrs_free(&out);
+        ctl_hdrs_free(&up);
 }
 
 /* ---- chunked decoder ---- */
@@ -1054,6 +1097,59 @@ static void test_security_headers(void **state) {
         assert_false(ctl_csp_sandboxes(NULL));
         assert_false(ctl_csp_sandboxes(""));
         assert_false(ctl_csp_sandboxes("sandbox allow-same-origin"));
+
+        /* The page's CSP: ours plus one frame-src, the admin origin only. */
+        char *csp = NULL;
+        assert_int_equal(ctl_csp_with_admin_frames("http://organism.localhost:8080", &csp), 0);
+        assert_true(startswith(csp, CTL_CSP));
+        assert_true(endswith(csp, "; frame-src http://organism.localhost:8080"));
+        assert_int_equal(ctl_hdrs_add(&h, "Content-Security-Policy", csp), 0);
+        assert_int_equal(ctl_add_security_headers(&h), 0);
+        assert_int_equal(ctl_hdrs_count(&h, "Content-Security-Policy"), 1);
+        assert_string_equal(ctl_hdrs_get(&h, "Content-Security-Policy"), csp);
+        assert_string_equal(ctl_hdrs_get(&h, "X-Frame-Options"), "DENY");
+        ctl_hdrs_free(&h);
+        free(csp);
+        assert_int_equal(ctl_csp_with_admin_frames("http://organism.localhost", &csp), 0);
+        assert_true(ctl_csp_frames_admin(csp));
+        free(csp);
+        csp = NULL;
+        static const char *const other[] = {"http://seed.localhost:8080", "http://organism.localhost:8080 *",
+                                            "*", "http://organism.localhost:", "http://organism.localhost:123456",
+                                            "http://organism.localhost:80; script-src *", "https://organism.localhost",
+                                            "http://organism.localhost.evil.com", "http://x.organism.localhost"};
+        for (size_t i = 0; i < ARRAY_SIZE(other); i++)
+                assert_int_equal(ctl_csp_with_admin_frames(other[i], &csp), -EINVAL);
+        assert_int_equal(ctl_csp_with_admin_frames(NULL, &csp), -EINVAL);
+        assert_null(csp);
+        /* Anything else after ours is not the page's: ours is added too. */
+        static const char *const forged[] = {
+                "default-src 'none'; frame-src *",
+                "frame-src http://organism.localhost:1",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(forged); i++) {
+                assert_false(ctl_csp_frames_admin(forged[i]));
+                assert_int_equal(ctl_hdrs_add(&h, "Content-Security-Policy", forged[i]), 0);
+                assert_int_equal(ctl_add_security_headers(&h), 0);
+                assert_int_equal(ctl_hdrs_count(&h, "Content-Security-Policy"), 2);
+                ctl_hdrs_free(&h);
+        }
+        /* The kernel's own pages on the admin origin: ours, framed by one origin. */
+        assert_int_equal(ctl_csp_framed_by("http://seed.localhost:8080", &csp), 0);
+        assert_string_equal(csp, "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                 "connect-src 'self'; frame-ancestors http://seed.localhost:8080; base-uri 'none'; "
+                                 "form-action 'self'");
+        free(csp);
+        csp = NULL;
+        static const char *const not_origins[] = {"*", "'self'", "http://*", "http://*.localhost", "http://a; script-src *", "http://a b",
+                                                  "https://x", "http://a/path", "http://a,http://b", "http://a\r\nX: y"};
+        for (size_t i = 0; i < ARRAY_SIZE(not_origins); i++)
+                assert_int_equal(ctl_csp_framed_by(not_origins[i], &csp), -EINVAL);
+        assert_int_equal(ctl_csp_framed_by(NULL, &csp), -EINVAL);
+        assert_null(csp);
+        _cleanup_free_ char *tail = NULL;
+        assert_int_equal(xasprintf(&tail, "%s; frame-src http://organism.localhost:1; script-src-elem *", CTL_CSP), 0);
+        assert_false(ctl_csp_frames_admin(tail));
 }
 
 /* ---- clients, trusted proxies and the failure limiter ---- */
@@ -2110,6 +2206,7 @@ int main(void) {
                 cmocka_unit_test(test_host_refused),
                 cmocka_unit_test(test_host_allowed_extra),
                 cmocka_unit_test(test_host_organism),
+                cmocka_unit_test(test_admin_origin),
                 cmocka_unit_test(test_fetch_nav),
                 cmocka_unit_test(test_same_origin),
                 cmocka_unit_test(test_content_type_and_methods),
