@@ -1489,6 +1489,38 @@ static void remove_leftovers(struct orchestrator *o) {
         strv_free(names);
 }
 
+/* Boot, before the interrupted evolutions are failed: an apply cut short
+ * between moving main and tagging its generation left main on a commit no
+ * generation names, the live data not yet migrated and the organism not
+ * restarted. main goes back to the live generation, so the evolution fails
+ * as any interrupted one does and the live generation is the one main
+ * names. */
+static void undo_cut_applies(struct orchestrator *o) {
+        _cleanup_strv_free_ char **ids = NULL;
+        if (evo_ids_in_state(o->c.kdb, EVO_APPLYING, &ids) < 0)
+                return;
+        for (size_t i = 0; ids && ids[i]; i++) {
+                int gen = 0;
+                int k = repo_main_undo_untagged(o->c.seed_dir, ids[i], &gen);
+                if (k < 0) {
+                        log_error("evolution %s was cut short while applying and main could not go back to the live "
+                                  "generation: %s",
+                                  ids[i], repo_last_error());
+                        continue;
+                }
+                if (k == 0)
+                        continue;
+                _cleanup_free_ char *why = NULL;
+                if (xasprintf(&why,
+                              "interrupted by a kernel restart after main moved and before its generation was "
+                              "tagged: main is back at generation %d",
+                              gen) < 0)
+                        continue;
+                log_warn("evolution %s: %s", ids[i], why);
+                (void)evo_set_state(o->c.kdb, ids[i], EVO_FAILED, why, NULL);
+        }
+}
+
 /* Boot: the owner's commits on main are verified before anything else. */
 static void owner_at_boot(struct orchestrator *o) {
         struct repo_owner_change oc;
@@ -1524,6 +1556,7 @@ int orch_start(const struct orch_config *cfg, struct orchestrator **ret) {
         pthread_mutex_init(&o->lock, NULL);
         pthread_cond_init(&o->cond, NULL);
         atomic_init(&o->cancel, false);
+        undo_cut_applies(o);
         int n = evo_recover(o->c.kdb);
         if (n > 0)
                 log_warn("%d evolution%s interrupted by a kernel restart marked failed", n, n == 1 ? " was" : "s were");

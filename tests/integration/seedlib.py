@@ -490,3 +490,145 @@ class ExternalPostgres:
             except AssertionError:
                 pass
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# ---- faults: a kernel killed where a test wants it, and what must survive ----
+
+def kernel_psql(c, sql, db='seed_kernel'):
+    """One statement as the Seed's PostgreSQL superuser over its private
+    socket; its output (psql -At)."""
+    pw = open(os.path.join(c.dir, '.seed/secrets/postgres-password')).read().strip()
+    p = subprocess.run(['psql', '-h', os.path.join(c.dir, '.seed/run'), '-U', 'postgres', '-d', db,
+                        '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-c', sql],
+                       capture_output=True, text=True, env={**os.environ, 'PGPASSWORD': pw}, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+# Kernel memory that only ever grows: every row of these must outlive any
+# fault (rows of evolutions and approvals change state, so their ids count).
+MEMORY_ROWS = {
+    'evolutions': 'id', 'evolution_events': 'md5(t::text)', 'messages': 'md5(t::text)',
+    'approvals': 'id', 'model_usage': 'md5(t::text)', 'kernel_settings': 'key',
+}
+
+
+def kernel_memory(c):
+    """{table: set of row keys} of the kernel's memory (MEMORY_ROWS)."""
+    out = {}
+    for table, key in MEMORY_ROWS.items():
+        rows = kernel_psql(c, f'SELECT {key} FROM {table} t')
+        out[table] = set(rows.splitlines()) if rows else set()
+    return out
+
+
+def memory_lost(before, after):
+    """The rows of before that after lacks, per table ({} = nothing lost)."""
+    return {t: sorted(before[t] - after.get(t, set()))[:5] for t in before if before[t] - after.get(t, set())}
+
+
+def parent_pid(pid):
+    with open(f'/proc/{pid}/stat') as f:
+        return int(f.read().rsplit(')', 1)[1].split()[1])
+
+
+class KillAt:
+    """SIGKILLs the running kernel at a chosen instruction: gdb attaches,
+    breaks at function `at` (optionally only when `cond` holds at its entry,
+    e.g. '$rdx == 2' for its third argument), lets the call finish when
+    `finish` (so what it wrote is written), then kills the kernel. Nothing of
+    this is in the kernel: a deterministic hold from outside, for the states
+    no model step or sandbox can hold. A context manager: the kernel runs on
+    until the breakpoint is hit; wait() returns once it is dead."""
+
+    def __init__(self, c, at, cond=None, finish=False):
+        import shutil
+        import tempfile
+        if not shutil.which('gdb'):
+            import taplib
+            raise taplib.Skip('gdb is not installed (scripts/bootstrap --tests installs it)')
+        self.pid = kernel_pid(c)
+        self.supervisor = parent_pid(self.pid)
+        self.dir = tempfile.mkdtemp(prefix='killat-')
+        self.log, hit, go = (os.path.join(self.dir, n) for n in ('log', 'hit', 'go'))
+        brk = f'break *{at}' + (f' if {cond}' if cond else '')
+        # Stopped there, gdb says so (hit) and waits for go before the kill.
+        cmds = ['set pagination off', 'set confirm off',
+                'handle SIGPIPE SIGCHLD SIGUSR1 SIGUSR2 SIGALRM SIGTERM SIGHUP SIGINT SIGURG nostop noprint pass',
+                brk, 'continue'] + (['finish'] if finish else []) + [
+                f'shell touch {hit}', f'shell while [ ! -e {go} ]; do sleep 0.05; done', 'kill']
+        argv = ['gdb', '-nx', '-batch', '-p', str(self.pid)]
+        for x in cmds:
+            argv += ['-ex', x]
+        self.hit_file, self.go_file = hit, go
+        self.out = open(self.log, 'w')
+        self.gdb = subprocess.Popen(argv, stdout=self.out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # attached and continued once gdb said where the breakpoint is
+        wait_until(lambda: 'Breakpoint 1 at' in open(self.log).read() or self.gdb.poll() is not None,
+                   timeout=60, interval=0.1, what='gdb to attach')
+        assert self.gdb.poll() is None, open(self.log).read()
+
+    def __enter__(self):
+        return self
+
+    def hit(self, timeout=600):
+        """Waits until the kernel stopped at the breakpoint (it stays stopped)."""
+        try:
+            wait_until(lambda: os.path.exists(self.hit_file) or self.gdb.poll() is not None, timeout=timeout,
+                       interval=0.1, what='the breakpoint')
+        except AssertionError:
+            raise AssertionError(f'the kernel never reached the breakpoint:\n{open(self.log).read()[-2000:]}')
+        assert os.path.exists(self.hit_file), open(self.log).read()[-2000:]
+        return self
+
+    def kill(self):
+        """SIGKILLs the stopped kernel; returns once it is dead."""
+        open(self.go_file, 'w').close()
+        self.gdb.wait(timeout=60)
+        wait_until(lambda: not alive(self.pid), timeout=30, what='the kernel to die')
+        return self
+
+    def __exit__(self, *exc):
+        import shutil
+        if self.gdb.poll() is None:
+            open(self.go_file, 'w').close()  # whatever happened, the kernel is not left stopped
+            try:
+                self.gdb.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.gdb.kill()
+                self.gdb.wait()
+        self.out.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def revive(c, dead_pid, supervisor_pid, timeout=300):
+    """After the kernel dead_pid was killed: its supervisor restarts it (a
+    kernel that ran a minute), falls back to the last good one, or gives up
+    (a kernel that died sooner); then the Seed is started again with `seed
+    run`, as its owner would. Returns the new kernel's pid once it answers."""
+    def kernel_up():
+        try:
+            p = kernel_pid(c)
+        except (OSError, ValueError, KeyError):
+            return None
+        if p == dead_pid or not alive(p):
+            return None
+        return p if request(c.base + '/_seed/healthz', timeout=5).status == 200 else None
+
+    def settled():
+        return kernel_up() or (not alive(supervisor_pid) and 'gone')
+    v = wait_until(settled, timeout=timeout, interval=0.3, what='the supervisor to restart or give up')
+    if v != 'gone':
+        return v
+    seed('run', '--detach', '--addr', f'127.0.0.1:{c.port}', cwd=c.dir, timeout=900)
+    return wait_until(kernel_up, timeout=timeout, interval=0.3, what='the kernel after seed run')
+
+
+def kill_kernel(c):
+    """SIGKILLs the kernel now; returns (its pid, its supervisor's pid)."""
+    import signal
+    pid = kernel_pid(c)
+    sup = parent_pid(pid)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not alive(pid), timeout=30, what='the kernel to die')
+    return pid, sup
