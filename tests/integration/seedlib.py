@@ -632,3 +632,15 @@ def kill_kernel(c):
     os.kill(pid, signal.SIGKILL)
     wait_until(lambda: not alive(pid), timeout=30, what='the kernel to die')
     return pid, sup
+
+
+def release(c, name):
+    """Lets the model requests held on name (a step's "hold") be answered."""
+    r = request(c.model_base + '/_release', method='POST', body=json.dumps({'name': name}),
+                headers={'Content-Type': 'application/json'})
+    assert r.status == 200, r.text
+
+
+def holding(c, name):
+    """Whether a model request is held on name right now."""
+    return name in request(c.model_base + '/_state').json().get('holding', [])
