@@ -1011,7 +1011,8 @@ static int run_client_as(const struct pg *pg, const char *user, const char *pass
         if (res.exit_code != 0) {
                 log_error("%s failed (exit %d%s): %s", what, res.exit_code, res.timed_out ? ", timed out" : "",
                           res.output ? res.output : "");
-                r = -EIO;
+                /* The one cause the caller can name to the owner. */
+                r = res.output && strstr(res.output, "No space left on device") ? -ENOSPC : -EIO;
         }
         proc_result_done(&res);
         return r;

@@ -67,12 +67,21 @@ static int git_code_to_errno(int code) {
 }
 
 int repo_git_err(int code, const char *fmt, ...) {
+        /* libgit2 says nothing of some failed writes (a blob's temporary
+         * file on a full disk): then the storage error its last system call
+         * left, which is the one the owner can act on. */
+        int saved = errno;
+        bool storage = saved == ENOSPC || saved == EDQUOT || saved == EROFS || saved == EIO;
         char what[512];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(what, sizeof what, fmt, ap);
         va_end(ap);
         const git_error *e = git_error_last();
+        if ((!e || !e->message) && storage) {
+                snprintf(repo_error_text, sizeof repo_error_text, "%s: %s", what, strerror(saved));
+                return -saved;
+        }
         snprintf(repo_error_text, sizeof repo_error_text, "%s: %s", what,
                  e && e->message ? e->message : "unknown git error");
         return git_code_to_errno(code);

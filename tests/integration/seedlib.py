@@ -289,14 +289,15 @@ class ScriptedSeed:
     not passed starts the Seed without a model key). run_output: what
     `seed run` printed."""
 
-    def __init__(self, prefix, name, run_args=(), before_run=None, key_env='', preview=False):
+    def __init__(self, prefix, name, run_args=(), before_run=None, key_env='', preview=False, parent=None):
         """run_args: more arguments for `seed run` (e.g. -e NAME=VALUE);
         before_run(dir): called after planting, before the first start;
         preview: keep the preview before apply on (the owner's default),
         which stops every evolution at ready until it is decided; off, an
-        evolution runs to its end as the tests expect."""
+        evolution runs to its end as the tests expect; parent: the folder
+        to make the Seed's temporary folder in (default: the system's)."""
         import tempfile
-        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        self.tmp = tempfile.mkdtemp(prefix=prefix, dir=parent)
         os.chmod(self.tmp, 0o755)  # the unprivileged account must reach it when we are root
         self.model = None
         self.dir = None
@@ -644,3 +645,52 @@ def release(c, name):
 def holding(c, name):
     """Whether a model request is held on name right now."""
     return name in request(c.model_base + '/_state').json().get('holding', [])
+
+
+# ---- an organism a test can break ----
+
+# The starter organism with switches a test throws: a file organism/FAULT-crashloop
+# (the test writes it into the Seed's folder, which the live sandbox sees)
+# makes every start print 48 MiB (lines of 128 bytes) and exit; GET /fault/hang blocks its event
+# loop for good; GET /fault/spew prints 24 MiB; GET /fault/mute swaps its server for one that accepts and
+# never reads.
+CRASHLOOP = """
+if (require('node:fs').existsSync(require('node:path').join(__dirname, '..', 'FAULT-crashloop'))) {
+  const mb = Buffer.alloc(1 << 20, 'x');
+  for (let i = 127; i < mb.length; i += 128) mb[i] = 10;
+  for (let left = 48; left > 0;) {
+    try { require('node:fs').writeSync(1, mb); left--; } catch (e) { if (e.code !== 'EAGAIN') throw e; }
+  }
+  process.exit(1);
+}
+"""
+SWITCHES = """
+routes['/fault/hang'] = { type: 'text/plain', body: () => { setTimeout(() => { for (;;); }, 50); return 'hanging'; } };
+routes['/fault/spew'] = { type: 'text/plain', body: () => {
+  const mb = Buffer.alloc(1 << 20, 'y');
+  for (let i = 127; i < mb.length; i += 128) mb[i] = 10;
+  setTimeout(() => { for (let left = 24; left > 0;) {
+    try { require('node:fs').writeSync(1, mb); left--; } catch (e) { if (e.code !== 'EAGAIN') throw e; }
+  } }, 10);
+  return 'spewing';
+} };
+routes['/fault/mute'] = { type: 'text/plain', body: () => {
+  setTimeout(() => server.close(() => require('node:net').createServer({ pauseOnConnect: true }, () => {})
+    .listen(port, '127.0.0.1')), 50);
+  return 'muted';
+} };
+"""
+
+
+def organism_with_fault_switches(d):
+    """before_run for ScriptedSeed: the switches above, committed on main
+    (the owner's commit, verified at the first start: generation 2)."""
+    p = os.path.join(d, 'organism', 'bin', 'server')
+    src = open(p).read()
+    src = src.replace("'use strict';\n", "'use strict';\n" + CRASHLOOP, 1) + SWITCHES
+    open(p, 'w').write(src)
+    subprocess.run(['git', '-c', f'safe.directory={d}', '-C', d, 'commit', '-qam', 'organism: fault switches'],
+                   check=True, env={**os.environ, 'GIT_AUTHOR_NAME': 't', 'GIT_AUTHOR_EMAIL': 't@t',
+                                    'GIT_COMMITTER_NAME': 't', 'GIT_COMMITTER_EMAIL': 't@t'})
+    st = os.stat(d)  # what we wrote into .git belongs to the Seed's account, as the rest
+    subprocess.run(['chown', '-R', f'{st.st_uid}:{st.st_gid}', os.path.join(d, '.git')], check=True)

@@ -11,12 +11,11 @@ Environment: SEED_BIN (the seed CLI).
 import http.client
 import os
 import signal
-import subprocess
 import threading
 import time
 
 import taplib
-from seedlib import (ScriptedSeed, api, evolution, holding, kernel_memory, memory_lost, release, request, script,
+from seedlib import (ScriptedSeed, api, organism_with_fault_switches, evolution, holding, kernel_memory, memory_lost, release, request, script,
                      seed, submit, wait_until)
 from taplib import test
 
@@ -28,45 +27,8 @@ FINISH = {'tool_calls': [{'name': 'finish', 'arguments': {'summary': 'Done.'}}]}
 REFLECT = {'tool_calls': [{'name': 'submit_reflection', 'arguments': {'notes': 'Nothing new.'}}]}
 LOG_CAP = 4 * 10 * 1024 * 1024  # a log and the 3 rotated ones kept, 10 MiB each (README)
 
-# The starter organism with switches a test throws: a file organism/FAULT-crashloop
-# (the test writes it into the Seed's folder, which the live sandbox sees)
-# makes every start print 16 MiB and exit; GET /fault/hang blocks its event
-# loop for good; GET /fault/mute swaps its server for one that accepts and
-# never reads.
-CRASHLOOP = """
-if (require('node:fs').existsSync(require('node:path').join(__dirname, '..', 'FAULT-crashloop'))) {
-  const mb = Buffer.alloc(1 << 20, 'x');
-  mb[mb.length - 1] = 10;
-  for (let left = 16; left > 0;) {
-    try { require('node:fs').writeSync(1, mb); left--; } catch (e) { if (e.code !== 'EAGAIN') throw e; }
-  }
-  process.exit(1);
-}
-"""
-SWITCHES = """
-routes['/fault/hang'] = { type: 'text/plain', body: () => { setTimeout(() => { for (;;); }, 50); return 'hanging'; } };
-routes['/fault/mute'] = { type: 'text/plain', body: () => {
-  setTimeout(() => server.close(() => require('node:net').createServer({ pauseOnConnect: true }, () => {})
-    .listen(port, '127.0.0.1')), 50);
-  return 'muted';
-} };
-"""
-
-
-def with_switches(d):
-    p = os.path.join(d, 'organism', 'bin', 'server')
-    src = open(p).read()
-    src = src.replace("'use strict';\n", "'use strict';\n" + CRASHLOOP, 1) + SWITCHES
-    open(p, 'w').write(src)
-    subprocess.run(['git', '-c', f'safe.directory={d}', '-C', d, 'commit', '-qam', 'organism: fault switches'],
-                   check=True, env={**os.environ, 'GIT_AUTHOR_NAME': 't', 'GIT_AUTHOR_EMAIL': 't@t',
-                                    'GIT_COMMITTER_NAME': 't', 'GIT_COMMITTER_EMAIL': 't@t'})
-    st = os.stat(d)  # what we wrote into .git belongs to the Seed's account, as the rest
-    subprocess.run(['chown', '-R', f'{st.st_uid}:{st.st_gid}', os.path.join(d, '.git')], check=True)
-
-
 def setup():
-    c = ScriptedSeed('seed-faults-', 'faults', before_run=with_switches)
+    c = ScriptedSeed('seed-faults-', 'faults', before_run=organism_with_fault_switches)
     # the owner's commit (the switches) is verified and becomes a generation first
     wait_until(lambda: status(c).get('generation') == 2 and organism_state(c) == 'running', timeout=600,
                what='the owner commit to be live')
