@@ -356,6 +356,15 @@ def killed_while_applying_between_the_fast_forward_and_the_tag(c):
 
 
 @test
+def killed_while_applying_after_the_tag(c):
+    # main is the new generation, tagged; the organism was not restarted on
+    # it yet: recovery completes the apply (the live data's migrations run).
+    e_id = killed_in(c, 'applying', good_steps('after-tag'), None, gdb=('evo_owner_live_workspace', None, False),
+                     ended='complete')
+    assert any('completed when it started again' in json.dumps(x.get('data')) for x in evolution(c, e_id)['events'])
+
+
+@test
 def killed_once_complete_before_its_cleanup(c):
     killed_in(c, 'complete', good_steps('complete'), None,
               gdb=('evo_set_state', f'$rdx == {STATE_NUM["complete"]}', True), ended='complete')
