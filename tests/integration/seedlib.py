@@ -655,12 +655,16 @@ def holding(c, name):
 # loop for good; GET /fault/spew prints 24 MiB; GET /fault/mute swaps its server for one that accepts and
 # never reads.
 CRASHLOOP = """
+// stdout may be a non-blocking pipe: a write can be partial, or EAGAIN
+function writeAll(buf) {
+  for (let off = 0; off < buf.length;) {
+    try { off += require('node:fs').writeSync(1, buf, off); } catch (e) { if (e.code !== 'EAGAIN') throw e; }
+  }
+}
 if (require('node:fs').existsSync(require('node:path').join(__dirname, '..', 'FAULT-crashloop'))) {
   const mb = Buffer.alloc(1 << 20, 'x');
   for (let i = 127; i < mb.length; i += 128) mb[i] = 10;
-  for (let left = 48; left > 0;) {
-    try { require('node:fs').writeSync(1, mb); left--; } catch (e) { if (e.code !== 'EAGAIN') throw e; }
-  }
+  for (let left = 48; left > 0; left--) writeAll(mb);
   process.exit(1);
 }
 """
@@ -669,9 +673,7 @@ routes['/fault/hang'] = { type: 'text/plain', body: () => { setTimeout(() => { f
 routes['/fault/spew'] = { type: 'text/plain', body: () => {
   const mb = Buffer.alloc(1 << 20, 'y');
   for (let i = 127; i < mb.length; i += 128) mb[i] = 10;
-  setTimeout(() => { for (let left = 24; left > 0;) {
-    try { require('node:fs').writeSync(1, mb); left--; } catch (e) { if (e.code !== 'EAGAIN') throw e; }
-  } }, 10);
+  setTimeout(() => { for (let left = 24; left > 0; left--) writeAll(mb); }, 10);
   return 'spewing';
 } };
 routes['/fault/mute'] = { type: 'text/plain', body: () => {
