@@ -691,7 +691,8 @@ def organism_with_fault_switches(d):
     src = open(p).read()
     src = src.replace("'use strict';\n", "'use strict';\n" + CRASHLOOP, 1) + SWITCHES
     open(p, 'w').write(src)
-    subprocess.run(['git', '-c', f'safe.directory={d}', '-C', d, 'commit', '-qam', 'organism: fault switches'],
+    subprocess.run(['git', '-c', f'safe.directory={d}', '-C', d, 'commit', '-qm', 'organism: fault switches',
+                    'organism/bin/server'],  # only it: seed.yaml (the model server's address) is a kernel file
                    check=True, env={**os.environ, 'GIT_AUTHOR_NAME': 't', 'GIT_AUTHOR_EMAIL': 't@t',
                                     'GIT_COMMITTER_NAME': 't', 'GIT_COMMITTER_EMAIL': 't@t'})
     st = os.stat(d)  # what we wrote into .git belongs to the Seed's account, as the rest
