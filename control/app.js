@@ -272,6 +272,11 @@
           .filter(Boolean).join(', ')]);
       } else if (key === 'mind' && m) rows.push(['Mind', mindSummary(m)]);
       else if (key === 'owner_change' && v && typeof v === 'object') rows.push(['Your commit', String(v.text || v.state || '')]);
+      else if (key === 'postgres' && v && typeof v === 'object') {
+        rows.push(['Database server', [v.state === 'down' ? 'down' : 'up',
+          v.restarts ? 'started again ' + v.restarts + (v.restarts === 1 ? ' time' : ' times') : null,
+          typeof v.last_failure === 'string' ? v.last_failure : null].filter(Boolean).join('; ')]);
+      }
       else rows.push([label(key), v]);
     }
     return rows;
@@ -287,6 +292,11 @@
     const doctor = $('doctor');
     doctor.textContent = typeof status.doctor === 'string' ? 'This host: ' + status.doctor : '';
     doctor.hidden = typeof status.doctor !== 'string';
+    // The Seed's own PostgreSQL died: the kernel starts it again; until then, say so.
+    const pgDown = status.postgres && status.postgres.state === 'down';
+    const pgBanner = $('postgres');
+    pgBanner.textContent = pgDown ? 'The database is down: ' + String(status.postgres.last_failure || '') : '';
+    pgBanner.hidden = !pgDown;
     // The owner's own commits on main: being verified, failed (why, and how to fix or revert).
     const owner = $('owner-change');
     const ownerText = status.owner_change && typeof status.owner_change.text === 'string' ? status.owner_change.text : '';

@@ -16,6 +16,7 @@
 #include "organism/extensions.h"
 #include "organism/organism.h"
 #include "pg/pg.h"
+#include "pg/watch.h"
 #include "repo/repo.h"
 #include "egress/egress.h"
 #include "outbound/outbound.h"
@@ -34,6 +35,7 @@ struct app {
         struct cfg *cfg;
         struct secrets *secrets;
         struct pg *pg;
+        struct pg_watch *pg_watch; /* restarts the private PostgreSQL should it die */
         struct db *kdb;
         struct egress *egress;   /* every sandbox's way out */
         struct outbound *outbound; /* the owner's grants, the organism's secrets, the registries */
@@ -170,6 +172,10 @@ static int app_status_json(void *userdata, char **ret_json) {
                 return -ENOMEM;
         if (screens)
                 json_object_set_new(o, "admin_screens", json_string(screens));
+        /* The private PostgreSQL: up or down, and the last time it died. */
+        json_t *pgw = NULL;
+        if (a->pg_watch && !pg_is_external(a->pg) && pg_watch_json(a->pg_watch, &pgw) >= 0)
+                json_object_set_new(o, "postgres", pgw);
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
         if (have_oc && a->orch && orch_owner_change_json(a->orch, &oc, &owner) >= 0 && owner)
@@ -239,7 +245,7 @@ static int app_start_database(struct app *a) {
         secure_zero(conninfo, strlen(conninfo));
         if (r < 0)
                 return log_error_errno(r, "cannot connect to the kernel database");
-        return 0;
+        return pg_watch_start(a->pg, &a->pg_watch);
 }
 
 /* The egress proxy: every sandbox's only way out. */
@@ -459,6 +465,7 @@ static void app_stop(struct app *a) {
         egress_free(a->egress); /* after every sandbox that had a door */
         mind_free(a->mind);
         db_close(a->kdb);
+        pg_watch_stop(a->pg_watch);
         pg_stop(a->pg);
         _cleanup_free_ char *p = seed_path(a, APP_STATE_FILE);
         _cleanup_free_ char *tok = seed_path(a, APP_CONTROL_TOKEN_FILE);

@@ -216,6 +216,14 @@ int cli_cmd_status(int argc, char **argv) {
         const char *doctor = json_string_value(json_object_get(o, "doctor"));
         if (doctor)
                 printf("Warning:     %s\n", doctor);
+        /* The private PostgreSQL: down now, or the last time it died. */
+        json_t *pgw = json_object_get(o, "postgres");
+        const char *pg_state = json_string_value(json_object_get(pgw, "state"));
+        const char *pg_last = json_string_value(json_object_get(pgw, "last_failure"));
+        if (pg_state && streq(pg_state, "down"))
+                printf("Database:    down: %s\n", pg_last ? pg_last : "?");
+        else if (pg_last)
+                printf("Database:    up (%s)\n", pg_last);
         /* The kernel's own words about the owner's commits on main. */
         const char *owner = json_string_value(json_object_get(json_object_get(o, "owner_change"), "text"));
         if (owner)

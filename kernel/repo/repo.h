@@ -182,6 +182,15 @@ int repo_tag_generation(const char *seed_dir, const char *oid_hex, int n);
  * there. HEAD must be the branch main. */
 int repo_fast_forward_main(const char *seed_dir, const char *oid_hex);
 
+/* Boot recovery of an apply that a kernel restart cut short between moving
+ * main and tagging the generation: when main is evo_id's ("evo_<id>", its
+ * Evolution trailer) commit, right on top of the newest generation and
+ * untagged, main goes back to that generation, checked out as
+ * repo_fast_forward_main() does (a file changed by hand since is a conflict:
+ * -EBUSY, nothing moved). 1 and *ret_gen (the generation main is back at)
+ * when main moved back; 0 when there was nothing to undo. */
+int repo_main_undo_untagged(const char *seed_dir, const char *evo_id, int *ret_gen);
+
 /* Rollback: a new commit on main, child of main's current commit, whose
  * tree is generation n's tree (tag seed/gen-<n>), with `message`; then
  * checked out in the Seed folder as repo_fast_forward_main() does. The

@@ -781,6 +781,37 @@ static char *evolve(const char *seed, const char *id, const char *rel, const cha
         return oid;
 }
 
+/* Boot recovery of an apply cut short between the fast-forward and the tag. */
+static void test_undo_untagged(void **state) {
+        _cleanup_free_ char *base = NULL, *msg = NULL, *oid = NULL, *wt = NULL, *head = NULL, *head2 = NULL;
+        _cleanup_free_ char *seed = make_seed(&base);
+        int gen = 0;
+        assert_int_equal(repo_worktree_add(seed, "u1", &wt), 0);
+        put(wt, "organism/index.html", "from u1\n");
+        assert_int_equal(repo_evolution_message("s", "t", NULL, "u1", 1, 2, &msg), 0);
+        assert_int_equal(repo_commit_worktree(wt, msg, &oid), 0);
+        /* main has not moved: nothing to undo */
+        assert_int_equal(repo_main_undo_untagged(seed, "evo_u1", &gen), 0);
+        assert_int_equal(repo_fast_forward_main(seed, oid), 0);
+        /* another evolution's commit, or no evolution id: left alone */
+        assert_int_equal(repo_main_undo_untagged(seed, "evo_other", &gen), 0);
+        assert_int_equal(repo_main_undo_untagged(seed, "u1", &gen), -EINVAL);
+        assert_int_equal(repo_main_undo_untagged(seed, "evo_u1", &gen), 1);
+        assert_int_equal(gen, 1);
+        assert_int_equal(repo_head(seed, &head), 0);
+        assert_string_equal(head, base);
+        _cleanup_free_ char *html = slurp(seed, "organism/index.html");
+        assert_string_equal(html, "<h1>hello</h1>\nline 2\nline 3\n");
+        /* tagged, main is a generation: nothing to undo */
+        assert_int_equal(repo_fast_forward_main(seed, oid), 0);
+        assert_int_equal(repo_tag_generation(seed, oid, 2), 0);
+        assert_int_equal(repo_main_undo_untagged(seed, "evo_u1", &gen), 0);
+        assert_int_equal(repo_head(seed, &head2), 0);
+        assert_string_equal(head2, oid);
+        assert_int_equal(repo_worktree_remove(seed, "u1"), 0);
+        (void)state;
+}
+
 static void test_fast_forward(void **state) {
         _cleanup_free_ char *base = NULL, *a = NULL, *b = NULL, *head = NULL, *wt = NULL, *c = NULL;
         _cleanup_free_ char *seed = make_seed(&base);
@@ -1243,6 +1274,7 @@ int main(void) {
                 cmocka_unit_test(test_boundary_bad_input),
                 cmocka_unit_test(test_open_beneath_refuses_symlinks),
                 cmocka_unit_test(test_fast_forward),
+                cmocka_unit_test(test_undo_untagged),
                 cmocka_unit_test(test_restore_generation),
                 cmocka_unit_test(test_owner_change_detection),
                 cmocka_unit_test(test_refs_cache),
