@@ -215,11 +215,14 @@ class State:
                 if ev:
                     ev.set()
 
+    HOLD_MAX_S = 1800  # a test that never releases must not leave a thread waiting forever
+
     def hold(self, name):
-        """Blocks until release(name)."""
+        """Blocks until release(name), or HOLD_MAX_S (a forgotten hold then answers)."""
         with self.lock:
             ev = self.holding.setdefault(name, threading.Event())
-        ev.wait()
+        if not ev.wait(self.HOLD_MAX_S):
+            print(f"hold {name!r} was never released in {self.HOLD_MAX_S} s; answering", file=sys.stderr, flush=True)
 
     def load(self, steps, keep_requests=False):
         self.release()
