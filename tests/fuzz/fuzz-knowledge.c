@@ -87,9 +87,10 @@ static json_t *answer(int r, char *json) {
         return o;
 }
 
+/* The errors the routes answer with a 4xx (kernel/api/self.c reply_json). */
 static bool file_error(int r) {
         return r == -ENOENT || r == -EINVAL || r == -ELOOP || r == -EXDEV || r == -EMLINK || r == -EFBIG ||
-               r == -EISDIR || r == -ENOTDIR || r == -ENAMETOOLONG || r == -ENOMEM;
+               r == -EISDIR || r == -EPERM || r == -ENOTDIR || r == -ENAMETOOLONG || r == -ENOMEM;
 }
 
 static void identity(const uint8_t *data, size_t size) {
