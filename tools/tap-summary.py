@@ -3,7 +3,9 @@
 
 usage: tap-summary.py [--fail WHAT]... BUILD/meson-logs/testlog.json...
 
-Prints one line per failed test, then "N passed, N failed, N skipped" over the
+Prints, for each failed test, its failed TAP lines with the diagnostics after
+them (or, when it printed none, the end of its output), bounded, so the tail of
+a CI log says what failed; then "N passed, N failed, N skipped" over the
 TAP results of every test of every log given (scripts/test gives the plain
 build's and the sanitizer build's; a test that printed no TAP result counts as
 one result of its own status). Each --fail WHAT counts one failure more (a
@@ -47,6 +49,29 @@ def count(entry):
     return passed, failed, skipped
 
 
+def why(entry, limit=30):
+    """The failed TAP lines of a test with the '#' lines after each, or the
+    end of its output: at most limit lines."""
+    lines = (entry.get('stdout') or '').splitlines()
+    out = []
+    for i, line in enumerate(lines):
+        m = NOT_OK.match(line.strip())
+        if not m or re.search(r'#\s*(TODO|SKIP)', m.group(1), re.I):
+            continue
+        out.append(line.strip())
+        notes = []
+        for after in lines[i + 1:]:
+            if not after.lstrip().startswith('#'):
+                break
+            notes.append(after.rstrip())
+        out.extend(notes[-12:])  # a traceback's last lines say the most
+    if not out:
+        out = (lines + (entry.get('stderr') or '').splitlines())[-15:]
+    if len(out) > limit:
+        out = out[:limit - 1] + [f'... ({len(out) - limit + 1} more lines)']
+    return [line[:300] for line in out]
+
+
 def main():
     args = sys.argv[1:]
     totals = [0, 0, 0]
@@ -75,6 +100,8 @@ def main():
                 totals[2] += s
                 if fl:
                     print(f"FAILED: {entry.get('name')} ({entry.get('result')}) in {where}")
+                    for line in why(entry):
+                        print(f"  {line}")
     print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
     sys.exit(1 if totals[1] else 0)
 
