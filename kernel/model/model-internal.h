@@ -11,6 +11,7 @@
 #define MODEL_RETRY_AFTER_CAP_MS 60000      /* Retry-After is honoured up to this */
 #define MODEL_MAX_TOOL_CALLS 256            /* per response */
 #define MODEL_ERROR_EXCERPT 300             /* bytes of a provider's error text kept */
+#define MODEL_TOKENS_MAX ((int64_t)1 << 40) /* a token count from a provider is clamped to this */
 
 /* What a request body needs besides the conversation. */
 struct model_wire {
@@ -19,7 +20,20 @@ struct model_wire {
         int max_tokens;                /* resolved (> 0) */
         bool usage_include;            /* OpenRouter: "usage":{"include":true} for the cost */
         bool max_completion_tokens;    /* OpenAI: send max_completion_tokens, not max_tokens */
+        bool cache_control;            /* mark the stable prefix with cache_control breakpoints
+                                        * (model_provider_caches): see MODEL_CACHE_BREAKPOINTS */
 };
+
+/* Prompt caching (Anthropic, natively and through OpenRouter): at most this
+ * many {"type":"ephemeral"} breakpoints a request (Anthropic's limit), placed
+ * on the end of the tool definitions (Anthropic format; in the OpenAI format
+ * the tools come before the system prompt in the cached prefix, so its
+ * breakpoint covers them), the system prompt, the last message, and the last
+ * user or tool message before the last assistant turn (where the previous
+ * request's last breakpoint was, so each request reads what the one before
+ * wrote). Messages without content (an assistant turn of only tool calls in
+ * the OpenAI format) take none. */
+#define MODEL_CACHE_BREAKPOINTS 4
 
 /* The provider's request body as compact JSON. Caller frees *ret_json.
  * -EINVAL with *ret_error (caller frees) for a conversation that cannot be

@@ -375,6 +375,7 @@ int model_complete(struct model *m, const struct model_request *req, struct mode
                 .max_tokens = req->max_tokens > 0 ? req->max_tokens : m->max_tokens,
                 .usage_include = m->provider->usage_include,
                 .max_completion_tokens = m->provider->max_completion_tokens,
+                .cache_control = model_provider_caches(m->provider, m->name),
         };
         int r = model_wire_build(&w, req, &body, &berr);
         if (r < 0)

@@ -59,8 +59,18 @@ enum model_stop {
         MODEL_STOP_OTHER,
 };
 
+/* Input tokens: input_tokens is every input token of the call; of them,
+ * cache_read_tokens were read from the provider's prompt cache (billed at a
+ * fraction) and cache_write_tokens written to it (Anthropic bills a premium);
+ * the rest, input_tokens - cache_read_tokens, are uncached. Anthropic reports
+ * cache_read_input_tokens and cache_creation_input_tokens beside
+ * input_tokens (the uncached rest); the OpenAI style (OpenAI, OpenRouter,
+ * which passes Anthropic's on) usage.prompt_tokens_details.cached_tokens
+ * (and cache_write_tokens) within prompt_tokens. Negative or inconsistent
+ * values from a provider are clamped into 0..input_tokens. */
 struct model_usage {
         int64_t input_tokens, output_tokens;
+        int64_t cache_read_tokens, cache_write_tokens;
         double cost_usd;       /* as the provider reports it; 0 when it does not */
 };
 

@@ -110,6 +110,37 @@ static int anthropic_tools(const struct model_request *req, json_t *root, char *
         return r;
 }
 
+/* Marks the last block of content (an array) as a breakpoint. */
+static int mark_last_block(json_t *content) {
+        size_t n = json_array_size(content);
+        return n > 0 ? wire_set(json_array_get(content, n - 1), "cache_control", wire_cache_control()) : 0;
+}
+
+/* The breakpoints (MODEL_CACHE_BREAKPOINTS): the last tool, the system
+ * prompt (as one text block), the last message and the previous request's. */
+static int anthropic_cache(json_t *root) {
+        json_t *tools = json_object_get(root, "tools");
+        int r = mark_last_block(tools);
+        const char *system = wire_get_str(root, "system");
+        if (r >= 0 && system) {
+                json_t *blocks = json_array();
+                r = blocks ? wire_append(blocks, text_block(system)) : -ENOMEM;
+                if (r >= 0)
+                        r = mark_last_block(blocks);
+                if (r >= 0)
+                        r = wire_set(root, "system", blocks); /* frees the string system points into */
+                else
+                        json_decref(blocks); /* not handed on (r < 0) */
+        }
+        json_t *messages = json_object_get(root, "messages");
+        size_t at[2];
+        wire_cache_targets(messages, at);
+        for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(at); i++)
+                if (at[i] != SIZE_MAX)
+                        r = mark_last_block(json_object_get(json_array_get(messages, at[i]), "content"));
+        return r;
+}
+
 int anthropic_build(const struct model_wire *w, const struct model_request *req, json_t **ret, char **ret_error) {
         _cleanup_json_ json_t *root = json_object();
         json_t *messages = json_array();
@@ -126,6 +157,8 @@ int anthropic_build(const struct model_wire *w, const struct model_request *req,
                 r = anthropic_messages(req, messages, ret_error);
         if (r >= 0 && req->n_tools > 0)
                 r = anthropic_tools(req, root, ret_error);
+        if (r >= 0 && w->cache_control)
+                r = anthropic_cache(root);
         if (r < 0)
                 return r;
         *ret = TAKE_PTR(root);
@@ -215,9 +248,10 @@ int anthropic_parse(const json_t *root, struct model_response *res, char **ret_e
         if (res->message.n_calls > 0 && res->stop == MODEL_STOP_END)
                 res->stop = MODEL_STOP_TOOL_CALLS;
         const json_t *usage = json_object_get(root, "usage");
-        res->usage.input_tokens = wire_get_int(usage, "input_tokens") +
-                                  wire_get_int(usage, "cache_creation_input_tokens") +
-                                  wire_get_int(usage, "cache_read_input_tokens");
-        res->usage.output_tokens = wire_get_int(usage, "output_tokens");
+        int64_t uncached = wire_get_tokens(usage, "input_tokens");
+        res->usage.cache_write_tokens = wire_get_tokens(usage, "cache_creation_input_tokens");
+        res->usage.cache_read_tokens = wire_get_tokens(usage, "cache_read_input_tokens");
+        res->usage.input_tokens = uncached + res->usage.cache_write_tokens + res->usage.cache_read_tokens;
+        res->usage.output_tokens = wire_get_tokens(usage, "output_tokens");
         return 0;
 }

@@ -94,6 +94,40 @@ static int openai_tools(const struct model_request *req, json_t *root, char **re
         return r;
 }
 
+/* A message's string content as one text part that is a breakpoint (as
+ * OpenRouter takes them); messages without string content are left alone. */
+static int mark_content(json_t *msg) {
+        const char *text = wire_get_str(msg, "content");
+        if (!text || !*text)
+                return 0;
+        json_t *parts = json_array();
+        int r = parts ? wire_append(parts, json_pack("{s:s, s:s, s:o}", "type", "text", "text", text, "cache_control",
+                                                     wire_cache_control()))
+                      : -ENOMEM;
+        if (r >= 0)
+                return wire_set(msg, "content", parts); /* frees the string text points into */
+        json_decref(parts); /* not handed on (r < 0) */
+        return r;
+}
+
+/* The breakpoints (MODEL_CACHE_BREAKPOINTS): the system prompt (the tools
+ * come before it in the cached prefix), the last message and the previous
+ * request's last message. */
+static int openai_cache(json_t *messages) {
+        json_t *first = json_array_get(messages, 0);
+        const char *role = wire_get_str(first, "role");
+        int r = role && streq(role, "system") ? mark_content(first) : 0;
+        size_t at[2];
+        wire_cache_targets(messages, at);
+        for (size_t i = 0; r >= 0 && i < ARRAY_SIZE(at); i++) {
+                json_t *msg = at[i] != SIZE_MAX ? json_array_get(messages, at[i]) : NULL;
+                role = wire_get_str(msg, "role");
+                if (role && (streq(role, "user") || streq(role, "tool")))
+                        r = mark_content(msg);
+        }
+        return r;
+}
+
 int openai_build(const struct model_wire *w, const struct model_request *req, json_t **ret, char **ret_error) {
         _cleanup_json_ json_t *root = json_object();
         json_t *messages = json_array();
@@ -117,6 +151,8 @@ int openai_build(const struct model_wire *w, const struct model_request *req, js
                 r = openai_message(&req->messages[i], i, messages, ret_error);
         if (r >= 0 && req->n_tools > 0)
                 r = openai_tools(req, root, ret_error);
+        if (r >= 0 && w->cache_control)
+                r = openai_cache(messages);
         if (r >= 0 && w->usage_include)
                 r = wire_set(root, "usage", json_pack("{s:b}", "include", 1));
         if (r < 0)
@@ -222,8 +258,15 @@ int openai_parse(const json_t *root, struct model_response *res, char **ret_erro
         if (!res->message.text && res->message.n_calls == 0 && res->stop != MODEL_STOP_MAX_TOKENS)
                 return wire_malformed(ret_error, "the message has neither content nor tool calls");
         const json_t *usage = json_object_get(root, "usage");
-        res->usage.input_tokens = wire_get_int(usage, "prompt_tokens");
-        res->usage.output_tokens = wire_get_int(usage, "completion_tokens");
+        const json_t *details = json_object_get(usage, "prompt_tokens_details");
+        res->usage.input_tokens = wire_get_tokens(usage, "prompt_tokens");
+        res->usage.output_tokens = wire_get_tokens(usage, "completion_tokens");
+        /* within prompt_tokens: a provider that says more is clamped */
+        int64_t in = res->usage.input_tokens, cached = wire_get_tokens(details, "cached_tokens"),
+                written = wire_get_tokens(details, "cache_write_tokens");
+        res->usage.cache_read_tokens = cached < in ? cached : in;
+        res->usage.cache_write_tokens = written < in - res->usage.cache_read_tokens ? written
+                                                                                     : in - res->usage.cache_read_tokens;
         const json_t *cost = json_object_get(usage, "cost");
         if (json_is_number(cost) && json_number_value(cost) >= 0)
                 res->usage.cost_usd = json_number_value(cost);

@@ -5,15 +5,18 @@
 /* The named providers' endpoints are constants: nothing in seed.yaml or the
  * control plane can send their keys anywhere else. OpenRouter's list says
  * which models take tools (supported_parameters); Anthropic's models all do;
- * OpenAI's list does not say (a probe call tells). */
+ * OpenAI's list does not say (a probe call tells). Prompt caching with
+ * cache_control breakpoints: Anthropic's models, natively and through
+ * OpenRouter (which passes the breakpoints on for anthropic/ models); OpenAI caches
+ * by itself and local servers know no such field. */
 static const struct model_provider providers[] = {
-        {.name = "openrouter", .format = MODEL_FORMAT_OPENAI, .usage_include = true,
+        {.name = "openrouter", .format = MODEL_FORMAT_OPENAI, .usage_include = true, .cache_models = "anthropic/",
          .endpoint = "https://openrouter.ai/api/v1/chat/completions", .key_env = "OPENROUTER_API_KEY",
          .models_endpoint = "https://openrouter.ai/api/v1/models"},
         {.name = "openai", .format = MODEL_FORMAT_OPENAI, .max_completion_tokens = true,
          .endpoint = "https://api.openai.com/v1/chat/completions", .key_env = "OPENAI_API_KEY",
          .models_endpoint = "https://api.openai.com/v1/models"},
-        {.name = "anthropic", .format = MODEL_FORMAT_ANTHROPIC, .tools_on_all = true,
+        {.name = "anthropic", .format = MODEL_FORMAT_ANTHROPIC, .tools_on_all = true, .cache_models = "",
          .endpoint = "https://api.anthropic.com/v1/messages", .key_env = "ANTHROPIC_API_KEY",
          .models_endpoint = "https://api.anthropic.com/v1/models?limit=1000"},
         /* model.base_url, model.api_key_env */
@@ -30,6 +33,10 @@ const struct model_provider *model_provider_find(const char *name) {
                 if (streq(providers[i].name, name))
                         return &providers[i];
         return NULL;
+}
+
+bool model_provider_caches(const struct model_provider *p, const char *name) {
+        return p && p->cache_models && name && strncmp(name, p->cache_models, strlen(p->cache_models)) == 0;
 }
 
 char *model_provider_names(const char *last) {

@@ -23,7 +23,13 @@ struct model_provider {
         bool max_completion_tokens;  /* OpenAI's current name for max_tokens */
         bool text_tool_calls;        /* its models may write tool calls as text (local servers
                                       * without native tool parsing): read them as calls */
+        const char *cache_models;    /* prompt caching: the models that take cache_control
+                                      * breakpoints — "" all of them, else the names starting
+                                      * with this prefix; NULL none (never sent) */
 };
+
+/* Whether p's model called name takes cache_control breakpoints. */
+bool model_provider_caches(const struct model_provider *p, const char *name);
 
 /* The table (static data, borrowed). */
 const struct model_provider *model_providers(size_t *ret_n);

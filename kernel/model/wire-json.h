@@ -25,11 +25,20 @@ int wire_malformed(char **ret_error, const char *fmt, ...) _printf_(2, 3);
 const char *wire_get_str(const json_t *obj, const char *key);
 /* An integer of obj[key] (integer or real), or 0. */
 int64_t wire_get_int(const json_t *obj, const char *key);
+/* A token count of obj[key]: wire_get_int() clamped into 0..MODEL_TOKENS_MAX. */
+int64_t wire_get_tokens(const json_t *obj, const char *key);
 /* Whether msg holds tool calls and each one's arguments are a JSON object
  * (what a reply without a finish reason must hold to count as complete). */
 bool wire_calls_complete(const struct model_message *msg);
 /* Appends s to *acc (NULL at first). -ENOMEM on failure. */
 int wire_text_append(char **acc, const char *s);
+
+/* Prompt caching (MODEL_CACHE_BREAKPOINTS): a new {"type":"ephemeral"}. */
+json_t *wire_cache_control(void);
+/* Where the message breakpoints go in messages (a JSON array of objects with
+ * a "role"): ret_idx[0] the last message, ret_idx[1] the last "user" or
+ * "tool" message before the last "assistant" one; SIZE_MAX for none. */
+void wire_cache_targets(const json_t *messages, size_t ret_idx[2]);
 
 int openai_build(const struct model_wire *w, const struct model_request *req, json_t **ret, char **ret_error);
 int openai_parse(const json_t *root, struct model_response *ret, char **ret_error);

@@ -107,6 +107,28 @@ int wire_tool_schema(const struct model_tool_def *t, json_t **ret, char **ret_er
         return 0;
 }
 
+json_t *wire_cache_control(void) {
+        return json_pack("{s:s}", "type", "ephemeral");
+}
+
+void wire_cache_targets(const json_t *messages, size_t ret_idx[2]) {
+        size_t n = json_array_size(messages);
+        ret_idx[0] = n > 0 ? n - 1 : SIZE_MAX;
+        ret_idx[1] = SIZE_MAX;
+        bool after_assistant = false;
+        for (size_t i = n; i-- > 0;) {
+                const char *role = wire_get_str(json_array_get(messages, i), "role");
+                if (!role)
+                        continue;
+                if (streq(role, "assistant"))
+                        after_assistant = true;
+                else if (after_assistant && (streq(role, "user") || streq(role, "tool"))) {
+                        ret_idx[1] = i;
+                        break;
+                }
+        }
+}
+
 int wire_malformed(char **ret_error, const char *fmt, ...) {
         va_list ap;
         char *what = NULL;
@@ -132,6 +154,11 @@ int64_t wire_get_int(const json_t *obj, const char *key) {
         if (json_is_real(v))
                 return (int64_t)json_real_value(v);
         return 0;
+}
+
+int64_t wire_get_tokens(const json_t *obj, const char *key) {
+        int64_t n = wire_get_int(obj, key);
+        return n < 0 ? 0 : n > MODEL_TOKENS_MAX ? MODEL_TOKENS_MAX : n;
 }
 
 bool wire_calls_complete(const struct model_message *msg) {
