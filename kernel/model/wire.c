@@ -151,8 +151,10 @@ int64_t wire_get_int(const json_t *obj, const char *key) {
         json_t *v = json_object_get(obj, key);
         if (json_is_integer(v))
                 return (int64_t)json_integer_value(v);
-        if (json_is_real(v))
-                return (int64_t)json_real_value(v);
+        if (json_is_real(v)) { /* converted only within range: a huge one is UB to cast */
+                double d = json_real_value(v);
+                return d >= 9.2e18 ? INT64_MAX : d <= -9.2e18 ? INT64_MIN : d == d ? (int64_t)d : 0;
+        }
         return 0;
 }
 

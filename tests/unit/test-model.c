@@ -515,6 +515,205 @@ static void test_retry_after(void **state) {
 /* One table says every provider's endpoint and key variable: a named
  * provider has both, fixed in code; the one without an endpoint takes
  * model.base_url and model.api_key_env. */
+/* ---- prompt caching ---- */
+
+/* How many cache_control breakpoints a JSON value holds (each must be
+ * {"type":"ephemeral"}). */
+static size_t count_breakpoints(const json_t *v) {
+        size_t n = 0, i;
+        const char *key;
+        json_t *x;
+        if (json_is_object(v)) {
+                json_object_foreach((json_t *)v, key, x) {
+                        if (streq(key, "cache_control")) {
+                                assert_true(json_is_object(x));
+                                assert_string_equal(json_string_value(json_object_get(x, "type")), "ephemeral");
+                                n++;
+                        } else
+                                n += count_breakpoints(x);
+                }
+        } else if (json_is_array(v))
+                json_array_foreach((json_t *)v, i, x) n += count_breakpoints(x);
+        return n;
+}
+
+static json_t *build_json(const struct model_wire *w, const struct model_request *req) {
+        char *s = build(w, req);
+        json_t *j = json_loads(s, 0, NULL);
+        free(s);
+        assert_non_null(j);
+        return j;
+}
+
+static void test_anthropic_cache_markers(void **state) {
+        const struct model_wire w = {.format = MODEL_FORMAT_ANTHROPIC, .model = "claude", .max_tokens = 1000,
+                                     .cache_control = true};
+        char *json = build(&w, &convo_req);
+        /* The last tool, the system prompt (now a block), the last turn, and
+         * the tool results before the last assistant turn (the previous
+         * request's last turn). */
+        assert_json_eq(json,
+                "{\"model\":\"claude\",\"max_tokens\":1000,"
+                "\"system\":[{\"type\":\"text\",\"text\":\"You are a Seed.\",\"cache_control\":{\"type\":\"ephemeral\"}}],"
+                "\"messages\":["
+                "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Make it blue.\"}]},"
+                "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Looking.\"},"
+                "{\"type\":\"tool_use\",\"id\":\"call_1\",\"name\":\"read_file\",\"input\":{\"path\":\"README.md\"}},"
+                "{\"type\":\"tool_use\",\"id\":\"call_2\",\"name\":\"run\",\"input\":{\"cmd\":\"make\"}}]},"
+                "{\"role\":\"user\",\"content\":["
+                "{\"type\":\"tool_result\",\"tool_use_id\":\"call_1\",\"content\":\"# Seed\"},"
+                "{\"type\":\"tool_result\",\"tool_use_id\":\"call_2\",\"content\":\"make: *** failed\",\"is_error\":true,"
+                "\"cache_control\":{\"type\":\"ephemeral\"}}]},"
+                "{\"role\":\"assistant\",\"content\":[{\"type\":\"text\",\"text\":\"Done.\"}]},"
+                "{\"role\":\"user\",\"content\":[{\"type\":\"text\",\"text\":\"Thanks\",\"cache_control\":{\"type\":\"ephemeral\"}}]}],"
+                "\"tools\":["
+                "{\"name\":\"read_file\",\"description\":\"Read a file\",\"input_schema\":{\"type\":\"object\","
+                "\"properties\":{\"path\":{\"type\":\"string\"}},\"required\":[\"path\"]}},"
+                "{\"name\":\"finish\",\"description\":\"Finish\",\"input_schema\":{\"type\":\"object\",\"properties\":{}},"
+                "\"cache_control\":{\"type\":\"ephemeral\"}}]}");
+        free(json);
+
+        /* Never more than MODEL_CACHE_BREAKPOINTS, whatever the conversation;
+         * fewer when there is no system prompt, no tools, one turn. */
+        struct model_request req = convo_req;
+        for (size_t n = 1; n <= ARRAY_SIZE(convo); n++) {
+                req.n_messages = n;
+                json_t *j = build_json(&w, &req);
+                size_t k = count_breakpoints(j);
+                assert_true(k >= 3 && k <= MODEL_CACHE_BREAKPOINTS);
+                json_decref(j);
+        }
+        const struct model_request bare = {.messages = convo, .n_messages = 1};
+        json_t *j = build_json(&w, &bare);
+        assert_int_equal(count_breakpoints(j), 1);
+        assert_true(json_is_null(json_object_get(j, "system")) || !json_object_get(j, "system"));
+        json_decref(j);
+}
+
+static void test_openai_cache_markers(void **state) {
+        const struct model_wire w = {.format = MODEL_FORMAT_OPENAI, .model = "anthropic/claude-sonnet-4",
+                                     .max_tokens = 1000, .usage_include = true, .cache_control = true};
+        json_t *j = build_json(&w, &convo_req);
+        json_t *msgs = json_object_get(j, "messages");
+        assert_int_equal(json_array_size(msgs), 1 + ARRAY_SIZE(convo));
+        /* system, the tool result before "Done.", and the last user message take parts with a breakpoint */
+        static const size_t marked[] = {0, 4, 6};
+        for (size_t i = 0, k = 0; i < json_array_size(msgs); i++) {
+                json_t *content = json_object_get(json_array_get(msgs, i), "content");
+                if (k < ARRAY_SIZE(marked) && marked[k] == i) {
+                        assert_true(json_is_array(content));
+                        assert_int_equal(json_array_size(content), 1);
+                        assert_int_equal(count_breakpoints(content), 1);
+                        assert_string_equal(json_string_value(json_object_get(json_array_get(content, 0), "type")), "text");
+                        k++;
+                } else
+                        assert_true(json_is_string(content) || json_is_null(content));
+        }
+        assert_string_equal(json_string_value(json_object_get(json_array_get(json_object_get(json_array_get(msgs, 4),
+                                                                                             "content"), 0), "text")),
+                            "Error: make: *** failed");
+        assert_int_equal(count_breakpoints(j), 3);
+        json_decref(j);
+
+        /* The breakpoint count stays within the limit for every prefix. */
+        struct model_request req = convo_req;
+        for (size_t n = 1; n <= ARRAY_SIZE(convo); n++) {
+                req.n_messages = n;
+                j = build_json(&w, &req);
+                assert_true(count_breakpoints(j) <= MODEL_CACHE_BREAKPOINTS);
+                json_decref(j);
+        }
+
+        /* Without the flag: plain strings, no breakpoint anywhere. */
+        const struct model_wire plain = {.format = MODEL_FORMAT_OPENAI, .model = "gpt", .max_tokens = 10};
+        j = build_json(&plain, &convo_req);
+        assert_int_equal(count_breakpoints(j), 0);
+        json_decref(j);
+        const struct model_wire anthropic_plain = {.format = MODEL_FORMAT_ANTHROPIC, .model = "c", .max_tokens = 10};
+        j = build_json(&anthropic_plain, &convo_req);
+        assert_int_equal(count_breakpoints(j), 0);
+        json_decref(j);
+}
+
+static void test_cache_providers(void **state) {
+        /* Exactly Anthropic's models take breakpoints: natively, and through
+         * OpenRouter; OpenAI, other OpenRouter models and local servers never. */
+        static const struct {
+                const char *provider, *model;
+                bool caches;
+        } table[] = {
+                {"anthropic", "claude-sonnet-4-5", true},
+                {"openrouter", "anthropic/claude-sonnet-4.5", true},
+                {"openrouter", "openai/gpt-5", false},
+                {"openrouter", "anthropicx/other", false},
+                {"openrouter", "Anthropic/claude", false},
+                {"openai", "gpt-5", false},
+                {"openai", "anthropic/claude", false},
+                {"openai-compatible", "anthropic/claude", false},
+                {"openai-compatible", "scripted", false},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(table); i++)
+                assert_int_equal(model_provider_caches(model_provider_find(table[i].provider), table[i].model),
+                                 table[i].caches);
+        assert_false(model_provider_caches(NULL, "anthropic/claude"));
+        assert_false(model_provider_caches(model_provider_find("anthropic"), NULL));
+}
+
+static void test_cache_usage_parse(void **state) {
+        struct model_response res = {0};
+        char *err = NULL;
+        /* Anthropic: input_tokens is the uncached rest */
+        assert_int_equal(parse(MODEL_FORMAT_ANTHROPIC,
+                               "{\"content\":[{\"type\":\"text\",\"text\":\"x\"}],\"stop_reason\":\"end_turn\","
+                               "\"usage\":{\"input_tokens\":40,\"cache_creation_input_tokens\":300,"
+                               "\"cache_read_input_tokens\":2000,\"output_tokens\":9}}",
+                               &res, &err),
+                         0);
+        assert_int_equal(res.usage.input_tokens, 2340);
+        assert_int_equal(res.usage.cache_read_tokens, 2000);
+        assert_int_equal(res.usage.cache_write_tokens, 300);
+        assert_int_equal(res.usage.output_tokens, 9);
+        model_response_done(&res);
+        /* OpenAI style (OpenAI, OpenRouter): within prompt_tokens */
+        assert_int_equal(parse(MODEL_FORMAT_OPENAI,
+                               "{\"choices\":[{\"message\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}],"
+                               "\"usage\":{\"prompt_tokens\":1000,\"completion_tokens\":5,"
+                               "\"prompt_tokens_details\":{\"cached_tokens\":800,\"cache_write_tokens\":150}}}",
+                               &res, &err),
+                         0);
+        assert_int_equal(res.usage.input_tokens, 1000);
+        assert_int_equal(res.usage.cache_read_tokens, 800);
+        assert_int_equal(res.usage.cache_write_tokens, 150);
+        model_response_done(&res);
+        /* None reported: 0; nonsense clamped into 0..input */
+        static const char *const odd[] = {
+                "{\"prompt_tokens\":10}",
+                "{\"prompt_tokens\":10,\"prompt_tokens_details\":null}",
+                "{\"prompt_tokens\":10,\"prompt_tokens_details\":{\"cached_tokens\":-5,\"cache_write_tokens\":\"7\"}}",
+                "{\"prompt_tokens\":10,\"prompt_tokens_details\":{\"cached_tokens\":99,\"cache_write_tokens\":99}}",
+                "{\"prompt_tokens\":-3,\"prompt_tokens_details\":{\"cached_tokens\":4}}",
+        };
+        static const int64_t want_read[] = {0, 0, 0, 10, 0}, want_in[] = {10, 10, 10, 10, 0};
+        for (size_t i = 0; i < ARRAY_SIZE(odd); i++) {
+                char body[512];
+                snprintf(body, sizeof body,
+                         "{\"choices\":[{\"message\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}],\"usage\":%s}", odd[i]);
+                assert_int_equal(parse(MODEL_FORMAT_OPENAI, body, &res, &err), 0);
+                assert_int_equal(res.usage.input_tokens, want_in[i]);
+                assert_int_equal(res.usage.cache_read_tokens, want_read[i]);
+                assert_int_equal(res.usage.cache_write_tokens, 0);
+                model_response_done(&res);
+        }
+        assert_int_equal(parse(MODEL_FORMAT_ANTHROPIC,
+                               "{\"content\":[],\"stop_reason\":\"end_turn\",\"usage\":{\"input_tokens\":1e300,"
+                               "\"cache_read_input_tokens\":-1}}",
+                               &res, &err),
+                         0);
+        assert_int_equal(res.usage.input_tokens, MODEL_TOKENS_MAX);
+        assert_int_equal(res.usage.cache_read_tokens, 0);
+        model_response_done(&res);
+}
+
 static void test_providers_table(void **state) {
         size_t n;
         const struct model_provider *p = model_providers(&n);
@@ -922,6 +1121,10 @@ int main(void) {
                 cmocka_unit_test(test_providers_table),
                 cmocka_unit_test(test_models_parse),
                 cmocka_unit_test(test_text_calls),
+                cmocka_unit_test(test_anthropic_cache_markers),
+                cmocka_unit_test(test_openai_cache_markers),
+                cmocka_unit_test(test_cache_providers),
+                cmocka_unit_test(test_cache_usage_parse),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
