@@ -1093,6 +1093,16 @@
     })));
   }
 
+  // What an evolution's model calls took: input read from the provider's
+  // prompt cache and not, output, cost.
+  function usageLine(u) {
+    if (!u || !Number(u.calls)) return null;
+    const n = (x) => Number(x || 0).toLocaleString();
+    return h('p', { class: 'muted usage-line', id: 'evolution-usage' },
+      'Model: ' + n(u.calls) + ' calls · ' + n(u.input_tokens) + ' tokens in (' + n(u.cached_input_tokens) + ' cached, ' +
+      n(u.uncached_input_tokens) + ' uncached) · ' + n(u.output_tokens) + ' out · $' + Number(u.cost_usd || 0).toFixed(4));
+  }
+
   function renderDetail() {
     const box = clear($('evolution-detail'));
     const e = state.detail;
@@ -1108,6 +1118,7 @@
       h('p', { class: 'muted' }, e.id, ' · ', e.kind || 'evolve', ' · started ', time(Number(e.created_at)),
         e.from_generation ? ' · from generation ' + e.from_generation : '',
         generationOf(e) ? ' → generation ' + generationOf(e) : ''),
+      usageLine(e.usage),
       stepper(e),
       e.state === 'needs_input' ? h('p', { class: 'needs' }, 'It is waiting for you: see the card above.') : null,
       waitingNote(e),
@@ -1419,10 +1430,12 @@
       const n = (x) => Number(x || 0).toLocaleString();
       const cost = (x) => '$' + Number(x || 0).toFixed(4);
       box.append(h('div', { class: 'md-table' }, h('table', { class: 'usage' },
-        h('thead', {}, h('tr', {}, ['For', 'Model', 'Calls', 'Tokens in', 'Tokens out', 'Cost'].map((t) => h('th', { text: t })))),
-        h('tbody', {}, rows.map((r) => h('tr', {}, [r.purpose, r.model, n(r.calls), n(r.input_tokens), n(r.output_tokens), cost(r.cost_usd)]
+        h('thead', {}, h('tr', {}, ['For', 'Model', 'Calls', 'Tokens in', 'Cached', 'Uncached', 'Tokens out', 'Cost'].map((t) => h('th', { text: t })))),
+        h('tbody', {}, rows.map((r) => h('tr', {}, [r.purpose, r.model, n(r.calls), n(r.input_tokens), n(r.cached_input_tokens),
+          n(r.uncached_input_tokens), n(r.output_tokens), cost(r.cost_usd)]
           .map((t) => h('td', { text: t }))))),
-        data.total ? h('tfoot', {}, h('tr', {}, ['Total', '', n(data.total.calls), n(data.total.input_tokens), n(data.total.output_tokens), cost(data.total.cost_usd)]
+        data.total ? h('tfoot', {}, h('tr', {}, ['Total', '', n(data.total.calls), n(data.total.input_tokens), n(data.total.cached_input_tokens),
+          n(data.total.uncached_input_tokens), n(data.total.output_tokens), cost(data.total.cost_usd)]
           .map((t) => h('td', { text: t })))) : null)));
     } catch (e) {
       clear(box).append(h('p', { class: 'error', text: e.message }));

@@ -343,6 +343,7 @@ static void app_model_usage(void *userdata, const char *purpose, const char *ref
                 return;
         struct db_usage row = {.at = wall_ms(), .purpose = purpose, .reference = reference, .model = model,
                                .input_tokens = u->input_tokens, .output_tokens = u->output_tokens,
+                               .cache_read_tokens = u->cache_read_tokens, .cache_write_tokens = u->cache_write_tokens,
                                .cost_usd = u->cost_usd};
         _cleanup_free_ char *err = NULL;
         if (db_usage_insert(a->kdb, &row, &err) < 0)

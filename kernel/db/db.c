@@ -771,28 +771,58 @@ int db_session_list(struct db *db, int64_t now, struct db_session **ret, size_t 
 
 /* ---- kernel memory: model usage (model_usage) ---- */
 
+/* The sums a usage row reports (coalesced: a reference without calls has 0s). */
+#define USAGE_SUMS                                                                                             \
+        "coalesce(sum(input_tokens), 0)::bigint AS input_tokens, "                                          \
+        "coalesce(sum(cache_read_tokens), 0)::bigint AS cached_input_tokens, "                              \
+        "coalesce(sum(greatest(input_tokens - cache_read_tokens, 0)), 0)::bigint AS uncached_input_tokens, " \
+        "coalesce(sum(cache_write_tokens), 0)::bigint AS cache_write_tokens, "                              \
+        "coalesce(sum(output_tokens), 0)::bigint AS output_tokens, "                                        \
+        "coalesce(sum(cost_usd), 0)::double precision AS cost_usd"
+
 int db_usage_insert(struct db *db, const struct db_usage *u, char **ret_error) {
         if (!db || !u)
                 return -EINVAL;
-        char at[24], in[24], out[24], cost[64];
+        if (u->cache_read_tokens < 0 || u->cache_write_tokens < 0)
+                return -EINVAL;
+        char at[24], in[24], out[24], cread[24], cwrite[24], cost[64];
         snprintf(cost, sizeof cost, "%.10g", u->cost_usd);
         const char *p[] = {I64(at, u->at), u->purpose ? u->purpose : "unknown", u->reference, u->model ? u->model : "",
-                           I64(in, u->input_tokens), I64(out, u->output_tokens), cost};
+                           I64(in, u->input_tokens), I64(out, u->output_tokens), cost,
+                           I64(cread, u->cache_read_tokens), I64(cwrite, u->cache_write_tokens)};
         int r = db_execp(db,
-                         "INSERT INTO model_usage (at, purpose, reference, model, input_tokens, output_tokens, cost_usd) "
-                         "VALUES ($1, $2, $3, $4, $5, $6, $7)",
-                         7, p, ret_error);
+                         "INSERT INTO model_usage (at, purpose, reference, model, input_tokens, output_tokens, cost_usd, "
+                         "cache_read_tokens, cache_write_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                         9, p, ret_error);
         return r < 0 ? r : 0;
 }
 
 int db_usage_summary_json(struct db *db, size_t max_bytes, char **ret_json) {
         return db_query_json_max(db,
                                  "SELECT purpose, model, count(*)::bigint AS calls, "
-                                 "sum(input_tokens)::bigint AS input_tokens, "
-                                 "sum(output_tokens)::bigint AS output_tokens, "
-                                 "sum(cost_usd)::double precision AS cost_usd, max(at) AS last_at "
+                                 USAGE_SUMS ", max(at) AS last_at "
                                  "FROM model_usage GROUP BY purpose, model ORDER BY purpose, model LIMIT 500",
                                  0, NULL, max_bytes, ret_json);
+}
+
+int db_usage_reference_json(struct db *db, const char *reference, char **ret_json) {
+        if (!db || strempty(reference))
+                return -EINVAL;
+        const char *p[] = {reference};
+        _cleanup_free_ char *rows = NULL;
+        int r = db_query_json_max(db, "SELECT count(*)::bigint AS calls, " USAGE_SUMS " FROM model_usage WHERE reference = $1",
+                                  1, p, 4096, &rows);
+        if (r < 0)
+                return r;
+        /* one row, as an array: unwrap it */
+        size_t len = strlen(rows);
+        if (len < 2 || rows[0] != '[' || rows[len - 1] != ']')
+                return -EBADMSG;
+        char *obj = strndup(rows + 1, len - 2);
+        if (!obj)
+                return -ENOMEM;
+        *ret_json = obj;
+        return 0;
 }
 
 /* ---- kernel memory: settings ---- */

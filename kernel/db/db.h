@@ -149,15 +149,23 @@ struct db_usage {
         const char *reference;      /* e.g. the evolution's id, or NULL; borrowed */
         const char *model;          /* NULL = ""; borrowed */
         int64_t input_tokens, output_tokens;
+        int64_t cache_read_tokens, cache_write_tokens; /* of input_tokens (>= 0; see struct model_usage) */
         double cost_usd;
 };
 /* Records one call. Does not log: on a server error returns -EIO and sets
  * *ret_error (may be NULL) to its message; caller frees. */
 int db_usage_insert(struct db *db, const struct db_usage *u, char **ret_error);
 /* Usage by purpose and model (at most 500 rows: purpose, model, calls,
- * input_tokens, output_tokens, cost_usd, last_at) as a JSON array; -E2BIG
- * past max_bytes (see db_query_json_max). Caller frees. */
+ * input_tokens, cached_input_tokens (read from the cache),
+ * uncached_input_tokens, cache_write_tokens, output_tokens, cost_usd,
+ * last_at) as a JSON array; -E2BIG past max_bytes (see db_query_json_max).
+ * Caller frees. */
 int db_usage_summary_json(struct db *db, size_t max_bytes, char **ret_json);
+/* The usage of the calls made for reference (e.g. an evolution's id) as one
+ * JSON object: calls, input_tokens, cached_input_tokens,
+ * uncached_input_tokens, cache_write_tokens, output_tokens, cost_usd (all 0
+ * when there were none). Caller frees. */
+int db_usage_reference_json(struct db *db, const char *reference, char **ret_json);
 
 /* ---- kernel memory: settings the owner changes in the control plane ---- */
 /* The only writer and reader of table kernel_settings. Never a secret. Keys

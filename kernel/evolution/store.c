@@ -200,6 +200,12 @@ int evo_get_json(struct db *db, const char *id, bool with_events, int64_t after_
                 if (r < 0)
                         return r;
                 json_object_set_new(o, "events", json_loads(events, 0, NULL));
+                /* what its model calls took: input cached and not, output, cost */
+                _cleanup_free_ char *usage = NULL;
+                r = db_usage_reference_json(db, id, &usage);
+                if (r < 0)
+                        return r;
+                json_object_set_new(o, "usage", json_loads(usage, 0, NULL));
         }
         char *s = json_dumps(o, JSON_COMPACT);
         if (!s)

@@ -35,7 +35,8 @@ int evo_set_generation(struct db *db, const char *id, const char *base_oid, cons
 int evo_count_repair(struct db *db, const char *id);
 
 /* One evolution as a JSON object, with its events (after_event_id > 0: only
- * newer ones) when with_events. Its "waiting" is, while it is under way,
+ * newer ones) and "usage" (its model calls' tokens, cached and uncached input
+ * apart, and cost: db_usage_reference_json) when with_events. Its "waiting" is, while it is under way,
  * the data of its last "waiting" event not followed by "resumed"
  * ({"reason","retry_at","until","attempt"}), else null. -ENOENT if unknown. */
 int evo_get_json(struct db *db, const char *id, bool with_events, int64_t after_event_id, char **ret_json);

@@ -70,10 +70,25 @@ Any step may also carry:
                           OpenAI "finish_reason": null, Anthropic
                           "stop_reason": null, as a stream the provider cut
                           would end.
-  "usage": {"input_tokens": N, "output_tokens": M, "cost": X}
+  "usage": {"input_tokens": N, "output_tokens": M, "cost": X,
+            "cached_tokens": C, "cache_write_tokens": W}
                           the usage reported (default 100 in, 20 out, no
-                          cost); OpenAI style reports prompt_tokens,
-                          completion_tokens, total_tokens and cost when given.
+                          cost, nothing cached); N counts every input token,
+                          C of them read from the prompt cache and W written
+                          to it. OpenAI style reports prompt_tokens (N),
+                          completion_tokens, total_tokens, cost when given and,
+                          when C or W is given, prompt_tokens_details
+                          {"cached_tokens": C, "cache_write_tokens": W} (as
+                          OpenRouter passes Anthropic's on); Anthropic reports
+                          input_tokens N - C - W (the uncached rest),
+                          cache_read_input_tokens C and
+                          cache_creation_input_tokens W.
+
+Prompt-caching breakpoints ("cache_control": {"type": "ephemeral"}) are
+checked as Anthropic checks them, in both formats (OpenRouter takes them in
+content parts): at most 4 a request, each {"type": "ephemeral"} (an optional
+"ttl" of "5m" or "1h"); each request records "cache_breakpoints" (how many
+it held) in /_requests.
 
 When the script is exhausted every model request gets 400 "script exhausted":
 a permanent refusal, so the kernel fails the call at once instead of waiting
@@ -258,6 +273,34 @@ def need(cond, message):
         raise BadRequest(message)
 
 
+CACHE_BREAKPOINTS_MAX = 4
+
+
+def count_cache_control(v):
+    """Checks every cache_control in a request body and returns how many there are."""
+    n = 0
+    if isinstance(v, dict):
+        for k, x in v.items():
+            if k == "cache_control":
+                need(isinstance(x, dict) and x.get("type") == "ephemeral"
+                     and set(x) <= {"type", "ttl"} and x.get("ttl", "5m") in ("5m", "1h"),
+                     "cache_control: must be {\"type\": \"ephemeral\"}")
+                n += 1
+            else:
+                n += count_cache_control(x)
+    elif isinstance(v, list):
+        for x in v:
+            n += count_cache_control(x)
+    return n
+
+
+def validate_cache_control(body):
+    n = count_cache_control(body)
+    need(n <= CACHE_BREAKPOINTS_MAX,
+         f"A maximum of {CACHE_BREAKPOINTS_MAX} blocks with cache_control may be provided. Found {n}.")
+    return n
+
+
 def validate_openai(body):
     need(isinstance(body, dict), "body must be a JSON object")
     need(isinstance(body.get("model"), str) and body["model"], "model is required")
@@ -378,6 +421,14 @@ def usage_of(step):
     return int(u.get("input_tokens", 100)), int(u.get("output_tokens", 20)), u.get("cost")
 
 
+def cache_usage_of(step):
+    """(read, written) prompt-cache tokens, or None when the step gives neither."""
+    u = step.get("usage") or {}
+    if "cached_tokens" not in u and "cache_write_tokens" not in u:
+        return None
+    return int(u.get("cached_tokens", 0)), int(u.get("cache_write_tokens", 0))
+
+
 def openai_reply(step, idx, model):
     text = step.get("text")
     calls = []
@@ -395,6 +446,9 @@ def openai_reply(step, idx, model):
     usage = {"prompt_tokens": inp, "completion_tokens": out, "total_tokens": inp + out}
     if cost is not None:
         usage["cost"] = cost
+    cache = cache_usage_of(step)
+    if cache:
+        usage["prompt_tokens_details"] = {"cached_tokens": cache[0], "cache_write_tokens": cache[1]}
     return {"id": f"chatcmpl-script-{idx}", "object": "chat.completion", "created": 0, "model": model,
             "choices": [{"index": 0, "message": msg, "finish_reason": finish}], "usage": usage}
 
@@ -417,9 +471,13 @@ def anthropic_reply(step, idx, model):
     stop = step.get("stop") or ("tool_calls" if calls else "end")
     reason = {"end": "end_turn", "max_tokens": "max_tokens", "tool_calls": "tool_use", "none": None}[stop]
     inp, out, _ = usage_of(step)
+    usage = {"input_tokens": inp, "output_tokens": out}
+    cache = cache_usage_of(step)
+    if cache:
+        usage = {"input_tokens": max(inp - cache[0] - cache[1], 0), "cache_read_input_tokens": cache[0],
+                 "cache_creation_input_tokens": cache[1], "output_tokens": out}
     return {"id": f"msg_script_{idx}", "type": "message", "role": "assistant", "model": model,
-            "content": content, "stop_reason": reason, "stop_sequence": None,
-            "usage": {"input_tokens": inp, "output_tokens": out}}
+            "content": content, "stop_reason": reason, "stop_sequence": None, "usage": usage}
 
 
 def anthropic_error_type(code):
@@ -598,6 +656,7 @@ class Handler(BaseHTTPRequestHandler):
                     validate_openai(body)
                 else:
                     validate_anthropic(body, {k.lower(): v for k, v in self.headers.items()})
+                rec["cache_breakpoints"] = validate_cache_control(body)
             except BadRequest as e:
                 status_override = (e.status, error_body(fmt, e.status, str(e), e.kind if fmt == "anthropic" else None))
             if status_override is None and body.get("model") in NO_TOOLS and body.get("tools"):

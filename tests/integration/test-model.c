@@ -511,7 +511,9 @@ static void test_anthropic_round_trip(void **state) {
         assert_string_equal(json_string_value(json_object_get(json_object_get(r0, "headers"), "anthropic-version")),
                             "2023-06-01");
         json_t *b0 = json_object_get(r0, "body");
-        assert_string_equal(json_string_value(json_object_get(b0, "system")), "You are a Seed.");
+        /* the system prompt as one block: a prompt-caching breakpoint (test_cache_markers) */
+        json_t *sys0 = json_array_get(json_object_get(b0, "system"), 0);
+        assert_string_equal(json_string_value(json_object_get(sys0, "text")), "You are a Seed.");
         assert_int_equal(json_integer_value(json_object_get(b0, "max_tokens")), 256);
 
         /* the second request: tool_use in the assistant turn, both results in one user turn */
@@ -535,6 +537,92 @@ static void test_anthropic_round_trip(void **state) {
         model_message_done(&convo[1]);
         model_response_done(&res);
         model_free(m);
+}
+
+/* Prompt caching, per provider: the breakpoints (counted and checked by the
+ * server) are sent exactly to Anthropic's models — natively and through
+ * OpenRouter — and each provider's usage fields come back as cached and
+ * uncached input tokens. */
+static void test_cache_markers(void **state) {
+        static const struct {
+                const char *provider, *model, *path;
+                size_t breakpoints[2]; /* of the first and the second request */
+        } table[] = {
+                /* tools, system, last turn; then also the previous request's last turn */
+                {"anthropic", "claude-test", "/v1/messages", {3, 4}},
+                /* system, last turn; then the previous one too */
+                {"openrouter", "anthropic/claude-test", "/v1/chat/completions", {2, 3}},
+                {"openrouter", "openai/gpt-test", "/v1/chat/completions", {0, 0}},
+                {"openai", "gpt-test", "/v1/chat/completions", {0, 0}},
+                {"openai-compatible", "anthropic/claude-test", "/v1/chat/completions", {0, 0}},
+        };
+        const struct model_tool_def tools[] = {{"read_file", "Read a file", NULL}};
+        for (size_t i = 0; i < ARRAY_SIZE(table); i++) {
+                load_script("[{\"tool_calls\": [{\"name\": \"read_file\", \"arguments\": {\"path\": \"a\"}}],"
+                            "  \"usage\": {\"input_tokens\": 1000, \"output_tokens\": 5, \"cache_write_tokens\": 900}},"
+                            " {\"text\": \"done\","
+                            "  \"usage\": {\"input_tokens\": 1200, \"output_tokens\": 7, \"cached_tokens\": 900,"
+                            "  \"cache_write_tokens\": 250}}]");
+                struct model *m = NULL;
+                _cleanup_free_ char *err0 = NULL;
+                char url[160];
+                snprintf(url, sizeof url, "%s/v1", base);
+                bool compat = streq(table[i].provider, "openai-compatible");
+                assert_int_equal(model_new(&(struct model_config){.provider = table[i].provider, .name = table[i].model,
+                                                                  .api_key = KEY, .base_url = compat ? url : NULL,
+                                                                  .max_tokens = 256, .timeout_ms = 20000,
+                                                                  .backoff_base_ms = 10},
+                                           &m, &err0),
+                                 0);
+                snprintf(url, sizeof url, "%s%s", base, table[i].path);
+                if (!compat)
+                        assert_int_equal(model_set_endpoint_for_tests(m, url), 0);
+                struct usage_seen seen = {0};
+                model_set_usage_hook(m, on_usage, &seen);
+                struct model_message convo[3] = {{.role = MODEL_ROLE_USER, .text = "read a"}};
+                struct model_request req = {.system = "You are a Seed.", .messages = convo, .n_messages = 1,
+                                            .tools = tools, .n_tools = 1, .purpose = "evolution"};
+                struct model_response res = {0};
+                char *err = NULL;
+                int r = model_complete(m, &req, &res, &err);
+                if (r < 0)
+                        print_error("%s %s: %s\n", table[i].provider, table[i].model, err);
+                assert_int_equal(r, 0);
+                assert_int_equal(seen.usage.input_tokens, 1000);
+                assert_int_equal(seen.usage.cache_read_tokens, 0);
+                assert_int_equal(seen.usage.cache_write_tokens, 900);
+                assert_int_equal(model_message_copy(&res.message, &convo[1]), 0);
+                convo[2] = (struct model_message){.role = MODEL_ROLE_TOOL, .tool_call_id = res.message.calls[0].id,
+                                                  .text = "contents of a"};
+                req.n_messages = 3;
+                struct model_response res2 = {0};
+                r = model_complete(m, &req, &res2, &err);
+                if (r < 0)
+                        print_error("%s %s: %s\n", table[i].provider, table[i].model, err);
+                assert_int_equal(r, 0);
+                assert_int_equal(seen.calls, 2);
+                assert_int_equal(seen.usage.input_tokens, 1200);
+                assert_int_equal(seen.usage.cache_read_tokens, 900);
+                assert_int_equal(seen.usage.cache_write_tokens, 250);
+                assert_int_equal(seen.usage.output_tokens, 7);
+
+                json_t *reqs = requests();
+                assert_int_equal(json_array_size(reqs), 2);
+                for (size_t k = 0; k < 2; k++) {
+                        json_t *q = json_array_get(reqs, k);
+                        assert_int_equal(json_integer_value(json_object_get(q, "status")), 200);
+                        size_t got = (size_t)json_integer_value(json_object_get(q, "cache_breakpoints"));
+                        if (got != table[i].breakpoints[k])
+                                print_error("%s %s request %zu: %zu breakpoints, want %zu\n", table[i].provider,
+                                            table[i].model, k, got, table[i].breakpoints[k]);
+                        assert_int_equal(got, table[i].breakpoints[k]);
+                }
+                json_decref(reqs);
+                model_message_done(&convo[1]);
+                model_response_done(&res);
+                model_response_done(&res2);
+                model_free(m);
+        }
 }
 
 static void test_script_exhausted_and_mismatch(void **state) {
@@ -575,6 +663,7 @@ int main(void) {
                 cmocka_unit_test(test_authorization_header),
                 cmocka_unit_test(test_key_echo_redacted),
                 cmocka_unit_test(test_usage_hook),
+                cmocka_unit_test(test_cache_markers),
                 cmocka_unit_test(test_anthropic_round_trip),
                 cmocka_unit_test(test_list_models),
                 cmocka_unit_test(test_no_tools_model_refused),
