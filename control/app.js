@@ -124,7 +124,7 @@
     organism: 'App (organism)', evolution: 'Evolutions', permissions: 'Permissions', kernel: 'Kernel boundary',
     name: 'Name', addr: 'Address', allowed_hosts: 'Other host names', control_host: 'Control plane host',
     control_plane: 'Control plane', provider: 'Provider', base_url: 'Server address', api_key_env: 'Key variable',
-    max_tokens: 'Most tokens per reply', external: 'External database', driver: 'Driver', build: 'Build command',
+    max_tokens: 'Most tokens per reply', context_chars: 'Most characters per request', external: 'External database', driver: 'Driver', build: 'Build command',
     test: 'Test command', run: 'Run command', port: 'Port', health: 'Health check', migrations: 'Migrations folder',
     max_repair_attempts: 'Repair attempts', max_agent_turns: 'Model calls per evolution',
     command_timeout_seconds: 'Time limit per command', model_wait_seconds: 'Waiting for an unreachable model', safe: 'Safe actions', review: 'Reviewed actions',

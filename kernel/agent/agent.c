@@ -376,15 +376,27 @@ static int send(struct run *run, const struct model_tool_def *defs, size_t n_def
         }
 }
 
-static int maybe_compact(struct run *run) {
-        const struct agent_config *cfg = run->cfg;
+/* What the conversation may hold of a request's budget: the rest after the
+ * system prompt and the tool definitions (at least a quarter of it). */
+static size_t conversation_budget(const struct agent_config *cfg, const struct model_tool_def *defs, size_t n_defs) {
         size_t budget = cfg->context_budget ? cfg->context_budget : AGENT_CONTEXT_BUDGET;
+        size_t fixed = cfg->system ? strlen(cfg->system) : 0;
+        for (size_t i = 0; i < n_defs; i++)
+                fixed += 32 + strlen(defs[i].name) + (defs[i].description ? strlen(defs[i].description) : 0) +
+                         (defs[i].parameters ? strlen(defs[i].parameters) : 0);
+        return fixed < budget / 4 * 3 ? budget - fixed : budget / 4;
+}
+
+static int maybe_compact(struct run *run, const struct model_tool_def *defs, size_t n_defs) {
+        const struct agent_config *cfg = run->cfg;
+        size_t budget = conversation_budget(cfg, defs, n_defs);
         size_t before = agent_state_size(run->st);
         if (before <= budget)
                 return 0;
         size_t saved = agent_compact(run->st, budget, cfg->keep_last ? cfg->keep_last : AGENT_KEEP_LAST);
         _cleanup_free_ char *note = NULL;
-        if (xasprintf(&note, "context compacted from %zu to %zu bytes", before, before - saved) < 0)
+        if (xasprintf(&note, "context compacted from %zu to %zu bytes (%zu for the conversation)", before,
+                      before - saved, budget) < 0)
                 return -ENOMEM;
         log_debug("%s", note);
         emit_text(cfg, AGENT_EVENT_NOTE, "text", note);
@@ -401,7 +413,7 @@ static int turn(struct run *run, const struct model_tool_def *defs, size_t n_def
                 int *nudges) {
         const struct agent_config *cfg = run->cfg;
         int max_nudges = cfg->max_nudges > 0 ? cfg->max_nudges : AGENT_MAX_NUDGES;
-        int r = maybe_compact(run);
+        int r = maybe_compact(run, defs, n_defs);
         if (r < 0)
                 return r;
         struct model_response resp = {0};

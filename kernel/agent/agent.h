@@ -25,12 +25,14 @@
  *     that call, saying why. A permanent failure fails at once;
  *   - a cancellation flag is checked before every model call and tool call,
  *     during a model call and while waiting out an outage;
- *   - when the conversation outgrows context_budget bytes it is compacted:
- *     the first message and the last keep_last messages stay intact, old
- *     tool output and long arguments are trimmed to head+tail with
- *     "[trimmed]", and, if still too big, the oldest assistant turns are
- *     dropped with their tool results (a call is never separated from its
- *     result).
+ *   - every request stays within context_budget bytes (seed.yaml
+ *     model.context_chars): the system prompt and the tool definitions
+ *     count, and when the conversation outgrows the rest it is compacted
+ *     (see agent_compact): old tool output is trimmed first to its head and
+ *     a note saying what was trimmed, then other long texts and arguments,
+ *     then the oldest turns are dropped whole (a call is never separated
+ *     from its result); the first message and the newest turn are never
+ *     touched.
  * The caller owns the conversation (struct agent_state) and can keep it to
  * continue later (e.g. a repair after failed verification). */
 #pragma once
@@ -77,7 +79,8 @@ struct agent_config {
         void *event_userdata;
         const atomic_bool *cancel;       /* may be NULL */
         bool end_on_reply;               /* chat: a turn without tool calls ends the run */
-        size_t context_budget;           /* bytes; 0 = AGENT_CONTEXT_BUDGET */
+        size_t context_budget;           /* bytes a request holds: system prompt, tools and
+                                          * conversation; 0 = AGENT_CONTEXT_BUDGET */
         size_t keep_last;                /* messages kept intact at the end; 0 = AGENT_KEEP_LAST */
         int max_malformed;               /* consecutive malformed calls; 0 = AGENT_MAX_MALFORMED */
         int max_nudges;                  /* turns without a tool call, in a row; 0 = AGENT_MAX_NUDGES */
@@ -90,7 +93,8 @@ struct agent_config {
 #define AGENT_MAX_NUDGES 8
 #define AGENT_WAIT_INTERVAL_MS 30000
 
-#define AGENT_CONTEXT_BUDGET (600 * 1024)
+#define AGENT_CONTEXT_BUDGET (300 * 1000)  /* seed.yaml model.context_chars' default */
+#define AGENT_COMPACT_TARGET_PCT 75       /* compaction brings the conversation down to this much */
 #define AGENT_KEEP_LAST 12
 #define AGENT_TRIM_KEEP 400              /* head and tail bytes of trimmed text */
 
@@ -111,8 +115,11 @@ int agent_state_add(struct agent_state *st, const struct model_message *msg);
 int agent_state_take(struct agent_state *st, struct model_message *msg);
 /* Approximate size in bytes (what compaction measures). */
 size_t agent_state_size(const struct agent_state *st);
-/* Compacts st to fit budget bytes (see the top of this file), keeping the
- * first message and the last keep_last intact. Returns the bytes saved. */
+/* When st is larger than budget bytes, compacts it to about
+ * AGENT_COMPACT_TARGET_PCT of it (kernel/agent/compact.c says how): the
+ * first message and the newest turn are never touched, the last keep_last
+ * messages only when the rest was not enough. The budget holds unless those
+ * alone exceed it. Returns the bytes saved. */
 size_t agent_compact(struct agent_state *st, size_t budget, size_t keep_last);
 
 enum agent_outcome {

@@ -1,19 +1,32 @@
 /* compact.c — keeping the conversation within a byte budget.
  *
- * Stage 1, oldest first, outside the first message and the last keep_last:
- * long texts (tool output, feedback, replies) become head + "[trimmed N
- * bytes]" + tail, and long string values inside tool-call arguments are
- * trimmed the same way (the arguments stay a valid JSON object). Stage 2, if
- * still too big: the oldest turns are dropped whole — an assistant message
- * together with the tool results and notes that follow it — so a call is
- * never separated from its result. Cuts fall on UTF-8 character boundaries. */
+ * Compaction starts when the conversation outgrows the budget and brings it
+ * down to AGENT_COMPACT_TARGET_PCT of it, so that it happens seldom: every
+ * compaction changes the prefix a provider's prompt cache holds. In stages,
+ * each only while still too big, and never touching the first message (the
+ * intent) or the newest turn (the last assistant message and what follows):
+ *  1. tool output, oldest first, outside the last keep_last messages: a long
+ *     result becomes its head and a short note saying what was trimmed (how
+ *     much of which tool's output, and that calling it again shows it). The
+ *     note is short, so it is never trimmed again nor grows back: an output
+ *     once summarised is never sent again;
+ *  2. other long texts there (feedback, replies) become head + "[trimmed N
+ *     bytes]" + tail, and long string values inside tool-call arguments are
+ *     trimmed the same way (the arguments stay a valid JSON object);
+ *  3. the oldest turns are dropped whole — an assistant message together with
+ *     the tool results and notes that follow it — so a call is never
+ *     separated from its result;
+ *  4. stages 1 to 3 inside the last keep_last messages, up to the newest turn.
+ * Cuts fall on UTF-8 character boundaries. */
 #include "agent/agent.h"
 #include "base/buf.h"
 #include "base/json.h"
 
 
 #define MESSAGE_OVERHEAD 16
-#define ARG_KEEP 200 /* head and tail bytes of a trimmed argument string */
+#define ARG_KEEP 200    /* head and tail bytes of a trimmed argument string */
+#define OUTPUT_HEAD 300 /* bytes of a trimmed tool output kept before its note */
+#define NOTE_ROOM 200   /* a note is at most this long: anything longer may be trimmed */
 
 static size_t opt_len(const char *s) {
         return s ? strlen(s) : 0;
@@ -116,6 +129,67 @@ static void trim_message(struct model_message *m) {
                 trim_arguments(&m->calls[i]);
 }
 
+/* The name of the call tool result i answers (in the nearest assistant turn
+ * before it), or NULL. Borrowed. */
+static const char *call_name(const struct agent_state *st, size_t i) {
+        const char *id = st->messages[i].tool_call_id;
+        for (size_t j = i; id && j-- > 0;) {
+                const struct model_message *m = &st->messages[j];
+                if (m->role != MODEL_ROLE_ASSISTANT)
+                        continue;
+                for (size_t k = 0; k < m->n_calls; k++)
+                        if (m->calls[k].id && streq(m->calls[k].id, id))
+                                return m->calls[k].name;
+                return NULL;
+        }
+        return NULL;
+}
+
+/* A tool result: its head and a note saying what was cut, or nothing when it
+ * is short (a note already is). */
+static void trim_output(struct agent_state *st, size_t i) {
+        struct model_message *m = &st->messages[i];
+        size_t len = opt_len(m->text);
+        if (m->role != MODEL_ROLE_TOOL || len <= OUTPUT_HEAD + NOTE_ROOM)
+                return;
+        size_t head = OUTPUT_HEAD;
+        while (head > 0 && continuation(m->text[head]))
+                head--;
+        const char *name = call_name(st, i);
+        char *out = NULL;
+        if (xasprintf(&out, "%.*s\n[trimmed: %zu more bytes of this %.64s output, shown in full before; call it "
+                            "again if you need them]",
+                      (int)head, m->text, len - head, name ? name : "tool") < 0)
+                return;
+        if (strlen(out) < len) {
+                free(m->text);
+                m->text = out;
+        } else
+                free(out);
+}
+
+/* Stages 1 and 2 over messages [from, to) while size > target. */
+static void trim_range(struct agent_state *st, size_t from, size_t to, size_t target, size_t *size) {
+        for (int stage = 1; stage <= 2; stage++)
+                for (size_t i = from; i < to && *size > target; i++) {
+                        size_t was = message_size(&st->messages[i]);
+                        if (stage == 1)
+                                trim_output(st, i);
+                        else
+                                trim_message(&st->messages[i]);
+                        *size -= was - message_size(&st->messages[i]);
+                }
+}
+
+/* The first index of the newest turn: the last assistant message (or the
+ * last message when there is none after the first). */
+static size_t newest_turn(const struct agent_state *st) {
+        for (size_t i = st->n_messages; i-- > 1;)
+                if (st->messages[i].role == MODEL_ROLE_ASSISTANT)
+                        return i;
+        return st->n_messages > 1 ? st->n_messages - 1 : st->n_messages;
+}
+
 /* The first index of the intact tail: the last keep_last messages, moved
  * back to the start of a turn (an assistant message) so that the tail never
  * begins with results whose call would be dropped. Never below 1. */
@@ -127,32 +201,42 @@ static size_t tail_start(const struct agent_state *st, size_t keep_last) {
         return t;
 }
 
-size_t agent_compact(struct agent_state *st, size_t budget, size_t keep_last) {
-        size_t before = agent_state_size(st), size = before;
-        if (size <= budget || st->n_messages < 2)
-                return 0;
-        size_t tail = tail_start(st, keep_last);
-
-        for (size_t i = 1; i < tail && size > budget; i++) {
-                size_t was = message_size(&st->messages[i]);
-                trim_message(&st->messages[i]);
-                size -= was - message_size(&st->messages[i]);
-        }
-
-        while (size > budget && tail > 1) {
-                /* The oldest turn after the first message: up to the next assistant message. */
+/* Drops the oldest turns after the first message — an assistant message and
+ * what follows it up to the next one — while size > target, never reaching
+ * index limit. Returns how many messages went. */
+static size_t drop_turns(struct agent_state *st, size_t limit, size_t target, size_t *size) {
+        size_t dropped = 0;
+        while (*size > target && limit > 1) {
                 size_t end = 2;
-                while (end < tail && st->messages[end].role != MODEL_ROLE_ASSISTANT)
+                while (end < limit && st->messages[end].role != MODEL_ROLE_ASSISTANT)
                         end++;
-                if (end > tail)
+                if (end > limit)
                         break;
                 for (size_t i = 1; i < end; i++) {
-                        size -= message_size(&st->messages[i]);
+                        *size -= message_size(&st->messages[i]);
                         model_message_done(&st->messages[i]);
                 }
                 memmove(&st->messages[1], &st->messages[end], (st->n_messages - end) * sizeof(st->messages[0]));
                 st->n_messages -= end - 1;
-                tail -= end - 1;
+                limit -= end - 1;
+                dropped += end - 1;
+        }
+        return dropped;
+}
+
+size_t agent_compact(struct agent_state *st, size_t budget, size_t keep_last) {
+        size_t before = agent_state_size(st), size = before;
+        if (size <= budget || st->n_messages < 2)
+                return 0;
+        size_t target = budget / 100 * AGENT_COMPACT_TARGET_PCT;
+        size_t tail = tail_start(st, keep_last);
+
+        trim_range(st, 1, tail, target, &size);
+        tail -= drop_turns(st, tail, target, &size);
+        size_t newest = newest_turn(st);
+        if (tail < newest) {
+                trim_range(st, tail, newest, target, &size);
+                drop_turns(st, newest, target, &size);
         }
         return before - size;
 }

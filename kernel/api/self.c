@@ -332,7 +332,7 @@ int api_self_settings_json(const char *seed_dir, char **ret_json) {
                 return -ENOMEM;
         /* Never the database URL (it may hold a password): only whether one is set. */
         json_t *o = json_pack(
-                "{s:s, s:{s:s, s:o, s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:i}, s:{s:b}, s:{s:s},"
+                "{s:s, s:{s:s, s:o, s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:i, s:i}, s:{s:b}, s:{s:s},"
                 " s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:{s:i, s:i, s:i, s:i}, s:{s:s, s:s, s:s, s:b, s:b}, s:{s:o}}",
                 "name", c->name,
                 "server", "addr", c->server.addr, "allowed_hosts", strv_json(c->server.allowed_hosts),
@@ -340,7 +340,7 @@ int api_self_settings_json(const char *seed_dir, char **ret_json) {
                 *c->server.control_host ? "its own origin: cookies and pages never shared with the app"
                                         : "the app's origin (the same-origin fallback)",
                 "model", "provider", c->model.provider, "name", c->model.name, "base_url", base_url, "api_key_env",
-                c->model.api_key_env, "max_tokens", c->model.max_tokens,
+                c->model.api_key_env, "max_tokens", c->model.max_tokens, "context_chars", c->model.context_chars,
                 "database", "external", !strempty(c->database.url),
                 "sandbox", "driver", c->sandbox.driver,
                 "organism", "build", c->organism.build, "test", c->organism.test, "run", c->organism.run, "port",

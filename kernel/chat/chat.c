@@ -565,6 +565,7 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **r
                 .purpose = "chat",
                 .tools = &tc,
                 .max_turns = CHAT_MAX_TURNS,
+                .context_budget = (size_t)c->cfg->model.context_chars,
                 .cancel = &c->cancel,
                 .end_on_reply = true,
         };

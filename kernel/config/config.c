@@ -546,6 +546,8 @@ static const struct field model_fields[] = {
         STR("base_url", model.base_url, "", check_base_url),
         STR("api_key_env", model.api_key_env, "", check_env_name),
         INT("max_tokens", model.max_tokens, 16000, 1, 1000000),
+        INT("context_chars", model.context_chars, CFG_CONTEXT_CHARS_DEFAULT, CFG_CONTEXT_CHARS_MIN,
+            CFG_CONTEXT_CHARS_MAX),
         {0},
 };
 

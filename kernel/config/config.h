@@ -8,6 +8,13 @@
 
 enum cfg_decision { CFG_ALLOW, CFG_ASK, CFG_DENY };
 
+/* model.context_chars: about 75k tokens by default, well inside the
+ * context of every model we offer; bounded so a request is never tiny nor
+ * larger than any model takes. */
+#define CFG_CONTEXT_CHARS_DEFAULT 300000
+#define CFG_CONTEXT_CHARS_MIN 20000
+#define CFG_CONTEXT_CHARS_MAX 4000000
+
 struct cfg {
         char *name;                      /* ^[a-z][a-z0-9-]{0,40}$, default "seed" */
         struct {
@@ -24,6 +31,10 @@ struct cfg {
                 char *base_url;          /* openai-compatible only ("" otherwise) */
                 char *api_key_env;       /* openai-compatible: env name of the key ("" = none) */
                 int max_tokens;          /* 1..1000000, default 16000 */
+                int context_chars;       /* what one request may hold: the system prompt, the
+                                          * tool definitions and the conversation (UTF-8
+                                          * bytes); CFG_CONTEXT_CHARS_MIN..MAX, default
+                                          * CFG_CONTEXT_CHARS_DEFAULT (kernel/agent compacts) */
         } model;
         struct {
                 char *url;               /* "" = private PostgreSQL */

@@ -807,31 +807,51 @@ static void build_conversation(struct agent_state *st, int n) {
         }
 }
 
+/* Whether message i of a equals message j of b (texts, calls, ids). */
+static bool same_message(const struct model_message *a, const struct model_message *b) {
+        if (a->role != b->role || !streq(a->text ? a->text : "", b->text ? b->text : "") || a->n_calls != b->n_calls ||
+            !streq(a->tool_call_id ? a->tool_call_id : "", b->tool_call_id ? b->tool_call_id : ""))
+                return false;
+        for (size_t k = 0; k < a->n_calls; k++)
+                if (!streq(a->calls[k].id, b->calls[k].id) || !streq(a->calls[k].arguments, b->calls[k].arguments))
+                        return false;
+        return true;
+}
+
+/* The newest turn (the last assistant message and what follows) is st's as it was in orig. */
+static void assert_newest_turn_intact(const struct agent_state *st, const struct agent_state *orig) {
+        size_t k = 0;
+        while (k < orig->n_messages && orig->messages[orig->n_messages - 1 - k].role != MODEL_ROLE_ASSISTANT)
+                k++;
+        assert_true(st->n_messages > k + 1);
+        for (size_t i = 0; i <= k; i++)
+                assert_true(same_message(&st->messages[st->n_messages - 1 - i], &orig->messages[orig->n_messages - 1 - i]));
+}
+
 static void test_compaction_trims(void **state) {
         struct agent_state st, orig;
         build_conversation(&st, 10);
         build_conversation(&orig, 10);
         size_t before = agent_state_size(&st);
         assert_true(before > 150000);
-        size_t budget = 60000, keep = 6;
+        size_t budget = 80000, keep = 6;
         size_t saved = agent_compact(&st, budget, keep);
         assert_true(saved > 0);
-        assert_true(agent_state_size(&st) <= budget);
+        /* Within budget, down to its target (so that it happens seldom). */
+        assert_true(agent_state_size(&st) <= budget / 100 * AGENT_COMPACT_TARGET_PCT);
         assert_int_equal(agent_state_size(&st), before - saved);
         /* No message dropped: trimming was enough. */
         assert_int_equal(st.n_messages, orig.n_messages);
         /* The first message and the last `keep` are intact. */
         assert_string_equal(st.messages[0].text, "FIRST: become a todo app");
-        for (size_t i = st.n_messages - keep; i < st.n_messages; i++) {
-                assert_string_equal(st.messages[i].text ? st.messages[i].text : "",
-                                    orig.messages[i].text ? orig.messages[i].text : "");
-                for (size_t k = 0; k < st.messages[i].n_calls; k++)
-                        assert_string_equal(st.messages[i].calls[k].arguments, orig.messages[i].calls[k].arguments);
-        }
-        /* Old tool output: head + [trimmed] + tail; old arguments still JSON objects. */
+        for (size_t i = st.n_messages - keep; i < st.n_messages; i++)
+                assert_true(same_message(&st.messages[i], &orig.messages[i]));
+        /* Old tool output: its head and a note saying what was trimmed. */
         assert_true(startswith(st.messages[2].text, "HEAD"));
-        assert_true(endswith(st.messages[2].text, "TAIL"));
-        assert_contains(st.messages[2].text, "[trimmed ");
+        assert_false(endswith(st.messages[2].text, "TAIL"));
+        assert_contains(st.messages[2].text, "[trimmed: 4700 more bytes of this write_file output");
+        assert_true(strlen(st.messages[2].text) < 600);
+        /* Old arguments are still JSON objects. */
         json_t *args = json_loads(st.messages[1].calls[0].arguments, 0, NULL);
         assert_true(json_is_object(args));
         assert_string_equal(json_string_value(json_object_get(args, "path")), "organism/a.js");
@@ -844,6 +864,44 @@ static void test_compaction_trims(void **state) {
         agent_state_done(&orig);
 }
 
+static void test_compaction_outputs_first(void **state) {
+        /* A budget that trimming some tool output meets: the oldest outputs
+         * are trimmed, the newer ones and every argument untouched. */
+        struct agent_state st, orig;
+        build_conversation(&st, 10);
+        build_conversation(&orig, 10);
+        size_t before = agent_state_size(&st), budget = before - 1;
+        agent_compact(&st, budget, 6);
+        assert_true(agent_state_size(&st) <= budget / 100 * AGENT_COMPACT_TARGET_PCT);
+        assert_int_equal(st.n_messages, orig.n_messages);
+        size_t trimmed = 0, last_trimmed = 0, first_intact = SIZE_MAX;
+        for (size_t i = 1; i < st.n_messages; i++) {
+                const struct model_message *m = &st.messages[i];
+                for (size_t k = 0; k < m->n_calls; k++) /* arguments: stage 2, not needed */
+                        assert_string_equal(m->calls[k].arguments, orig.messages[i].calls[k].arguments);
+                if (m->role != MODEL_ROLE_TOOL)
+                        continue;
+                if (strstr(m->text, "[trimmed: ")) {
+                        trimmed++;
+                        last_trimmed = i;
+                } else if (first_intact == SIZE_MAX)
+                        first_intact = i;
+        }
+        assert_true(trimmed > 0);
+        assert_true(first_intact != SIZE_MAX);
+        assert_true(last_trimmed < first_intact); /* oldest first */
+        /* Once trimmed, an output stays as it is: never re-sent, never trimmed
+         * again (the prefix a prompt cache holds stays the same). */
+        _cleanup_free_ char *note = strdup(st.messages[2].text);
+        struct model_message more = {.role = MODEL_ROLE_USER, .text = filler('n', 80000)};
+        assert_int_equal(agent_state_take(&st, &more), 0);
+        assert_true(agent_compact(&st, budget, 6) > 0);
+        assert_string_equal(st.messages[2].text, note);
+        assert_paired(&st);
+        agent_state_done(&st);
+        agent_state_done(&orig);
+}
+
 static void test_compaction_drops_whole_turns(void **state) {
         struct agent_state st, orig;
         build_conversation(&st, 30);
@@ -852,21 +910,57 @@ static void test_compaction_drops_whole_turns(void **state) {
         agent_compact(&st, budget, keep);
         assert_true(st.n_messages < orig.n_messages);
         assert_string_equal(st.messages[0].text, "FIRST: become a todo app");
-        /* The kept tail is the original's tail. */
-        for (size_t i = 1; i <= keep; i++)
-                assert_string_equal(st.messages[st.n_messages - i].text ? st.messages[st.n_messages - i].text : "",
-                                    orig.messages[orig.n_messages - i].text ? orig.messages[orig.n_messages - i].text
-                                                                            : "");
+        /* After the first message, a suffix of the original (its older output perhaps trimmed). */
+        for (size_t i = 1; i < st.n_messages; i++) {
+                const struct model_message *a = &st.messages[st.n_messages - i], *b = &orig.messages[orig.n_messages - i];
+                assert_int_equal(a->role, b->role);
+                assert_string_equal(a->tool_call_id ? a->tool_call_id : "", b->tool_call_id ? b->tool_call_id : "");
+        }
+        assert_newest_turn_intact(&st, &orig);
         /* After the first message comes an assistant turn, never an orphan result. */
         assert_int_equal(st.messages[1].role, MODEL_ROLE_ASSISTANT);
         assert_paired(&st);
-        /* The tail is never cut, even if the budget cannot be met. */
+        /* The newest turn is never cut, even if the budget cannot be met. */
         agent_compact(&st, 10, keep);
-        assert_true(st.n_messages >= keep + 1);
+        assert_true(st.n_messages >= 4);
         assert_string_equal(st.messages[0].text, "FIRST: become a todo app");
+        assert_newest_turn_intact(&st, &orig);
         assert_paired(&st);
         agent_state_done(&st);
         agent_state_done(&orig);
+}
+
+static void test_compaction_budgets(void **state) {
+        /* Over many budgets and tails: pairs kept, the budget kept (it always
+         * can be here: the first message and the newest turn are small), the
+         * newest turn and the first message never touched. */
+        static const size_t budgets[] = {20000, 30000, 45000, 70000, 100000, 150000};
+        static const size_t keeps[] = {1, 2, 3, 6, 12, 40};
+        for (size_t b = 0; b < ARRAY_SIZE(budgets); b++)
+                for (size_t k = 0; k < ARRAY_SIZE(keeps); k++) {
+                        struct agent_state st, orig;
+                        build_conversation(&st, 20);
+                        build_conversation(&orig, 20);
+                        /* a newest turn with small output */
+                        struct model_message a = {.role = MODEL_ROLE_ASSISTANT, .text = strdup("last")};
+                        a.calls = calloc(1, sizeof(*a.calls));
+                        a.n_calls = 1;
+                        a.calls[0] = (struct model_tool_call){strdup("idL"), strdup("list_dir"), strdup("{}")};
+                        struct model_message t = {.role = MODEL_ROLE_TOOL, .text = strdup("a.txt"),
+                                                  .tool_call_id = strdup("idL")};
+                        assert_int_equal(agent_state_add(&orig, &a), 0);
+                        assert_int_equal(agent_state_add(&orig, &t), 0);
+                        assert_int_equal(agent_state_take(&st, &a), 0);
+                        assert_int_equal(agent_state_take(&st, &t), 0);
+                        agent_compact(&st, budgets[b], keeps[k]);
+                        if (agent_state_size(&st) > budgets[b])
+                                fail_msg("budget %zu keep %zu: %zu bytes", budgets[b], keeps[k], agent_state_size(&st));
+                        assert_paired(&st);
+                        assert_string_equal(st.messages[0].text, "FIRST: become a todo app");
+                        assert_newest_turn_intact(&st, &orig);
+                        agent_state_done(&st);
+                        agent_state_done(&orig);
+                }
 }
 
 static void test_compaction_in_loop(void **state) {
@@ -887,8 +981,8 @@ static void test_compaction_in_loop(void **state) {
         struct agent_result res;
         assert_int_equal(agent_run(&cfg, &st, &res), 0);
         assert_int_equal(res.outcome, AGENT_TERMINAL);
-        assert_contains(f.seen[5], "[trimmed ");
-        assert_true(strlen(f.seen[5]) < 60000);
+        assert_contains(f.seen[5], "more bytes of this read_file output");
+        assert_true(strlen(f.seen[5]) < 50000);
         assert_true(startswith(f.seen[5], "[user] FIRST\n"));
         assert_contains(ev.log.data, "note {\"text\":\"context compacted from ");
         assert_paired(&st);
@@ -933,6 +1027,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_ask_denied_then_failure, setup, teardown),
                 cmocka_unit_test(test_compaction_trims),
                 cmocka_unit_test(test_compaction_drops_whole_turns),
+                cmocka_unit_test(test_compaction_outputs_first),
+                cmocka_unit_test(test_compaction_budgets),
                 cmocka_unit_test_setup_teardown(test_compaction_in_loop, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_bad_arguments, setup, teardown),
         };

@@ -59,6 +59,7 @@ static void assert_defaults(const struct cfg *c) {
         assert_string_equal(c->model.base_url, "");
         assert_string_equal(c->model.api_key_env, "");
         assert_int_equal(c->model.max_tokens, 16000);
+        assert_int_equal(c->model.context_chars, CFG_CONTEXT_CHARS_DEFAULT);
         assert_string_equal(c->database.url, "");
         assert_string_equal(c->sandbox.driver, "bwrap");
         assert_string_equal(c->organism.build, "make -C organism build");
@@ -278,6 +279,13 @@ static void test_error_messages(void **state) {
         expect_error("model:\n  max_tokens: -5\n", "seed.yaml:2:15: model.max_tokens: -5 is out of range (1-1000000)");
         expect_error("model:\n  max_tokens: 99999999999999999999999\n",
                      "seed.yaml:2:15: model.max_tokens: 99999999999999999999999 is out of range (1-1000000)");
+        expect_error("model:\n  context_chars: 19999\n",
+                     "seed.yaml:2:18: model.context_chars: 19999 is out of range (20000-4000000)");
+        expect_error("model:\n  context_chars: 4000001\n",
+                     "seed.yaml:2:18: model.context_chars: 4000001 is out of range (20000-4000000)");
+        c = parse_ok("model: {context_chars: 20000}\n");
+        assert_int_equal(c->model.context_chars, 20000);
+        cfg_free(c);
         expect_error("organism:\n  port: 0x50\n",
                      "seed.yaml:2:9: organism.port: expected a plain decimal integer, got '0x50'");
         expect_error("organism:\n  port: 080\n",
@@ -738,7 +746,7 @@ static void test_repo_seed_yaml_is_defaults(void **state) {
         assert_int_equal(read_file(SEED_SOURCE_ROOT "/seed.yaml", 1 << 20, &text, &len), 0);
         static const char *const keys[] = {
                 "name:", "addr:", "allowed_hosts:", "provider:", "base_url:", "api_key_env:",
-                "max_tokens:", "url:", "driver:", "build:", "test:", "run:", "port:", "health:",
+                "max_tokens:", "context_chars:", "url:", "driver:", "build:", "test:", "run:", "port:", "health:",
                 "migrations:", "max_repair_attempts:", "max_agent_turns:", "command_timeout_seconds:", "model_wait_seconds:",
                 "safe:", "review:", "dangerous:", "require_plan_approval:", "require_apply_approval:",
                 "evolvable:", "server:", "model:", "database:", "sandbox:", "organism:",
