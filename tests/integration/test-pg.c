@@ -742,16 +742,29 @@ static void test_model_usage(void **state) {
         _cleanup_free_ char *err = NULL, *json = NULL;
         assert_int_equal(db_exec(db, "DELETE FROM model_usage", NULL), 0);
         struct db_usage u = {.at = 1000, .purpose = "evolution", .reference = "e1", .model = "m-1",
-                             .input_tokens = 10, .output_tokens = 3, .cost_usd = 0.25};
+                             .input_tokens = 10, .output_tokens = 3, .cost_usd = 0.25, .cache_write_tokens = 8};
         assert_int_equal(db_usage_insert(db, &u, &err), 0);
-        u.at = 2000, u.input_tokens = 5, u.output_tokens = 1, u.cost_usd = 0.5;
+        u.at = 2000, u.input_tokens = 5, u.output_tokens = 1, u.cost_usd = 0.5, u.cache_read_tokens = 4,
+        u.cache_write_tokens = 0;
         assert_int_equal(db_usage_insert(db, &u, &err), 0);
         u = (struct db_usage){.at = 1500, .input_tokens = 1}; /* no purpose, reference or model */
         assert_int_equal(db_usage_insert(db, &u, &err), 0);
+        u.cache_read_tokens = -1; /* refused before it reaches the table */
+        assert_int_equal(db_usage_insert(db, &u, &err), -EINVAL);
         assert_int_equal(db_usage_summary_json(db, 65536, &json), 0);
         assert_non_null(strstr(json, "\"purpose\":\"evolution\",\"model\":\"m-1\",\"calls\":2,\"input_tokens\":15,"
+                                     "\"cached_input_tokens\":4,\"uncached_input_tokens\":11,\"cache_write_tokens\":8,"
                                      "\"output_tokens\":4,\"cost_usd\":0.75,\"last_at\":2000"));
         assert_non_null(strstr(json, "\"purpose\":\"unknown\",\"model\":\"\",\"calls\":1"));
+        free(TAKE_PTR(json));
+        /* per reference (an evolution): one object, 0s when it made no calls */
+        assert_int_equal(db_usage_reference_json(db, "e1", &json), 0);
+        assert_string_equal(json, "{\"calls\":2,\"input_tokens\":15,\"cached_input_tokens\":4,\"uncached_input_tokens\":11,"
+                                  "\"cache_write_tokens\":8,\"output_tokens\":4,\"cost_usd\":0.75}");
+        free(TAKE_PTR(json));
+        assert_int_equal(db_usage_reference_json(db, "e-none", &json), 0);
+        assert_string_equal(json, "{\"calls\":0,\"input_tokens\":0,\"cached_input_tokens\":0,\"uncached_input_tokens\":0,"
+                                  "\"cache_write_tokens\":0,\"output_tokens\":0,\"cost_usd\":0}");
         free(TAKE_PTR(json));
         assert_int_equal(db_usage_summary_json(db, 16, &json), -E2BIG);
         assert_int_equal(db_exec(db, "DELETE FROM model_usage", NULL), 0);
