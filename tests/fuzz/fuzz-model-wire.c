@@ -6,7 +6,8 @@
  * retry-after-ms one), which must be absent (-1) or within the cap. A parsed
  * response must be well formed; a refused one must come with a message.
  * Round trip: a parsed assistant message must be accepted back in a request
- * of the same format. */
+ * of the same format (bit 3: with prompt-caching breakpoints). Token counts
+ * are bounded, the cached ones within the input. */
 #include <stdint.h>
 
 #include "model/model-internal.h"
@@ -78,11 +79,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 for (size_t i = 0; i < res.message.n_calls; i++)
                         if (!res.message.calls[i].name || !res.message.calls[i].arguments)
                                 abort();
+                /* Token counts are bounded; cached ones are part of the input. */
+                const struct model_usage *u = &res.usage;
+                if (u->input_tokens < 0 || u->output_tokens < 0 || u->cache_read_tokens < 0 ||
+                    u->cache_write_tokens < 0 || u->output_tokens > MODEL_TOKENS_MAX ||
+                    u->cache_read_tokens + u->cache_write_tokens > u->input_tokens)
+                        abort();
                 /* What we parsed can be sent back in the next request. */
                 struct model_message user = {.role = MODEL_ROLE_USER, .text = "go on"};
                 struct model_message conv[2] = {user, res.message};
                 struct model_request req = {.messages = conv, .n_messages = 2, .purpose = "fuzz"};
-                struct model_wire w = {.format = fmt, .model = "m", .max_tokens = 16};
+                struct model_wire w = {.format = fmt, .model = "m", .max_tokens = 16, .cache_control = data[0] & 8};
                 char *json = NULL, *berr = NULL;
                 (void)model_wire_build(&w, &req, &json, &berr);
                 free(json);
