@@ -11,6 +11,7 @@
 struct ctl_listen;
 struct db;
 struct organism;
+struct ask_drafts;
 
 /* One call to an API route that another module adds (see api_routes). All
  * of it is borrowed for the duration of the handler. */
@@ -115,6 +116,9 @@ struct ctl_config {
         const struct ctl_api_route *api_routes;
         /* What api_routes' handlers get as userdata; NULL: userdata. */
         void *api_userdata;
+        /* Point and ask's pictures (ask/drafts.h; borrowed, may be NULL): the
+         * owner's browser leaves them at POST /_seed/ask-draft. */
+        struct ask_drafts *drafts;
 };
 
 struct ctl;

@@ -120,8 +120,7 @@ char *ctl_preview_socket_for(struct ctl *c, const struct ctl_req *q) {
         return socket;
 }
 
-/* The app's origin, as the control plane's host names it: "seed.<name>" → "<name>". */
-static int app_origin(const struct ctl_req *q, char **ret) {
+int ctl_app_origin(const struct ctl_req *q, char **ret) {
         const struct ctl *c = q->ctl;
         const char *host = ctl_req_header(q, "Host");
         if (!c->control_host || !startswith(c->control_host, "seed."))
@@ -150,7 +149,7 @@ int ctl_preview_h_ticket(struct ctl_req *q, struct ctl_resp *resp) {
                 return r;
         if (!ticket)
                 return ctl_resp_error(resp, 409, "no preview is running");
-        if (app_origin(q, &origin) < 0 ||
+        if (ctl_app_origin(q, &origin) < 0 ||
             xasprintf(&json, "{\"url\":\"%s/_seed/preview/enter?t=%s\",\"evolution\":\"%s\"}\n", origin, ticket,
                       evo) < 0)
                 return -ENOMEM;

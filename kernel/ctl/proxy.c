@@ -6,6 +6,8 @@
  * conns.h; 503 "My body is busy" past that), and connecting to the organism gives up after 5 seconds, so a hung
  * organism or a flood of / leaves connections for /_seed. */
 #include "ctl/mhd.h"
+#include "ctl/guard.h"
+#include "ctl/inject.h"
 #include "ctl/pages.h"
 #include "ctl/proxy-policy.h"
 #include "base/log.h"
@@ -36,6 +38,12 @@ struct ctl_proxy {
         size_t len, pos;          /* unread bytes are buf[pos, len) */
         uint64_t remaining;
         struct ctl_chunked ch;
+        /* The badge's script tag goes into this answer (inject.h): what is
+         * held back while it is sent is pending[pend_pos, pend_len). */
+        bool inject;
+        struct ctl_inject inj;
+        char *pending;
+        size_t pend_len, pend_pos;
 };
 
 void ctl_upstream_register(struct ctl *c, int fd) {
@@ -91,6 +99,7 @@ void ctl_proxy_free(struct ctl_proxy *px) {
         }
         ctl_upstream_done(&px->up);
         free(px->buf);
+        free(px->pending);
         free(px);
 }
 
@@ -387,10 +396,7 @@ static ssize_t read_chunked(struct ctl_proxy *px, char *out, size_t max) {
         }
 }
 
-static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max) {
-        struct ctl_proxy *px = cls;
-        if (max == 0)
-                return 0;
+static ssize_t read_body(struct ctl_proxy *px, char *out, size_t max) {
         switch (px->up.body) {
         case CTL_BODY_CHUNKED:
                 return read_chunked(px, out, max);
@@ -415,6 +421,51 @@ static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max) {
                 break;
         }
         return MHD_CONTENT_READER_END_OF_STREAM;
+}
+
+/* Holds back tail (n bytes) behind the tag; false when out of memory. */
+static bool hold_with_tag(struct ctl_proxy *px, const char *tail, size_t n) {
+        size_t tl = strlen(CTL_INJECT_TAG);
+        px->pending = malloc(tl + n);
+        if (!px->pending)
+                return false;
+        memcpy(px->pending, CTL_INJECT_TAG, tl);
+        memcpy(px->pending + tl, tail, n);
+        px->pend_len = tl + n;
+        px->pend_pos = 0;
+        return true;
+}
+
+static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max) {
+        struct ctl_proxy *px = cls;
+        if (max == 0)
+                return 0;
+        if (!px->inject)
+                return read_body(px, out, max);
+        if (px->pend_pos < px->pend_len) {
+                size_t n = px->pend_len - px->pend_pos < max ? px->pend_len - px->pend_pos : max;
+                memcpy(out, px->pending + px->pend_pos, n);
+                px->pend_pos += n;
+                return (ssize_t)n;
+        }
+        ssize_t k = read_body(px, out, max);
+        if (k == MHD_CONTENT_READER_END_OF_STREAM && ctl_inject_at_end(&px->inj)) {
+                size_t at;
+                (void)ctl_inject_feed(&px->inj, NULL, 0, &at);
+                px->inj.done = true; /* no place in the page: the tag goes at its end */
+                if (!hold_with_tag(px, NULL, 0))
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                return proxy_read(cls, pos, out, max);
+        }
+        size_t at = 0;
+        if (k > 0 && ctl_inject_feed(&px->inj, out, (size_t)k, &at) == CTL_INJECT_HERE) {
+                if (!hold_with_tag(px, out + at, (size_t)k - at))
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                if (at == 0)
+                        return proxy_read(cls, pos, out, max);
+                return (ssize_t)at;
+        }
+        return k;
 }
 
 enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn) {
@@ -459,6 +510,16 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
                 size = px->head_request && cl ? strtoull(cl, NULL, 10) : 0;
         }
         int status = px->up.status;
+        /* The owner's badge: one script tag in the app's pages (never its
+         * admin origin, never a HEAD, an API answer, a partial, compressed or
+         * large one: inject.h). The length changes, so the answer is sent
+         * without one. */
+        px->inject = !px->head_request && ctl_badge_on(q->ctl) && !ctl_host_is_organism(ctl_req_header(q, "Host")) &&
+                     ctl_inject_wanted(q->method, &q->hdrs, status, &px->up.hdrs, px->up.body != CTL_BODY_NONE);
+        if (px->inject) {
+                ctl_inject_init(&px->inj);
+                size = MHD_SIZE_UNKNOWN;
+        }
         q->px = NULL; /* the response owns it now */
         m = MHD_create_response_from_callback(size, READ_BLOCK, proxy_read, px, proxy_free_cb);
         if (!m) {
