@@ -18,6 +18,7 @@
 
   const state = {
     view: null,
+    askDraft: null, // the id of the picture point and ask left, shown above Send
     identity: null,
     status: null,
     approvals: [],
@@ -972,9 +973,11 @@
     state.pendingText = text;
     ta.value = '';
     $('composer-ask').hidden = true;
+    const draft = state.askDraft;
     renderMessages();
     try {
-      const res = await api('POST', 'messages', { text });
+      const res = await api('POST', 'messages', draft ? { text, draft } : { text });
+      if (draft) showAskDraft(null);
       if (res && res.id !== undefined) {
         addMessage({ id: res.id, role: 'seed', text: res.reply || '', evolution_id: (res.evolutions || [])[0] || null, at: Date.now() });
       }
@@ -1562,7 +1565,7 @@
     knowledge: { show: (arg) => showKnowledge(arg) },
     skills: { show: (arg) => showSkills(arg) },
     logs: { show: () => refreshLogs() },
-    settings: { show: () => { renderIdentityFacts(); renderStatus(); renderMindCard(); refreshMind(); refreshSessions(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
+    settings: { show: () => { renderIdentityFacts(); renderStatus(); renderMindCard(); refreshMind(); refreshSessions(); refreshBadge(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
   };
 
   // The path an #ask= fragment names, or null: "/" then URL path
@@ -1579,18 +1582,90 @@
     return path.length <= ASK_PATH_MAX && /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@%\/]*$/.test(path) ? path : null;
   }
 
+  // The picture point and ask left, shown above Send (fetched with the API
+  // token, shown as a data: URL); null hides it.
+  async function showAskDraft(id) {
+    state.askDraft = null;
+    $('ask-draft').hidden = true;
+    $('ask-draft-img').removeAttribute('src');
+    if (!id) return;
+    try {
+      const res = await fetch('/_seed/api/ask-drafts/' + id, {
+        headers: { 'X-Seed-Token': token }, credentials: 'same-origin', cache: 'no-store',
+      });
+      if (!res.ok) throw new Error('gone');
+      const blob = await res.blob();
+      const url = await new Promise((resolve, reject) => {
+        const r = new FileReader();
+        r.onload = () => resolve(r.result);
+        r.onerror = reject;
+        r.readAsDataURL(blob);
+      });
+      if (!/^data:image\/(png|jpeg);base64,/.test(url)) throw new Error('not a picture');
+      $('ask-draft-img').src = url;
+      $('ask-draft').hidden = false;
+      state.askDraft = id;
+    } catch (e) {
+      const note = $('composer-ask');
+      note.textContent += ' The picture of the page is gone (sent, replaced, or older than 30 minutes).';
+    }
+  }
+
+  // "Open the app": through a one-time link that gives this browser the
+  // badge on the app's origin (the control plane's cookie never goes there).
+  async function openApp(ev) {
+    ev.preventDefault();
+    const tab = window.open('about:blank', '_blank');
+    try {
+      const t = await api('POST', 'badge/ticket', {});
+      if (tab) tab.location.href = t.url;
+      else window.location.href = t.url;
+    } catch (e) {
+      if (tab) tab.close();
+      showError($('global-error'), e);
+    }
+  }
+
+  async function refreshBadge() {
+    try {
+      const b = await api('GET', 'badge');
+      $('badge-on').checked = !!b.on;
+      showError($('badge-error'), null);
+    } catch (e) {
+      showError($('badge-error'), e);
+    }
+  }
+
+  async function switchBadge() {
+    const on = $('badge-on').checked;
+    try {
+      const b = await api('POST', 'badge', { on });
+      $('badge-on').checked = !!b.on;
+      showError($('badge-error'), null);
+    } catch (e) {
+      $('badge-on').checked = !on;
+      showError($('badge-error'), e);
+    }
+  }
+
   function parseHash() {
     let hash = window.location.hash.slice(1);
     if (hash.startsWith('ask=')) {
-      // The owner's badge on an organism page opens /_seed/#ask=<path>. A
-      // page can forge that link, so it carries only the page's path: the
-      // composer gets one short visible line, nothing is sent until the
-      // owner presses Send, and anything else is dropped (and said so).
-      const path = askPath(hash.slice(4));
+      // The owner's badge on an organism page opens
+      // /_seed/#ask=<path>[&draft=<id>]. A page can forge that link, so it
+      // carries only the page's path and the id of a picture left at
+      // /_seed/ask-draft: the composer gets one short visible line and the
+      // picture on show, nothing is sent until the owner presses Send, and
+      // anything else is dropped (and said so).
+      const rest = hash.slice(4);
+      const amp = rest.indexOf('&');
+      const path = askPath(amp < 0 ? rest : rest.slice(0, amp));
+      const draft = amp < 0 ? null : rest.slice(amp + 1);
       const note = $('composer-ask');
-      if (path) {
+      if (path && (draft === null || /^draft=[0-9a-f]{32}$/.test(draft))) {
         $('composer-text').value = 'On the page ' + path + ': ';
         note.textContent = 'Filled in from a link on the page ' + path + '. Nothing is sent until you press Send.';
+        showAskDraft(draft ? draft.slice(6) : null);
       } else {
         note.textContent = 'A link tried to fill in a message here that was not a page path; it was dropped.';
       }
@@ -1706,6 +1781,9 @@
 
   document.addEventListener('DOMContentLoaded', () => {
     $('sign-out').addEventListener('click', signOut);
+    $('open-app').addEventListener('click', openApp);
+    $('badge-on').addEventListener('change', switchBadge);
+    $('ask-draft-remove').addEventListener('click', () => showAskDraft(null));
     $('composer').addEventListener('submit', (ev) => {
       ev.preventDefault();
       sendMessage();

@@ -597,7 +597,7 @@ static const struct ctl_route routes[] = {
         {"GET", "/_seed/badge.js", AUTH_NONE, ctl_badge_h_script, ON_APP, false},
         {"GET", "/_seed/badge/enter", AUTH_NONE, ctl_badge_h_enter, ON_APP, false},
         {"GET", "/_seed/badge/logo", AUTH_BADGE, h_badge_logo, ON_APP, false},
-        {"GET", "/_seed/badge/screenshot.js", AUTH_BADGE, ctl_badge_h_script, ON_APP, false},
+        {"GET", "/_seed/badge/modern-screenshot.js", AUTH_BADGE, ctl_badge_h_script, ON_APP, false},
         {"POST", "/_seed/ask-draft", AUTH_BADGE, ctl_badge_h_draft_put, ON_APP, true},
 };
 
