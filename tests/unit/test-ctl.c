@@ -14,6 +14,7 @@
 #include "ctl/ctl.h"
 #include "ctl/guard.h"
 #include "ctl/http.h"
+#include "ctl/inject.h"
 #include "ctl/limit.h"
 #include "ctl/listen.h"
 #include "ctl/logo.h"
@@ -1957,6 +1958,155 @@ static void test_own_addrs_load(void **state) {
         assert_true(lo);
 }
 
+
+/* ---- the badge's script tag (inject.h) ---- */
+
+static struct ctl_hdrs hdrs_of(const char *const *kv) {
+        struct ctl_hdrs h = {0};
+        for (; kv && kv[0]; kv += 2)
+                assert_int_equal(ctl_hdrs_add(&h, kv[0], kv[1]), 0);
+        return h;
+}
+
+static bool wanted(const char *method, const char *const *req, int status, const char *const *up, bool body) {
+        struct ctl_hdrs rq = hdrs_of(req), u = hdrs_of(up);
+        bool w = ctl_inject_wanted(method, &rq, status, &u, body);
+        ctl_hdrs_free(&rq);
+        ctl_hdrs_free(&u);
+        return w;
+}
+
+static void test_inject_wanted(void **state) {
+        (void)state;
+        const char *nav[] = {"Sec-Fetch-Dest", "document", "Sec-Fetch-Mode", "navigate", NULL};
+        const char *html[] = {"Content-Type", "text/html; charset=utf-8", NULL};
+        assert_true(wanted("GET", nav, 200, html, true));
+        const char *html_len[] = {"Content-Type", "TEXT/HTML", "Content-Length", "1200", NULL};
+        assert_true(wanted("GET", nav, 200, html_len, true));
+        const char *identity[] = {"Content-Type", "text/html", "Content-Encoding", "identity", NULL};
+        assert_true(wanted("GET", nav, 200, identity, true));
+        /* compressed, partial, large, not HTML */
+        const char *gzip[] = {"Content-Type", "text/html", "Content-Encoding", "gzip", NULL};
+        assert_false(wanted("GET", nav, 200, gzip, true));
+        const char *br[] = {"Content-Type", "text/html", "Content-Encoding", "identity", "Content-Encoding", "br", NULL};
+        assert_false(wanted("GET", nav, 200, br, true));
+        const char *ranged[] = {"Content-Type", "text/html", "Content-Range", "bytes 0-9/100", NULL};
+        assert_false(wanted("GET", nav, 200, ranged, true));
+        assert_false(wanted("GET", nav, 206, html, true));
+        const char *big[] = {"Content-Type", "text/html", "Content-Length", "8388608", NULL};
+        assert_false(wanted("GET", nav, 200, big, true));
+        const char *under[] = {"Content-Type", "text/html", "Content-Length", "8388607", NULL};
+        assert_true(wanted("GET", nav, 200, under, true));
+        const char *odd_len[] = {"Content-Type", "text/html", "Content-Length", "+12", NULL};
+        assert_false(wanted("GET", nav, 200, odd_len, true));
+        const char *json[] = {"Content-Type", "application/json", NULL};
+        assert_false(wanted("GET", nav, 200, json, true));
+        const char *xhtml[] = {"Content-Type", "text/htmlx", NULL};
+        assert_false(wanted("GET", nav, 200, xhtml, true));
+        const char *none[] = {NULL};
+        assert_false(wanted("GET", nav, 200, none, true));
+        const char *two[] = {"Content-Type", "text/html", "Content-Type", "text/plain", NULL};
+        assert_false(wanted("GET", nav, 200, two, true));
+        /* only top-level navigations of a browser that says so */
+        const char *frame[] = {"Sec-Fetch-Dest", "iframe", "Sec-Fetch-Mode", "navigate", NULL};
+        assert_false(wanted("GET", frame, 200, html, true));
+        const char *fetch[] = {"Sec-Fetch-Dest", "empty", "Sec-Fetch-Mode", "cors", NULL};
+        assert_false(wanted("GET", fetch, 200, html, true));
+        const char *old[] = {NULL};
+        assert_false(wanted("GET", old, 200, html, true));
+        assert_false(wanted("HEAD", nav, 200, html, true));
+        assert_false(wanted("POST", nav, 200, html, true));
+        assert_false(wanted("GET", nav, 200, html, false));
+        assert_false(wanted("GET", nav, 304, html, true));
+        assert_false(wanted("GET", nav, 404, html, true));
+}
+
+/* What the proxy sends for doc fed in pieces of at most step bytes. */
+static char *rewrite(const char *doc, size_t step) {
+        struct ctl_inject s;
+        ctl_inject_init(&s);
+        struct buf out = BUF_INIT(SIZE_MAX);
+        size_t n = strlen(doc);
+        for (size_t pos = 0; pos < n; pos += step) {
+                size_t k = n - pos < step ? n - pos : step, at = 0;
+                if (ctl_inject_feed(&s, doc + pos, k, &at) == CTL_INJECT_HERE) {
+                        assert_true(at <= k);
+                        assert_int_equal(buf_append(&out, doc + pos, at), 0);
+                        assert_int_equal(buf_puts(&out, CTL_INJECT_TAG), 0);
+                        assert_int_equal(buf_append(&out, doc + pos + at, k - at), 0);
+                } else
+                        assert_int_equal(buf_append(&out, doc + pos, k), 0);
+        }
+        if (ctl_inject_at_end(&s))
+                assert_int_equal(buf_puts(&out, CTL_INJECT_TAG), 0);
+        assert_int_equal(buf_puts(&out, ""), 0);
+        return buf_steal(&out);
+}
+
+/* doc with the tag where "@" is (or at the end), for every piece size. */
+static void check_rewrite(const char *marked) {
+        const char *at = strchr(marked, '@');
+        _cleanup_free_ char *doc = NULL, *want = NULL;
+        size_t pre = at ? (size_t)(at - marked) : strlen(marked);
+        assert_true(xasprintf(&doc, "%.*s%s", (int)pre, marked, at ? at + 1 : "") >= 0);
+        assert_true(xasprintf(&want, "%.*s%s%s", (int)pre, marked, CTL_INJECT_TAG, at ? at + 1 : "") >= 0);
+        for (size_t step = 1; step <= strlen(doc) + 1; step++) {
+                _cleanup_free_ char *got = rewrite(doc, step);
+                assert_string_equal(got, want);
+        }
+}
+
+static void test_inject_place(void **state) {
+        (void)state;
+        check_rewrite("<!doctype html><html><head>@<title>t</title></head><body>x</body></html>");
+        check_rewrite("<!DOCTYPE html>\n<HTML lang=en><HEAD class=\"a>b\" data-x='<body>'>@<meta charset=utf-8>");
+        check_rewrite("<html><!-- <head> --><head >@</head>");
+        check_rewrite("<html><!----><!-- a -- b --><head/>@");
+        check_rewrite("<html><header>not it</header><body onload=\"x>1\">@<p>hi</p>");
+        check_rewrite("<p>no head, no body</p>@");               /* the tag at the end */
+        check_rewrite("@");                                      /* empty: still one tag */
+        check_rewrite("<headline><bodyguard>text</bodyguard>@");
+        check_rewrite("</head><head>@");                        /* an end tag is not a start */
+        check_rewrite("<?xml version=\"1.0\"?><body>@");
+        check_rewrite("<<head>@x");
+        check_rewrite("<head\n\tdata-a=1>@");
+}
+
+static void test_inject_once_and_limits(void **state) {
+        (void)state;
+        struct ctl_inject s;
+        size_t at = 99;
+        ctl_inject_init(&s);
+        assert_int_equal(ctl_inject_feed(&s, "<head>", 6, &at), CTL_INJECT_HERE);
+        assert_int_equal(at, 6);
+        assert_int_equal(ctl_inject_feed(&s, "<body>", 6, &at), CTL_INJECT_GIVE_UP);
+        assert_false(ctl_inject_at_end(&s));
+
+        /* A page larger than CTL_INJECT_MAX without a place: nothing is added. */
+        size_t block = 64 * 1024;
+        _cleanup_free_ char *text = malloc(block);
+        memset(text, 'x', block);
+        ctl_inject_init(&s);
+        enum ctl_inject_verdict v = CTL_INJECT_MORE;
+        for (size_t done = 0; done < CTL_INJECT_MAX && v == CTL_INJECT_MORE; done += block)
+                v = ctl_inject_feed(&s, text, block, &at);
+        assert_int_equal(v, CTL_INJECT_MORE);
+        assert_int_equal(ctl_inject_feed(&s, "<head>", 6, &at), CTL_INJECT_GIVE_UP);
+        assert_false(ctl_inject_at_end(&s));
+
+        /* A place found just under the limit still counts. */
+        ctl_inject_init(&s);
+        for (size_t done = 0; done + block <= CTL_INJECT_MAX - block; done += block)
+                assert_int_equal(ctl_inject_feed(&s, text, block, &at), CTL_INJECT_MORE);
+        assert_int_equal(ctl_inject_feed(&s, "<body>", 6, &at), CTL_INJECT_HERE);
+
+        /* A NUL or binary bytes do not stop the scan. */
+        ctl_inject_init(&s);
+        assert_int_equal(ctl_inject_feed(&s, "\0\xff<", 3, &at), CTL_INJECT_MORE);
+        assert_int_equal(ctl_inject_feed(&s, "body>", 5, &at), CTL_INJECT_HERE);
+        assert_int_equal(at, 5);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_own_addrs_match),
@@ -2018,6 +2168,9 @@ int main(void) {
                 cmocka_unit_test(test_conns_keep_alive_mix),
                 cmocka_unit_test(test_conns_head_deadline),
                 cmocka_unit_test(test_logo_read),
+                cmocka_unit_test(test_inject_wanted),
+                cmocka_unit_test(test_inject_place),
+                cmocka_unit_test(test_inject_once_and_limits),
                 cmocka_unit_test(test_listen_adopt_takes_only_listening_tcp),
                 cmocka_unit_test(test_listen_open),
         };
