@@ -574,6 +574,7 @@ static const struct ctl_route routes[] = {
         {"GET", "/_seed", AUTH_NONE, h_redirect_slash, ON_CONTROL, false},
         {"GET", "/_seed/public.css", AUTH_NONE, h_asset, ON_CONTROL, false},
         {"GET", "/_seed/favicon.svg", AUTH_NONE, h_asset, ON_CONTROL, false},
+        {"GET", "/_seed/reopen.js", AUTH_NONE, h_asset, ON_CONTROL, false},
         {"GET", "/_seed/login", AUTH_LINK, h_login, ON_CONTROL, false},
         {"POST", "/_seed/login", AUTH_FORM, h_login_password, ON_CONTROL, false},
         {"GET", "/_seed/", AUTH_PAGE, h_page, ON_CONTROL, false},

@@ -1,0 +1,12 @@
+// reopen.js — on "This Seed is private" after a link from another site
+// (the owner's badge on an app page, say): the browser holds the
+// SameSite=Strict sign-in back until the owner opens the control plane from
+// here, so the link that does it keeps an #ask= fragment the link carried
+// (a page path and a picture's id, shown for editing there, never sent).
+(function () {
+  'use strict';
+  const a = document.getElementById('reopen');
+  if (a && /^#ask=[A-Za-z0-9\-._~!$&'()*+,;=:@%/]{1,400}$/.test(window.location.hash)) {
+    a.href = '/_seed/' + window.location.hash;
+  }
+})();
