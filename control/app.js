@@ -1670,7 +1670,7 @@
         note.textContent = 'A link tried to fill in a message here that was not a page path; it was dropped.';
       }
       note.hidden = false;
-      history.replaceState(null, '', '#chat');
+      history.replaceState(null, '', window.location.pathname + '#chat');
       hash = 'chat';
     }
     const slash = hash.indexOf('/');

@@ -7,6 +7,8 @@
   'use strict';
   const a = document.getElementById('reopen');
   if (a && /^#ask=[A-Za-z0-9\-._~!$&'()*+,;=:@%/]{1,400}$/.test(window.location.hash)) {
-    a.href = '/_seed/' + window.location.hash;
+    // "?" makes it a new page load (the same URL with the same fragment
+    // would only scroll); the control plane drops it again.
+    a.href = '/_seed/?' + window.location.hash;
   }
 })();
