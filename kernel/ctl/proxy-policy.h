@@ -69,7 +69,8 @@ void ctl_upstream_done(struct ctl_upstream *u);
  * the body framing (RFC 9112 §6.3). -EBADMSG on anything malformed. */
 int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
                          struct ctl_upstream *ret);
-/* The headers the browser gets from an organism response. */
+/* The headers the browser gets from an organism response. A Set-Cookie for
+ * cookie_name, or for its "_preview" or "_badge" cookies, is dropped. */
 int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name,
                                struct ctl_hdrs *out);
 

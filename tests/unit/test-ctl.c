@@ -720,6 +720,8 @@ static void test_proxy_response_policy(void **state) {
                 {"Set-Cookie", "seed_ab"},
                 {"Set-Cookie", " = seed_ab=evil4"},
                 {"Set-Cookie", "\"seed_ab\"=q"},
+                {"Set-Cookie", "seed_ab_badge=forged; Path=/_seed/"},
+                {"Set-Cookie", "seed_ab_preview=forged"},
                 {"Content-Length", "10"},
                 {"Transfer-Encoding", "chunked"},
                 {"Connection", "close, X-Hop"},
@@ -1304,7 +1306,9 @@ static void test_sign_in_pages(void **state) {
         free(p);
         assert_int_equal(ctl_page_sign_in("tasks", CTL_SIGN_IN_REOPEN, NULL, &p), 0);
         assert_null(strstr(p, "<form"));
-        assert_non_null(strstr(p, "<a href=\"/_seed/\">Open the control plane</a>"));
+        assert_non_null(strstr(p, "<a id=\"reopen\" href=\"/_seed/\">Open the control plane</a>"));
+        /* reopen.js carries an #ask= fragment over to the reopened page. */
+        assert_non_null(strstr(p, "<script src=\"/_seed/reopen.js\"></script>"));
         free(p);
         assert_int_equal(ctl_page_sign_in("tasks", 0, NULL, &p), 0);
         assert_null(strstr(p, "<form"));
