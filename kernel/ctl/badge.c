@@ -7,6 +7,7 @@
 #include "ask/drafts.h"
 #include "base/buf.h"
 #include "base/crypto.h"
+#include "base/json.h"
 #include "base/log.h"
 #include "db/db.h"
 
@@ -203,23 +204,29 @@ int ctl_badge_h_enter(struct ctl_req *q, struct ctl_resp *resp) {
         return r;
 }
 
-/* POST {"to": "/path"} (optional): {"url"} to open as a top-level
- * navigation; with the badge on it carries a ticket. */
+/* The request's JSON object body, or NULL (not JSON, not an object). */
+static json_t *body_object(const struct ctl_req *q) {
+        json_t *j = q->body.data ? json_loadb(q->body.data, q->body.len, JSON_REJECT_DUPLICATES, NULL) : NULL;
+        if (j && !json_is_object(j)) {
+                json_decref(j);
+                return NULL;
+        }
+        return j;
+}
+
+/* POST {} or {"to": "/path"}: {"url"} to open as a top-level navigation;
+ * with the badge on it carries a ticket. */
 int ctl_badge_h_ticket(struct ctl_req *q, struct ctl_resp *resp) {
         struct ctl *c = q->ctl;
         struct ctl_badge *b = &c->badge;
         if (!q->session_id)
                 return ctl_resp_error(resp, 400, "the badge is for a browser: sign in to the control plane");
-        _cleanup_free_ char *ticket = NULL, *origin = NULL, *json = NULL, *to = NULL;
-        /* The body is {} or {"to":"/path"}: path characters need no JSON escapes. */
-        const char *body = q->body.data ? q->body.data : "{}";
-        const char *key = strstr(body, "\"to\"");
-        if (key) {
-                const char *open = strchr(key + 4, '"'), *close = open ? strchr(open + 1, '"') : NULL;
-                if (!close || !(to = strndup(open + 1, (size_t)(close - open - 1))))
-                        return ctl_resp_error(resp, 400, "to must be a path of the app");
-        } else if (!(to = strdup("/")))
-                return -ENOMEM;
+        _cleanup_free_ char *ticket = NULL, *origin = NULL, *json = NULL;
+        _cleanup_json_ json_t *body = body_object(q);
+        json_t *tv = body ? json_object_get(body, "to") : NULL;
+        const char *to = tv ? json_string_value(tv) : "/";
+        if (!body || json_object_size(body) > (tv ? 1u : 0u))
+                return ctl_resp_error(resp, 400, "the body must be {} or {\"to\": \"/a/path\"}");
         if (!ctl_badge_path_ok(to))
                 return ctl_resp_error(resp, 400, "to must be a path of the app: \"/\" and path characters, at most 200");
         int r = 0;
@@ -253,20 +260,11 @@ int ctl_badge_h_settings(struct ctl_req *q, struct ctl_resp *resp) {
 /* POST {"on": true|false}: nothing else. */
 int ctl_badge_h_settings_set(struct ctl_req *q, struct ctl_resp *resp) {
         struct ctl *c = q->ctl;
-        char compact[32];
-        size_t k = 0;
-        for (size_t i = 0; i < q->body.len; i++) {
-                char ch = q->body.data[i];
-                if (ch == ' ' || ch == '\t' || ch == '\n' || ch == '\r')
-                        continue;
-                if (k + 1 >= sizeof compact)
-                        return ctl_resp_error(resp, 400, "the body must be {\"on\": true or false}");
-                compact[k++] = ch;
-        }
-        compact[k] = 0;
-        bool on = streq(compact, "{\"on\":true}");
-        if (!on && !streq(compact, "{\"on\":false}"))
+        _cleanup_json_ json_t *body = body_object(q);
+        json_t *v = body ? json_object_get(body, "on") : NULL;
+        if (!json_is_boolean(v) || json_object_size(body) != 1)
                 return ctl_resp_error(resp, 400, "the body must be {\"on\": true or false}");
+        bool on = json_is_true(v);
         int r = db_setting_set(c->kdb, CTL_BADGE_SETTING, on ? "on" : "off");
         if (r < 0)
                 return log_error_errno(r, "could not switch the owner's badge: %m");

@@ -910,9 +910,13 @@ int ctl_routes_check(char **ret_error) {
                 const struct ctl_route *e = &routes[i];
                 if (!method_known(e->method) || !e->pattern || !startswith(e->pattern, "/_seed") || !e->handler ||
                     e->auth <= AUTH_UNSET || e->auth > AUTH_CLI ||
-                    (is_api_path(e->pattern) && e->auth != AUTH_API && e->auth != AUTH_CLI)) {
+                    (is_api_path(e->pattern) && (e->auth != AUTH_API && e->auth != AUTH_CLI)) ||
+                    (is_api_path(e->pattern) && e->where == ON_APP) || (e->image_body && !streq(e->method, "POST")) ||
+                    (e->auth == AUTH_BADGE && e->where != ON_APP)) {
                         (void)xasprintf(ret_error, "route %zu (%s %s): needs a method, a /_seed path, a handler "
-                                                   "and an auth level (API paths: API or CLI)",
+                                                   "and an auth level (API paths: API or CLI, on the control "
+                                                   "plane's origin; the badge's: on the app's; picture "
+                                                   "bodies: POST)",
                                         i, e->method ? e->method : "?", e->pattern ? e->pattern : "?");
                         return -EINVAL;
                 }

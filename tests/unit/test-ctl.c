@@ -9,6 +9,7 @@
 #include "base/buf.h"
 #include "base/crypto.h"
 #include "base/fileio.h"
+#include "ctl/badge.h"
 #include "ctl/conns.h"
 #include "ctl/cookie.h"
 #include "ctl/ctl.h"
@@ -2111,6 +2112,27 @@ static void test_inject_once_and_limits(void **state) {
         assert_int_equal(at, 5);
 }
 
+
+/* The paths "Open the app" and #ask= may carry (badge.h). */
+static void test_badge_path(void **state) {
+        (void)state;
+        static const char *const good[] = {"/", "/todos/list", "/a-b_c.d~e!$&'()*+,;=:@%20", "/x/"};
+        static const char *const bad[] = {NULL, "", "todos", "//evil.com/", "/\\evil.com", "/_seed/", "/_seed",
+                                          "/_seedx", "/a b", "/a\nb", "/a\"b", "/a<b", "http://x/", "/a?b", "/a#b"};
+        for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+                assert_true(ctl_badge_path_ok(good[i]));
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                assert_false(ctl_badge_path_ok(bad[i]));
+        char longest[CTL_BADGE_PATH_MAX + 2];
+        memset(longest, 'a', sizeof longest);
+        longest[0] = '/';
+        longest[CTL_BADGE_PATH_MAX] = 0;
+        assert_true(ctl_badge_path_ok(longest));
+        longest[CTL_BADGE_PATH_MAX] = 'a';
+        longest[CTL_BADGE_PATH_MAX + 1] = 0;
+        assert_false(ctl_badge_path_ok(longest));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_own_addrs_match),
@@ -2173,6 +2195,7 @@ int main(void) {
                 cmocka_unit_test(test_conns_head_deadline),
                 cmocka_unit_test(test_logo_read),
                 cmocka_unit_test(test_inject_wanted),
+                cmocka_unit_test(test_badge_path),
                 cmocka_unit_test(test_inject_place),
                 cmocka_unit_test(test_inject_once_and_limits),
                 cmocka_unit_test(test_listen_adopt_takes_only_listening_tcp),
