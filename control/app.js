@@ -10,6 +10,10 @@
   const { h, $, clear, showError, time } = SeedDom;
   const token = document.querySelector('meta[name="seed-token"]').content;
   const seedName = document.querySelector('meta[name="seed-name"]').content;
+  // Where the organism's admin screens are framed from (organism.localhost
+  // on this page's port), or "" in a layout without them: the kernel fills
+  // it in and lets this page's CSP frame that origin only.
+  const adminOrigin = document.querySelector('meta[name="seed-admin-origin"]').content;
 
   const ENDED = new Set(['complete', 'failed', 'cancelled', 'rolled_back']);
   const MAIN_PATH = ['requested', 'planning', 'planned', 'mutating', 'building', 'testing', 'running',
@@ -38,6 +42,7 @@
     mindPick: null,          // the provider picked in Settings → Mind (null: the current one)
     mindSig: null,           // provider, model and key source last shown
     models: new Map(),       // provider → its list of models (or the error getting it)
+    screens: null,           // GET extensions: the organism's admin screens and what was refused
   };
 
   // ---- the API ----
@@ -128,6 +133,7 @@
     require_apply_approval: 'Going live needs your approval', evolvable: 'Changes freely',
     seed: 'Seed name', slug: 'Short name', tagline: 'Tagline', purpose: 'Purpose', accent: 'Accent colour',
     generation: 'Generation', url: 'Address', control_url: 'Control plane', doctor: 'This host',
+    admin_screens: 'Admin screens',
   };
   // Values of the settings that read better as words.
   const DECISIONS = { allow: 'allowed', ask: 'asked first', deny: 'denied' };
@@ -267,6 +273,11 @@
           .filter(Boolean).join(', ')]);
       } else if (key === 'mind' && m) rows.push(['Mind', mindSummary(m)]);
       else if (key === 'owner_change' && v && typeof v === 'object') rows.push(['Your commit', String(v.text || v.state || '')]);
+      else if (key === 'postgres' && v && typeof v === 'object') {
+        rows.push(['Database server', [v.state === 'down' ? 'down' : 'up',
+          v.restarts ? 'started again ' + v.restarts + (v.restarts === 1 ? ' time' : ' times') : null,
+          typeof v.last_failure === 'string' ? v.last_failure : null].filter(Boolean).join('; ')]);
+      }
       else rows.push([label(key), v]);
     }
     return rows;
@@ -282,6 +293,11 @@
     const doctor = $('doctor');
     doctor.textContent = typeof status.doctor === 'string' ? 'This host: ' + status.doctor : '';
     doctor.hidden = typeof status.doctor !== 'string';
+    // The Seed's own PostgreSQL died: the kernel starts it again; until then, say so.
+    const pgDown = status.postgres && status.postgres.state === 'down';
+    const pgBanner = $('postgres');
+    pgBanner.textContent = pgDown ? 'The database is down: ' + String(status.postgres.last_failure || '') : '';
+    pgBanner.hidden = !pgDown;
     // The owner's own commits on main: being verified, failed (why, and how to fix or revert).
     const owner = $('owner-change');
     const ownerText = status.owner_change && typeof status.owner_change.text === 'string' ? status.owner_change.text : '';
@@ -1555,6 +1571,88 @@
     window.location.reload();
   }
 
+  // ---- the organism's admin screens ----
+
+  // The frame's sandbox: the screen's scripts and forms run, on its own
+  // origin (organism.localhost: another origin than this page, so it cannot
+  // reach this page, its cookies or its storage, and cannot lift its own
+  // sandbox). No popups, no top navigation (not even on a click), no
+  // modals, no downloads: the screen stays inside its frame.
+  const SCREEN_SANDBOX = 'allow-scripts allow-forms allow-same-origin';
+
+  async function refreshScreens() {
+    try {
+      state.screens = await api('GET', 'extensions');
+      showError($('screens-error'), null);
+    } catch (e) {
+      if (state.view === 'screens') showError($('screens-error'), e);
+    }
+    const d = state.screens || {};
+    $('nav-screens').hidden = !((d.screens || []).length || (d.errors || []).length);
+    if (state.view === 'screens') renderScreens(parseHash().arg);
+  }
+
+  // The screen's URL on the admin origin, or null: path must stay there.
+  function screenUrl(path) {
+    if (!adminOrigin || typeof path !== 'string' || !path.startsWith('/') || path.startsWith('//')) return null;
+    try {
+      const u = new URL(path, adminOrigin + '/');
+      return u.origin === adminOrigin ? u.href : null;
+    } catch (e) {
+      return null;
+    }
+  }
+
+  function screenFrame(screen, url) {
+    const f = document.createElement('iframe');
+    f.setAttribute('sandbox', SCREEN_SANDBOX);
+    f.setAttribute('referrerpolicy', 'no-referrer');
+    f.className = 'screen-frame';
+    f.id = 'screen-frame';
+    f.title = screen.title;
+    f.src = url;
+    return f;
+  }
+
+  function renderScreens(arg) {
+    const d = state.screens || { screens: [], errors: [] };
+    const screens = Array.isArray(d.screens) ? d.screens : [];
+    const errors = Array.isArray(d.errors) ? d.errors : [];
+    const list = clear($('screens-errors'));
+    for (const e of errors) list.append(h('li', { text: e }));
+    list.hidden = !errors.length;
+    const notice = $('screens-notice');
+    notice.hidden = true;
+    if (!screens.length) {
+      notice.textContent = errors.length ? 'No admin screen could be shown: see what was refused above.'
+        : 'The app declares no admin screens (organism/control/extensions.json).';
+      notice.hidden = false;
+    } else if (!adminOrigin) {
+      notice.textContent = 'Admin screens are shown only from the app\'s admin origin, organism.localhost, beside a ' +
+        'control plane on a localhost origin of its own (server.control_host: seed.localhost, the default). ' +
+        'In this layout they are listed, not shown.';
+      notice.hidden = false;
+    }
+    const current = screens.find((x) => x.id === arg) || screens[0] || null;
+    const tabs = clear($('screen-tabs'));
+    for (const x of screens) {
+      tabs.append(h('button', {
+        type: 'button', role: 'tab', text: x.title, dataset: { screen: x.id },
+        aria: { selected: String(current === x) },
+        on: { click: () => { window.location.hash = '#screens/' + encodeURIComponent(x.id); } },
+      }));
+    }
+    const box = $('screen-box');
+    const url = current ? screenUrl(current.path) : null;
+    const shown = box.querySelector('iframe');
+    if (shown && url && shown.dataset.url === url) return; // keep the screen's own state
+    clear(box);
+    if (!url) return;
+    const f = screenFrame(current, url);
+    f.dataset.url = url;
+    box.append(f);
+  }
+
   // ---- the router ----
 
   const views = {
@@ -1564,6 +1662,7 @@
     generations: { show: () => { $('generations-notice').hidden = true; refreshGenerations(); } },
     knowledge: { show: (arg) => showKnowledge(arg) },
     skills: { show: (arg) => showSkills(arg) },
+    screens: { show: (arg) => { renderScreens(arg); refreshScreens(); } },
     logs: { show: () => refreshLogs() },
     settings: { show: () => { renderIdentityFacts(); renderStatus(); renderMindCard(); refreshMind(); refreshSessions(); refreshBadge(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
   };
@@ -1713,6 +1812,7 @@
     refreshIdentity();
     refreshStatus();
     refreshMind();
+    refreshScreens();
     if (state.view === 'generations') refreshGenerations();
     if (state.view === 'knowledge') showKnowledge(parseHash().arg);
     if (state.view === 'skills') showSkills(parseHash().arg);
@@ -1811,6 +1911,7 @@
     refreshIdentity();
     refreshStatus();
     refreshMind();
+    refreshScreens();
     refreshEvolutions();
     refreshApprovals();
     loadMessages();

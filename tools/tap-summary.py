@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Totals every TAP subtest of a meson test run.
 
-usage: tap-summary.py BUILD/meson-logs/testlog.json
+usage: tap-summary.py [--fail WHAT]... BUILD/meson-logs/testlog.json...
 
 Prints one line per failed test, then "N passed, N failed, N skipped" over the
-TAP results of every test (a test that printed no TAP result counts as one
-result of its own status). Exits 1 if anything failed.
+TAP results of every test of every log given (scripts/test gives the plain
+build's and the sanitizer build's; a test that printed no TAP result counts as
+one result of its own status). Each --fail WHAT counts one failure more (a
+build that did not build). Exits 1 if anything failed.
 """
 import json
 import re
@@ -46,21 +48,33 @@ def count(entry):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit(__doc__)
+    args = sys.argv[1:]
     totals = [0, 0, 0]
-    with open(sys.argv[1]) as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            entry = json.loads(line)
-            p, fl, s = count(entry)
-            totals[0] += p
-            totals[1] += fl
-            totals[2] += s
-            if fl:
-                print(f"FAILED: {entry.get('name')} ({entry.get('result')})")
+    logs = []
+    while args:
+        if args[0] == '--fail' and len(args) > 1:
+            print(f"FAILED: {args[1]}")
+            totals[1] += 1
+            args = args[2:]
+        else:
+            logs.append(args.pop(0))
+    if not logs:
+        sys.exit(__doc__)
+    for path in logs:
+        # The build directory names the run: build-test/meson-logs/testlog.json
+        where = path.split('/meson-logs/')[0].rstrip('/').split('/')[-1]
+        with open(path) as f:
+            for line in f:
+                line = line.strip()
+                if not line:
+                    continue
+                entry = json.loads(line)
+                p, fl, s = count(entry)
+                totals[0] += p
+                totals[1] += fl
+                totals[2] += s
+                if fl:
+                    print(f"FAILED: {entry.get('name')} ({entry.get('result')}) in {where}")
     print(f"{totals[0]} passed, {totals[1]} failed, {totals[2]} skipped")
     sys.exit(1 if totals[1] else 0)
 

@@ -8,6 +8,7 @@
 #include "api/outbound.h"
 #include "api/mind.h"
 #include "api/self.h"
+#include "api/extensions.h"
 #include "base/buf.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -838,6 +839,10 @@ static int h_settings(void *ud, const struct ctl_api_call *call, int *ret_status
         return api_self_h_settings(((struct api *)ud)->seed_dir, call, ret_status, ret_json);
 }
 
+static int h_extensions(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_extensions_h_list(((struct api *)ud)->seed_dir, call, ret_status, ret_json);
+}
+
 static int h_usage(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
         return api_self_h_usage(((struct api *)ud)->kdb, call, ret_status, ret_json);
 }
@@ -950,6 +955,7 @@ const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/skills/*", h_skill, NULL},
         {"GET", "/_seed/api/settings", h_settings, NULL},
         {"GET", "/_seed/api/usage", h_usage, NULL},
+        {"GET", "/_seed/api/extensions", h_extensions, NULL},
         {"GET", "/_seed/api/evolution-settings", h_evolution_settings, NULL},
         {"POST", "/_seed/api/evolution-settings", h_evolution_settings_set, NULL},
         {"GET", "/_seed/api/outbound", h_outbound, NULL},

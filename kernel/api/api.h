@@ -17,6 +17,7 @@
  *   GET  messages[?limit=N]          the chat, oldest first (chat/chat.h)
  *   POST messages                    {"text"} → the Seed's reply (chat/chat.h)
  *   GET  identity, knowledge, skills, settings, usage   the Seed itself (self.h)
+ *   GET  extensions                  the organism's admin screens (api/extensions.h)
  *   GET  outbound, POST outbound/grant, outbound/revoke  outbound access (api/outbound.h)
  *   GET|POST mind, GET mind/models, POST mind/key[/forget]  its model (api/mind.h)
  *

@@ -388,6 +388,7 @@ static int reply_json(int r, char *json, const char *what, int *ret_status, char
                 *ret_json = json;
                 return 0;
         case -ENOENT:
+        case -ENOTDIR: /* a part of the path is a file */
                 return api_reply_error(404, "no such file", ret_status, ret_json);
         case -ELOOP:
         case -EXDEV:
@@ -395,11 +396,14 @@ static int reply_json(int r, char *json, const char *what, int *ret_status, char
                                    ret_json);
         case -EMLINK:
                 return api_reply_error(403, "this file has several hard links: it is not shown", ret_status, ret_json);
+        case -EPERM: /* fsx: .git anywhere, .seed first */
+                return api_reply_error(403, "this path is off limits (.git, .seed)", ret_status, ret_json);
         case -EFBIG:
                 return api_reply_error(413, "this file is too large to show here (over 256 KiB)", ret_status, ret_json);
         case -EISDIR:
                 return api_reply_error(400, "this is a folder, not a file", ret_status, ret_json);
         case -EINVAL:
+        case -ENAMETOOLONG:
                 return api_reply_error(400, "bad path", ret_status, ret_json);
         case -EBADMSG:
                 return api_reply_error(409, "seed.yaml is not valid: see the kernel log", ret_status, ret_json);

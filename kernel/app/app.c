@@ -14,8 +14,10 @@
 #include "live/live.h"
 #include "mind/mind.h"
 #include "model/model.h"
+#include "organism/extensions.h"
 #include "organism/organism.h"
 #include "pg/pg.h"
+#include "pg/watch.h"
 #include "repo/repo.h"
 #include "egress/egress.h"
 #include "outbound/outbound.h"
@@ -34,6 +36,7 @@ struct app {
         struct cfg *cfg;
         struct secrets *secrets;
         struct pg *pg;
+        struct pg_watch *pg_watch; /* restarts the private PostgreSQL should it die */
         struct db *kdb;
         struct egress *egress;   /* every sandbox's way out */
         struct outbound *outbound; /* the owner's grants, the organism's secrets, the registries */
@@ -52,6 +55,7 @@ struct app {
         char *doctor;            /* why sandboxes cannot run here, or NULL */
         int64_t started_ms;
         int generation;
+        struct repo_refs_cache refs; /* what the status needs of the repository */
 };
 
 static char *seed_path(const struct app *a, const char *rel) { return path_join(a->opts->seed_dir, rel); }
@@ -133,8 +137,13 @@ static void app_control_url(const struct app *a, unsigned port, char *out, size_
 
 static int app_status_json(void *userdata, char **ret_json) {
         struct app *a = userdata;
-        int gen = 0;
-        if (repo_live_generation(a->opts->seed_dir, &gen) < 0)
+        /* From the refs cache: the repository is read again only when its
+         * refs moved (a new generation, the owner's commits) or a second
+         * passed. Where main stands carries the live generation too. */
+        _cleanup_(repo_owner_change_done) struct repo_owner_change oc = {0};
+        bool have_oc = repo_refs_cache_owner_change(&a->refs, &oc) >= 0;
+        int gen = have_oc ? oc.generation : 0;
+        if (!have_oc && repo_refs_cache_generation(&a->refs, &gen) < 0)
                 gen = a->generation;
         _cleanup_json_ json_t *o = json_pack("{s:s, s:i, s:s, s:{s:s}, s:{s:i, s:I, s:s}}",
                               "name", a->cfg->name,
@@ -159,9 +168,19 @@ static int app_status_json(void *userdata, char **ret_json) {
         /* Which PostgreSQL, never where: the URL may hold a password. */
         if (a->pg)
                 json_object_set_new(o, "database", json_string(pg_is_external(a->pg) ? "external" : "private"));
+        /* The organism's admin screens, and what of them was refused. */
+        _cleanup_free_ char *screens = NULL;
+        if (organism_extensions_status(a->opts->seed_dir, &screens) < 0)
+                return -ENOMEM;
+        if (screens)
+                json_object_set_new(o, "admin_screens", json_string(screens));
+        /* The private PostgreSQL: up or down, and the last time it died. */
+        json_t *pgw = NULL;
+        if (a->pg_watch && !pg_is_external(a->pg) && pg_watch_json(a->pg_watch, &pgw) >= 0)
+                json_object_set_new(o, "postgres", pgw);
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
-        if (a->orch && orch_owner_change_json(a->orch, &owner) >= 0 && owner)
+        if (have_oc && a->orch && orch_owner_change_json(a->orch, &oc, &owner) >= 0 && owner)
                 json_object_set_new(o, "owner_change", owner);
         char *s = json_dumps(o, JSON_COMPACT);
         if (!s)
@@ -228,7 +247,7 @@ static int app_start_database(struct app *a) {
         secure_zero(conninfo, strlen(conninfo));
         if (r < 0)
                 return log_error_errno(r, "cannot connect to the kernel database");
-        return 0;
+        return pg_watch_start(a->pg, &a->pg_watch);
 }
 
 /* The egress proxy: every sandbox's only way out. */
@@ -455,6 +474,7 @@ static void app_stop(struct app *a) {
         egress_free(a->egress); /* after every sandbox that had a door */
         mind_free(a->mind);
         db_close(a->kdb);
+        pg_watch_stop(a->pg_watch);
         pg_stop(a->pg);
         _cleanup_free_ char *p = seed_path(a, APP_STATE_FILE);
         _cleanup_free_ char *tok = seed_path(a, APP_CONTROL_TOKEN_FILE);
@@ -462,6 +482,7 @@ static void app_stop(struct app *a) {
                 unlink(p);
         if (tok)
                 unlink(tok);
+        repo_refs_cache_done(&a->refs); /* after ctl: no status is asked any more */
         cfg_free(a->cfg);
         secrets_free(a->secrets);
         if (a->control_token)
@@ -577,6 +598,8 @@ int app_run(const struct app_options *o) {
                 goto fail;
         if (repo_live_generation(o->seed_dir, &a.generation) < 0)
                 a.generation = 0;
+        if ((r = repo_refs_cache_init(&a.refs, o->seed_dir)) < 0)
+                goto fail;
 
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||
             (r = app_load_key(&a, "session-key", &a.session_key)) < 0)

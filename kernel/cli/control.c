@@ -162,9 +162,10 @@ int cli_cmd_status(int argc, char **argv) {
         static const char usage[] = "Usage: seed status [--dir DIR]\n"
                                     "\n"
                                     "Says whether the Seed is running, its generation, URL and the state of\n"
-                                    "its organism, and what became of your own commits on main (verified,\n"
-                                    "failed and why, how to fix or revert). Exit code 0 when running, 3 when\n"
-                                    "not.\n";
+                                    "its organism, the admin screens it declares (and what of\n"
+                                    "organism/control/extensions.json was refused), and what became of your\n"
+                                    "own commits on main (verified, failed and why, how to fix or revert).\n"
+                                    "Exit code 0 when running, 3 when not.\n";
         _cleanup_free_ char *seed_dir = NULL;
         int code = open_seed(argc, argv, usage, NULL, &seed_dir);
         if (code >= 0)
@@ -209,9 +210,20 @@ int cli_cmd_status(int argc, char **argv) {
         const char *why = json_string_value(json_object_get(mind, "why_not"));
         if (why)
                 printf("Warning:     %s\n", why);
+        const char *screens = json_string_value(json_object_get(o, "admin_screens"));
+        if (screens)
+                printf("Admin:       %s\n", screens);
         const char *doctor = json_string_value(json_object_get(o, "doctor"));
         if (doctor)
                 printf("Warning:     %s\n", doctor);
+        /* The private PostgreSQL: down now, or the last time it died. */
+        json_t *pgw = json_object_get(o, "postgres");
+        const char *pg_state = json_string_value(json_object_get(pgw, "state"));
+        const char *pg_last = json_string_value(json_object_get(pgw, "last_failure"));
+        if (pg_state && streq(pg_state, "down"))
+                printf("Database:    down: %s\n", pg_last ? pg_last : "?");
+        else if (pg_last)
+                printf("Database:    up (%s)\n", pg_last);
         /* The kernel's own words about the owner's commits on main. */
         const char *owner = json_string_value(json_object_get(json_object_get(o, "owner_change"), "text"));
         if (owner)

@@ -137,10 +137,18 @@ static int make_debian_base(const struct container_engine *e, const char *ref) {
                 container_kind_name(e->kind), ref, mirror);
         int64_t t0 = now_ms();
         /* mmdebstrap's tarball straight into `import`, arguments passed as
-         * positional parameters (no quoting). */
+         * positional parameters (no quoting). mmdebstrap's errors go to
+         * what we show on failure (fd 3: the captured output, not the
+         * pipe); when it fails, whatever `import` made of the cut tarball
+         * is removed (dash has no pipefail). A second try: a mirror's
+         * hiccup. */
         char *sh[] = {"/bin/sh", "-c",
-                      "set -o pipefail 2>/dev/null; /usr/bin/mmdebstrap --quiet --variant=minbase \"$1\" - \"$2\" "
-                      "2>/dev/null | \"$3\" import - \"$4\"",
+                      "exec 3>&1; failed=$(mktemp) || exit 1; for try in 1 2; do : >\"$failed\"; "
+                      "{ /usr/bin/mmdebstrap --quiet --variant=minbase \"$1\" - \"$2\" 2>&3 || "
+                      "echo \"mmdebstrap exit $?\" >\"$failed\"; } | \"$3\" import - \"$4\"; "
+                      "if [ ! -s \"$failed\" ] && \"$3\" image exists \"$4\"; then rm -f \"$failed\"; exit 0; fi; "
+                      "cat \"$failed\"; \"$3\" rmi -f \"$4\" >/dev/null 2>&1; echo \"(try $try failed)\"; done; "
+                      "rm -f \"$failed\"; exit 1",
                       "sh", suite, mirror, e->path, (char *)ref, NULL};
         struct container_engine shell = {.kind = e->kind, .path = "/bin/sh"};
         _cleanup_free_ char *out = NULL;

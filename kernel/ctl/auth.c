@@ -97,8 +97,34 @@ int ctl_session_new(struct db *kdb, const char *user_agent, char **ret_cookie, c
         return 0;
 }
 
-int ctl_session_find(struct db *kdb, const struct ctl_hdrs *hdrs, const char *cookie_name,
-                     char **ret_cookie, char **ret_id) {
+/* The session of one cookie value: 0 with *ret_id (caller frees), -ENOENT,
+ * or another -errno (logged). */
+static int session_of(struct db *kdb, struct ctl_session_cache *cache, const char *value, int64_t now,
+                      char **ret_id) {
+        char hash[SHA256_HEX_LEN + 1], id[CTL_SESSION_ID_MAX + 1];
+        crypto_sha256_hex(value, strlen(value), hash);
+        if (ctl_session_cache_get(cache, hash, now, id) == 0) {
+                char *d = strdup(id);
+                if (!d)
+                        return -ENOMEM;
+                *ret_id = d;
+                return 0;
+        }
+        uint64_t epoch = ctl_session_cache_epoch(cache);
+        struct db_session s = {0};
+        int r = db_session_touch(kdb, hash, now, now + CTL_SESSION_MAX_AGE_S * 1000LL, &s);
+        if (r == -ENOENT)
+                return r;
+        if (r < 0)
+                return log_error_errno(r, "could not look up a session: %m");
+        ctl_session_cache_put(cache, hash, s.id, now, s.expires_at, epoch);
+        *ret_id = TAKE_PTR(s.id);
+        db_session_done(&s);
+        return 0;
+}
+
+int ctl_session_find(struct db *kdb, struct ctl_session_cache *cache, const struct ctl_hdrs *hdrs,
+                     const char *cookie_name, char **ret_cookie, char **ret_id) {
         size_t tried = 0;
         int64_t now = wall_ms();
 
@@ -113,23 +139,16 @@ int ctl_session_find(struct db *kdb, const struct ctl_hdrs *hdrs, const char *co
                 if (r < 0)
                         return r;
                 for (char **v = values; *v; v++, tried++) {
-                        char hash[SHA256_HEX_LEN + 1];
-                        struct db_session s = {0};
-                        crypto_sha256_hex(*v, strlen(*v), hash);
-                        r = db_session_touch(kdb, hash, now, now + CTL_SESSION_MAX_AGE_S * 1000LL, &s);
+                        _cleanup_free_ char *id = NULL;
+                        r = session_of(kdb, cache, *v, now, &id);
                         if (r == -ENOENT)
                                 continue;
-                        if (r < 0) {
-                                log_error_errno(r, "could not look up a session: %m");
+                        if (r < 0)
                                 return r;
-                        }
                         _cleanup_free_ char *cookie = strdup(*v);
-                        if (!cookie || !s.id) {
-                                db_session_done(&s);
+                        if (!cookie)
                                 return -ENOMEM;
-                        }
-                        *ret_id = TAKE_PTR(s.id);
-                        db_session_done(&s);
+                        *ret_id = TAKE_PTR(id);
                         *ret_cookie = TAKE_PTR(cookie);
                         return 0;
                 }
@@ -137,6 +156,14 @@ int ctl_session_find(struct db *kdb, const struct ctl_hdrs *hdrs, const char *co
                         secure_zero(*v, strlen(*v));
         }
         return -ENOENT;
+}
+
+int ctl_session_revoke(struct db *kdb, struct ctl_session_cache *cache, const char *id) {
+        int r = db_session_revoke(kdb, id);
+        /* After the DB: a lookup that read the row before this point is not
+         * cached past it (session-cache.h, the epoch). */
+        ctl_session_cache_forget(cache, id);
+        return r;
 }
 
 void ctl_req_client(const struct ctl_req *q, struct ctl_client *ret) {

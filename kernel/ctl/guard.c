@@ -113,6 +113,20 @@ bool ctl_host_is_organism(const char *host) {
                name_is_subdomain(host, n, "organism.localhost");
 }
 
+bool ctl_admin_screens_on(const char *control_host) {
+        if (strempty(control_host) || ctl_host_is_organism(control_host))
+                return false;
+        size_t n = strlen(control_host);
+        return n <= 253 && (name_eq(control_host, n, "localhost") || name_is_subdomain(control_host, n, "localhost"));
+}
+
+int ctl_origin_on_port_of(const char *name, const char *host, char **ret) {
+        size_t n = strempty(host) || strlen(host) > 300 ? 0 : host_name_len(host);
+        if (n == 0 || strempty(name))
+                return -EINVAL;
+        return xasprintf(ret, "http://%s%s", name, host + n) < 0 ? -ENOMEM : 0;
+}
+
 enum ctl_nav ctl_fetch_nav(const char *dest, const char *mode, const char *site) {
         if (!dest && !mode && !site)
                 return CTL_NAV_MISSING;

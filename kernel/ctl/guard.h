@@ -17,6 +17,23 @@ bool ctl_host_is(const char *host, const char *name);
  * subdomains), where /_seed is never served. */
 bool ctl_host_is_organism(const char *host);
 
+/* The organism's admin origin's host: admin screens the organism declares
+ * (organism/extensions.h) are framed from it, never from the control
+ * plane's origin, and it may be framed only by the control plane's. */
+#define CTL_ADMIN_HOST "organism.localhost"
+/* Whether admin screens are framed in this layout: the control plane has an
+ * origin of its own on a localhost name (server.control_host, default
+ * seed.localhost), which a browser reaches on the same port as
+ * organism.localhost. NULL or "" (the same-origin fallback) or a name of
+ * one's own (a hosted Seed, where organism.localhost would be the browser's
+ * own machine): no. */
+bool ctl_admin_screens_on(const char *control_host);
+/* "http://" + name + the ":port" of host (a Host value ctl_host_allowed
+ * accepted; none when it has none), e.g. ("organism.localhost",
+ * "seed.localhost:8080") -> "http://organism.localhost:8080". -EINVAL for a
+ * malformed host. Caller frees. */
+int ctl_origin_on_port_of(const char *name, const char *host, char **ret);
+
 enum ctl_nav {
         CTL_NAV_OK,       /* Sec-Fetch-Dest: document and Sec-Fetch-Mode: navigate */
         CTL_NAV_MISSING,  /* no Fetch Metadata at all: a browser too old to trust */

@@ -105,6 +105,48 @@ bool ctl_csp_sandboxes(const char *csp) {
         return *p == 0 || *p == ';'; /* "sandbox" with no allow-* token */
 }
 
+#define ADMIN_FRAME_SRC "; frame-src http://organism.localhost"
+
+/* ADMIN_FRAME_SRC's origin, then nothing or ":" and a port (1 to 5 digits). */
+static bool admin_frame_src_ok(const char *s) {
+        if (!startswith(s, ADMIN_FRAME_SRC))
+                return false;
+        s += strlen(ADMIN_FRAME_SRC);
+        if (*s == 0)
+                return true;
+        size_t digits = strspn(s + 1, "0123456789");
+        return s[0] == ':' && digits >= 1 && digits <= 5 && s[1 + digits] == 0;
+}
+
+int ctl_csp_with_admin_frames(const char *admin_origin, char **ret) {
+        char *csp = NULL;
+        if (!admin_origin || xasprintf(&csp, "%s; frame-src %s", CTL_CSP, admin_origin) < 0)
+                return admin_origin ? -ENOMEM : -EINVAL;
+        if (!ctl_csp_frames_admin(csp)) {
+                free(csp);
+                return -EINVAL;
+        }
+        *ret = csp;
+        return 0;
+}
+
+bool ctl_csp_frames_admin(const char *csp) {
+        return csp && startswith(csp, CTL_CSP) && admin_frame_src_ok(csp + strlen(CTL_CSP));
+}
+
+int ctl_csp_framed_by(const char *framer, char **ret) {
+        static const char none[] = "frame-ancestors 'none'";
+        const char *at = strstr(CTL_CSP, none);
+        if (!at || !framer || !startswith(framer, "http://") || strlen(framer) > 300 ||
+            strpbrk(framer + 7, " ;,'\"/\\*") || !http_field_value_ok(framer))
+                return -EINVAL;
+        char *csp = NULL;
+        if (xasprintf(&csp, "%.*sframe-ancestors %s%s", (int)(at - CTL_CSP), CTL_CSP, framer, at + strlen(none)) < 0)
+                return -ENOMEM;
+        *ret = csp;
+        return 0;
+}
+
 int ctl_add_security_headers(struct ctl_hdrs *h) {
         static const char *const hs[][2] = {
                 {"Content-Security-Policy", CTL_CSP},
@@ -118,10 +160,12 @@ int ctl_add_security_headers(struct ctl_hdrs *h) {
                 /* A handler may choose its own Referrer-Policy (the sign-in
                  * form's page: same-origin, so its POST carries a real Origin)
                  * and Cache-Control, and a CSP that sandboxes what it serves
-                 * (the logo); the rest is always ours. */
+                 * (the logo) or that is ours plus the admin screens' frame-src
+                 * (the page); the rest is always ours. */
                 const char *own = ctl_hdrs_get(h, hs[i][0]);
                 if (own && (streq(hs[i][0], "Referrer-Policy") || streq(hs[i][0], "Cache-Control") ||
-                            (streq(hs[i][0], "Content-Security-Policy") && ctl_csp_sandboxes(own) &&
+                            (streq(hs[i][0], "Content-Security-Policy") &&
+                             (ctl_csp_sandboxes(own) || ctl_csp_frames_admin(own)) &&
                              ctl_hdrs_count(h, hs[i][0]) == 1)))
                         continue;
                 int r = ctl_hdrs_add(h, hs[i][0], hs[i][1]);

@@ -44,12 +44,25 @@ int ctl_resp_error(struct ctl_resp *r, int status, const char *msg);
 
 /* The headers every /_seed response carries (CSP, COOP, nosniff, …). A
  * Referrer-Policy or Cache-Control already in h is kept instead of ours, and
- * so is one Content-Security-Policy that ctl_csp_sandboxes(). */
+ * so is one Content-Security-Policy that ctl_csp_sandboxes() or that
+ * ctl_csp_frames_admin() accepts. */
 int ctl_add_security_headers(struct ctl_hdrs *h);
 /* Whether a CSP starts with a bare "sandbox" directive (no allow-* tokens:
  * no script, no forms, no popups, an opaque origin). */
 bool ctl_csp_sandboxes(const char *csp);
 extern const char CTL_CSP[];
+/* CTL_CSP plus "frame-src <admin_origin>": the control plane's page, which
+ * frames the organism's admin screens from admin_origin
+ * ("http://organism.localhost[:port]") and from nowhere else. -EINVAL for
+ * any other origin. Caller frees. */
+int ctl_csp_with_admin_frames(const char *admin_origin, char **ret);
+/* Whether csp is exactly what ctl_csp_with_admin_frames() makes. */
+bool ctl_csp_frames_admin(const char *csp);
+/* CTL_CSP with "frame-ancestors <framer>" instead of 'none' (framer: one
+ * origin, "http://host[:port]"): the kernel's own pages on the organism's
+ * admin origin, which the control plane frames. -EINVAL for anything that
+ * is not one plain origin. Caller frees. */
+int ctl_csp_framed_by(const char *framer, char **ret);
 
 /* Appends s HTML-escaped (& < > " ') to b. */
 int ctl_html_escape(struct buf *b, const char *s);

@@ -148,7 +148,7 @@ int ctl_proxy_request_head(const struct ctl_hdrs *in, const struct ctl_proxy_req
         else if (r >= 0 && req->body == CTL_BODY_CHUNKED)
                 r = buf_puts(out, "Transfer-Encoding: chunked\r\n");
         if (r >= 0)
-                r = buf_puts(out, "Connection: close\r\n\r\n");
+                r = buf_puts(out, req->keep_alive ? "\r\n" : "Connection: close\r\n\r\n");
         return r;
 }
 
@@ -232,6 +232,22 @@ static int decide_body(struct ctl_upstream *u, bool head_request) {
         return 0;
 }
 
+/* Whether a Connection header lists the "close" option (RFC 9112 §9.6). */
+static bool connection_says_close(const struct ctl_hdrs *h) {
+        for (size_t i = 0; i < h->n; i++) {
+                if (strcasecmp(h->v[i].name, "connection") != 0)
+                        continue;
+                for (const char *s = h->v[i].value; *s;) {
+                        s += strspn(s, " \t,");
+                        size_t n = strcspn(s, " \t,");
+                        if (n == 5 && strncasecmp(s, "close", 5) == 0)
+                                return true;
+                        s += n;
+                }
+        }
+        return false;
+}
+
 int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
                          struct ctl_upstream *ret) {
         struct ctl_upstream u = {0};
@@ -263,6 +279,9 @@ int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
                 r = -EBADMSG;
         if (r >= 0)
                 r = decide_body(&u, head_request);
+        if (r >= 0)
+                u.keep_alive = strncmp(head, "HTTP/1.1 ", 9) == 0 && u.body != CTL_BODY_CLOSE &&
+                               !connection_says_close(&u.hdrs);
         if (r < 0) {
                 ctl_upstream_done(&u);
                 return r == -ENOMEM ? r : -EBADMSG;
@@ -285,7 +304,7 @@ static bool sets_a_seed_cookie(const char *value, const char *cookie_name) {
         return false;
 }
 
-int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name,
+int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name, const char *framer,
                                struct ctl_hdrs *out) {
         static const char *const drop[] = {
                 "content-length",          /* MHD frames the body itself */
@@ -307,9 +326,12 @@ int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_nam
                 if (r < 0)
                         return r;
         }
+        _cleanup_free_ char *csp = NULL;
+        if (xasprintf(&csp, "frame-ancestors %s", framer ? framer : "'none'") < 0)
+                return -ENOMEM;
         int r = ctl_hdrs_add(out, "Cross-Origin-Opener-Policy", "unsafe-none");
         if (r >= 0)
-                r = ctl_hdrs_add(out, "Content-Security-Policy", "frame-ancestors 'none'");
+                r = ctl_hdrs_add(out, "Content-Security-Policy", csp);
         return r;
 }
 

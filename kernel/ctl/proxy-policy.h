@@ -2,7 +2,8 @@
  * it adds, as pure functions: request-header filtering (hop-by-hop headers,
  * the Seed's own cookie and tokens never reach the organism), parsing the
  * organism's response head, the response-header policy (COOP unsafe-none,
- * frame-ancestors 'none', no service workers, the Seed's cookie untouchable)
+ * frame-ancestors 'none' — or only the control plane on the admin origin —,
+ * no service workers, the Seed's cookie untouchable)
  * and a chunked-transfer decoder that accepts input split anywhere. */
 #pragma once
 
@@ -29,6 +30,8 @@ struct ctl_proxy_req {
         const char *cli_token;    /* "Authorization: Bearer <it>" is stripped; may be NULL */
         enum ctl_body body;       /* NONE, LENGTH or CHUNKED */
         uint64_t body_len;
+        bool keep_alive;          /* the connection may carry another request
+                                   * afterwards; else "Connection: close" */
 };
 
 /* The framing of a request body, decided from the same headers libmicrohttpd
@@ -63,15 +66,24 @@ struct ctl_upstream {
         struct ctl_hdrs hdrs;
         enum ctl_body body;
         uint64_t length;          /* CTL_BODY_LENGTH */
+        /* HTTP/1.1 without "Connection: close", and a body not framed by
+         * the close: the connection may carry another request once this
+         * body was read to its end. */
+        bool keep_alive;
 };
 void ctl_upstream_done(struct ctl_upstream *u);
 /* Parses a response head (status line, headers, blank line) and decides
  * the body framing (RFC 9112 §6.3). -EBADMSG on anything malformed. */
 int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
                          struct ctl_upstream *ret);
-/* The headers the browser gets from an organism response. A Set-Cookie for
- * cookie_name, or for its "_preview" or "_badge" cookies, is dropped. */
-int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name,
+/* The headers the browser gets from an organism response: the organism's
+ * own (its CSP too: every CSP is enforced, so it can only add limits), minus
+ * the dropped ones (a Set-Cookie for cookie_name, or for its "_preview" or
+ * "_badge" cookies), plus COOP unsafe-none and a CSP of ours with
+ * "frame-ancestors <framer>": 'none' when framer is NULL (every origin but
+ * the admin one), else the one origin that may frame the page (the control
+ * plane's, on organism.localhost). */
+int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name, const char *framer,
                                struct ctl_hdrs *out);
 
 /* Incremental chunked-transfer decoder. */

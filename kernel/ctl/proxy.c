@@ -4,7 +4,25 @@
  * headers); the header policy lives in proxy-policy.c. At most
  * ctl.proxy_limit requests are proxied at once (the proxied pool of
  * conns.h; 503 "My body is busy" past that), and connecting to the organism gives up after 5 seconds, so a hung
- * organism or a flood of / leaves connections for /_seed. */
+ * organism or a flood of / leaves connections for /_seed.
+ *
+ * Upstream connections are kept alive and pooled (upstream-pool.h): a
+ * request that can safely be sent twice — GET, HEAD or OPTIONS without a
+ * body — takes an idle connection to its socket when there is one, and is
+ * sent once more on a new connection if the reused one turns out closed
+ * before any byte of an answer (the app closed it while idle). Any other
+ * request gets a new connection of its own, closed after it. A connection
+ * goes back to the pool only when its answer was read to the end of its
+ * framing, with nothing left over, and both sides allowed keep-alive; one
+ * whose client went away mid-answer, or that failed, is closed — so an
+ * answer can never reach another client.
+ *
+ * The response path: read_head() (the head, parsed and filtered by
+ * proxy-policy.c), then body_read() (the organism's body bytes, decoded
+ * from its framing, which also decides whether the connection can be
+ * reused), then proxy_read() (what libmicrohttpd sends to the client). A
+ * step that rewrites the body (e.g. injecting into HTML) belongs between
+ * the last two; it must leave body_read() reading the upstream to its end. */
 #include "ctl/mhd.h"
 #include "ctl/guard.h"
 #include "ctl/inject.h"
@@ -22,6 +40,7 @@
 #define UPSTREAM_CONNECT_TIMEOUT_S 5  /* an organism that stops accepting */
 #define READ_BLOCK (16 * 1024)
 #define MAX_INTERIM 8             /* 1xx responses skipped before the real one */
+#define PROXY_BUF (CTL_PROXY_MAX_HEAD + READ_BLOCK)
 
 struct ctl_proxy {
         struct ctl *ctl;
@@ -34,7 +53,11 @@ struct ctl_proxy {
         bool upload_failed;
         bool body_mismatch;       /* more body than its framing said: never forwarded */
         struct ctl_upstream up;
-        char *buf;                /* CTL_PROXY_MAX_HEAD + READ_BLOCK bytes */
+        char path[sizeof(((struct sockaddr_un *)0)->sun_path)]; /* the socket fd is connected to */
+        bool replayable;          /* GET/HEAD/OPTIONS without a body: pooled, sent again once */
+        bool reused;              /* fd came from the pool */
+        bool up_done;             /* the answer was read to the end of its framing */
+        struct buf head;          /* the request head sent (kept while it may be sent again) */
         size_t len, pos;          /* unread bytes are buf[pos, len) */
         uint64_t remaining;
         struct ctl_chunked ch;
@@ -44,6 +67,7 @@ struct ctl_proxy {
         struct ctl_inject inj;
         char *pending;
         size_t pend_len, pend_pos;
+        char buf[];               /* PROXY_BUF bytes: the response head, then body reads */
 };
 
 void ctl_upstream_register(struct ctl *c, int fd) {
@@ -88,17 +112,33 @@ static void proxy_slot_put(struct ctl_proxy *px) {
         px->has_slot = false;
 }
 
+/* Whether fd may carry another request: the answer read to its end with
+ * nothing left over, keep-alive on both sides, and nothing of the request
+ * body outstanding. */
+static bool proxy_reusable(const struct ctl_proxy *px) {
+        return px->replayable && px->up_done && px->up.keep_alive && px->pos == px->len && !px->upload_failed;
+}
+
+/* Done with fd: back to the pool, or closed. */
+static void upstream_release(struct ctl_proxy *px) {
+        if (px->fd < 0)
+                return;
+        ctl_upstream_unregister(px->ctl, px->fd);
+        if (proxy_reusable(px))
+                ctl_upool_put(&px->ctl->pool, px->path, px->fd);
+        else
+                close(px->fd);
+        px->fd = -1;
+}
+
 void ctl_proxy_free(struct ctl_proxy *px) {
         if (!px)
                 return;
         if (px->has_slot)
                 proxy_slot_put(px);
-        if (px->fd >= 0) {
-                ctl_upstream_unregister(px->ctl, px->fd);
-                close(px->fd);
-        }
+        upstream_release(px);
         ctl_upstream_done(&px->up);
-        free(px->buf);
+        buf_free(&px->head);
         free(px->pending);
         free(px);
 }
@@ -132,20 +172,27 @@ static ssize_t recv_some(int fd, void *data, size_t n) {
 
 /* ---- answers of our own ---- */
 
-static int organism_headers(struct ctl_hdrs *h) {
+/* The headers of the kernel's own answers on the organism's origins: on the
+ * admin origin (q's ctl_req_admin_framer) the control plane may frame them,
+ * so an admin screen whose app is down says so inside its frame. */
+static int organism_headers(const struct ctl_req *q, struct ctl_hdrs *h) {
+        _cleanup_free_ char *framer = NULL, *framed = NULL;
+        int r = ctl_req_admin_framer(q, &framer);
+        if (r >= 0 && framer)
+                r = ctl_csp_framed_by(framer, &framed);
+        if (r < 0)
+                return r;
+        if ((r = ctl_hdrs_add(h, "Content-Security-Policy", framed ? framed : CTL_CSP)) < 0)
+                return r;
         static const char *const hs[][2] = {
-                {"Content-Security-Policy", CTL_CSP},
                 {"Cross-Origin-Opener-Policy", "unsafe-none"},
                 {"X-Content-Type-Options", "nosniff"},
                 {"Referrer-Policy", "no-referrer"},
                 {"Cache-Control", "no-store"},
         };
-        for (size_t i = 0; i < ARRAY_SIZE(hs); i++) {
-                int r = ctl_hdrs_add(h, hs[i][0], hs[i][1]);
-                if (r < 0)
-                        return r;
-        }
-        return 0;
+        for (size_t i = 0; i < ARRAY_SIZE(hs) && r >= 0; i++)
+                r = ctl_hdrs_add(h, hs[i][0], hs[i][1]);
+        return r;
 }
 
 static const char *body_state(struct ctl *c) {
@@ -171,7 +218,7 @@ static enum MHD_Result queue_own(struct ctl_req *q, struct MHD_Connection *conn,
         if (r < 0)
                 return MHD_NO;
         ctl_resp_take(&resp, status, "text/html; charset=utf-8", html);
-        r = organism_headers(&resp.hdrs);
+        r = organism_headers(q, &resp.hdrs);
         if (r >= 0 && refresh)
                 r = ctl_hdrs_add(&resp.hdrs, "Refresh", "5");
         if (r >= 0 && close) /* frees the connection (and its thread) for someone else */
@@ -202,26 +249,51 @@ static enum MHD_Result queue_bad_gateway(struct ctl_req *q, struct MHD_Connectio
 
 /* ---- request ---- */
 
-/* The owner's browser in a preview reaches the candidate; everyone else the
- * live organism. */
-static int upstream_connect(struct ctl *c, const char *preview_socket, int *ret_fd) {
-        const char *path = preview_socket ? preview_socket : c->organism_socket_override;
-        if (!path && c->organism)
-                path = organism_socket(c->organism);
-        if (strempty(path))
-                return -ENOENT;
+/* A new connection to px->path. */
+static int upstream_connect(struct ctl_proxy *px) {
         /* Never by plain path: organism_connect() refuses a swapped or foreign
          * socket, and works for any path length. */
         _cleanup_close_ int fd = -1;
-        int r = organism_connect(path, UPSTREAM_CONNECT_TIMEOUT_S * 1000, &fd);
+        int r = organism_connect(px->path, UPSTREAM_CONNECT_TIMEOUT_S * 1000, &fd);
         if (r < 0)
                 return r;
         struct timeval tv = {.tv_sec = UPSTREAM_TIMEOUT_S};
         if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
             setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
                 return -errno;
-        *ret_fd = TAKE_FD(fd);
+        px->fd = TAKE_FD(fd);
+        px->reused = false;
+        ctl_upstream_register(px->ctl, px->fd);
         return 0;
+}
+
+/* The owner's browser in a preview reaches the candidate; everyone else the
+ * live organism. A replayable request takes an idle connection first. */
+static int upstream_open(struct ctl_proxy *px, const char *preview_socket) {
+        struct ctl *c = px->ctl;
+        const char *path = preview_socket ? preview_socket : c->organism_socket_override;
+        if (!path && c->organism)
+                path = organism_socket(c->organism);
+        if (strempty(path) || strlen(path) >= sizeof px->path)
+                return -ENOENT;
+        strcpy(px->path, path);
+        if (px->replayable && ctl_upool_take(&c->pool, px->path, &px->fd) >= 0) {
+                px->reused = true;
+                ctl_upstream_register(c, px->fd);
+                return 0;
+        }
+        return upstream_connect(px);
+}
+
+/* The reused connection was closed under us before any answer: the same
+ * request once more, on a new connection. */
+static int upstream_retry(struct ctl_proxy *px) {
+        ctl_upstream_unregister(px->ctl, px->fd);
+        close(px->fd);
+        px->fd = -1;
+        px->len = px->pos = 0;
+        int r = upstream_connect(px);
+        return r < 0 ? r : send_all(px->fd, px->head.data, px->head.len);
 }
 
 enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) {
@@ -231,33 +303,32 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
                 q->kind = CTL_REQ_DONE;
                 if (ctl_resp_set(&resp, 403, "text/plain; charset=utf-8",
                                  "Service workers are not allowed: one at / would also control /_seed.\n") < 0 ||
-                    organism_headers(&resp.hdrs) < 0) {
+                    organism_headers(q, &resp.hdrs) < 0) {
                         ctl_resp_done(&resp);
                         return MHD_NO;
                 }
                 return ctl_queue(conn, &resp);
         }
 
-        struct ctl_proxy *px = calloc(1, sizeof *px);
+        /* One allocation: the buffer is not zeroed (only [0, len) is read). */
+        struct ctl_proxy *px = malloc(sizeof *px + PROXY_BUF);
         if (!px)
                 return MHD_NO;
-        px->ctl = c;
-        px->fd = -1;
+        *px = (struct ctl_proxy){.ctl = c, .fd = -1, .head = BUF_INIT(CTL_PROXY_MAX_HEAD * 4)};
         if (!proxy_slot_take(q, px)) {
                 ctl_proxy_free(px);
                 return queue_busy(q, conn);
         }
         px->head_request = streq(q->method, "HEAD");
+        px->replayable = q->body_kind == CTL_BODY_NONE &&
+                         (streq(q->method, "GET") || px->head_request || streq(q->method, "OPTIONS"));
         q->px = px;
         q->kind = CTL_REQ_PROXY;
-        px->buf = malloc(CTL_PROXY_MAX_HEAD + READ_BLOCK);
-        if (!px->buf)
-                return MHD_NO;
 
         int r = -EHOSTDOWN;
         _cleanup_free_ char *preview = ctl_preview_socket_for(c, q);
         if (preview || c->organism_socket_override || !c->organism || organism_state(c->organism) == ORGANISM_RUNNING)
-                r = upstream_connect(c, preview, &px->fd);
+                r = upstream_open(px, preview);
         if (r == -ETIMEDOUT)
                 log_limited(LOG_WARN, "", "proxy: the organism did not accept a connection within %d seconds",
                             UPSTREAM_CONNECT_TIMEOUT_S);
@@ -267,7 +338,6 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
                 ctl_proxy_free(TAKE_PTR(q->px));
                 return queue_unavailable(q, conn);
         }
-        ctl_upstream_register(c, px->fd);
 
         char preview_cookie[64];
         if (ctl_preview_cookie_name(c, preview_cookie, sizeof preview_cookie) < 0)
@@ -285,14 +355,18 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
                  * never the client's headers. */
                 .body = q->body_kind,
                 .body_len = q->body_len,
+                .keep_alive = px->replayable,
         };
         px->req_body = pr.body;
         px->req_left = pr.body_len;
 
-        _cleanup_buf_ struct buf head = BUF_INIT(CTL_PROXY_MAX_HEAD * 4);
-        r = ctl_proxy_request_head(&q->hdrs, &pr, &head);
+        r = ctl_proxy_request_head(&q->hdrs, &pr, &px->head);
         if (r >= 0)
-                r = send_all(px->fd, head.data, head.len);
+                r = send_all(px->fd, px->head.data, px->head.len);
+        if (r < 0 && r != -ENOMEM && px->reused)
+                r = upstream_retry(px);
+        if (r >= 0 && !px->reused)
+                buf_free(&px->head); /* never sent again */
         if (r < 0) {
                 ctl_proxy_free(TAKE_PTR(q->px));
                 return queue_unavailable(q, conn);
@@ -344,8 +418,7 @@ static int read_head(struct ctl_proxy *px) {
                                 px->len -= px->pos;
                                 px->pos = 0;
                         }
-                        ssize_t k = recv_some(px->fd, px->buf + px->len,
-                                              CTL_PROXY_MAX_HEAD + READ_BLOCK - px->len);
+                        ssize_t k = recv_some(px->fd, px->buf + px->len, PROXY_BUF - px->len);
                         if (k < 0)
                                 return (int)k;
                         if (k == 0) /* closed: before any byte, the organism went away */
@@ -379,7 +452,7 @@ static ssize_t read_chunked(struct ctl_proxy *px, char *out, size_t max) {
                 if (px->ch.done)
                         return MHD_CONTENT_READER_END_OF_STREAM;
                 if (px->pos == px->len) {
-                        ssize_t k = recv_some(px->fd, px->buf, CTL_PROXY_MAX_HEAD + READ_BLOCK);
+                        ssize_t k = recv_some(px->fd, px->buf, PROXY_BUF);
                         if (k <= 0)
                                 return MHD_CONTENT_READER_END_WITH_ERROR;
                         px->pos = 0;
@@ -391,12 +464,17 @@ static ssize_t read_chunked(struct ctl_proxy *px, char *out, size_t max) {
                 if (r < 0)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 px->pos += used;
+                px->up_done = px->ch.done;
                 if (made > 0)
                         return (ssize_t)made;
         }
 }
 
-static ssize_t read_body(struct ctl_proxy *px, char *out, size_t max) {
+/* The organism's body, decoded from its framing: up to max bytes into out
+ * (> 0), MHD_CONTENT_READER_END_OF_STREAM at its end, or
+ * MHD_CONTENT_READER_END_WITH_ERROR. Sets up_done once the framing says
+ * the answer is complete. */
+static ssize_t body_read(struct ctl_proxy *px, char *out, size_t max) {
         switch (px->up.body) {
         case CTL_BODY_CHUNKED:
                 return read_chunked(px, out, max);
@@ -413,8 +491,10 @@ static ssize_t read_body(struct ctl_proxy *px, char *out, size_t max) {
                 if (k == 0)
                         return px->up.body == CTL_BODY_CLOSE ? MHD_CONTENT_READER_END_OF_STREAM
                                                              : MHD_CONTENT_READER_END_WITH_ERROR;
-                if (px->up.body == CTL_BODY_LENGTH)
+                if (px->up.body == CTL_BODY_LENGTH) {
                         px->remaining -= (uint64_t)k;
+                        px->up_done = px->remaining == 0;
+                }
                 return k;
         }
         case CTL_BODY_NONE:
@@ -430,41 +510,50 @@ static bool hold_with_tag(struct ctl_proxy *px, const char *tail, size_t n) {
         if (!px->pending)
                 return false;
         memcpy(px->pending, CTL_INJECT_TAG, tl);
-        memcpy(px->pending + tl, tail, n);
+        if (n > 0)
+                memcpy(px->pending + tl, tail, n);
         px->pend_len = tl + n;
         px->pend_pos = 0;
         return true;
 }
 
-static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max) {
-        struct ctl_proxy *px = cls;
-        if (max == 0)
-                return 0;
-        if (!px->inject)
-                return read_body(px, out, max);
+/* The organism's body with the badge's tag put in (the step between
+ * body_read() and the client): the upstream is still read to its end, the
+ * tag only delays bytes. */
+static ssize_t inject_read(struct ctl_proxy *px, char *out, size_t max) {
         if (px->pend_pos < px->pend_len) {
                 size_t n = px->pend_len - px->pend_pos < max ? px->pend_len - px->pend_pos : max;
                 memcpy(out, px->pending + px->pend_pos, n);
                 px->pend_pos += n;
                 return (ssize_t)n;
         }
-        ssize_t k = read_body(px, out, max);
+        ssize_t k = body_read(px, out, max);
         if (k == MHD_CONTENT_READER_END_OF_STREAM && ctl_inject_at_end(&px->inj)) {
                 size_t at;
                 (void)ctl_inject_feed(&px->inj, NULL, 0, &at);
                 px->inj.done = true; /* no place in the page: the tag goes at its end */
                 if (!hold_with_tag(px, NULL, 0))
                         return MHD_CONTENT_READER_END_WITH_ERROR;
-                return proxy_read(cls, pos, out, max);
+                return inject_read(px, out, max);
         }
         size_t at = 0;
         if (k > 0 && ctl_inject_feed(&px->inj, out, (size_t)k, &at) == CTL_INJECT_HERE) {
                 if (!hold_with_tag(px, out + at, (size_t)k - at))
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 if (at == 0)
-                        return proxy_read(cls, pos, out, max);
+                        return inject_read(px, out, max);
                 return (ssize_t)at;
         }
+        return k;
+}
+
+static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max) {
+        struct ctl_proxy *px = cls;
+        if (max == 0)
+                return 0;
+        ssize_t k = px->inject ? inject_read(px, out, max) : body_read(px, out, max);
+        if (px->up_done)
+                upstream_release(px); /* to the pool now, not when the client is done */
         return k;
 }
 
@@ -484,6 +573,14 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
                 px->upload_failed = true;
 
         int r = read_head(px);
+        /* Closed before any byte of an answer, on a connection that had
+         * been idle: the app closed it meanwhile. Once more, on a new one. */
+        if (px->reused && px->len == 0 && (r == -ECONNRESET || r == -EPIPE)) {
+                r = upstream_retry(px);
+                if (r >= 0)
+                        r = read_head(px);
+        }
+        buf_free(&px->head);
         if (r == -E2BIG)
                 return queue_bad_gateway(q, conn, 502, "the response head is larger than 64 KiB");
         if (r == -EAGAIN || r == -ETIMEDOUT)
@@ -497,23 +594,29 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
         }
 
         struct ctl_hdrs out = {0};
-        if (ctl_proxy_response_headers(&px->up.hdrs, q->ctl->cookie_name, &out) < 0) {
+        _cleanup_free_ char *framer = NULL; /* on the admin origin: the control plane's */
+        if (ctl_req_admin_framer(q, &framer) < 0 ||
+            ctl_proxy_response_headers(&px->up.hdrs, q->ctl->cookie_name, framer, &out) < 0) {
                 ctl_hdrs_free(&out);
                 return MHD_NO;
         }
         struct MHD_Response *m;
         uint64_t size = MHD_SIZE_UNKNOWN;
-        if (px->up.body == CTL_BODY_LENGTH)
+        if (px->up.body == CTL_BODY_LENGTH) {
                 size = px->remaining = px->up.length;
-        else if (px->up.body == CTL_BODY_NONE) {
+                px->up_done = px->remaining == 0;
+        } else if (px->up.body == CTL_BODY_NONE) {
                 const char *cl = ctl_hdrs_get(&px->up.hdrs, "Content-Length");
                 size = px->head_request && cl ? strtoull(cl, NULL, 10) : 0;
+                px->up_done = true;
         }
+        if (px->up_done)
+                upstream_release(px);
         int status = px->up.status;
         /* The owner's badge: one script tag in the app's pages (never its
          * admin origin, never a HEAD, an API answer, a partial, compressed or
          * large one: inject.h). The length changes, so the answer is sent
-         * without one. */
+         * without one (chunked). */
         px->inject = !px->head_request && ctl_badge_on(q->ctl) && !ctl_host_is_organism(ctl_req_header(q, "Host")) &&
                      ctl_inject_wanted(q->method, &q->hdrs, status, &px->up.hdrs, px->up.body != CTL_BODY_NONE);
         if (px->inject) {

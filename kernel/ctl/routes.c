@@ -103,6 +103,29 @@ bool ctl_req_on_control_host(const struct ctl_req *q) {
         return !own_origin(q->ctl) || ctl_host_is(ctl_req_header(q, "Host"), q->ctl->control_host);
 }
 
+/* name's origin on the port of the request's Host when the request is for
+ * on_host and the layout frames admin screens; NULL otherwise (a Host that
+ * passed the allowlist is never malformed, but one would frame nothing). */
+static int admin_peer(const struct ctl_req *q, const char *on_host, const char *name, char **ret) {
+        const char *host = ctl_req_header(q, "Host");
+        char *origin = NULL;
+        if (ctl_admin_screens_on(q->ctl->control_host) && ctl_host_is(host, on_host)) {
+                int r = ctl_origin_on_port_of(name, host, &origin);
+                if (r == -ENOMEM)
+                        return r;
+        }
+        *ret = origin;
+        return 0;
+}
+
+int ctl_req_admin_framer(const struct ctl_req *q, char **ret) {
+        return admin_peer(q, CTL_ADMIN_HOST, q->ctl->control_host, ret);
+}
+
+int ctl_req_admin_origin(const struct ctl_req *q, char **ret) {
+        return admin_peer(q, q->ctl->control_host, CTL_ADMIN_HOST, ret);
+}
+
 /* The private page, with the password form when password sign-in is on and
  * with_form (top-level navigations to the page only) and an alert message
  * (may be NULL). On the own origin the browser may save the password, and a
@@ -366,10 +389,18 @@ static int h_login_password(struct ctl_req *q, struct ctl_resp *resp) {
         return signed_in_resp(q, resp, "the owner password", who, true);
 }
 
+/* The page, with the API token and, where admin screens are framed, their
+ * origin: in a <meta> for app.js and as the only frame-src of its CSP. */
 static int h_page(struct ctl_req *q, struct ctl_resp *resp) {
         char token[SHA256_HEX_LEN + 1];
+        _cleanup_free_ char *admin = NULL, *csp = NULL;
+        int r = ctl_req_admin_origin(q, &admin);
+        if (r >= 0 && admin && (r = ctl_csp_with_admin_frames(admin, &csp)) >= 0)
+                r = ctl_hdrs_add(&resp->hdrs, "Content-Security-Policy", csp);
+        if (r < 0)
+                return r;
         ctl_api_token(q->ctl->session_key, q->cookie_value, token);
-        int r = ctl_static_index(q->ctl->seed_name, token, resp);
+        r = ctl_static_index(q->ctl->seed_name, token, admin ? admin : "", resp);
         secure_zero(token, sizeof token);
         if (r >= 0) /* renew the browser's copy too: 30 days from last use */
                 r = set_session_cookie(q, resp, q->cookie_value, CTL_SESSION_MAX_AGE_S);
@@ -542,7 +573,7 @@ static int h_sessions(struct ctl_req *q, struct ctl_resp *resp) {
 static int h_session_revoke(struct ctl_req *q, struct ctl_resp *resp) {
         if (!q->param || !ctl_is_hex(q->param, strlen(q->param)) || strlen(q->param) > 64)
                 return ctl_resp_error(resp, 400, "bad session id");
-        int r = db_session_revoke(q->ctl->kdb, q->param);
+        int r = ctl_session_revoke(q->ctl->kdb, &q->ctl->sessions, q->param);
         if (r == -ENOENT)
                 return ctl_resp_error(resp, 404, "no such session");
         if (r < 0)
@@ -559,7 +590,7 @@ static int h_session_revoke(struct ctl_req *q, struct ctl_resp *resp) {
 static int h_logout(struct ctl_req *q, struct ctl_resp *resp) {
         if (!q->session_id)
                 return ctl_resp_error(resp, 400, "no browser session to sign out");
-        int r = db_session_revoke(q->ctl->kdb, q->session_id);
+        int r = ctl_session_revoke(q->ctl->kdb, &q->ctl->sessions, q->session_id);
         if (r < 0 && r != -ENOENT)
                 return log_error_errno(r, "could not sign out: %m");
         log_info("signed out session %s", q->session_id);
@@ -635,8 +666,8 @@ static int nav_guard(struct ctl_req *q, struct ctl_resp *resp) {
 static int load_session(struct ctl_req *q) {
         if (q->session_id)
                 return 0;
-        return ctl_session_find(q->ctl->kdb, &q->hdrs, q->ctl->cookie_name, &q->cookie_value,
-                                &q->session_id);
+        return ctl_session_find(q->ctl->kdb, &q->ctl->sessions, &q->hdrs, q->ctl->cookie_name,
+                                &q->cookie_value, &q->session_id);
 }
 
 /* 0 if the request may use the API; 1 with *resp filled if not. Only an

@@ -628,6 +628,8 @@ static void ctl_free(struct ctl *c) {
         pthread_mutex_destroy(&c->lock);
         ctl_preview_done(&c->preview);
         ctl_badge_done(c);
+        ctl_session_cache_done(&c->sessions);
+        ctl_upool_done(&c->pool);
         free(c);
 }
 
@@ -702,6 +704,8 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         if (!c)
                 return -ENOMEM;
         pthread_mutex_init(&c->lock, NULL);
+        ctl_session_cache_init(&c->sessions);
+        ctl_upool_init(&c->pool);
         ctl_preview_init(&c->preview);
         c->kdb = cfg->kdb;
         c->drafts = cfg->drafts;
@@ -781,6 +785,7 @@ void ctl_stop(struct ctl *c) {
                 if (c->upstream[i] >= 0)
                         shutdown(c->upstream[i], SHUT_RDWR);
         pthread_mutex_unlock(&c->lock);
+        ctl_upool_close_all(&c->pool); /* a connection put back from now on is closed */
         for (size_t i = 0; i < c->n_daemons; i++)
                 stop_daemon(c->daemon[i]);
         ctl_free(c);

@@ -12,8 +12,10 @@
 #include "ctl/own-addrs.h"
 #include "ctl/owner.h"
 #include "ctl/badge.h"
+#include "ctl/upstream-pool.h"
 #include "ctl/preview.h"
 #include "ctl/proxy-policy.h"
+#include "ctl/session-cache.h"
 
 #include <netinet/in.h>
 #include <pthread.h>
@@ -59,6 +61,8 @@ struct ctl {
         struct ask_drafts *drafts;
         /* Password sign-in (a keyed hash only) and the failed sign-in limits. */
         struct ctl_owner owner;
+        /* Browser sessions the DB confirmed lately (session-cache.h). */
+        struct ctl_session_cache sessions;
         struct ctl_proxies proxies;
         struct ctl_limiter *limiter;
         /* Every connection of every listening socket, in its pool (conns.h):
@@ -100,6 +104,9 @@ struct ctl {
         int logo_logged;
         int upstream[CTL_MAX_CONNECTIONS];
         bool stopping;
+        /* Idle keep-alive connections to the organism's (and a preview's)
+         * socket (upstream-pool.h); closed by ctl_stop. */
+        struct ctl_upool pool;
 };
 
 enum ctl_req_kind { CTL_REQ_NEW, CTL_REQ_SEED, CTL_REQ_PROXY, CTL_REQ_DONE };
@@ -153,6 +160,14 @@ int ctl_seed_finish(struct ctl_req *q, struct ctl_resp *resp);
 /* Whether the request's Host is the control plane's own origin (always true
  * in the same-origin fallback). */
 bool ctl_req_on_control_host(const struct ctl_req *q);
+/* The organism's admin screens (ctl_admin_screens_on): on their origin
+ * (Host organism.localhost, any port), the one origin that may frame the
+ * page, the control plane's on the same port ("http://seed.localhost:8080");
+ * on the control plane's own origin, the admin origin its page frames from
+ * ("http://organism.localhost:8080"). *ret is NULL on any other host or in
+ * a layout without admin screens. 0 or -ENOMEM; caller frees. */
+int ctl_req_admin_framer(const struct ctl_req *q, char **ret);
+int ctl_req_admin_origin(const struct ctl_req *q, char **ret);
 /* A path outside /_seed on the control plane's own origin, where the
  * organism is never served: "/" goes to /_seed/, /favicon.ico is the
  * control plane's icon, the rest is 404. */
@@ -168,10 +183,14 @@ int ctl_link_consume(struct db *kdb, const char *token);
 void ctl_req_client(const struct ctl_req *q, struct ctl_client *ret);
 /* A new session: cookie value (secret) and public id. Caller frees both. */
 int ctl_session_new(struct db *kdb, const char *user_agent, char **ret_cookie, char **ret_id);
-/* The live session whose cookie is in the Cookie header(s); renews it.
- * -ENOENT when there is none. Caller frees both. */
-int ctl_session_find(struct db *kdb, const struct ctl_hdrs *hdrs, const char *cookie_name,
-                     char **ret_cookie, char **ret_id);
+/* The live session whose cookie is in the Cookie header(s): from cache if
+ * the DB confirmed it lately (session-cache.h), else from the DB, which
+ * renews it. -ENOENT when there is none. Caller frees both. */
+int ctl_session_find(struct db *kdb, struct ctl_session_cache *cache, const struct ctl_hdrs *hdrs,
+                     const char *cookie_name, char **ret_cookie, char **ret_id);
+/* Revokes the session id in the DB, then drops it from cache: it stops
+ * working at once. -ENOENT when there is no such live session. Logs nothing. */
+int ctl_session_revoke(struct db *kdb, struct ctl_session_cache *cache, const char *id);
 
 /* preview.c: the app's origin, as the control plane's host names it
  * ("seed.<name>" → "<name>", with the request's port). Caller frees. */
@@ -179,7 +198,9 @@ int ctl_app_origin(const struct ctl_req *q, char **ret);
 
 /* static.c: the embedded UI */
 int ctl_static_file(const char *name, struct ctl_resp *resp);
-int ctl_static_index(const char *seed_name, const char *token, struct ctl_resp *resp);
+/* index.html with the Seed's name, the API token and the admin screens'
+ * origin ("" when none) filled in. */
+int ctl_static_index(const char *seed_name, const char *token, const char *admin_origin, struct ctl_resp *resp);
 
 /* proxy.c (libmicrohttpd-facing); conn is a struct MHD_Connection *. */
 void ctl_upstream_register(struct ctl *c, int fd);

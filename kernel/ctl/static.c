@@ -53,11 +53,11 @@ static int render(const char *tpl, const char *const (*vars)[2], size_t n, struc
         return r;
 }
 
-int ctl_static_index(const char *seed_name, const char *token, struct ctl_resp *resp) {
+int ctl_static_index(const char *seed_name, const char *token, const char *admin_origin, struct ctl_resp *resp) {
         const struct embedded_file *f = embedded_find(ctl_ui_files, "index.html");
         if (!f)
                 return -ENOENT;
-        const char *const vars[][2] = {{"SEED_NAME", seed_name}, {"SEED_TOKEN", token}};
+        const char *const vars[][2] = {{"SEED_NAME", seed_name}, {"SEED_TOKEN", token}, {"ADMIN_ORIGIN", admin_origin}};
         _cleanup_buf_ struct buf b = BUF_INIT(4 * 1024 * 1024);
         int r = render((const char *)f->data, vars, ARRAY_SIZE(vars), &b);
         if (r < 0)

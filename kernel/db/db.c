@@ -224,6 +224,22 @@ static int run_locked(struct db *db, const char *sql, int nparams, const char *c
         return 0;
 }
 
+/* With the lock held: one statement on a connection that works. A
+ * connection found dead on use (the server was restarted since the last
+ * statement: its watchdog, kernel/pg/watch.h) is made again and the
+ * statement sent once more, so the first call after a restart does not fail
+ * for nothing; one lost again fails. */
+static int run_connected(struct db *db, const char *sql, int nparams, const char *const *params,
+                         PGresult **ret_res, char **ret_error) {
+        int r = ensure_conn(db, ret_error);
+        if (r < 0)
+                return r;
+        r = run_locked(db, sql, nparams, params, ret_res, ret_error);
+        if (r >= 0 || PQstatus(db->conn) != CONNECTION_BAD || ensure_conn(db, NULL) < 0)
+                return r;
+        return run_locked(db, sql, nparams, params, ret_res, ret_error);
+}
+
 static int result_count(const PGresult *res) {
         if (PQresultStatus(res) == PGRES_TUPLES_OK)
                 return PQntuples(res);
@@ -234,16 +250,13 @@ static int result_count(const PGresult *res) {
 
 int db_exec(struct db *db, const char *sql, char **ret_error) {
         DB_LOCKED(db);
-        int r = ensure_conn(db, ret_error);
-        return r < 0 ? r : run_locked(db, sql, -1, NULL, NULL, ret_error);
+        return run_connected(db, sql, -1, NULL, NULL, ret_error);
 }
 
 int db_execp(struct db *db, const char *sql, int nparams, const char *const *params, char **ret_error) {
         DB_LOCKED(db);
         _cleanup_(PQclearp) PGresult *res = NULL;
-        int r = ensure_conn(db, ret_error);
-        if (r >= 0)
-                r = run_locked(db, sql, nparams < 0 ? 0 : nparams, params, &res, ret_error);
+        int r = run_connected(db, sql, nparams < 0 ? 0 : nparams, params, &res, ret_error);
         if (r < 0)
                 return r;
         return result_count(res);
@@ -257,9 +270,7 @@ static int query_logged(struct db *db, const char *what, const char *sql, int np
         int r;
         {
                 DB_LOCKED(db);
-                r = ensure_conn(db, &err);
-                if (r >= 0)
-                        r = run_locked(db, sql, nparams, params, ret_res, &err);
+                r = run_connected(db, sql, nparams, params, ret_res, &err);
         }
         if (r < 0)
                 log_error("database: %s failed: %s", what, err ? err : "?");

@@ -42,6 +42,7 @@
 #include <sys/stat.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <time.h>
 
 #define CHECK_OUTPUT_MAX (8 * 1024)
 #define WAIT_POLL_MS 500
@@ -1362,6 +1363,25 @@ static void owner_finish(struct run *r, int k) {
                 log_error("evolution %s: the live generation did not come back healthy from its export", r->id);
 }
 
+/* How long an evolution's end waits for the kernel memory to take it: the
+ * PostgreSQL watchdog (kernel/pg/watch.h) starts a dead server again
+ * within seconds, and an end not written would leave the evolution under
+ * way until the next start. */
+#define END_WRITE_WAIT_MS (90 * 1000)
+
+/* Writes the end of an evolution, retrying while the database is down. */
+static void end_run(struct run *r, enum evo_state to, const char *why) {
+        int64_t deadline = now_ms() + END_WRITE_WAIT_MS;
+        while (set_state(r, to, why) == -EIO && now_ms() < deadline) {
+                pthread_mutex_lock(&r->o->lock);
+                bool stopping = r->o->stopping;
+                pthread_mutex_unlock(&r->o->lock);
+                if (stopping)
+                        return; /* the next start's recovery ends it */
+                nanosleep(&(struct timespec){.tv_sec = 1}, NULL);
+        }
+}
+
 static void run_one(struct orchestrator *o, const char *id) {
         struct run r = {.o = o, .id = id, .hex = id + 4, .state = EVO_REQUESTED, .root_fd = -1};
         agent_state_init(&r.st);
@@ -1390,12 +1410,12 @@ static void run_one(struct orchestrator *o, const char *id) {
         if (r.owner_job)
                 owner_finish(&r, k);
         if (k == -ECANCELED || (k < 0 && is_cancelled(&r) && r.state != EVO_APPLYING)) {
-                (void)set_state(&r, EVO_CANCELLED, "cancelled by the owner");
+                end_run(&r, EVO_CANCELLED, "cancelled by the owner");
                 log_info("evolution %s: cancelled", id);
         } else if (k < 0) {
                 const char *why = r.error ? r.error : strerror(-k);
                 emitj(&r, "error", json_pack("{s:s}", "error", why));
-                (void)set_state(&r, EVO_FAILED, why);
+                end_run(&r, EVO_FAILED, why);
                 log_warn("evolution %s failed: %s", id, why);
         }
         cleanup_run(&r);
@@ -1489,6 +1509,81 @@ static void remove_leftovers(struct orchestrator *o) {
         strv_free(names);
 }
 
+/* Boot, before the interrupted evolutions are failed: an apply cut short
+ * between moving main and tagging its generation left main on a commit no
+ * generation names, the live data not yet migrated and the organism not
+ * restarted. main goes back to the live generation, so the evolution fails
+ * as any interrupted one does and the live generation is the one main
+ * names. */
+static void undo_cut_applies(struct orchestrator *o) {
+        _cleanup_strv_free_ char **ids = NULL;
+        if (evo_ids_in_state(o->c.kdb, EVO_APPLYING, &ids) < 0)
+                return;
+        for (size_t i = 0; ids && ids[i]; i++) {
+                int gen = 0;
+                int k = repo_main_undo_untagged(o->c.seed_dir, ids[i], &gen);
+                if (k < 0) {
+                        log_error("evolution %s was cut short while applying and main could not go back to the live "
+                                  "generation: %s",
+                                  ids[i], repo_last_error());
+                        continue;
+                }
+                if (k == 0)
+                        continue;
+                _cleanup_free_ char *why = NULL;
+                if (xasprintf(&why,
+                              "interrupted by a kernel restart after main moved and before its generation was "
+                              "tagged: main is back at generation %d",
+                              gen) < 0)
+                        continue;
+                log_warn("evolution %s: %s", ids[i], why);
+                (void)evo_set_state(o->c.kdb, ids[i], EVO_FAILED, why, NULL);
+        }
+}
+
+/* Boot, after undo_cut_applies: an apply cut short once its generation was
+ * tagged on main (while the live data was migrated or the organism
+ * restarted) is live already: the organism started on it. It completes:
+ * the live data's pending migrations run (a no-op when they had), the
+ * organism restarts if any did. */
+static void complete_cut_applies(struct orchestrator *o) {
+        _cleanup_strv_free_ char **ids = NULL;
+        _cleanup_free_ char *head = NULL;
+        int live = 0;
+        if (evo_ids_in_state(o->c.kdb, EVO_APPLYING, &ids) < 0 || !ids ||
+            repo_live_generation(o->c.seed_dir, &live) < 0 || repo_head(o->c.seed_dir, &head) < 0)
+                return;
+        for (size_t i = 0; ids[i]; i++) {
+                _cleanup_free_ char *js = NULL, *merr = NULL, *why = NULL;
+                if (evo_get_json(o->c.kdb, ids[i], false, 0, &js) < 0)
+                        continue;
+                _cleanup_json_ json_t *e = json_loads(js, 0, NULL);
+                const char *commit = json_string_value(json_object_get(e, "commit_oid"));
+                if (!commit || !streq(commit, head) || json_integer_value(json_object_get(e, "to_generation")) != live)
+                        continue;
+                struct run r = {.o = o, .id = ids[i], .hex = ids[i] + 4, .state = EVO_APPLYING, .root_fd = -1};
+                int k = migrate_live(&r, &merr);
+                if (k < 0) {
+                        if (xasprintf(&why,
+                                      "interrupted by a kernel restart after generation %d went live, and its live "
+                                      "data's migration fails: %s (seed rollback %d goes back)",
+                                      live, merr ? merr : strerror(-k), live - 1) >= 0) {
+                                log_error("evolution %s: %s", ids[i], why);
+                                (void)evo_set_state(o->c.kdb, ids[i], EVO_FAILED, why, NULL);
+                        }
+                        continue;
+                }
+                if (k > 0 && o->c.organism && organism_restart(o->c.organism) < 0)
+                        log_warn("evolution %s: the organism did not restart after the live data's migration", ids[i]);
+                note(&r, "the kernel restarted while applying; generation %d was on main already, so the apply "
+                         "was completed when it started again",
+                     live);
+                (void)evo_set_state(o->c.kdb, ids[i], EVO_COMPLETE, NULL, NULL);
+                log_warn("evolution %s: completed at boot (generation %d was live when the kernel stopped)", ids[i],
+                         live);
+        }
+}
+
 /* Boot: the owner's commits on main are verified before anything else. */
 static void owner_at_boot(struct orchestrator *o) {
         struct repo_owner_change oc;
@@ -1524,6 +1619,8 @@ int orch_start(const struct orch_config *cfg, struct orchestrator **ret) {
         pthread_mutex_init(&o->lock, NULL);
         pthread_cond_init(&o->cond, NULL);
         atomic_init(&o->cancel, false);
+        undo_cut_applies(o);
+        complete_cut_applies(o);
         int n = evo_recover(o->c.kdb);
         if (n > 0)
                 log_warn("%d evolution%s interrupted by a kernel restart marked failed", n, n == 1 ? " was" : "s were");
@@ -1558,13 +1655,11 @@ void orch_stop(struct orchestrator *o) {
         free(o);
 }
 
-int orch_owner_change_json(struct orchestrator *o, json_t **ret) {
-        if (!o || !ret)
+int orch_owner_change_json(struct orchestrator *o, const struct repo_owner_change *change, json_t **ret) {
+        if (!o || !change || !ret)
                 return -EINVAL;
-        struct repo_owner_change oc;
-        int k = repo_owner_change(o->c.seed_dir, &oc);
-        if (k < 0)
-                return k;
+        const struct repo_owner_change oc = *change;
+        int k = 0;
         struct evo_owner_view v = owner_view(o, &oc, EVO_OWNER_PENDING);
         _cleanup_free_ char *error = NULL, *subject = NULL;
         char head[REPO_OID_HEX_LEN + 1], job[32];
@@ -1596,7 +1691,6 @@ int orch_owner_change_json(struct orchestrator *o, json_t **ret) {
         json_t *out = NULL;
         if (oc.state != REPO_OWNER_NONE || restored)
                 k = evo_owner_json(&v, &out);
-        repo_owner_change_done(&oc);
         if (k >= 0)
                 *ret = out;
         return k;

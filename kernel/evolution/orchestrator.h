@@ -17,6 +17,7 @@ struct pg;
 struct mind;
 struct organism;
 struct outbound;
+struct repo_owner_change;
 
 struct orch_config {
         const char *seed_dir;          /* the live Seed's folder */
@@ -74,8 +75,9 @@ int orch_cancel(struct orchestrator *o, const char *evo_id);
 /* The status' "owner_change" (evolution/owner.h): the owner's commits on
  * main that are not a generation (pending, being verified, failed), or main
  * not containing the live generation; *ret = NULL when there is nothing to
- * say. Caller owns *ret. */
-int orch_owner_change_json(struct orchestrator *o, json_t **ret);
+ * say. change is where main stands (repo_owner_change(), e.g. cached:
+ * repo_refs_cache_owner_change()), borrowed. Caller owns *ret. */
+int orch_owner_change_json(struct orchestrator *o, const struct repo_owner_change *change, json_t **ret);
 /* Decides a pending approval or answers a question (answer != NULL) and
  * wakes the evolution waiting for it. -ENOENT unknown, -EALREADY decided. */
 int orch_decide(struct orchestrator *o, const char *approval_id, bool approved, const char *answer);

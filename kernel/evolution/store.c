@@ -235,6 +235,25 @@ int evo_find_requested(struct db *db, const char *kind, char **ret_id) {
                               1, p, ret_id);
 }
 
+int evo_ids_in_state(struct db *db, enum evo_state st, char ***ret_ids) {
+        _cleanup_free_ char *rows = NULL;
+        const char *p[] = {evo_state_name(st)};
+        int r = db_query_json(db, "SELECT id FROM evolutions WHERE state = $1 ORDER BY seq", 1, p, &rows);
+        if (r < 0)
+                return r;
+        _cleanup_json_ json_t *arr = json_loads(rows, 0, NULL);
+        _cleanup_strv_free_ char **ids = NULL;
+        size_t i;
+        json_t *row;
+        json_array_foreach(arr, i, row) {
+                const char *id = json_string_value(json_object_get(row, "id"));
+                if (id && (r = strv_push(&ids, id)) < 0)
+                        return r;
+        }
+        *ret_ids = TAKE_PTR(ids);
+        return 0;
+}
+
 int evo_recover(struct db *db) {
         _cleanup_free_ char *ids = NULL;
         int r = db_query_json(db,

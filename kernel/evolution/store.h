@@ -47,6 +47,10 @@ int evo_list_json(struct db *db, int limit, char **ret_json);
 int evo_next_requested(struct db *db, char **ret_id);
 /* The oldest requested evolution of a kind, or -ENOENT. */
 int evo_find_requested(struct db *db, const char *kind, char **ret_id);
+/* The ids of the evolutions in state st, oldest first; *ret_ids is a
+ * NULL-terminated list (NULL when there is none), caller frees with
+ * strv_free(). */
+int evo_ids_in_state(struct db *db, enum evo_state st, char ***ret_ids);
 /* Boot recovery: every evolution that was under way is failed ("interrupted
  * by a kernel restart") and every pending approval expires. Returns how many
  * evolutions were failed. */

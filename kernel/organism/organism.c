@@ -39,6 +39,12 @@
 #define CRASH_LIMIT 3 /* more than this many in the window: down */
 #define POLL_STEP_MS 100
 #define PROBE_TIMEOUT_MS 2000
+/* Once healthy, the health check goes on: every LIVENESS_EVERY_MS; that
+ * many failed in a row (each answers within PROBE_TIMEOUT_MS or fails) is
+ * an organism that hangs or stopped reading its socket: restarted like a
+ * crash. */
+#define LIVENESS_EVERY_MS 5000
+#define LIVENESS_FAILS 3
 #define PROBE_BODY_MAX 1024   /* body bytes read; only the status counts */
 
 #define SANDBOX_BRIDGE "/run/seed/bridge"
@@ -498,7 +504,7 @@ static int run_build(struct organism *o) {
         }
 }
 
-enum run_outcome { RUN_STOPPED, RUN_EXITED, RUN_UNHEALTHY, RUN_RESPAWN };
+enum run_outcome { RUN_STOPPED, RUN_EXITED, RUN_UNHEALTHY, RUN_HUNG, RUN_RESPAWN };
 
 static bool respawn_asked(struct organism *o) {
         pthread_mutex_lock(&o->lock);
@@ -508,9 +514,12 @@ static bool respawn_asked(struct organism *o) {
 }
 
 /* Watches a started organism: STARTING until healthy, then RUNNING until it
- * exits or stop is requested. */
+ * exits, stops answering its health check (LIVENESS_*) or stop is
+ * requested. */
 static enum run_outcome watch(struct organism *o, struct sandbox_child *c, int *ret_code) {
         int64_t health_deadline = now_ms() + o->health_timeout_ms;
+        int64_t next_check = 0;
+        int fails = 0;
         bool healthy = false;
         for (;;) {
                 int code = child_exited(c);
@@ -521,12 +530,18 @@ static enum run_outcome watch(struct organism *o, struct sandbox_child *c, int *
                 if (!healthy) {
                         if (organism_probe(o->socket_path, o->health_path) == 0) {
                                 healthy = true;
+                                next_check = now_ms() + LIVENESS_EVERY_MS;
                                 olog(o, LOG_INFO, "healthy (%s answered)", o->health_path);
                                 set_state(o, ORGANISM_RUNNING, "running");
                                 continue;
                         }
                         if (now_ms() >= health_deadline)
                                 return RUN_UNHEALTHY;
+                } else if (now_ms() >= next_check) {
+                        fails = organism_probe(o->socket_path, o->health_path) == 0 ? 0 : fails + 1;
+                        if (fails >= LIVENESS_FAILS)
+                                return RUN_HUNG;
+                        next_check = now_ms() + (fails ? PROBE_TIMEOUT_MS : LIVENESS_EVERY_MS);
                 }
                 if (wait_or_stop(o, POLL_STEP_MS))
                         return RUN_STOPPED;
@@ -605,6 +620,9 @@ static bool run_once(struct organism *o) {
         if (out == RUN_UNHEALTHY) {
                 olog(o, LOG_ERROR, "did not become healthy within %d s (%s)", o->health_timeout_ms / 1000,
                      o->health_path);
+        } else if (out == RUN_HUNG) {
+                olog(o, LOG_ERROR, "stopped answering %s (%d checks in a row failed): it hangs; restarting it",
+                     o->health_path, LIVENESS_FAILS);
         } else
                 olog(o, LOG_WARN, "exited with code %d", code);
         size_t n = record_crash(o);
@@ -614,7 +632,9 @@ static bool run_once(struct organism *o) {
                 return false;
         }
         int64_t wait = backoff_ms(o, n);
-        set_state(o, ORGANISM_CRASHED, out == RUN_UNHEALTHY ? "unhealthy, restarting" : "crashed, restarting");
+        set_state(o, ORGANISM_CRASHED, out == RUN_UNHEALTHY ? "unhealthy, restarting"
+                                       : out == RUN_HUNG    ? "hung, restarting"
+                                                            : "crashed, restarting");
         olog(o, LOG_INFO, "restarting in %lld ms", (long long)wait);
         return !wait_or_stop(o, wait);
 }

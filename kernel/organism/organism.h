@@ -1,7 +1,8 @@
 /* organism.h — supervising the live organism: build it in a sandbox, run it
  * in a sandbox with its own network namespace behind the bridge, restart it
- * with backoff when it crashes, give up after more than 3 crashes in 10
- * minutes. The kernel reaches it only through the bridge's Unix socket, which
+ * with backoff when it crashes or, once healthy, stops answering its health
+ * check (3 checks in a row, every 5 s, 2 s each: it hangs or no longer reads
+ * its socket), give up after more than 3 of those in 10 minutes. The kernel reaches it only through the bridge's Unix socket, which
  * the kernel itself binds (in run_dir, never visible to a sandbox) and hands
  * to the bridge as a listening fd. */
 #pragma once

@@ -1011,7 +1011,8 @@ static int run_client_as(const struct pg *pg, const char *user, const char *pass
         if (res.exit_code != 0) {
                 log_error("%s failed (exit %d%s): %s", what, res.exit_code, res.timed_out ? ", timed out" : "",
                           res.output ? res.output : "");
-                r = -EIO;
+                /* The one cause the caller can name to the owner. */
+                r = res.output && strstr(res.output, "No space left on device") ? -ENOSPC : -EIO;
         }
         proc_result_done(&res);
         return r;
@@ -1112,6 +1113,52 @@ int pg_start(const char *seed_dir, struct pg **ret) {
         log_info("PostgreSQL ready (pid %d, socket in %s%s)", (int)running->pid, running->rundir,
                  fresh ? ", new database" : "");
         *ret = TAKE_PTR(running);
+        return 0;
+}
+
+int pg_check(struct pg *pg, char **ret_why) {
+        if (!pg || pg->external)
+                return 0;
+        int status = 0;
+        pid_t dead = pg->pid;
+        char why[96];
+        if (dead > 0) {
+                pid_t k = waitpid(dead, &status, WNOHANG);
+                if (k == 0 || (k < 0 && !pid_gone(dead)))
+                        return 0; /* running */
+                if (k == dead && WIFSIGNALED(status))
+                        snprintf(why, sizeof why, "PostgreSQL (pid %d) was killed by signal %d", (int)dead,
+                                 WTERMSIG(status));
+                else if (k == dead)
+                        snprintf(why, sizeof why, "PostgreSQL (pid %d) exited with code %d", (int)dead,
+                                 proc_exit_code(status));
+                else
+                        snprintf(why, sizeof why, "PostgreSQL (pid %d) is gone", (int)dead);
+                log_error("%s", why);
+                /* Its backends end once they notice; the group goes now, so
+                 * the shared memory they hold is free for the next one. */
+                (void)proc_kill_group(dead, SIGKILL);
+                pg->pid = 0;
+        } else
+                snprintf(why, sizeof why, "PostgreSQL is down");
+        char *w = strdup(why);
+        if (!w)
+                return -ENOMEM;
+        *ret_why = w;
+        return -ESRCH;
+}
+
+int pg_restart(struct pg *pg) {
+        if (!pg || pg->external || pg->pid > 0)
+                return 0;
+        int r = spawn_postgres(pg);
+        if (r >= 0 && (r = wait_ready(pg)) < 0 && pg->pid > 0) {
+                stop_postmaster(pg->pid);
+                pg->pid = 0;
+        }
+        if (r < 0)
+                return r;
+        log_info("PostgreSQL started again (pid %d)", (int)pg->pid);
         return 0;
 }
 

@@ -45,6 +45,15 @@ struct pg_external {
 };
 int pg_start_external(const struct pg_external *x, struct pg **ret);
 bool pg_is_external(const struct pg *pg);
+/* The private server's watchdog, for one thread at a time (never beside
+ * pg_stop()). pg_check(): 0 while the postmaster runs; -ESRCH when it is
+ * not running (killed, out of memory, crashed: its leftover backends are
+ * killed too), with *ret_why saying how it ended (caller frees).
+ * pg_restart(): starts a postmaster that is not running and waits until it
+ * accepts connections (up to 60 s); 0 also when it runs already.
+ * An external server is not ours to watch: both return 0. */
+int pg_check(struct pg *pg, char **ret_why);
+int pg_restart(struct pg *pg);
 /* Fast shutdown, waits up to 30 s, then SIGKILL (an external server: the
  * relay ends, the server is not ours to stop). Frees. Accepts NULL. */
 void pg_stop(struct pg *pg);

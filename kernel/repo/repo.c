@@ -67,12 +67,21 @@ static int git_code_to_errno(int code) {
 }
 
 int repo_git_err(int code, const char *fmt, ...) {
+        /* libgit2 says nothing of some failed writes (a blob's temporary
+         * file on a full disk): then the storage error its last system call
+         * left, which is the one the owner can act on. */
+        int saved = errno;
+        bool storage = saved == ENOSPC || saved == EDQUOT || saved == EROFS || saved == EIO;
         char what[512];
         va_list ap;
         va_start(ap, fmt);
         vsnprintf(what, sizeof what, fmt, ap);
         va_end(ap);
         const git_error *e = git_error_last();
+        if ((!e || !e->message) && storage) {
+                snprintf(repo_error_text, sizeof repo_error_text, "%s: %s", what, strerror(saved));
+                return -saved;
+        }
         snprintf(repo_error_text, sizeof repo_error_text, "%s: %s", what,
                  e && e->message ? e->message : "unknown git error");
         return git_code_to_errno(code);
@@ -694,6 +703,58 @@ int repo_fast_forward_main(const char *seed_dir, const char *oid_hex_in) {
                 return repo_err(-ENOTRECOVERABLE, "not a fast-forward: %s does not descend from main (%s)",
                                 oid_hex_in, cur_hex);
         return move_main(repo, &cur, &target, "seed: fast-forward main");
+}
+
+/* Whether the message's Evolution trailer is evo_id ("evo_<id>"). */
+static bool evolution_trailer_is(const char *message, const char *evo_id) {
+        git_message_trailer_array tr = {0};
+        bool is = false;
+        if (!message || git_message_trailers(&tr, message) < 0)
+                return false;
+        for (size_t i = 0; i < tr.count; i++)
+                is = is || (streq(tr.trailers[i].key, "Evolution") && streq(tr.trailers[i].value, evo_id));
+        git_message_trailer_array_free(&tr);
+        return is;
+}
+
+int repo_main_undo_untagged(const char *seed_dir, const char *evo_id, int *ret_gen) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_commit_freep) git_commit *head = NULL;
+        _cleanup_(git_object_freep) git_object *live = NULL;
+        struct repo_generation *g = NULL;
+        size_t n = 0;
+        git_oid cur;
+        char spec[48];
+        int r;
+
+        repo_err_clear();
+        if (!evo_id || !startswith(evo_id, "evo_") || !repo_evo_id_valid(evo_id + 4))
+                return repo_err(-EINVAL, "invalid evolution id");
+        if ((r = repo_generations(seed_dir, &g, &n)) < 0)
+                return r;
+        int newest = n > 0 ? g[n - 1].number : 0;
+        repo_generations_free(g, n);
+        if (newest < 1)
+                return 0;
+        if ((r = repo_open_seed(seed_dir, &repo, NULL)) < 0 || (r = repo_main_head(repo, &cur)) < 0)
+                return r;
+        if ((r = git_commit_lookup(&head, repo, &cur)) < 0)
+                return repo_git_err(r, "cannot read main");
+        snprintf(spec, sizeof spec, "refs/tags/seed/gen-%d^{commit}", newest);
+        if ((r = git_revparse_single(&live, repo, spec)) < 0)
+                return repo_git_err(r, "no generation %d", newest);
+        const git_oid *live_oid = git_object_id(live);
+        /* Only main = that evolution's commit, right on top of the live
+         * generation and named by no generation: anything else is the
+         * owner's (owner.h) or already consistent. */
+        if (git_oid_equal(&cur, live_oid) || git_commit_parentcount(head) != 1 ||
+            !git_oid_equal(git_commit_parent_id(head, 0), live_oid) ||
+            !evolution_trailer_is(git_commit_message(head), evo_id))
+                return 0;
+        if ((r = move_main(repo, &cur, live_oid, "seed: undo an apply a kernel restart cut short")) < 0)
+                return r;
+        *ret_gen = newest;
+        return 1;
 }
 
 int repo_restore_tree_commit(const char *seed_dir, int gen_n, const char *message, char **ret_oid_hex) {

@@ -20,6 +20,8 @@
 
 #include "base/base.h"
 
+#include <pthread.h>
+
 #define REPO_OID_HEX_LEN 40
 
 /* The message of the last failure of a repo_ function in this thread.
@@ -71,6 +73,39 @@ void repo_owner_change_done(struct repo_owner_change *c);
 /* Where main stands against the newest generation. *ret is written only on
  * success; release it with repo_owner_change_done(). */
 int repo_owner_change(const char *seed_dir, struct repo_owner_change *ret);
+
+/* ---- what the status needs, without opening the repository per call ---- */
+
+/* repo_live_generation() and repo_owner_change() of one Seed, read again
+ * only when its refs may have moved — an inotify watch on .git (HEAD,
+ * packed-refs), refs/heads (main), refs/tags and refs/tags/seed (the
+ * generation tags) saw anything happen there: git writes a ref by renaming
+ * a new file over it, and the event is queued before git returns, so a new
+ * generation or an owner's commit is seen by the very next question — or
+ * when REPO_REFS_CACHE_MAX_MS passed since the last read. Failures are
+ * cached alike. Without inotify (a limit reached) every question reads.
+ * Thread-safe. The caller owns the cache (repo_refs_cache_init/done). */
+#define REPO_REFS_CACHE_MAX_MS 1000
+struct repo_refs_cache {
+        pthread_mutex_t lock;
+        char *seed_dir;
+        int inotify_fd;                        /* -1: none, every question reads */
+        bool valid;
+        int64_t read_ms;
+        int gen_r, gen;                        /* repo_live_generation's result */
+        int oc_r;                              /* repo_owner_change's result */
+        struct repo_owner_change oc;
+};
+/* seed_dir is copied. */
+int repo_refs_cache_init(struct repo_refs_cache *c, const char *seed_dir);
+void repo_refs_cache_done(struct repo_refs_cache *c);
+/* The live generation, as repo_live_generation() would say now. */
+int repo_refs_cache_generation(struct repo_refs_cache *c, int *ret);
+/* Where main stands, as repo_owner_change() would say now; *ret is a copy
+ * (release it with repo_owner_change_done()), written only on success. */
+int repo_refs_cache_owner_change(struct repo_refs_cache *c, struct repo_owner_change *ret);
+/* The next question reads the repository again. */
+void repo_refs_cache_invalidate(struct repo_refs_cache *c);
 
 /* The message of the commit that records the owner's commits as a
  * generation, exactly:
@@ -146,6 +181,15 @@ int repo_tag_generation(const char *seed_dir, const char *oid_hex, int n);
  * or `.git` at its root is refused (-EPERM). A no-op when main is already
  * there. HEAD must be the branch main. */
 int repo_fast_forward_main(const char *seed_dir, const char *oid_hex);
+
+/* Boot recovery of an apply that a kernel restart cut short between moving
+ * main and tagging the generation: when main is evo_id's ("evo_<id>", its
+ * Evolution trailer) commit, right on top of the newest generation and
+ * untagged, main goes back to that generation, checked out as
+ * repo_fast_forward_main() does (a file changed by hand since is a conflict:
+ * -EBUSY, nothing moved). 1 and *ret_gen (the generation main is back at)
+ * when main moved back; 0 when there was nothing to undo. */
+int repo_main_undo_untagged(const char *seed_dir, const char *evo_id, int *ret_gen);
 
 /* Rollback: a new commit on main, child of main's current commit, whose
  * tree is generation n's tree (tag seed/gen-<n>), with `message`; then

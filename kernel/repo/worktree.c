@@ -109,6 +109,9 @@ static int blob_from_file(git_repository *repo, int rootfd, const char *path, gi
                 return repo_err(-errno, "cannot stat '%s': %m", path);
         if (!S_ISREG(st.st_mode))
                 return repo_err(-EINVAL, "'%s' is no longer a regular file", path);
+        /* a message libgit2 keeps from an earlier call must not pass for this
+         * one's (it sets none on some failed writes: repo_git_err) */
+        git_error_clear();
         if ((r = git_blob_create_from_stream(&ws, repo, NULL)) < 0)
                 return repo_git_err(r, "cannot store '%s'", path);
         for (;;) {

@@ -4,6 +4,7 @@
 #include "tools/internal.h"
 #include "base/buf.h"
 #include "fsx/fsx.h"
+#include "tools/regex-guard.h"
 
 #include <regex.h>
 
@@ -334,12 +335,11 @@ int tools_search(struct tool_ctx *ctx, const struct tool *t, json_t *args, struc
                 .out = BUF_INIT(4 * 1024 * 1024),
         };
         if (s.use_regex) {
-                int e = regcomp(&s.re, s.needle, REG_EXTENDED | REG_NOSUB | (s.icase ? REG_ICASE : 0));
-                if (e != 0) {
-                        char msg[256];
-                        regerror(e, &s.re, msg, sizeof msg);
-                        return tool_error(ret, "search: invalid regular expression: %s", msg);
-                }
+                char msg[256];
+                const char *why = NULL;
+                if (tools_regex_compile(&s.re, s.needle, REG_EXTENDED | REG_NOSUB | (s.icase ? REG_ICASE : 0), msg,
+                                        sizeof msg, &why) < 0)
+                        return tool_error(ret, "search: invalid regular expression: %s", why);
         }
         struct fsx_stat st;
         char *why = NULL;

@@ -1,6 +1,7 @@
 #include "tools/schema.h"
 #include "base/buf.h"
 #include "base/json.h"
+#include "tools/regex-guard.h"
 
 #include <stdarg.h>
 #include <regex.h>
@@ -190,8 +191,10 @@ static int check(json_t *schema, const struct where *w, int depth, char **ret_er
                 if (!json_is_string(pat) || !streq(t, "string"))
                         return fail(ret_error, w, "pattern must be a string on a string schema");
                 regex_t re;
-                if (regcomp(&re, json_string_value(pat), REG_EXTENDED | REG_NOSUB) != 0)
-                        return fail(ret_error, w, "pattern does not compile");
+                char msg[128];
+                const char *why = NULL;
+                if (tools_regex_compile(&re, json_string_value(pat), REG_EXTENDED | REG_NOSUB, msg, sizeof msg, &why) < 0)
+                        return fail(ret_error, w, "pattern does not compile: %s", why);
                 regfree(&re);
         }
         return 0;
@@ -271,8 +274,10 @@ static int validate_string(json_t *schema, json_t *value, const struct where *w,
         json_t *pat = json_object_get(schema, "pattern");
         if (pat) {
                 regex_t re;
-                if (regcomp(&re, json_string_value(pat), REG_EXTENDED | REG_NOSUB) != 0)
-                        return fail(ret_error, w, "the schema's pattern does not compile");
+                char msg[128];
+                const char *why = NULL;
+                if (tools_regex_compile(&re, json_string_value(pat), REG_EXTENDED | REG_NOSUB, msg, sizeof msg, &why) < 0)
+                        return fail(ret_error, w, "the schema's pattern does not compile: %s", why);
                 int m = regexec(&re, s, 0, NULL, 0);
                 regfree(&re);
                 if (m != 0)

@@ -7,7 +7,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert');
 const path = require('node:path');
-const { TestSeed, launch, OUT } = require('./lib.js');
+const { TestSeed, launch, httpJson, OUT } = require('./lib.js');
 
 // An organism whose /hostile page makes the browser cache Basic credentials
 // for the whole origin: an XHR with a user and password to /basic, which
@@ -44,7 +44,10 @@ before(async () => {
   // origin (and so its Basic-credential cache), the case the guards must
   // hold on their own. On its own origin (the default) none of it reaches
   // the control plane at all.
-  s = await TestSeed.start('hostiletest', { organism: { 'bin/server': SERVER }, sameOrigin: true });
+  s = await TestSeed.start('hostiletest', {
+    organism: { 'bin/server': SERVER, 'control/extensions.json': JSON.stringify({ screens: [{ id: 'a', title: 'A', path: '/a' }] }) },
+    sameOrigin: true,
+  });
   ctlBase = s.base + '/_seed/'; // the control plane's base URL (its host may change)
   browser = await launch();
 });
@@ -137,5 +140,22 @@ test('an #ask= link fills in only a page path, visibly', async () => {
     assert.match(await note.textContent(), /dropped/);
   }
   await page.screenshot({ path: path.join(OUT, 'hostile-ask.png') });
+  await context.close();
+});
+
+test('the same-origin layout shows no admin screen: organism.localhost refuses every frame', async () => {
+  const admin = await httpJson(`http://organism.localhost:${s.port}/a`);
+  assert.strictEqual(admin.status, 200);
+  assert.strictEqual(admin.headers['content-security-policy'], "frame-ancestors 'none'");
+  const context = await browser.newContext();
+  const page = await signedIn(context);
+  await page.goto('about:blank');
+  const [res] = await Promise.all([page.waitForResponse((r) => r.url() === ctlBase), page.goto(ctlBase + '#screens')]);
+  assert.doesNotMatch(res.headers()['content-security-policy'], /frame-src/);
+  assert.strictEqual(await page.locator('meta[name="seed-admin-origin"]').getAttribute('content'), '');
+  await page.locator('#screens-notice').waitFor({ state: 'visible' });
+  assert.match(await page.locator('#screens-notice').textContent(), /listed, not shown/);
+  assert.deepStrictEqual(await page.locator('#screen-tabs [role="tab"]').allTextContents(), ['A']);
+  assert.strictEqual(await page.locator('iframe').count(), 0);
   await context.close();
 });

@@ -52,6 +52,11 @@ object with exactly one kind:
 
 Any step may also carry:
   "delay_ms": N           wait N ms before answering
+  "hold": "name"          wait, before answering, until POST /_release
+                          {"name": "name"} (or a new script) lets it go:
+                          a model call that lasts exactly as long as a test
+                          needs it to (a kernel fault injected meanwhile).
+                          GET /_state lists the holds being waited on.
   "match": "substring"    assert that the request contains the substring (in
                           its raw JSON text or in any decoded string value).
                           On a mismatch the server fails loudly: it answers
@@ -105,7 +110,9 @@ Control endpoints:
                     request was read), "duration_ms" (float: from then until
                     the answer was sent, delay_ms included; null while the
                     request is still being answered)}
-  GET  /_state      {"index", "steps", "remaining", "failure"}
+  GET  /_state      {"index", "steps", "remaining", "failure", "holding": [names]}
+  POST /_release    body: {"name": "..."}: every request held on that name
+                    is answered (a later step holding on it waits again).
   POST /_script     body: a script (list) or {"steps": [...], "keep_requests": bool};
                     replaces the script, rewinds it, clears a match failure and
                     (unless keep_requests) the recorded requests.
@@ -127,7 +134,7 @@ from urllib.parse import urlsplit
 
 MAX_BODY = 64 << 20
 KINDS = ("text", "tool_calls", "http_error", "error_in_200", "malformed", "empty", "outage")
-KEYS = set(KINDS) | {"stop", "body", "headers", "delay_ms", "match", "usage", "cut"}
+KEYS = set(KINDS) | {"stop", "body", "headers", "delay_ms", "match", "usage", "cut", "hold"}
 OPENAI_PATHS = ("/v1/chat/completions", "/chat/completions")
 ANTHROPIC_PATHS = ("/v1/messages", "/messages")
 MODELS_PATHS = ("/v1/models", "/models")
@@ -191,6 +198,8 @@ def parse_script(obj):
             raise ValueError(f"step {i}: delay_ms must be a non-negative integer")
         if "match" in s and not isinstance(s["match"], str):
             raise ValueError(f"step {i}: match must be a string")
+        if "hold" in s and not (isinstance(s["hold"], str) and s["hold"]):
+            raise ValueError(f"step {i}: hold must be a non-empty string")
     return steps
 
 
@@ -203,8 +212,27 @@ class State:
         self.requests = []
         self.outage_until = 0.0   # time.monotonic() until which the provider is down
         self.outage_mode = "503"
+        self.holding = {}         # hold name -> threading.Event, while requests wait on it
+
+    def release(self, name=None):
+        """Lets the requests held on name (None: on every name) go."""
+        with self.lock:
+            for n in [name] if name is not None else list(self.holding):
+                ev = self.holding.pop(n, None)
+                if ev:
+                    ev.set()
+
+    HOLD_MAX_S = 1800  # a test that never releases must not leave a thread waiting forever
+
+    def hold(self, name):
+        """Blocks until release(name), or HOLD_MAX_S (a forgotten hold then answers)."""
+        with self.lock:
+            ev = self.holding.setdefault(name, threading.Event())
+        if not ev.wait(self.HOLD_MAX_S):
+            print(f"hold {name!r} was never released in {self.HOLD_MAX_S} s; answering", file=sys.stderr, flush=True)
 
     def load(self, steps, keep_requests=False):
+        self.release()
         with self.lock:
             self.steps = steps
             self.index = 0
@@ -564,7 +592,8 @@ class Handler(BaseHTTPRequestHandler):
             with self.state.lock:
                 s = self.state
                 self.send_json(200, {"index": s.index, "steps": len(s.steps),
-                                     "remaining": max(0, len(s.steps) - s.index), "failure": s.failure})
+                                     "remaining": max(0, len(s.steps) - s.index), "failure": s.failure,
+                                     "holding": sorted(s.holding)})
         else:
             self.send_json(404, {"error": {"message": f"no such path {path}", "code": 404}})
 
@@ -582,6 +611,16 @@ class Handler(BaseHTTPRequestHandler):
                 self.send_json(400, {"error": {"message": f"bad script: {e}"}})
                 return
             self.send_json(200, {"ok": True, "steps": len(self.state.steps)})
+        elif path == "/_release":
+            try:
+                name = json.loads(raw).get("name")
+                if not isinstance(name, str) or not name:
+                    raise ValueError("name must be a non-empty string")
+            except (ValueError, AttributeError) as e:
+                self.send_json(400, {"error": {"message": f"bad release: {e}"}})
+                return
+            self.state.release(name)
+            self.send_json(200, {"ok": True})
         elif path in OPENAI_PATHS:
             self.model_request("openai", raw)
         elif path in ANTHROPIC_PATHS:
@@ -683,6 +722,8 @@ class Handler(BaseHTTPRequestHandler):
             # A scripted slow provider (timeouts, a kernel killed mid-call):
             # the delay is what the test asks for, not a wait for something.
             time.sleep(step["delay_ms"] / 1000.0)
+        if step is not None and step.get("hold"):
+            self.state.hold(step["hold"])
         try:
             if status_override:
                 self.send_json(*status_override)

@@ -211,7 +211,7 @@ static void fuzz_response_head(const uint8_t *data, size_t size, uint8_t sel) {
         }
 
         struct ctl_hdrs out = {0};
-        r = ctl_proxy_response_headers(&u.hdrs, COOKIE_NAME, &out);
+        r = ctl_proxy_response_headers(&u.hdrs, COOKIE_NAME, NULL, &out);
         check(r == 0 || r == -E2BIG || r == -ENOMEM);
         if (r == 0) {
                 check(ctl_hdrs_count(&out, "Cross-Origin-Opener-Policy") == 1);

@@ -1,7 +1,9 @@
 /* Fuzz target: a provider's response body, as kernel/model parses it.
  * The first byte picks the parser: bit 1 clear, a completion (bit 0: even
  * OpenAI-style, odd Anthropic); bit 1 set, a list of models (bit 0: the
- * provider says every model takes tools). The rest is the body. A parsed
+ * provider says every model takes tools). The rest is the body. With bit 2
+ * set, the rest is a Retry-After header's value instead (bit 0: the
+ * retry-after-ms one), which must be absent (-1) or within the cap. A parsed
  * response must be well formed; a refused one must come with a message.
  * Round trip: a parsed assistant message must be accepted back in a request
  * of the same format. */
@@ -38,6 +40,16 @@ static void fuzz_models(const char *body, size_t len, bool tools_on_all) {
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (size < 1)
                 return 0;
+        if (data[0] & 4) {
+                char *value = strndup((const char *)data + 1, size - 1);
+                if (!value)
+                        return 0;
+                int64_t ms = model_retry_after_ms(value, data[0] & 1);
+                if (ms < -1 || ms > MODEL_RETRY_AFTER_CAP_MS)
+                        abort();
+                free(value);
+                return 0;
+        }
         if (data[0] & 2) {
                 char *list = malloc(size);
                 if (!list)

@@ -289,14 +289,15 @@ class ScriptedSeed:
     not passed starts the Seed without a model key). run_output: what
     `seed run` printed."""
 
-    def __init__(self, prefix, name, run_args=(), before_run=None, key_env='', preview=False):
+    def __init__(self, prefix, name, run_args=(), before_run=None, key_env='', preview=False, parent=None):
         """run_args: more arguments for `seed run` (e.g. -e NAME=VALUE);
         before_run(dir): called after planting, before the first start;
         preview: keep the preview before apply on (the owner's default),
         which stops every evolution at ready until it is decided; off, an
-        evolution runs to its end as the tests expect."""
+        evolution runs to its end as the tests expect; parent: the folder
+        to make the Seed's temporary folder in (default: the system's)."""
         import tempfile
-        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        self.tmp = tempfile.mkdtemp(prefix=prefix, dir=parent)
         os.chmod(self.tmp, 0o755)  # the unprivileged account must reach it when we are root
         self.model = None
         self.dir = None
@@ -490,3 +491,209 @@ class ExternalPostgres:
             except AssertionError:
                 pass
         shutil.rmtree(self.tmp, ignore_errors=True)
+
+
+# ---- faults: a kernel killed where a test wants it, and what must survive ----
+
+def kernel_psql(c, sql, db='seed_kernel'):
+    """One statement as the Seed's PostgreSQL superuser over its private
+    socket; its output (psql -At)."""
+    pw = open(os.path.join(c.dir, '.seed/secrets/postgres-password')).read().strip()
+    p = subprocess.run(['psql', '-h', os.path.join(c.dir, '.seed/run'), '-U', 'postgres', '-d', db,
+                        '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-c', sql],
+                       capture_output=True, text=True, env={**os.environ, 'PGPASSWORD': pw}, timeout=120)
+    assert p.returncode == 0, p.stderr
+    return p.stdout.strip()
+
+
+# Kernel memory that only ever grows: every row of these must outlive any
+# fault (rows of evolutions and approvals change state, so their ids count).
+MEMORY_ROWS = {
+    'evolutions': 'id', 'evolution_events': 'md5(t::text)', 'messages': 'md5(t::text)',
+    'approvals': 'id', 'model_usage': 'md5(t::text)', 'kernel_settings': 'key',
+}
+
+
+def kernel_memory(c):
+    """{table: set of row keys} of the kernel's memory (MEMORY_ROWS)."""
+    out = {}
+    for table, key in MEMORY_ROWS.items():
+        rows = kernel_psql(c, f'SELECT {key} FROM {table} t')
+        out[table] = set(rows.splitlines()) if rows else set()
+    return out
+
+
+def memory_lost(before, after):
+    """The rows of before that after lacks, per table ({} = nothing lost)."""
+    return {t: sorted(before[t] - after.get(t, set()))[:5] for t in before if before[t] - after.get(t, set())}
+
+
+def parent_pid(pid):
+    with open(f'/proc/{pid}/stat') as f:
+        return int(f.read().rsplit(')', 1)[1].split()[1])
+
+
+class KillAt:
+    """SIGKILLs the running kernel at a chosen instruction: gdb attaches,
+    breaks at function `at` (optionally only when `cond` holds at its entry,
+    e.g. '$rdx == 2' for its third argument), lets the call finish when
+    `finish` (so what it wrote is written), then kills the kernel. Nothing of
+    this is in the kernel: a deterministic hold from outside, for the states
+    no model step or sandbox can hold. A context manager: the kernel runs on
+    until the breakpoint is hit; wait() returns once it is dead."""
+
+    def __init__(self, c, at, cond=None, finish=False):
+        import shutil
+        import tempfile
+        if not shutil.which('gdb'):
+            import taplib
+            raise taplib.Skip('gdb is not installed (scripts/bootstrap --tests installs it)')
+        self.pid = kernel_pid(c)
+        self.supervisor = parent_pid(self.pid)
+        self.dir = tempfile.mkdtemp(prefix='killat-')
+        self.log, hit, go = (os.path.join(self.dir, n) for n in ('log', 'hit', 'go'))
+        brk = f'break *{at}' + (f' if {cond}' if cond else '')
+        # Stopped there, gdb says so (hit) and waits for go before the kill.
+        cmds = ['set pagination off', 'set confirm off',
+                'handle SIGPIPE SIGCHLD SIGUSR1 SIGUSR2 SIGALRM SIGTERM SIGHUP SIGINT SIGURG nostop noprint pass',
+                brk, 'continue'] + (['finish'] if finish else []) + [
+                f'shell touch {hit}', f'shell while [ ! -e {go} ]; do sleep 0.05; done', 'kill']
+        argv = ['gdb', '-nx', '-batch', '-p', str(self.pid)]
+        for x in cmds:
+            argv += ['-ex', x]
+        self.hit_file, self.go_file = hit, go
+        self.out = open(self.log, 'w')
+        self.gdb = subprocess.Popen(argv, stdout=self.out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        # attached and continued once gdb said where the breakpoint is
+        wait_until(lambda: 'Breakpoint 1 at' in open(self.log).read() or self.gdb.poll() is not None,
+                   timeout=60, interval=0.1, what='gdb to attach')
+        assert self.gdb.poll() is None, open(self.log).read()
+
+    def __enter__(self):
+        return self
+
+    def hit(self, timeout=600):
+        """Waits until the kernel stopped at the breakpoint (it stays stopped)."""
+        try:
+            wait_until(lambda: os.path.exists(self.hit_file) or self.gdb.poll() is not None, timeout=timeout,
+                       interval=0.1, what='the breakpoint')
+        except AssertionError:
+            raise AssertionError(f'the kernel never reached the breakpoint:\n{open(self.log).read()[-2000:]}')
+        assert os.path.exists(self.hit_file), open(self.log).read()[-2000:]
+        return self
+
+    def kill(self):
+        """SIGKILLs the stopped kernel; returns once it is dead."""
+        open(self.go_file, 'w').close()
+        self.gdb.wait(timeout=60)
+        wait_until(lambda: not alive(self.pid), timeout=30, what='the kernel to die')
+        return self
+
+    def __exit__(self, *exc):
+        import shutil
+        if self.gdb.poll() is None:
+            open(self.go_file, 'w').close()  # whatever happened, the kernel is not left stopped
+            try:
+                self.gdb.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                self.gdb.kill()
+                self.gdb.wait()
+        self.out.close()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def revive(c, dead_pid, supervisor_pid, timeout=300):
+    """After the kernel dead_pid was killed: its supervisor restarts it (a
+    kernel that ran a minute), falls back to the last good one, or gives up
+    (a kernel that died sooner); then the Seed is started again with `seed
+    run`, as its owner would. Returns the new kernel's pid once it answers."""
+    def kernel_up():
+        try:
+            p = kernel_pid(c)
+        except (OSError, ValueError, KeyError):
+            return None
+        if p == dead_pid or not alive(p):
+            return None
+        return p if request(c.base + '/_seed/healthz', timeout=5).status == 200 else None
+
+    def settled():
+        return kernel_up() or (not alive(supervisor_pid) and 'gone')
+    v = wait_until(settled, timeout=timeout, interval=0.3, what='the supervisor to restart or give up')
+    if v != 'gone':
+        return v
+    seed('run', '--detach', '--addr', f'127.0.0.1:{c.port}', cwd=c.dir, timeout=900)
+    return wait_until(kernel_up, timeout=timeout, interval=0.3, what='the kernel after seed run')
+
+
+def kill_kernel(c):
+    """SIGKILLs the kernel now; returns (its pid, its supervisor's pid)."""
+    import signal
+    pid = kernel_pid(c)
+    sup = parent_pid(pid)
+    os.kill(pid, signal.SIGKILL)
+    wait_until(lambda: not alive(pid), timeout=30, what='the kernel to die')
+    return pid, sup
+
+
+def release(c, name):
+    """Lets the model requests held on name (a step's "hold") be answered."""
+    r = request(c.model_base + '/_release', method='POST', body=json.dumps({'name': name}),
+                headers={'Content-Type': 'application/json'})
+    assert r.status == 200, r.text
+
+
+def holding(c, name):
+    """Whether a model request is held on name right now."""
+    return name in request(c.model_base + '/_state').json().get('holding', [])
+
+
+# ---- an organism a test can break ----
+
+# The starter organism with switches a test throws: a file organism/FAULT-crashloop
+# (the test writes it into the Seed's folder, which the live sandbox sees)
+# makes every start print 48 MiB (lines of 128 bytes) and exit; GET /fault/hang blocks its event
+# loop for good; GET /fault/spew prints 24 MiB; GET /fault/mute swaps its server for one that accepts and
+# never reads.
+CRASHLOOP = """
+// stdout may be a non-blocking pipe: a write can be partial, or EAGAIN
+function writeAll(buf) {
+  for (let off = 0; off < buf.length;) {
+    try { off += require('node:fs').writeSync(1, buf, off); } catch (e) { if (e.code !== 'EAGAIN') throw e; }
+  }
+}
+if (require('node:fs').existsSync(require('node:path').join(__dirname, '..', 'FAULT-crashloop'))) {
+  const mb = Buffer.alloc(1 << 20, 'x');
+  for (let i = 127; i < mb.length; i += 128) mb[i] = 10;
+  for (let left = 48; left > 0; left--) writeAll(mb);
+  process.exit(1);
+}
+"""
+SWITCHES = """
+routes['/fault/hang'] = { type: 'text/plain', body: () => { setTimeout(() => { for (;;); }, 50); return 'hanging'; } };
+routes['/fault/spew'] = { type: 'text/plain', body: () => {
+  const mb = Buffer.alloc(1 << 20, 'y');
+  for (let i = 127; i < mb.length; i += 128) mb[i] = 10;
+  setTimeout(() => { for (let left = 24; left > 0; left--) writeAll(mb); }, 10);
+  return 'spewing';
+} };
+routes['/fault/mute'] = { type: 'text/plain', body: () => {
+  setTimeout(() => server.close(() => require('node:net').createServer({ pauseOnConnect: true }, () => {})
+    .listen(port, '127.0.0.1')), 50);
+  return 'muted';
+} };
+"""
+
+
+def organism_with_fault_switches(d):
+    """before_run for ScriptedSeed: the switches above, committed on main
+    (the owner's commit, verified at the first start: generation 2)."""
+    p = os.path.join(d, 'organism', 'bin', 'server')
+    src = open(p).read()
+    src = src.replace("'use strict';\n", "'use strict';\n" + CRASHLOOP, 1) + SWITCHES
+    open(p, 'w').write(src)
+    subprocess.run(['git', '-c', f'safe.directory={d}', '-C', d, 'commit', '-qm', 'organism: fault switches',
+                    'organism/bin/server'],  # only it: seed.yaml (the model server's address) is a kernel file
+                   check=True, env={**os.environ, 'GIT_AUTHOR_NAME': 't', 'GIT_AUTHOR_EMAIL': 't@t',
+                                    'GIT_COMMITTER_NAME': 't', 'GIT_COMMITTER_EMAIL': 't@t'})
+    st = os.stat(d)  # what we wrote into .git belongs to the Seed's account, as the rest
+    subprocess.run(['chown', '-R', f'{st.st_uid}:{st.st_gid}', os.path.join(d, '.git')], check=True)

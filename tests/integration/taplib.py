@@ -4,6 +4,7 @@ Each test is a function registered with @test; run() prints a TAP plan and
 one ok / not ok line per test, with the failure's traceback as comments.
 A test raising Skip is reported as '# SKIP reason'.
 """
+import os
 import sys
 import traceback
 
@@ -20,6 +21,10 @@ def test(fn):
 
 
 def run(setup=None, teardown=None):
+    # TAP_ONLY=name,name runs only those tests (while working on them).
+    only = [n for n in os.environ.get('TAP_ONLY', '').split(',') if n]
+    if only:
+        _tests[:] = [fn for fn in _tests if fn.__name__ in only]
     print(f"1..{len(_tests)}", flush=True)
     failed = 0
     ctx = None

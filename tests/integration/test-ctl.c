@@ -244,8 +244,45 @@ static pthread_mutex_t org_lock = PTHREAD_MUTEX_INITIALIZER;
 static char org_last_head[16384];
 static char org_last_body[4096];
 static int org_requests;        /* requests the fake organism has read */
+static int org_accepts;         /* connections it accepted */
+static bool org_drop_reused;    /* the next request on a used connection: closed unanswered */
+/* The connections being served (a thread each), so org_stop can end them. */
+#define ORG_CONNS_MAX 64
+static int org_conns[ORG_CONNS_MAX];
+static int org_n_conns;
+static pthread_cond_t org_cond = PTHREAD_COND_INITIALIZER;
+static struct {
+        pthread_mutex_t lock;
+        pthread_cond_t cond;
+        bool released;
+} org_big = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, false};
 
-static void org_reply(int fd, const char *path) {
+/* Answers one request; false when the answer ends with the connection. */
+static bool org_reply(int fd, const char *path) {
+        if (startswith(path, "/id/")) {
+                char r[512];
+                snprintf(r, sizeof r, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n%s", strlen(path + 4),
+                         path + 4);
+                send_all(fd, r, strlen(r));
+                return true;
+        }
+        if (streq(path, "/big")) {
+                /* Half of the body, then the rest once the test says so. */
+                static char half[32768];
+                memset(half, 'x', sizeof half);
+                const char *h = "HTTP/1.1 200 OK\r\nContent-Length: 65536\r\n\r\n";
+                send_all(fd, h, strlen(h));
+                send_all(fd, half, sizeof half);
+                struct timespec until;
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += 30;
+                pthread_mutex_lock(&org_big.lock);
+                while (!org_big.released && pthread_cond_timedwait(&org_big.cond, &org_big.lock, &until) == 0)
+                        ;
+                pthread_mutex_unlock(&org_big.lock);
+                send(fd, half, sizeof half, MSG_NOSIGNAL);
+                return true;
+        }
         if (streq(path, "/chunked")) {
                 char head[512];
                 snprintf(head, sizeof head,
@@ -263,6 +300,7 @@ static void org_reply(int fd, const char *path) {
                         send_all(fd, pieces[i], strlen(pieces[i]));
                         usleep(2000); /* not a wait: keeps the pieces in separate reads */
                 }
+                return true;
         } else if (streq(path, "/echo")) {
                 char head[256];
                 pthread_mutex_lock(&org_lock);
@@ -271,6 +309,7 @@ static void org_reply(int fd, const char *path) {
                 send_all(fd, head, strlen(head));
                 send_all(fd, org_last_body, strlen(org_last_body));
                 pthread_mutex_unlock(&org_lock);
+                return true;
         } else if (streq(path, "/close")) {
                 const char *r = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end";
                 send_all(fd, r, strlen(r));
@@ -290,18 +329,22 @@ static void org_reply(int fd, const char *path) {
         } else {
                 const char *r = "HTTP/1.1 404 Not Found\r\nContent-Length: 9\r\n\r\nnot found";
                 send_all(fd, r, strlen(r));
+                return true;
         }
+        return false;
 }
 
-/* Reads one request: head, then a Content-Length or chunked body. */
-static void org_serve(int fd) {
+/* Reads one request (head, then a Content-Length or chunked body) and
+ * answers it; true when the connection may carry another. used: it carried
+ * one already. */
+static bool org_serve(int fd, bool used) {
         struct buf b = BUF_INIT(1 << 20);
         char tmp[4096], *sep = NULL;
         while (!(b.data && (sep = strstr(b.data, "\r\n\r\n")))) {
                 ssize_t k = recv(fd, tmp, sizeof tmp, 0);
                 if (k <= 0) {
                         buf_free(&b);
-                        return;
+                        return false;
                 }
                 buf_append(&b, tmp, (size_t)k);
         }
@@ -325,6 +368,9 @@ static void org_serve(int fd) {
         }
         pthread_mutex_lock(&org_lock);
         org_requests++;
+        bool drop = used && org_drop_reused;
+        if (drop)
+                org_drop_reused = false;
         snprintf(org_last_head, sizeof org_last_head, "%.*s", (int)head_len, b.data);
         size_t blen = b.len - head_len;
         memcpy(org_last_body, b.data + head_len, blen < sizeof org_last_body ? blen : sizeof org_last_body - 1);
@@ -334,8 +380,27 @@ static void org_serve(int fd) {
                 org_last_body[n < 0 ? 0 : n] = 0;
         }
         pthread_mutex_unlock(&org_lock);
-        org_reply(fd, path);
+        bool close_asked = strcasestr(b.data, "\r\nConnection: close\r\n") != NULL;
+        bool again = !drop && org_reply(fd, path) && !close_asked;
         buf_free(&b);
+        return again;
+}
+
+/* One connection, as long as it carries requests (HTTP/1.1 keep-alive). */
+static void *org_conn_main(void *arg) {
+        int fd = (int)(intptr_t)arg;
+        for (bool used = false; org_serve(fd, used); used = true)
+                ;
+        pthread_mutex_lock(&org_lock);
+        for (int i = 0; i < org_n_conns; i++)
+                if (org_conns[i] == fd) {
+                        org_conns[i] = org_conns[--org_n_conns];
+                        break;
+                }
+        close(fd);
+        pthread_cond_broadcast(&org_cond);
+        pthread_mutex_unlock(&org_lock);
+        return NULL;
 }
 
 static void *org_main(void *arg) {
@@ -346,8 +411,18 @@ static void *org_main(void *arg) {
                                 continue;
                         return NULL;
                 }
-                org_serve(fd);
-                close(fd);
+                pthread_t t;
+                pthread_mutex_lock(&org_lock);
+                org_accepts++;
+                bool room = org_n_conns < ORG_CONNS_MAX;
+                if (room)
+                        org_conns[org_n_conns++] = fd;
+                pthread_mutex_unlock(&org_lock);
+                if (!room || pthread_create(&t, NULL, org_conn_main, (void *)(intptr_t)fd) != 0) {
+                        close(fd); /* (a slot it took is freed when the test ends) */
+                        continue;
+                }
+                pthread_detach(t);
         }
 }
 
@@ -361,6 +436,8 @@ static void org_start(void) {
         assert_int_equal(pthread_create(&org_thread, NULL, org_main, NULL), 0);
 }
 
+/* Stops accepting and ends every connection (as an organism's restart
+ * does: its bridge goes with it), waiting until each is closed. */
 static void org_stop(void) {
         if (org_listen_fd < 0)
                 return;
@@ -369,6 +446,23 @@ static void org_stop(void) {
         close(org_listen_fd);
         org_listen_fd = -1;
         unlink(sock_path);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_sec += 30;
+        pthread_mutex_lock(&org_lock);
+        for (int i = 0; i < org_n_conns; i++)
+                shutdown(org_conns[i], SHUT_RDWR);
+        while (org_n_conns > 0 && pthread_cond_timedwait(&org_cond, &org_lock, &until) == 0)
+                ;
+        assert_int_equal(org_n_conns, 0);
+        pthread_mutex_unlock(&org_lock);
+}
+
+static int org_accepted(void) {
+        pthread_mutex_lock(&org_lock);
+        int n = org_accepts;
+        pthread_mutex_unlock(&org_lock);
+        return n;
 }
 
 static int org_count(void) {
@@ -1214,6 +1308,62 @@ static void test_logout(void **state) {
         resp_done(&r);
 }
 
+/* A session revoked from another browser stops working at once, although
+ * the kernel keeps verified sessions in memory (ctl/session-cache.h): its
+ * very next call is refused, and a session revoked in the DB behind the
+ * kernel's back is not touched by the revocation of another. */
+static void test_revoke_at_once(void **state) {
+        char victim[65], vtoken[65], bystander[65], btoken[65];
+        sign_in(victim);
+        sign_in(bystander);
+        ctl_api_token(SESSION_KEY, victim, vtoken);
+        ctl_api_token(SESSION_KEY, bystander, btoken);
+        _cleanup_free_ char *v = browser(victim, vtoken, FETCH);
+        _cleanup_free_ char *bs = browser(bystander, btoken, FETCH);
+        struct resp r;
+        /* Both verified (and so cached) by a call each; the victim's id. */
+        http("GET", "/_seed/api/status", bs, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        http("GET", "/_seed/api/owner/sessions", v, NULL, &r);
+        assert_int_equal(r.status, 200);
+        const char *cur = strstr(r.body, "\"current\":true");
+        assert_non_null(cur);
+        const char *idp = NULL;
+        for (const char *p = r.body; (p = strstr(p, "\"id\":\"")) && p < cur; p++)
+                idp = p;
+        assert_non_null(idp);
+        char id[65];
+        snprintf(id, sizeof id, "%.*s", (int)strcspn(idp + 6, "\""), idp + 6);
+        resp_done(&r);
+        http("GET", "/_seed/api/status", v, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+
+        /* Revoked by the first browser: refused at once. */
+        char more[256], target[128];
+        snprintf(more, sizeof more, FETCH "Origin: http://%s\r\nContent-Type: application/json\r\n", g_host);
+        _cleanup_free_ char *ok = browser(g_cookie, g_token, more);
+        snprintf(target, sizeof target, "/_seed/api/owner/sessions/%s/revoke", id);
+        http("POST", target, ok, "{}", &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+        for (int i = 0; i < 3; i++) {
+                http("GET", "/_seed/api/status", v, NULL, &r);
+                assert_int_equal(r.status, 401);
+                resp_done(&r);
+        }
+        /* The page is refused too (the cookie alone). */
+        _cleanup_free_ char *vpage = browser(victim, NULL, NAV);
+        http("GET", "/_seed/", vpage, NULL, &r);
+        assert_int_not_equal(r.status, 200);
+        resp_done(&r);
+        /* The other browser is still signed in. */
+        http("GET", "/_seed/api/status", bs, NULL, &r);
+        assert_int_equal(r.status, 200);
+        resp_done(&r);
+}
+
 static void test_link_limit(void **state) {
         int live = db_link_count_live(g_kdb, wall_ms());
         assert_true(live >= 0 && live < 20);
@@ -1290,7 +1440,8 @@ static void test_proxy(void **state) {
         char fh[128];
         snprintf(fh, sizeof fh, "X-Forwarded-Host: %s\r\n", g_host);
         assert_non_null(strstr(org_last_head, fh));
-        assert_non_null(strstr(org_last_head, "Connection: close\r\n"));
+        /* A GET keeps its upstream connection (pooled). */
+        assert_null(strstr(org_last_head, "Connection:"));
         assert_non_null(strstr(org_last_head, "Accept: text/plain\r\n"));
         pthread_mutex_unlock(&org_lock);
 
@@ -1338,6 +1489,157 @@ static void test_proxy(void **state) {
         http("GET", "/sw.js", "Service-Worker: script\r\n", NULL, &r);
         assert_int_equal(r.status, 403);
         resp_done(&r);
+}
+
+/* GETs share one upstream connection, kept alive; anything else gets one of
+ * its own; an organism that restarts (every connection gone with its
+ * bridge) or closes an idle connection just as it is reused costs only a
+ * new connection, never an error. */
+static void test_proxy_keep_alive(void **state) {
+        org_stop();
+        org_start();
+        struct resp r;
+        int acc = org_accepted();
+        for (int i = 0; i < 5; i++) {
+                char target[32], want[16];
+                snprintf(target, sizeof target, "/id/%d", i);
+                snprintf(want, sizeof want, "%d", i);
+                http("GET", target, NULL, NULL, &r);
+                assert_int_equal(r.status, 200);
+                assert_string_equal(r.body, want);
+                resp_done(&r);
+        }
+        assert_int_equal(org_accepted(), acc + 1);
+        /* A POST: a new connection, closed after it. */
+        http("POST", "/echo", "Content-Type: text/plain\r\n", "posted", &r);
+        assert_int_equal(r.status, 201);
+        assert_string_equal(r.body, "posted");
+        resp_done(&r);
+        assert_int_equal(org_accepted(), acc + 2);
+        pthread_mutex_lock(&org_lock);
+        assert_non_null(strstr(org_last_head, "Connection: close\r\n"));
+        pthread_mutex_unlock(&org_lock);
+
+        /* The organism restarts: its connections are gone. */
+        org_stop();
+        org_start();
+        http("GET", "/id/after-restart", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "after-restart");
+        resp_done(&r);
+
+        /* It closes the idle connection as the next request arrives: that
+         * request is sent once more, on a new connection. */
+        acc = org_accepted();
+        int reqs = org_count();
+        pthread_mutex_lock(&org_lock);
+        org_drop_reused = true;
+        pthread_mutex_unlock(&org_lock);
+        http("GET", "/id/retried", NULL, NULL, &r);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "retried");
+        resp_done(&r);
+        assert_int_equal(org_count(), reqs + 2);
+        assert_int_equal(org_accepted(), acc + 1);
+        /* The same for a request that is not sent twice: a POST never
+         * rides a reused connection. */
+        pthread_mutex_lock(&org_lock);
+        org_drop_reused = true;
+        pthread_mutex_unlock(&org_lock);
+        reqs = org_count();
+        http("POST", "/echo", "Content-Type: text/plain\r\n", "once", &r);
+        assert_int_equal(r.status, 201);
+        resp_done(&r);
+        assert_int_equal(org_count(), reqs + 1);
+        pthread_mutex_lock(&org_lock);
+        org_drop_reused = false;
+        pthread_mutex_unlock(&org_lock);
+}
+
+/* One GET of /id/<tag> on a new client connection; 0 if its answer is
+ * exactly 200 and tag, else -1. No cmocka asserts: runs in threads. */
+static int get_id(const char *tag) {
+        int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(g_port)};
+        sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        struct timeval tv = {.tv_sec = 20};
+        if (fd < 0 || setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+            connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0) {
+                if (fd >= 0)
+                        close(fd);
+                return -1;
+        }
+        char req[256], got[4096];
+        int n = snprintf(req, sizeof req, "GET /id/%s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", tag, g_host);
+        size_t len = 0;
+        int r = send(fd, req, (size_t)n, MSG_NOSIGNAL) == n ? 0 : -1;
+        while (r == 0 && len < sizeof got - 1) {
+                ssize_t k = recv(fd, got + len, sizeof got - 1 - len, 0);
+                if (k < 0)
+                        r = -1;
+                if (k <= 0)
+                        break;
+                len += (size_t)k;
+        }
+        close(fd);
+        got[len] = 0;
+        const char *body = strstr(got, "\r\n\r\n");
+        return r == 0 && startswith(got, "HTTP/1.1 200 ") && body && streq(body + 4, tag) ? 0 : -1;
+}
+
+static atomic_int mix_failures;
+
+static void *mix_main(void *arg) {
+        for (int i = 0; i < 40; i++) {
+                char tag[32];
+                snprintf(tag, sizeof tag, "c%d-%d", (int)(intptr_t)arg, i);
+                if (get_id(tag) < 0)
+                        atomic_fetch_add(&mix_failures, 1);
+        }
+        return NULL;
+}
+
+/* Answers never reach another client: a client that goes away in the
+ * middle of an answer leaves its upstream connection closed, not pooled
+ * with the rest of that answer in it; clients at once each get their own. */
+static void test_proxy_never_mixes(void **state) {
+        int fd = connect_tcp(AF_INET, g_port);
+        char req[256], got[1024];
+        int n = snprintf(req, sizeof req, "GET /big HTTP/1.1\r\nHost: %s\r\n\r\n", g_host);
+        send_all(fd, req, (size_t)n);
+        size_t len = 0;
+        while (len < sizeof got - 1) {
+                ssize_t k = recv(fd, got + len, sizeof got - 1 - len, 0);
+                assert_true(k > 0);
+                len += (size_t)k;
+                got[len] = 0;
+                if (strstr(got, "\r\n\r\nx"))
+                        break;
+        }
+        assert_true(startswith(got, "HTTP/1.1 200 "));
+        close(fd); /* half of the answer is still to come */
+        for (int i = 0; i < 5; i++) {
+                char tag[16];
+                snprintf(tag, sizeof tag, "after-%d", i);
+                assert_int_equal(get_id(tag), 0);
+        }
+        pthread_mutex_lock(&org_big.lock);
+        org_big.released = true;
+        pthread_cond_broadcast(&org_big.cond);
+        pthread_mutex_unlock(&org_big.lock);
+        for (int i = 0; i < 5; i++) {
+                char tag[16];
+                snprintf(tag, sizeof tag, "released-%d", i);
+                assert_int_equal(get_id(tag), 0);
+        }
+
+        pthread_t t[8];
+        atomic_store(&mix_failures, 0);
+        for (int i = 0; i < 8; i++)
+                assert_int_equal(pthread_create(&t[i], NULL, mix_main, (void *)(intptr_t)i), 0);
+        for (int i = 0; i < 8; i++)
+                pthread_join(t[i], NULL);
+        assert_int_equal(atomic_load(&mix_failures), 0);
 }
 
 static void test_proxy_upstream_down(void **state) {
@@ -2781,6 +3083,7 @@ int main(void) {
                 cmocka_unit_test(test_state_changing_rules),
                 cmocka_unit_test(test_api_routes_from_other_modules),
                 cmocka_unit_test(test_logout),
+                cmocka_unit_test(test_revoke_at_once),
                 cmocka_unit_test(test_link_limit),
                 cmocka_unit_test(test_password_form_on_private_page),
                 cmocka_unit_test(test_password_sign_in),
@@ -2797,6 +3100,8 @@ int main(void) {
                 cmocka_unit_test(test_short_password_turns_password_sign_in_off),
                 cmocka_unit_test(test_session_survives_restart),
                 cmocka_unit_test(test_proxy),
+                cmocka_unit_test(test_proxy_keep_alive),
+                cmocka_unit_test(test_proxy_never_mixes),
                 cmocka_unit_test(test_proxy_upstream_down),
                 cmocka_unit_test(test_proxy_request_framing),
                 cmocka_unit_test(test_service_worker_on_seed),

@@ -133,6 +133,8 @@ static int setup(void **state) {
         assert_int_equal(pg_start(seed_dir, &g_pg), 0);
         assert_int_equal(pg_conninfo(g_pg, "postgres", PG_KERNEL_DB, &ci), 0);
         assert_int_equal(db_connect(ci, &g_db), 0);
+        /* Evolutions here run to their end: no preview waiting for an owner. */
+        assert_int_equal(evo_preview_set(g_db, false), 0);
         assert_int_equal(cfg_new_default(&g_cfg), 0);
         g_cfg->evolution.command_timeout_seconds = 120;
         g_cfg->model.max_tokens = 512;

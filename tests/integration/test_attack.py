@@ -533,6 +533,146 @@ def service_worker_registration_is_refused(c):
         assert c.owner.token not in r.text
 
 
+# ---- the organism's admin screens (organism.localhost) -------------------------
+
+ADMIN_HOST = 'organism.localhost'
+
+
+def csps(r):
+    return [v for k, v in r.headers if k.lower() == 'content-security-policy']
+
+
+def extensions_file(c):
+    return os.path.join(c.dir, 'organism', 'control', 'extensions.json')
+
+
+def write_extensions(c, text):
+    """organism/control/extensions.json in the live folder, readable by the Seed's account."""
+    p = extensions_file(c)
+    os.makedirs(os.path.dirname(p), mode=0o755, exist_ok=True)
+    if os.path.lexists(p):
+        os.unlink(p)
+    with open(p, 'w') as f:
+        f.write(text)
+    os.chmod(p, 0o644)
+
+
+def remove_extensions(c):
+    shutil.rmtree(os.path.dirname(extensions_file(c)), ignore_errors=True)
+
+
+@test
+def nothing_under_seed_answers_on_the_admin_origin(c):
+    before = session_ids(c)
+    for name in (f'{ADMIN_HOST}:{c.port}', ADMIN_HOST, f'x.{ADMIN_HOST}:{c.port}', f'ORGANISM.localhost:{c.port}'):
+        for path in ('/_seed/api/status', '/_seed/api/extensions'):
+            r = c.owner.api(path, host=name)
+            assert_refused(r, 421, c, before)
+            assert c.owner.token not in r.text
+            r = cli(c, 'GET', path, headers={'Host': name})
+            assert_refused(r, 421, c, before)
+        r = c.owner.api('/_seed/api/owner/logout', method='POST', body={}, host=name)
+        assert_refused(r, 421, c, before)
+        for path in ('/_seed', '/_seed/', '/_seed/app.js', '/_seed/logo', '/_seed/healthz', '/_seed/x/../api'):
+            r = c.owner.page(host=name) if path == '/_seed/' else req(c, 'GET', path, NAV, host=name)
+            assert r.status in (400, 421), (name, path, r.status)
+            assert c.owner.token not in r.text
+    assert c.owner.api('/_seed/api/status').status == 200
+
+
+@test
+def only_the_control_plane_may_frame_the_admin_origin(c):
+    r = req(c, 'GET', '/', NAV, host=f'{ADMIN_HOST}:{c.port}')
+    assert r.status == 200, r.status
+    assert csps(r) == [f'frame-ancestors http://seed.localhost:{c.port}'], csps(r)
+    assert r.header('Cross-Origin-Opener-Policy') == 'unsafe-none'
+    # The kernel's own answers there too (here: a refused service worker),
+    # so a screen whose app is down says so inside its frame.
+    r = req(c, 'GET', '/sw.js', {'Service-Worker': 'script'}, host=f'{ADMIN_HOST}:{c.port}')
+    assert r.status == 403 and len(csps(r)) == 1, (r.status, csps(r))
+    assert f'frame-ancestors http://seed.localhost:{c.port};' in csps(r)[0] and "default-src 'none'" in csps(r)[0]
+    r = req(c, 'GET', '/sw.js', {'Service-Worker': 'script'}, host=f'127.0.0.1:{c.port}')
+    assert r.status == 403 and "frame-ancestors 'none'" in csps(r)[0], csps(r)
+    r = req(c, 'GET', '/', NAV, host=ADMIN_HOST)  # reached without a port (a forward on port 80)
+    assert csps(r) == ['frame-ancestors http://seed.localhost'], csps(r)
+    # Every other name of the app refuses every frame, as before.
+    for name in ('127.0.0.1', 'localhost', 'app.localhost', '[::1]', f'x.{ADMIN_HOST}', 'organism2.localhost'):
+        r = req(c, 'GET', '/', NAV, host=f'{name}:{c.port}')
+        assert r.status == 200, (name, r.status)
+        assert csps(r) == ["frame-ancestors 'none'"], (name, csps(r))
+
+
+@test
+def the_page_frames_only_the_admin_origin(c):
+    r = c.owner.page()
+    assert r.status == 200
+    admin = f'http://{ADMIN_HOST}:{c.port}'
+    assert len(csps(r)) == 1, csps(r)
+    csp = csps(r)[0]
+    assert csp.endswith(f'; frame-src {admin}'), csp
+    assert "frame-ancestors 'none'" in csp and "default-src 'none'" in csp
+    assert r.header('X-Frame-Options') == 'DENY'
+    assert f'<meta name="seed-admin-origin" content="{admin}">' in r.text
+    # Nothing else under /_seed frames anything.
+    for resp in (c.owner.api('/_seed/api/status'), req(c, 'GET', '/_seed/healthz')):
+        assert all('frame-src' not in v for v in csps(resp)), csps(resp)
+
+
+@test
+def the_admin_screens_list_needs_the_owner(c):
+    write_extensions(c, json.dumps({'screens': [
+        {'id': 'orders', 'title': 'Orders', 'path': '/admin/orders'},
+        {'id': 'away', 'title': 'Away', 'path': 'https://evil.example/'},
+        {'id': 'back', 'title': 'Back', 'path': '/_seed/api/status'},
+        {'id': 'up', 'title': 'Up', 'path': '/%2e%2e/etc/passwd'},
+        {'id': 'crlf', 'title': 'CRLF', 'path': '/a\r\nSet-Cookie: x=1'},
+    ]}))
+    try:
+        before = session_ids(c)
+        path = '/_seed/api/extensions'
+        assert_refused(req(c, 'GET', path, FETCH), 401, c, before)
+        assert_refused(c.owner.api(path, token=''), 401, c, before)  # the cookie alone
+        assert_refused(c.owner.api(path, token='0' * 64), 401, c, before)
+        assert_refused(req(c, 'GET', path, {'Authorization': 'Bearer wrong'}), 401, c, before)
+        r = c.owner.api(path + '?token=' + c.owner.token)
+        assert_refused(r, 400, c, before)
+        for name in APP_HOSTS:
+            assert_refused(c.owner.api(path, host=f'{name}:{c.port}'), 421, c, before)
+        r = c.owner.api(path, method='POST', body={})
+        assert r.status == 405, r.status
+        r = c.owner.api(path)
+        assert r.status == 200, (r.status, r.text)
+        d = json.loads(r.body)
+        assert d['file'] == 'organism/control/extensions.json'
+        assert d['screens'] == [{'id': 'orders', 'title': 'Orders', 'path': '/admin/orders'}], d
+        assert len(d['errors']) == 4, d['errors']
+        for i, e in enumerate(d['errors']):
+            assert e.startswith(f'screens[{i + 1}]'), e
+        assert 'evil.example' not in r.text and 'Set-Cookie' not in r.text
+        assert cli(c, 'GET', path).status == 200
+        st = json.loads(cli(c, 'GET', '/_seed/api/status').body)
+        assert st['admin_screens'].startswith('1 shown; 4 problems in organism/control/extensions.json: screens[1]'), st
+
+        # Bad files: each one error, nothing lost, nothing of the host read.
+        for text, why in (('{"screens": [', 'not JSON'), ('[]', 'must be an object'),
+                          (' ' * (64 * 1024 + 1), 'larger than 64 KiB')):
+            write_extensions(c, text)
+            d = json.loads(c.owner.api(path).body)
+            assert d['screens'] == [] and len(d['errors']) == 1 and why in d['errors'][0], d
+        os.unlink(extensions_file(c))
+        os.symlink('/etc/passwd', extensions_file(c))
+        r = c.owner.api(path)
+        d = json.loads(r.body)
+        assert r.status == 200 and d['screens'] == [], d
+        assert 'symbolic link' in d['errors'][0] and 'root:' not in r.text, d
+        remove_extensions(c)
+        d = json.loads(c.owner.api(path).body)
+        assert d == {'file': 'organism/control/extensions.json', 'screens': [], 'errors': []}, d
+        assert 'admin_screens' not in json.loads(cli(c, 'GET', '/_seed/api/status').body)
+    finally:
+        remove_extensions(c)
+
+
 # ---- sign-in links ------------------------------------------------------------
 
 @test

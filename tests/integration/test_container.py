@@ -105,6 +105,9 @@ def setup():
     c.model = subprocess.Popen([sys.executable, MODEL_SERVER, '--host', c.gw, '--port', str(c.model_port)],
                                stdout=c.model_log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     wait_until(lambda: request(c.model_base + '/_health').status == 200, timeout=30, what='the model server')
+    # Evolutions here run to their end: no preview waiting for an owner.
+    r = api(c, '/_seed/api/evolution-settings', 'POST', {'preview': False})
+    assert r.status == 200, r.text
     return c
 
 

@@ -11,6 +11,7 @@
 #include "api/api.h"
 #include "api/self.h"
 #include "base/fileio.h"
+#include "fsx/fsx.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -150,6 +151,8 @@ static void test_knowledge(void **state) {
         assert_int_equal(api_self_knowledge_file_json(dir, "missing.md", &json), -ENOENT);
         assert_int_equal(api_self_knowledge_file_json(dir, "decisions", &json), -EISDIR);
         assert_int_equal(api_self_knowledge_file_json(dir, ".", &json), -EISDIR);
+        assert_int_equal(api_self_knowledge_file_json(dir, ".seed/secrets", &json), -EPERM);
+        assert_int_equal(api_self_knowledge_file_json(dir, "x/.GIT./config", &json), -EPERM);
         assert_null(json);
 
         _cleanup_free_ char *big = malloc(API_SELF_FILE_MAX + 2);
@@ -242,6 +245,21 @@ static void test_handlers(void **state) {
         assert_null(strstr(json, "hunter"));
         free(json);
         assert_int_equal(call("/_seed/api/knowledge", NULL, "path=nope.md", &json), 404);
+        free(json);
+        /* Off-limits names (fsx refuses them: -EPERM) are the caller's
+         * mistake, not the server's: 403, never a 500 (found by
+         * fuzz-knowledge). */
+        assert_int_equal(call("/_seed/api/knowledge", NULL, "path=.seed", &json), 403);
+        free(json);
+        assert_int_equal(call("/_seed/api/knowledge", NULL, "path=a%2F.git%2Fconfig", &json), 403);
+        free(json);
+        assert_int_equal(call("/_seed/api/knowledge", NULL, "path=README.md%2Fx", &json), 404);
+        free(json);
+        _cleanup_free_ char *q = malloc(FSX_PATH_MAX + 16);
+        strcpy(q, "path=");
+        memset(q + 5, 'a', FSX_PATH_MAX + 1);
+        q[5 + FSX_PATH_MAX + 1] = 0;
+        assert_int_equal(call("/_seed/api/knowledge", NULL, q, &json), 400);
         free(json);
         assert_int_equal(call("/_seed/api/knowledge", NULL, "path=big.txt", &json), 413);
         free(json);

@@ -23,6 +23,8 @@
 #include "ctl/owner.h"
 #include "ctl/pages.h"
 #include "ctl/proxy-policy.h"
+#include "ctl/session-cache.h"
+#include "ctl/upstream-pool.h"
 #include "fsx/fsx.h"
 
 #include <arpa/inet.h>
@@ -94,6 +96,38 @@ static void test_host_organism(void **state) {
         assert_false(ctl_host_is_organism("myorganism.localhost"));
         assert_false(ctl_host_is_organism("organism.localhost.evil.com"));
         assert_false(ctl_host_is_organism(NULL));
+}
+
+/* Admin screens are framed only where the control plane has a localhost
+ * origin of its own, on the port the browser used. */
+static void test_admin_origin(void **state) {
+        assert_true(ctl_admin_screens_on("seed.localhost"));
+        assert_true(ctl_admin_screens_on("control.seed.localhost"));
+        assert_true(ctl_admin_screens_on("localhost"));
+        assert_false(ctl_admin_screens_on(NULL));
+        assert_false(ctl_admin_screens_on(""));                   /* the same-origin fallback */
+        assert_false(ctl_admin_screens_on("seed.example.com"));   /* a hosted name */
+        assert_false(ctl_admin_screens_on("seed.localhost.evil.com"));
+        assert_false(ctl_admin_screens_on("organism.localhost")); /* never the admin origin itself */
+        assert_false(ctl_admin_screens_on("x.organism.localhost"));
+
+        char *o = NULL;
+        assert_int_equal(ctl_origin_on_port_of(CTL_ADMIN_HOST, "seed.localhost:8080", &o), 0);
+        assert_string_equal(o, "http://organism.localhost:8080");
+        free(o);
+        assert_int_equal(ctl_origin_on_port_of("seed.localhost", "organism.localhost", &o), 0);
+        assert_string_equal(o, "http://seed.localhost");
+        free(o);
+        assert_int_equal(ctl_origin_on_port_of("seed.localhost", "[::1]:9", &o), 0);
+        assert_string_equal(o, "http://seed.localhost:9");
+        free(o);
+        o = NULL;
+        static const char *const bad[] = {"", "a b", "seed.localhost:x", "seed.localhost:1:2", "[zz]:1",
+                                          "seed.localhost:99999", "a/b:1"};
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                assert_int_equal(ctl_origin_on_port_of("seed.localhost", bad[i], &o), -EINVAL);
+        assert_int_equal(ctl_origin_on_port_of("seed.localhost", NULL, &o), -EINVAL);
+        assert_null(o);
 }
 
 /* ---- Fetch Metadata, same origin, JSON ---- */
@@ -655,6 +689,148 @@ static void test_proxy_request_head_framing(void **state) {
         ctl_hdrs_free(&in);
 }
 
+/* A request that may be followed by another on its connection says nothing
+ * of Connection (HTTP/1.1 keeps it open); any other asks to close. */
+static void test_proxy_request_head_keep_alive(void **state) {
+        struct ctl_hdrs in = {0};
+        assert_int_equal(ctl_hdrs_add(&in, "Connection", "close"), 0); /* the client's own: hop-by-hop */
+        struct ctl_proxy_req req = {.method = "GET", .target = "/", .host = "localhost",
+                                    .client_ip = "127.0.0.1", .cookie_name = "seed_ab", .keep_alive = true};
+        struct buf out = BUF_INIT(1 << 20);
+        assert_int_equal(ctl_proxy_request_head(&in, &req, &out), 0);
+        assert_string_equal(out.data, "GET / HTTP/1.1\r\nHost: localhost\r\nX-Forwarded-For: 127.0.0.1\r\n"
+                                      "X-Forwarded-Proto: http\r\nX-Forwarded-Host: localhost\r\n\r\n");
+        buf_free(&out);
+        ctl_hdrs_free(&in);
+}
+
+/* Whether the organism's answer leaves its connection open for another. */
+static void test_proxy_parse_head_keep_alive(void **state) {
+        static const struct {
+                const char *head;
+                bool head_request, keep_alive;
+        } cases[] = {
+                {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\n", false, true},
+                {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", false, true},
+                {"HTTP/1.1 204 No Content\r\n\r\n", false, true},
+                {"HTTP/1.1 200 OK\r\nContent-Length: 9\r\n\r\n", true, true},
+                {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\n", false, false},
+                {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: Keep-Alive, CLOSE\r\n\r\n", false, false},
+                {"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: closed\r\n\r\n", false, true},
+                {"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n", false, false}, /* ends with the close */
+                {"HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\n", false, false},
+                {"HTTP/1.0 200 OK\r\nContent-Length: 2\r\nConnection: keep-alive\r\n\r\n", false, false},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                struct ctl_upstream u;
+                assert_int_equal(ctl_proxy_parse_head(cases[i].head, strlen(cases[i].head), cases[i].head_request, &u),
+                                 0);
+                if (u.keep_alive != cases[i].keep_alive)
+                        fail_msg("case %zu: keep_alive %d", i, u.keep_alive);
+                ctl_upstream_done(&u);
+        }
+}
+
+/* ---- proxy: the pool of idle upstream connections ---- */
+
+static void pair(int fds[2]) {
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+}
+
+static void test_upstream_pool(void **state) {
+        struct ctl_upool p;
+        ctl_upool_init(&p);
+        int a[2], b[2], c[2], d[2], fd = -1;
+        pair(a);
+        pair(b);
+        pair(c);
+        pair(d);
+        assert_int_equal(ctl_upool_take(&p, "/x.sock", &fd), -ENOENT);
+        ctl_upool_put(&p, "/x.sock", a[0]);
+        ctl_upool_put(&p, "/x.sock", b[0]);
+        ctl_upool_put(&p, "/y.sock", c[0]);
+        assert_int_equal(ctl_upool_idle(&p), 3);
+        /* Keyed by socket: /y's connection only for /y. */
+        assert_int_equal(ctl_upool_take(&p, "/y.sock", &fd), 0);
+        assert_int_equal(fd, c[0]);
+        assert_int_equal(ctl_upool_take(&p, "/y.sock", &fd), -ENOENT);
+        close(c[0]);
+        /* The peer of the newest closed it: skipped (and closed); the next
+         * one is handed out. */
+        close(b[1]);
+        assert_int_equal(ctl_upool_take(&p, "/x.sock", &fd), 0);
+        assert_int_equal(fd, a[0]);
+        /* One whose peer sent bytes nobody asked for is never reused. */
+        ctl_upool_put(&p, "/x.sock", a[0]);
+        assert_int_equal(send(a[1], "HTTP/1.1 200 OK\r\n", 17, 0), 17);
+        assert_int_equal(ctl_upool_take(&p, "/x.sock", &fd), -ENOENT);
+        assert_int_equal(ctl_upool_idle(&p), 0);
+        close(a[1]);
+        /* Closed with the pool; put afterwards closes at once. */
+        ctl_upool_put(&p, "/x.sock", d[0]);
+        ctl_upool_close_all(&p);
+        char ch;
+        assert_int_equal(recv(d[1], &ch, 1, 0), 0); /* the pool closed its end */
+        pair(a);
+        ctl_upool_put(&p, "/x.sock", a[0]);
+        assert_int_equal(ctl_upool_idle(&p), 0);
+        assert_int_equal(recv(a[1], &ch, 1, 0), 0);
+        close(a[1]);
+        close(d[1]);
+        ctl_upool_done(&p);
+}
+
+/* ---- the session cache ---- */
+
+static void test_session_cache(void **state) {
+        struct ctl_session_cache c;
+        ctl_session_cache_init(&c);
+        char h1[SHA256_HEX_LEN + 1], h2[SHA256_HEX_LEN + 1], id[CTL_SESSION_ID_MAX + 1];
+        crypto_sha256_hex("cookie one", 10, h1);
+        crypto_sha256_hex("cookie two", 10, h2);
+        int64_t t = 1000000;
+        assert_int_equal(ctl_session_cache_get(&c, h1, t, id), -ENOENT);
+        ctl_session_cache_put(&c, h1, "aa01", t, t + 60000, ctl_session_cache_epoch(&c));
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + 1, id), 0);
+        assert_string_equal(id, "aa01");
+        assert_int_equal(ctl_session_cache_get(&c, h2, t + 1, id), -ENOENT);
+        /* Ages out after the TTL (asked of the DB again). */
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + CTL_SESSION_CACHE_TTL_MS, id), -ENOENT);
+        /* Never past its expiry. */
+        ctl_session_cache_put(&c, h1, "aa01", t, t + 5, ctl_session_cache_epoch(&c));
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + 4, id), 0);
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + 5, id), -ENOENT);
+        /* Forgotten at once. */
+        ctl_session_cache_put(&c, h1, "aa01", t, t + 60000, ctl_session_cache_epoch(&c));
+        ctl_session_cache_put(&c, h2, "bb02", t, t + 60000, ctl_session_cache_epoch(&c));
+        ctl_session_cache_forget(&c, "aa01");
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + 1, id), -ENOENT);
+        assert_int_equal(ctl_session_cache_get(&c, h2, t + 1, id), 0);
+        /* A lookup that began before a forget is not kept. */
+        uint64_t e = ctl_session_cache_epoch(&c);
+        ctl_session_cache_forget(&c, "aa01");
+        ctl_session_cache_put(&c, h1, "aa01", t, t + 60000, e);
+        assert_int_equal(ctl_session_cache_get(&c, h1, t + 1, id), -ENOENT);
+        /* Bounded: more sessions than it holds replace the least recently
+         * verified; the newest are kept. */
+        for (int i = 0; i < CTL_SESSION_CACHE_SIZE + 10; i++) {
+                char h[SHA256_HEX_LEN + 1], n[16];
+                snprintf(n, sizeof n, "s%d", i);
+                crypto_sha256_hex(n, strlen(n), h);
+                ctl_session_cache_put(&c, h, n, t + 10 + i, t + 60000, ctl_session_cache_epoch(&c));
+        }
+        size_t used = 0;
+        for (size_t i = 0; i < CTL_SESSION_CACHE_SIZE; i++)
+                used += c.e[i].used;
+        assert_int_equal(used, CTL_SESSION_CACHE_SIZE);
+        char hl[SHA256_HEX_LEN + 1];
+        crypto_sha256_hex("s73", 3, hl);
+        assert_int_equal(ctl_session_cache_get(&c, hl, t + 100, id), 0);
+        assert_string_equal(id, "s73");
+        assert_int_equal(ctl_session_cache_get(&c, h2, t + 100, id), -ENOENT); /* the oldest went */
+        ctl_session_cache_done(&c);
+}
+
 /* ---- proxy: response head and header policy ---- */
 
 static void test_proxy_parse_head(void **state) {
@@ -733,7 +909,7 @@ static void test_proxy_response_policy(void **state) {
         };
         for (size_t i = 0; i < ARRAY_SIZE(h); i++)
                 assert_int_equal(ctl_hdrs_add(&up, h[i][0], h[i][1]), 0);
-        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", &out), 0);
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, &out), 0);
         assert_string_equal(ctl_hdrs_get(&out, "Content-Type"), "text/html");
         assert_string_equal(ctl_hdrs_get(&out, "X-App"), "kept");
         assert_int_equal(ctl_hdrs_count(&out, "Cross-Origin-Opener-Policy"), 1);
@@ -757,10 +933,21 @@ static void test_proxy_response_policy(void **state) {
         ctl_hdrs_free(&up);
 
         /* Without a CSP of its own the organism still gets frame-ancestors. */
-        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", &out), 0);
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, &out), 0);
         assert_int_equal(ctl_hdrs_count(&out, "Content-Security-Policy"), 1);
         assert_string_equal(ctl_hdrs_get(&out, "Content-Security-Policy"), "frame-ancestors 'none'");
         ctl_hdrs_free(&out);
+
+        /* On the admin origin: only the control plane may frame it, and the
+         * organism's own frame-ancestors can only narrow that (every CSP is
+         * enforced), never widen it. */
+        assert_int_equal(ctl_hdrs_add(&up, "Content-Security-Policy", "frame-ancestors *"), 0);
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", "http://seed.localhost:8080", &out), 0);
+        assert_int_equal(ctl_hdrs_count(&out, "Content-Security-Policy"), 2);
+        assert_string_equal(out.v[out.n - 1].value, "frame-ancestors http://seed.localhost:8080");
+        assert_string_equal(ctl_hdrs_get(&out, "Cross-Origin-Opener-Policy"), "unsafe-none");
+        ctl_hdrs_free(&out);
+        ctl_hdrs_free(&up);
 }
 
 /* ---- chunked decoder ---- */
@@ -914,6 +1101,59 @@ static void test_security_headers(void **state) {
         assert_false(ctl_csp_sandboxes(NULL));
         assert_false(ctl_csp_sandboxes(""));
         assert_false(ctl_csp_sandboxes("sandbox allow-same-origin"));
+
+        /* The page's CSP: ours plus one frame-src, the admin origin only. */
+        char *csp = NULL;
+        assert_int_equal(ctl_csp_with_admin_frames("http://organism.localhost:8080", &csp), 0);
+        assert_true(startswith(csp, CTL_CSP));
+        assert_true(endswith(csp, "; frame-src http://organism.localhost:8080"));
+        assert_int_equal(ctl_hdrs_add(&h, "Content-Security-Policy", csp), 0);
+        assert_int_equal(ctl_add_security_headers(&h), 0);
+        assert_int_equal(ctl_hdrs_count(&h, "Content-Security-Policy"), 1);
+        assert_string_equal(ctl_hdrs_get(&h, "Content-Security-Policy"), csp);
+        assert_string_equal(ctl_hdrs_get(&h, "X-Frame-Options"), "DENY");
+        ctl_hdrs_free(&h);
+        free(csp);
+        assert_int_equal(ctl_csp_with_admin_frames("http://organism.localhost", &csp), 0);
+        assert_true(ctl_csp_frames_admin(csp));
+        free(csp);
+        csp = NULL;
+        static const char *const other[] = {"http://seed.localhost:8080", "http://organism.localhost:8080 *",
+                                            "*", "http://organism.localhost:", "http://organism.localhost:123456",
+                                            "http://organism.localhost:80; script-src *", "https://organism.localhost",
+                                            "http://organism.localhost.evil.com", "http://x.organism.localhost"};
+        for (size_t i = 0; i < ARRAY_SIZE(other); i++)
+                assert_int_equal(ctl_csp_with_admin_frames(other[i], &csp), -EINVAL);
+        assert_int_equal(ctl_csp_with_admin_frames(NULL, &csp), -EINVAL);
+        assert_null(csp);
+        /* Anything else after ours is not the page's: ours is added too. */
+        static const char *const forged[] = {
+                "default-src 'none'; frame-src *",
+                "frame-src http://organism.localhost:1",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(forged); i++) {
+                assert_false(ctl_csp_frames_admin(forged[i]));
+                assert_int_equal(ctl_hdrs_add(&h, "Content-Security-Policy", forged[i]), 0);
+                assert_int_equal(ctl_add_security_headers(&h), 0);
+                assert_int_equal(ctl_hdrs_count(&h, "Content-Security-Policy"), 2);
+                ctl_hdrs_free(&h);
+        }
+        /* The kernel's own pages on the admin origin: ours, framed by one origin. */
+        assert_int_equal(ctl_csp_framed_by("http://seed.localhost:8080", &csp), 0);
+        assert_string_equal(csp, "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                 "connect-src 'self'; frame-ancestors http://seed.localhost:8080; base-uri 'none'; "
+                                 "form-action 'self'");
+        free(csp);
+        csp = NULL;
+        static const char *const not_origins[] = {"*", "'self'", "http://*", "http://*.localhost", "http://a; script-src *", "http://a b",
+                                                  "https://x", "http://a/path", "http://a,http://b", "http://a\r\nX: y"};
+        for (size_t i = 0; i < ARRAY_SIZE(not_origins); i++)
+                assert_int_equal(ctl_csp_framed_by(not_origins[i], &csp), -EINVAL);
+        assert_int_equal(ctl_csp_framed_by(NULL, &csp), -EINVAL);
+        assert_null(csp);
+        _cleanup_free_ char *tail = NULL;
+        assert_int_equal(xasprintf(&tail, "%s; frame-src http://organism.localhost:1; script-src-elem *", CTL_CSP), 0);
+        assert_false(ctl_csp_frames_admin(tail));
 }
 
 /* ---- clients, trusted proxies and the failure limiter ---- */
@@ -2142,6 +2382,7 @@ int main(void) {
                 cmocka_unit_test(test_host_refused),
                 cmocka_unit_test(test_host_allowed_extra),
                 cmocka_unit_test(test_host_organism),
+                cmocka_unit_test(test_admin_origin),
                 cmocka_unit_test(test_fetch_nav),
                 cmocka_unit_test(test_same_origin),
                 cmocka_unit_test(test_content_type_and_methods),
@@ -2192,6 +2433,10 @@ int main(void) {
                 cmocka_unit_test(test_conns_table_full),
                 cmocka_unit_test(test_conns_proxied_pool),
                 cmocka_unit_test(test_conns_keep_alive_mix),
+                cmocka_unit_test(test_proxy_request_head_keep_alive),
+                cmocka_unit_test(test_proxy_parse_head_keep_alive),
+                cmocka_unit_test(test_upstream_pool),
+                cmocka_unit_test(test_session_cache),
                 cmocka_unit_test(test_conns_head_deadline),
                 cmocka_unit_test(test_logo_read),
                 cmocka_unit_test(test_inject_wanted),

@@ -5,7 +5,9 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "base/buf.h"
 #include "base/fileio.h"
+#include "organism/extensions.h"
 #include "organism/organism.h"
 #include "canned-server.h"
 
@@ -230,6 +232,246 @@ static void test_probe(void **state) {
         rm_rf(tmpl);
 }
 
+/* ---- organism/control/extensions.json ---- */
+
+static struct organism_extensions *parse(const char *json) {
+        struct organism_extensions *x = NULL;
+        assert_int_equal(organism_extensions_parse(json, strlen(json), &x), 0);
+        assert_non_null(x);
+        assert_non_null(x->errors);
+        return x;
+}
+
+static bool has_error(const struct organism_extensions *x, const char *needle) {
+        for (char **e = x->errors; *e; e++)
+                if (strstr(*e, needle))
+                        return true;
+        return false;
+}
+
+static void test_extensions_good(void **state) {
+        (void)state;
+        struct organism_extensions *x = parse(
+                "{\"screens\": [{\"id\": \"orders\", \"title\": \"Orders ✓\", \"path\": \"/admin/orders?tab=open#top\"},"
+                " {\"id\": \"users-2\", \"title\": \"Users\", \"path\": \"/admin/users%20list\"}]}");
+        assert_int_equal(x->n_screens, 2);
+        assert_null(x->errors[0]);
+        assert_string_equal(x->screens[0].id, "orders");
+        assert_string_equal(x->screens[0].title, "Orders ✓");
+        assert_string_equal(x->screens[0].path, "/admin/orders?tab=open#top");
+        assert_string_equal(x->screens[1].path, "/admin/users%20list");
+        organism_extensions_free(x);
+
+        x = parse("{\"screens\": []}");
+        assert_int_equal(x->n_screens, 0);
+        assert_null(x->errors[0]);
+        organism_extensions_free(x);
+        organism_extensions_free(NULL);
+}
+
+/* Paths a browser would take off the app's origin, or into /_seed, or that
+ * hide a control character: each refused, with a reason. */
+static void test_extensions_paths(void **state) {
+        (void)state;
+        static const char *const bad[] = {
+                "", "admin", "http://evil.com/", "https://evil.com", "javascript:alert(1)", "//evil.com/x",
+                "/\\evil.com", "\\\\evil.com", "/\tevil", "/a b", "/a\nb", "/a\rb", "/\x7f", "/é",
+                "/a\"b", "/a<b>", "/a`b", "/a{b}", "/a|b", "/a^b",
+                "/_seed", "/_seed/", "/_seed/api/status", "/%5Fseed/", "/%5fseed", "/_seed?x=1", "/_seed#x",
+                "/../x", "/a/../b", "/a/..", "/./a", "/a/.", "/%2e%2e/x", "/%2E./x", "/a/%2e",
+                "/%00", "/%0a", "/%0D", "/%7f", "/%", "/%4", "/%zz", "/%1f",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                const char *why = NULL;
+                if (organism_screen_path_ok(bad[i], &why))
+                        fail_msg("accepted the path \"%s\"", bad[i]);
+                assert_non_null(why);
+        }
+        assert_false(organism_screen_path_ok(NULL, NULL));
+        char longp[ORGANISM_EXT_PATH_MAX + 2];
+        memset(longp, 'a', sizeof longp - 1);
+        longp[0] = '/';
+        longp[sizeof longp - 1] = 0;
+        assert_false(organism_screen_path_ok(longp, NULL));
+        longp[ORGANISM_EXT_PATH_MAX] = 0; /* exactly the limit */
+        assert_true(organism_screen_path_ok(longp, NULL));
+
+        static const char *const good[] = {
+                "/", "/admin", "/admin/", "/a/b-c_d.e~f", "/_seedling", "/x/_seed", "/a..b", "/.well-known/x",
+                "/a?next=/_seed/", "/a?x=..", "/a#/_seed", "/a%2Fb", "/a:b@c!$&'()*+,;=", "/%41",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+                if (!organism_screen_path_ok(good[i], NULL))
+                        fail_msg("refused the path \"%s\"", good[i]);
+}
+
+static void test_extensions_ids_titles(void **state) {
+        (void)state;
+        assert_true(organism_screen_id_ok("a"));
+        assert_true(organism_screen_id_ok("orders-2"));
+        assert_true(organism_screen_id_ok("0"));
+        static const char *const bad_ids[] = {"", "-a", "A", "a_b", "a b", "a.b", "ä", "a/b", "a\n"};
+        for (size_t i = 0; i < ARRAY_SIZE(bad_ids); i++)
+                assert_false(organism_screen_id_ok(bad_ids[i]));
+        assert_false(organism_screen_id_ok(NULL));
+        char id[ORGANISM_EXT_ID_MAX + 2];
+        memset(id, 'a', sizeof id - 1);
+        id[sizeof id - 1] = 0;
+        assert_false(organism_screen_id_ok(id));
+        id[ORGANISM_EXT_ID_MAX] = 0;
+        assert_true(organism_screen_id_ok(id));
+
+        /* Titles: not empty, bounded, no control or text-direction characters. */
+        static const char *const bad_titles[] = {
+                "", "   ", "a\\nb", "a\\tb", "a\\u0007", "a\\u007f", "a\\u0085b", "\\u202eevil", "a\\u2066b",
+                "a\\u200fb", "a\\u2028b",
+                "12345678901234567890123456789012345678901234567890123456789012345678901234567890x",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(bad_titles); i++) {
+                char json[512];
+                snprintf(json, sizeof json, "{\"screens\": [{\"id\": \"x\", \"title\": \"%s\", \"path\": \"/x\"}]}",
+                         bad_titles[i]);
+                struct organism_extensions *x = parse(json);
+                if (x->n_screens != 0)
+                        fail_msg("accepted the title \"%s\"", bad_titles[i]);
+                assert_true(has_error(x, "screens[0] (\"x\"): title"));
+                organism_extensions_free(x);
+        }
+}
+
+/* A bad entry costs only itself; each refusal names the entry. */
+static void test_extensions_keeps_the_rest(void **state) {
+        (void)state;
+        struct organism_extensions *x = parse(
+                "{\"screens\": ["
+                "{\"id\": \"a\", \"title\": \"A\", \"path\": \"/a\"},"
+                "{\"id\": \"b\", \"title\": \"B\", \"path\": \"//evil.com\"},"
+                "{\"id\": \"a\", \"title\": \"again\", \"path\": \"/a2\"},"
+                "7,"
+                "{\"id\": \"c\", \"title\": \"C\", \"path\": \"/c\", \"onload\": \"x\"},"
+                "{\"id\": \"Bad!\", \"title\": \"D\", \"path\": \"/d\"},"
+                "{\"id\": \"e\", \"title\": 5, \"path\": \"/e\"},"
+                "{\"id\": \"f\", \"title\": \"F\"},"
+                "{\"id\": \"g\", \"title\": \"G\", \"path\": \"/_seed/api/status\"},"
+                "{\"id\": \"h\", \"title\": \"H\", \"path\": \"/h\"}"
+                "], \"extra\": 1}");
+        assert_int_equal(x->n_screens, 2);
+        assert_string_equal(x->screens[0].id, "a");
+        assert_string_equal(x->screens[1].id, "h");
+        assert_true(has_error(x, "screens[1] (\"b\"): path starts with '//'"));
+        assert_true(has_error(x, "screens[2] (\"a\"): another screen has this id"));
+        assert_true(has_error(x, "screens[3] is not an object"));
+        assert_true(has_error(x, "screens[4] has a key other than"));
+        assert_true(has_error(x, "screens[5].id must be"));
+        assert_true(has_error(x, "screens[6] (\"e\"): title must be a string"));
+        assert_true(has_error(x, "screens[7] (\"f\"): path must be a string"));
+        assert_true(has_error(x, "screens[8] (\"g\"): path is the control plane's"));
+        assert_true(has_error(x, "keys other than \"screens\""));
+        /* The file's own text is never echoed beyond a valid id. */
+        assert_false(has_error(x, "evil.com"));
+        assert_false(has_error(x, "onload"));
+        organism_extensions_free(x);
+}
+
+static void test_extensions_bounds(void **state) {
+        (void)state;
+        /* Malformed: one error naming line and column, no screens. */
+        static const char *const broken[] = {
+                "", "nul", "[", "{\"screens\": [}", "[{\"id\": \"a\"}]", "\"x\"", "{\"screens\": {}}",
+                "{\"screens\": [{\"id\": \"a\", \"id\": \"b\", \"title\": \"T\", \"path\": \"/\"}]}",
+                "{\"screens\": [{\"id\": \"a\\u0000\", \"title\": \"T\", \"path\": \"/\"}]}",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(broken); i++) {
+                struct organism_extensions *x = parse(broken[i]);
+                assert_int_equal(x->n_screens, 0);
+                assert_non_null(x->errors[0]);
+                assert_true(strlen(x->errors[0]) < ORGANISM_EXT_ERROR_MAX);
+                organism_extensions_free(x);
+        }
+        /* jansson's message quotes the input: only printable ASCII of it. */
+        struct organism_extensions *x = parse("{\"screens\": \x01\xff\n}");
+        assert_true(has_error(x, ORGANISM_EXT_FILE ":1:"));
+        for (const char *p = x->errors[0]; *p; p++)
+                assert_true((unsigned char)*p >= 0x20 || *p == 0);
+        organism_extensions_free(x);
+
+        /* Too large: refused before parsing. */
+        size_t big = ORGANISM_EXT_FILE_MAX + 1;
+        _cleanup_free_ char *huge = malloc(big);
+        assert_non_null(huge);
+        memset(huge, ' ', big);
+        assert_int_equal(organism_extensions_parse(huge, big, &x), 0);
+        assert_int_equal(x->n_screens, 0);
+        assert_true(has_error(x, "larger than 64 KiB"));
+        organism_extensions_free(x);
+
+        /* More screens than allowed: the first ORGANISM_EXT_SCREENS_MAX, and
+         * the errors themselves are bounded. */
+        _cleanup_buf_ struct buf b = BUF_INIT(ORGANISM_EXT_FILE_MAX);
+        assert_int_equal(buf_puts(&b, "{\"screens\": ["), 0);
+        for (int i = 0; i < 200; i++)
+                assert_int_equal(buf_printf(&b, "%s{\"id\": \"s%d\", \"title\": \"S\", \"path\": \"%s\"}", i ? "," : "", i,
+                                            i % 2 ? "/ok" : "/../no"),
+                                 0);
+        assert_int_equal(buf_puts(&b, "]}"), 0);
+        assert_int_equal(organism_extensions_parse(b.data, b.len, &x), 0);
+        assert_int_equal(x->n_screens, ORGANISM_EXT_SCREENS_MAX / 2);
+        assert_int_equal(strv_length(x->errors), ORGANISM_EXT_ERRORS_MAX + 1);
+        assert_true(has_error(x, "and 1 more problem"));
+        organism_extensions_free(x);
+}
+
+/* Read beneath the Seed's folder through fsx: missing is fine, a symlink
+ * or a directory is an error and never followed. */
+static void test_extensions_read(void **state) {
+        (void)state;
+        char tmpl[] = "/tmp/test-organism-ext.XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        int root = open(tmpl, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        assert_true(root >= 0);
+        struct organism_extensions *x = NULL;
+        assert_int_equal(organism_extensions_read(root, &x), 0);
+        assert_int_equal(x->n_screens, 0);
+        assert_null(x->errors[0]);
+        organism_extensions_free(x);
+        char *none = (char *)"unset";
+        assert_int_equal(organism_extensions_status(tmpl, &none), 0);
+        assert_null(none);
+
+        _cleanup_free_ char *dir = join(tmpl, "organism/control");
+        _cleanup_free_ char *file = join(tmpl, ORGANISM_EXT_FILE);
+        assert_int_equal(mkdir_p(dir, 0755), 0);
+        const char *json = "{\"screens\": [{\"id\": \"a\", \"title\": \"A\", \"path\": \"/a\"}]}";
+        assert_int_equal(write_file_atomic(file, json, strlen(json), 0644), 0);
+        assert_int_equal(organism_extensions_read(root, &x), 0);
+        assert_int_equal(x->n_screens, 1);
+        organism_extensions_free(x);
+
+        _cleanup_free_ char *line = NULL;
+        assert_int_equal(organism_extensions_status(tmpl, &line), 0);
+        assert_string_equal(line, "1 shown");
+        free(TAKE_PTR(line));
+
+        unlink(file);
+        assert_int_equal(symlink("/etc/passwd", file), 0);
+        assert_int_equal(organism_extensions_read(root, &x), 0);
+        assert_int_equal(x->n_screens, 0);
+        assert_true(has_error(x, "symbolic link"));
+        organism_extensions_free(x);
+        assert_int_equal(organism_extensions_status(tmpl, &line), 0);
+        assert_true(startswith(line, "0 shown; 1 problem in " ORGANISM_EXT_FILE ": "));
+        assert_non_null(strstr(line, "symbolic link"));
+        free(TAKE_PTR(line));
+
+        unlink(file);
+        assert_int_equal(mkdir(file, 0755), 0);
+        assert_int_equal(organism_extensions_read(root, &x), 0);
+        assert_true(has_error(x, "a directory"));
+        organism_extensions_free(x);
+        close(root);
+        rm_rf(tmpl);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_defaults),
@@ -237,6 +479,12 @@ int main(void) {
                 cmocka_unit_test(test_state_names),
                 cmocka_unit_test(test_connect_checks),
                 cmocka_unit_test(test_probe),
+                cmocka_unit_test(test_extensions_good),
+                cmocka_unit_test(test_extensions_paths),
+                cmocka_unit_test(test_extensions_ids_titles),
+                cmocka_unit_test(test_extensions_keeps_the_rest),
+                cmocka_unit_test(test_extensions_bounds),
+                cmocka_unit_test(test_extensions_read),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

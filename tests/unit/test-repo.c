@@ -3,6 +3,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
+#include <ctype.h>
+#include <dirent.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -779,6 +781,37 @@ static char *evolve(const char *seed, const char *id, const char *rel, const cha
         return oid;
 }
 
+/* Boot recovery of an apply cut short between the fast-forward and the tag. */
+static void test_undo_untagged(void **state) {
+        _cleanup_free_ char *base = NULL, *msg = NULL, *oid = NULL, *wt = NULL, *head = NULL, *head2 = NULL;
+        _cleanup_free_ char *seed = make_seed(&base);
+        int gen = 0;
+        assert_int_equal(repo_worktree_add(seed, "u1", &wt), 0);
+        put(wt, "organism/index.html", "from u1\n");
+        assert_int_equal(repo_evolution_message("s", "t", NULL, "u1", 1, 2, &msg), 0);
+        assert_int_equal(repo_commit_worktree(wt, msg, &oid), 0);
+        /* main has not moved: nothing to undo */
+        assert_int_equal(repo_main_undo_untagged(seed, "evo_u1", &gen), 0);
+        assert_int_equal(repo_fast_forward_main(seed, oid), 0);
+        /* another evolution's commit, or no evolution id: left alone */
+        assert_int_equal(repo_main_undo_untagged(seed, "evo_other", &gen), 0);
+        assert_int_equal(repo_main_undo_untagged(seed, "u1", &gen), -EINVAL);
+        assert_int_equal(repo_main_undo_untagged(seed, "evo_u1", &gen), 1);
+        assert_int_equal(gen, 1);
+        assert_int_equal(repo_head(seed, &head), 0);
+        assert_string_equal(head, base);
+        _cleanup_free_ char *html = slurp(seed, "organism/index.html");
+        assert_string_equal(html, "<h1>hello</h1>\nline 2\nline 3\n");
+        /* tagged, main is a generation: nothing to undo */
+        assert_int_equal(repo_fast_forward_main(seed, oid), 0);
+        assert_int_equal(repo_tag_generation(seed, oid, 2), 0);
+        assert_int_equal(repo_main_undo_untagged(seed, "evo_u1", &gen), 0);
+        assert_int_equal(repo_head(seed, &head2), 0);
+        assert_string_equal(head2, oid);
+        assert_int_equal(repo_worktree_remove(seed, "u1"), 0);
+        (void)state;
+}
+
 static void test_fast_forward(void **state) {
         _cleanup_free_ char *base = NULL, *a = NULL, *b = NULL, *head = NULL, *wt = NULL, *c = NULL;
         _cleanup_free_ char *seed = make_seed(&base);
@@ -931,6 +964,82 @@ static void set_ref(const char *seed, const char *name, const char *hex) {
         }
         git_repository_free(r);
         git_libgit2_shutdown();
+}
+
+/* Renames every object folder of .git/objects (hide) or back. */
+static void hide_objects(const char *seed, bool hide) {
+        _cleanup_free_ char *objs = path_join(seed, ".git/objects");
+        DIR *d = opendir(objs);
+        assert_non_null(d);
+        struct dirent *e;
+        while ((e = readdir(d))) {
+                bool obj = strlen(e->d_name) == 2 && isxdigit((unsigned char)e->d_name[0]);
+                bool hidden = strlen(e->d_name) == 3 && e->d_name[0] == 'h';
+                if (hide ? !(obj || streq(e->d_name, "pack")) : !(hidden || streq(e->d_name, "hpack")))
+                        continue;
+                char to[300];
+                snprintf(to, sizeof to, "%s", hide ? "h" : "");
+                snprintf(to + strlen(to), sizeof to - strlen(to), "%s", hide ? e->d_name : e->d_name + 1);
+                assert_int_equal(renameat(dirfd(d), e->d_name, dirfd(d), to), 0);
+        }
+        closedir(d);
+}
+
+/* The refs cache answers as repo_live_generation() and repo_owner_change()
+ * would, at once after a new generation or an owner's commit, and without
+ * reading the repository while its refs stand still. */
+static void test_refs_cache(void **state) {
+        _cleanup_free_ char *base = NULL, *c1 = NULL;
+        _cleanup_free_ char *seed = make_seed(&base);
+        struct repo_refs_cache cache;
+        struct repo_owner_change oc;
+        int gen = 0;
+        assert_int_equal(repo_refs_cache_init(&cache, seed), 0);
+        assert_int_equal(repo_refs_cache_generation(&cache, &gen), 0);
+        assert_int_equal(gen, 1);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_NONE);
+        repo_owner_change_done(&oc);
+
+        /* Served from memory: with the objects hidden (renamed inside
+         * .git/objects, where no ref lives), a real read fails, the cache
+         * still answers. */
+        hide_objects(seed, true);
+        assert_true(repo_owner_change(seed, &oc) < 0);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_NONE);
+        repo_owner_change_done(&oc);
+        hide_objects(seed, false);
+
+        /* The owner commits: seen at once, subject and all. */
+        c1 = owner_commit(seed, "seed.yaml", "name: t\n# mine\n", "Pick a model");
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.state, REPO_OWNER_COMMITS);
+        assert_string_equal(oc.head, c1);
+        assert_string_equal(oc.subject, "Pick a model");
+        repo_owner_change_done(&oc);
+
+        /* A new generation: seen at once. */
+        _cleanup_free_ char *g2 = evolve(seed, "two", "organism/extra.txt", "gen 2\n");
+        set_ref(seed, "refs/heads/main", g2);
+        assert_int_equal(repo_tag_generation(seed, g2, 2), 0);
+        assert_int_equal(repo_refs_cache_generation(&cache, &gen), 0);
+        assert_int_equal(gen, 2);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_int_equal(oc.generation, 2);
+        assert_string_equal(oc.generation_commit, g2);
+        repo_owner_change_done(&oc);
+
+        /* Invalidated: read again (and a failure is an answer too). */
+        hide_objects(seed, true);
+        repo_refs_cache_invalidate(&cache);
+        assert_true(repo_refs_cache_owner_change(&cache, &oc) < 0);
+        hide_objects(seed, false);
+        repo_refs_cache_invalidate(&cache);
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        repo_owner_change_done(&oc);
+        repo_refs_cache_done(&cache);
+        rm_rf(seed);
 }
 
 static void test_owner_change_detection(void **state) {
@@ -1165,8 +1274,10 @@ int main(void) {
                 cmocka_unit_test(test_boundary_bad_input),
                 cmocka_unit_test(test_open_beneath_refuses_symlinks),
                 cmocka_unit_test(test_fast_forward),
+                cmocka_unit_test(test_undo_untagged),
                 cmocka_unit_test(test_restore_generation),
                 cmocka_unit_test(test_owner_change_detection),
+                cmocka_unit_test(test_refs_cache),
                 cmocka_unit_test(test_owner_generation_commit),
                 cmocka_unit_test(test_export_generation),
         };

@@ -408,10 +408,12 @@ static bool send_bad_requests(void) {
                 const char *data;
                 size_t len;
         } bad[] = {
-                {"restrat\n\n", 10},                        /* an unknown verb */
-                {"restart\nhide relative\n\n", 23},        /* a hide path that is not absolute */
-                {"restart\n\nNOEQUALS", 19},                /* a secret without '=' or its NUL */
-                {"restart\n", 8},                            /* the head never ends */
+#define RAW(s) {s, sizeof(s) - 1}
+                RAW("restrat\n\n"),                   /* an unknown verb */
+                RAW("restart\nhide relative\n\n"),   /* a hide path that is not absolute */
+                RAW("restart\n\nNOEQUALS"),           /* a secret without '=' or its NUL */
+                RAW("restart\n"),                      /* the head never ends */
+#undef RAW
         };
         _cleanup_free_ char *path = NULL;
         if (xasprintf(&path, "%s/%s/%s", seed_dir, SUPERVISOR_CONTROL_DIR, SUPERVISOR_CONTROL_SOCKET) < 0)

@@ -13,6 +13,7 @@
 #include "fsx/fsx.h"
 #include "preview/preview.h"
 #include "repo/repo.h"
+#include "tools/regex-guard.h"
 #include "tools/schema.h"
 #include "tools/tools.h"
 
@@ -1009,10 +1010,56 @@ static void test_search(void **state) {
         assert_contains(r.output, "invalid regular expression");
         tool_result_done(&r);
 
+        /* Patterns whose compiling alone would take the kernel's memory
+         * (glibc copies each repetition: a+++…, nested counts) are refused
+         * before regcomp, as are back-references (found by
+         * fuzz-tool-schema: "a" and 30 '+' ran out of 2 GB). */
+        const char *costly[] = {"{\"pattern\":\"a++++++++++++++++++++++++++++++\",\"regex\":true}",
+                                "{\"pattern\":\"((a{255}){255}){255}\",\"regex\":true}",
+                                "{\"pattern\":\"(x*)*\\\\1\",\"regex\":true}"};
+        for (size_t i = 0; i < ARRAY_SIZE(costly); i++) {
+                r = call(&ctx, "search", costly[i]);
+                assert_true(r.is_error);
+                assert_contains(r.output, "invalid regular expression");
+                tool_result_done(&r);
+        }
+
         /* Links are not followed: /etc/passwd is never searched. */
         r = call(&ctx, "search", "{\"pattern\":\"root:\"}");
         assert_string_equal(r.output, "no matches");
         tool_result_done(&r);
+}
+
+static void test_regex_cost(void **state) {
+        const char *why = NULL;
+        const char *fine[] = {"^export .*add", "[a-z]+_[0-9]{2,4}", "(foo|bar)+baz?", "[]a]*\\+x{3}", "a{100}",
+                              "x{0,}", "[[:alpha:]]+", "\\(\\)*", "(a(b(c)*)*)*"};
+        for (size_t i = 0; i < ARRAY_SIZE(fine); i++) {
+                why = NULL;
+                if (tools_regex_cost(fine[i], &why) < 0)
+                        fail_msg("'%s' refused: %s", fine[i], why);
+        }
+        assert_int_equal(tools_regex_cost("a", &why), 1);
+        assert_int_equal(tools_regex_cost("a{10}", &why), 10);
+        assert_int_equal(tools_regex_cost("(ab){10}", &why), 30);
+        const char *bad[] = {"a++", "a*+", "a{2}{3}", "a?*", "(a{200}){200}", "((a{100}){100}){100}", "(a)\\1",
+                             "x{20001}"};
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++) {
+                why = NULL;
+                if (tools_regex_cost(bad[i], &why) != -EINVAL || !why)
+                        fail_msg("'%s' accepted", bad[i]);
+        }
+        char deep[TOOLS_REGEX_DEPTH_MAX + 2];
+        memset(deep, '(', sizeof deep - 1);
+        deep[sizeof deep - 1] = 0;
+        assert_int_equal(tools_regex_cost(deep, &why), -EINVAL);
+        /* A schema's pattern goes through the same check. */
+        json_t *schema = json_loads("{\"type\":\"string\",\"pattern\":\"]++++++++++++++++++++++++++++++1$\"}", 0, NULL);
+        char *err = NULL;
+        assert_int_equal(tools_schema_check(schema, &err), -EINVAL);
+        assert_non_null(strstr(err, "stacked repetitions"));
+        free(err);
+        json_decref(schema);
 }
 
 /* The chat reads only the committed tree: an untracked .env in the Seed
@@ -1467,6 +1514,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_read_file, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_list_dir, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_search, setup, teardown),
+                cmocka_unit_test(test_regex_cost),
                 cmocka_unit_test_setup_teardown(test_tracked_only, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_write_edit_delete, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_reflect_limits, setup, teardown),
