@@ -54,7 +54,24 @@ enum {
         S_BANG_DASH,  /* after "<!-" */
         S_COMMENT,    /* inside <!-- … */
         S_MARKUP,     /* <!doctype …>, <?…>, </…>: up to '>' */
+        S_RAW,        /* inside a raw text element: up to "</name" and a space, '/' or '>' */
+        S_PLAINTEXT,  /* after <plaintext>: text to the end, no markup ever again */
 };
+
+/* The elements whose text HTML's tokenizer reads as raw text or RCDATA
+ * (noscript too: the browser runs scripts); <plaintext> never ends. */
+static const char *const raw_elements[] = {
+        "script", "style", "title", "textarea", "noscript", "xmp", "iframe", "noembed", "noframes", "plaintext",
+};
+#define PLAINTEXT_RAW ARRAY_SIZE(raw_elements) /* raw of <plaintext> */
+
+/* 1 + the index of the tag name just read in raw_elements, or 0. */
+static uint8_t raw_of(const struct ctl_inject *s) {
+        for (size_t i = 0; i < ARRAY_SIZE(raw_elements); i++)
+                if (s->name_len == strlen(raw_elements[i]) && memcmp(s->name, raw_elements[i], s->name_len) == 0)
+                        return (uint8_t)(i + 1);
+        return 0;
+}
 
 void ctl_inject_init(struct ctl_inject *s) {
         *s = (struct ctl_inject){.state = S_TEXT};
@@ -91,6 +108,7 @@ static bool step(struct ctl_inject *s, char c) {
                 if (is_space(c) || c == '/' || c == '>') {
                         s->target = (s->name_len == 4 && (memcmp(s->name, "head", 4) == 0 ||
                                                           memcmp(s->name, "body", 4) == 0));
+                        s->raw = raw_of(s);
                         s->quote = 0;
                         s->state = S_ATTRS;
                         return step(s, c);
@@ -109,9 +127,30 @@ static bool step(struct ctl_inject *s, char c) {
                 if (c == '"' || c == '\'')
                         s->quote = c;
                 else if (c == '>') {
-                        s->state = S_TEXT;
+                        s->state = s->raw == PLAINTEXT_RAW ? S_PLAINTEXT : s->raw ? S_RAW : S_TEXT;
+                        s->matched = 0;
                         return s->target;
                 }
+                return false;
+        case S_RAW: {
+                const char *name = raw_elements[s->raw - 1];
+                size_t end = 2 + strlen(name); /* "</" and the name */
+                if (s->matched == end) {
+                        if (is_space(c) || c == '/' || c == '>') {
+                                s->raw = 0;
+                                s->state = c == '>' ? S_TEXT : S_MARKUP;
+                                return false;
+                        }
+                        s->matched = 0;
+                }
+                char want = s->matched < 2 ? "</"[s->matched] : name[s->matched - 2];
+                if ((c >= 'A' && c <= 'Z' ? c | 0x20 : c) == want)
+                        s->matched++;
+                else
+                        s->matched = c == '<' ? 1 : 0;
+                return false;
+        }
+        case S_PLAINTEXT:
                 return false;
         case S_BANG:
                 s->state = c == '-' ? S_BANG_DASH : c == '>' ? S_TEXT : S_MARKUP;
@@ -147,10 +186,14 @@ enum ctl_inject_verdict ctl_inject_feed(struct ctl_inject *s, const char *data, 
                         *ret_at = i + 1;
                         return CTL_INJECT_HERE;
                 }
+                if (s->state == S_PLAINTEXT) {
+                        s->done = true; /* no markup can follow */
+                        return CTL_INJECT_GIVE_UP;
+                }
         }
         return CTL_INJECT_MORE;
 }
 
 bool ctl_inject_at_end(const struct ctl_inject *s) {
-        return !s->done && s->scanned < CTL_INJECT_MAX;
+        return !s->done && s->scanned < CTL_INJECT_MAX && s->state != S_RAW;
 }

@@ -15,10 +15,17 @@
  *    chunks is carried in its state, never in a buffer) for the place of the
  *    tag: right after the start tag of <head>, else after that of <body>;
  *    comments, doctype and other markup are stepped over, and "<head" inside
- *    an attribute value or a comment does not count. A document with neither
- *    gets the tag at its end (the HTML parser puts a trailing script into the
- *    body). Past CTL_INJECT_MAX bytes without a place the scan gives up and
- *    nothing is added. Nothing here allocates or logs. */
+ *    an attribute value or a comment does not count. The text of raw text
+ *    and RCDATA elements (script, style, title, textarea, noscript, xmp,
+ *    iframe, noembed, noframes) runs to their own end tag, as in HTML's
+ *    tokenizer: a "</head>" or "<body" in an inline script is not the page's
+ *    (one known difference: a script's "<!--<script>" double-escaped text is
+ *    read as ending at the first "</script>"). A document with neither gets
+ *    the tag at its end (the HTML parser puts a trailing script into the
+ *    body) — unless it ends inside raw text or <plaintext>, where a tag at the
+ *    end would be text, not a script: then nothing is added. Past
+ *    CTL_INJECT_MAX bytes without a place the scan gives up and nothing is
+ *    added. Nothing here allocates or logs. */
 #pragma once
 
 #include "base/base.h"
@@ -41,11 +48,13 @@ enum ctl_inject_verdict {
 
 struct ctl_inject {
         int state;           /* the tokenizer's state (inject.c) */
-        char name[8];        /* the tag name read so far, lowercased */
+        char name[10];       /* the tag name read so far, lowercased */
         uint8_t name_len;
         char quote;          /* inside an attribute value: its quote */
         uint8_t dashes;      /* "-" seen in a row (comments) */
         bool target;         /* the tag being read is <head> or <body> */
+        uint8_t raw;         /* the raw text element being read or in: 1 + its index in inject.c's table, 0 none */
+        uint8_t matched;     /* raw text: bytes of "</name" matched so far */
         uint64_t scanned;
         bool done;           /* a verdict other than MORE was given */
 };
@@ -56,5 +65,6 @@ void ctl_inject_init(struct ctl_inject *s);
  * further call returns GIVE_UP (one tag per page). */
 enum ctl_inject_verdict ctl_inject_feed(struct ctl_inject *s, const char *data, size_t n, size_t *ret_at);
 /* At the end of the body: whether the tag goes at the end (no place was
- * found within CTL_INJECT_MAX bytes and nothing was added yet). */
+ * found within CTL_INJECT_MAX bytes, nothing was added yet, and the page does
+ * not end inside raw text). */
 bool ctl_inject_at_end(const struct ctl_inject *s);

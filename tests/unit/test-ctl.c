@@ -2317,6 +2317,38 @@ static void test_inject_place(void **state) {
         check_rewrite("<head\n\tdata-a=1>@");
 }
 
+/* doc gets no tag at all, for every piece size. */
+static void check_untouched(const char *doc) {
+        for (size_t step = 1; step <= strlen(doc) + 1; step++) {
+                _cleanup_free_ char *got = rewrite(doc, step);
+                assert_string_equal(got, doc);
+        }
+}
+
+/* Raw text (script, style, and the rest of HTML's raw text and RCDATA
+ * elements) ends only at its own end tag: a "</head>" or "<body" inside an
+ * inline script or style is not the page's. */
+static void test_inject_raw_text(void **state) {
+        (void)state;
+        check_rewrite("<html><script>document.write('<body>')</script><head>@<title>t</title>");
+        check_rewrite("<script>var s = \"</head><body class=x>\";</script><body>@x");
+        check_rewrite("<SCRIPT type=module>if (a<b) x('<head>')</ScRiPt ><head>@");
+        check_rewrite("<script>'</scripty><body>'</script/><body>@");
+        check_rewrite("<style>p::after{content:'<body>'}</style><body>@");
+        check_rewrite("<title><head></title><head>@");
+        check_rewrite("<textarea><body></textarea ><body>@");
+        check_rewrite("<noscript><body></noscript><body>@");
+        check_rewrite("<xmp><head></xmp><iframe><body></iframe><noembed><head></noembed><noframes><body></noframes><head>@");
+        check_rewrite("<script><!-- <body> --></script><!-- <script> --><head>@");
+        check_rewrite("<scripts><body>@");                      /* not a raw text element */
+        check_rewrite("<script></script>@");                    /* closed: the tag at the end */
+        /* An unclosed raw text element swallows the rest of the page, and
+         * anything added at its end would show as text (or be no script). */
+        check_untouched("<html><script>var x = '<body>';");
+        check_untouched("<textarea><head></textare");
+        check_untouched("<plaintext><head><body>");
+}
+
 static void test_inject_once_and_limits(void **state) {
         (void)state;
         struct ctl_inject s;
@@ -2442,6 +2474,7 @@ int main(void) {
                 cmocka_unit_test(test_inject_wanted),
                 cmocka_unit_test(test_badge_path),
                 cmocka_unit_test(test_inject_place),
+                cmocka_unit_test(test_inject_raw_text),
                 cmocka_unit_test(test_inject_once_and_limits),
                 cmocka_unit_test(test_listen_adopt_takes_only_listening_tcp),
                 cmocka_unit_test(test_listen_open),
