@@ -28,6 +28,7 @@
     approvals: [],
     evolutions: [],
     preview: null,           // the evolution whose preview runs (the bar), or null
+    decideAsk: null,         // {id, action}: the candidate's preview bar sent the owner here to decide
     messages: new Map(),     // id → message
     last: new Map(),         // evolution id → {kind, text, at}: its latest step
     gens: new Map(),         // evolution id → the generation it committed (from its "committed" note)
@@ -837,15 +838,41 @@
     return null;
   }
 
+  // The preview bar on the candidate's pages links to
+  // #decide/<id>/<apply|changes|discard>. A page can forge that link, so it
+  // only points at the bar's own button here: the owner presses it.
+  const DECIDE_WORDS = { apply: 'Apply', changes: 'Ask for changes', discard: 'Discard' };
+
   function renderPreview() {
     const bar = $('preview-bar');
     const id = state.preview;
+    const ask = state.decideAsk;
+    const gone = $('preview-gone');
+    gone.hidden = !ask || ask.id === id;
+    if (ask && ask.id !== id) {
+      gone.textContent = 'A link from a preview asked to decide about an evolution whose preview is not running ' +
+        'now; nothing was done.';
+      state.decideAsk = null;
+    }
     bar.hidden = !id;
     if (!id) return;
     const e = evoById(id);
     $('preview-text').textContent = 'The Seed made "' + (e ? evoName(e) : id) + '" and runs it on a copy of your live ' +
       'data. Only your browser sees it at the app\'s address once you open the preview; everyone else keeps the live ' +
       'app. Try it, then apply it, ask for changes or discard it.';
+    const note = $('preview-asked');
+    if (ask && ask.id === id) {
+      state.decideAsk = null;
+      note.textContent = 'You chose "' + DECIDE_WORDS[ask.action] + '" in the preview. Nothing is done until you ' +
+        'press it here.';
+      note.hidden = false;
+      if (ask.action === 'changes') {
+        $('preview-feedback').hidden = false;
+        $('preview-feedback-text').focus();
+      } else {
+        $('preview-' + ask.action).focus();
+      }
+    }
   }
 
   async function previewDecide(action, feedback) {
@@ -855,6 +882,7 @@
     try {
       await api('POST', 'evolutions/' + encodeURIComponent(id) + '/decide', feedback ? { action, feedback } : { action });
       state.preview = null;
+      $('preview-asked').hidden = true;
       renderPreview();
       showError(err, null);
     } catch (e) {
@@ -1772,6 +1800,12 @@
       history.replaceState(null, '', window.location.pathname + '#chat');
       hash = 'chat';
     }
+    if (hash.startsWith('decide/')) {
+      const m = /^decide\/(evo_[0-9a-f]{16})\/(apply|changes|discard)$/.exec(hash);
+      if (m) state.decideAsk = { id: m[1], action: m[2] };
+      hash = m ? 'evolution/' + m[1] : 'evolutions';
+      history.replaceState(null, '', window.location.pathname + '#' + hash);
+    }
     const slash = hash.indexOf('/');
     const name = slash < 0 ? hash : hash.slice(0, slash);
     let arg = slash < 0 ? '' : hash.slice(slash + 1);
@@ -1785,6 +1819,7 @@
 
   function route() {
     const { name, arg } = parseHash();
+    if (state.decideAsk && state.evolutions.length) refreshPreview();
     if (name === 'evolution' && !/^evo_[0-9a-f]{16}$/.test(arg)) {
       window.location.hash = '#evolutions';
       return;

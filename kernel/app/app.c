@@ -377,9 +377,9 @@ static void app_on_event(void *userdata, const char *evo_id, const char *kind, c
 }
 
 /* The owner's preview started or ended: only the owner's browser goes there. */
-static void app_on_preview(void *userdata, const char *evo_id, const char *socket_path) {
+static void app_on_preview(void *userdata, const char *evo_id, int generation, const char *socket_path) {
         struct app *a = userdata;
-        ctl_preview_set(__atomic_load_n(&a->ctl, __ATOMIC_ACQUIRE), evo_id, socket_path);
+        ctl_preview_set(__atomic_load_n(&a->ctl, __ATOMIC_ACQUIRE), evo_id, generation, socket_path);
 }
 
 static int app_start_orchestrator(struct app *a) {

@@ -140,11 +140,12 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret);
 uint16_t ctl_port(const struct ctl *c);
 void ctl_stop(struct ctl *c);
 
-/* The owner's preview of evolution evo_id runs behind the bridge socket at
- * socket_path (copied), or none (NULL): the owner's browser, and only it, is
- * sent there once it entered the preview (ctl/preview.h). Every earlier
- * preview link and cookie stops working. Thread-safe. */
-void ctl_preview_set(struct ctl *c, const char *evo_id, const char *socket_path);
+/* The owner's preview of evolution evo_id (its candidate: generation) runs
+ * behind the bridge socket at socket_path (copied), or none (NULL): the
+ * owner's browser, and only it, is sent there once it entered the preview
+ * (ctl/preview.h), and its pages get the preview bar. Every earlier preview
+ * link and cookie stops working. Thread-safe. */
+void ctl_preview_set(struct ctl *c, const char *evo_id, int generation, const char *socket_path);
 
 /* Creates a one-time sign-in link token (>= 128 random bits, 15 minutes,
  * single use, at most 20 live); stores only its hash. Caller frees. */

@@ -33,6 +33,9 @@
 
 #define CTL_INJECT_MAX (8u * 1024 * 1024) /* only pages under 8 MB are rewritten */
 #define CTL_INJECT_TAG "<script src=\"/_seed/badge.js\" async></script>"
+/* The preview bar's (ctl/preview.h), on the candidate's pages in the owner's
+ * previewing browser; with the badge's when both are on. */
+#define CTL_INJECT_PREVIEW_TAG "<script src=\"/_seed/preview/bar.js\" async></script>"
 
 /* Whether this answer gets the tag (see above). req: the browser's request
  * headers; up: the organism's response headers; has_body: its framing says a

@@ -61,9 +61,12 @@ struct ctl_proxy {
         size_t len, pos;          /* unread bytes are buf[pos, len) */
         uint64_t remaining;
         struct ctl_chunked ch;
-        /* The badge's script tag goes into this answer (inject.h): what is
-         * held back while it is sent is pending[pend_pos, pend_len). */
+        /* The kernel's script tags (tag: the badge's, the preview bar's or
+         * both; inject.h) go into this answer: what is held back while they
+         * are sent is pending[pend_pos, pend_len). */
         bool inject;
+        bool preview;             /* sent to the owner's preview: its pages get the bar */
+        const char *tag;          /* static */
         struct ctl_inject inj;
         char *pending;
         size_t pend_len, pend_pos;
@@ -327,6 +330,7 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
 
         int r = -EHOSTDOWN;
         _cleanup_free_ char *preview = ctl_preview_socket_for(c, q);
+        px->preview = preview != NULL;
         if (preview || c->organism_socket_override || !c->organism || organism_state(c->organism) == ORGANISM_RUNNING)
                 r = upstream_open(px, preview);
         if (r == -ETIMEDOUT)
@@ -505,11 +509,11 @@ static ssize_t body_read(struct ctl_proxy *px, char *out, size_t max) {
 
 /* Holds back tail (n bytes) behind the tag; false when out of memory. */
 static bool hold_with_tag(struct ctl_proxy *px, const char *tail, size_t n) {
-        size_t tl = strlen(CTL_INJECT_TAG);
+        size_t tl = strlen(px->tag);
         px->pending = malloc(tl + n);
         if (!px->pending)
                 return false;
-        memcpy(px->pending, CTL_INJECT_TAG, tl);
+        memcpy(px->pending, px->tag, tl);
         if (n > 0)
                 memcpy(px->pending + tl, tail, n);
         px->pend_len = tl + n;
@@ -613,11 +617,16 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
         if (px->up_done)
                 upstream_release(px);
         int status = px->up.status;
-        /* The owner's badge: one script tag in the app's pages (never its
-         * admin origin, never a HEAD, an API answer, a partial, compressed or
-         * large one: inject.h). The length changes, so the answer is sent
-         * without one (chunked). */
-        px->inject = !px->head_request && ctl_badge_on(q->ctl) && !ctl_host_is_organism(ctl_req_header(q, "Host")) &&
+        /* The owner's badge and, on the candidate's pages in the owner's
+         * previewing browser, the preview bar: script tags in the app's pages
+         * (never its admin origin, never a HEAD, an API answer, a partial,
+         * compressed or large one: inject.h). The length changes, so the
+         * answer is sent without one (chunked). */
+        bool badge = ctl_badge_on(q->ctl);
+        px->tag = badge && px->preview ? CTL_INJECT_TAG CTL_INJECT_PREVIEW_TAG
+                  : px->preview        ? CTL_INJECT_PREVIEW_TAG
+                                       : CTL_INJECT_TAG;
+        px->inject = !px->head_request && (badge || px->preview) && !ctl_host_is_organism(ctl_req_header(q, "Host")) &&
                      ctl_inject_wanted(q->method, &q->hdrs, status, &px->up.hdrs, px->up.body != CTL_BODY_NONE);
         if (px->inject) {
                 ctl_inject_init(&px->inj);

@@ -621,6 +621,8 @@ static const struct ctl_route routes[] = {
         {"POST", "/_seed/api/preview/ticket", AUTH_API, ctl_preview_h_ticket, ON_CONTROL, false},
         {"GET", "/_seed/preview/enter", AUTH_NONE, ctl_preview_h_enter, ON_CONTROL, false},
         {"GET", "/_seed/preview/leave", AUTH_NONE, ctl_preview_h_leave, ON_CONTROL, false},
+        {"GET", "/_seed/preview/state", AUTH_NONE, ctl_preview_h_state, ON_APP, false},
+        {"GET", "/_seed/preview/bar.js", AUTH_NONE, ctl_preview_h_bar, ON_APP, false},
         {"GET", "/_seed/api/badge", AUTH_API, ctl_badge_h_settings, ON_CONTROL, false},
         {"POST", "/_seed/api/badge", AUTH_API, ctl_badge_h_settings_set, ON_CONTROL, false},
         {"POST", "/_seed/api/badge/ticket", AUTH_API, ctl_badge_h_ticket, ON_CONTROL, false},
@@ -839,15 +841,16 @@ static int elsewhere_resp(struct ctl_req *q, bool api, struct ctl_resp *resp) {
  * page is loaded (the organism's script can set any path on a shared
  * origin, and a cookie bomb there would make /_seed answer 431 or push the
  * session cookie out). On the control plane's own origin nothing else
- * lives, so "/" is cleared too. Only top-level navigations: API calls stay
- * small. */
+ * lives, so "/" is cleared too; on the app's origin "/" is the organism's,
+ * and so are its cookies there (and the owner's preview cookie). Only
+ * top-level navigations: API calls stay small. */
 int ctl_expire_foreign_cookies(const struct ctl_req *q, struct ctl_hdrs *out) {
         static const char *const fallback_paths[] = {"/_seed", "/_seed/", NULL};
         static const char *const own_paths[] = {"/", "/_seed", "/_seed/", NULL};
         const char *dest = ctl_req_header(q, "Sec-Fetch-Dest");
         if (!dest || !streq(dest, "document"))
                 return 0;
-        const char *const *paths = own_origin(q->ctl) ? own_paths : fallback_paths;
+        const char *const *paths = own_origin(q->ctl) && ctl_req_on_control_host(q) ? own_paths : fallback_paths;
         size_t left = FOREIGN_COOKIES_MAX;
         for (size_t i = 0; i < q->hdrs.n && left > 0; i++) {
                 if (strcasecmp(q->hdrs.v[i].name, "Cookie") != 0)

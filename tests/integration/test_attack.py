@@ -1395,6 +1395,33 @@ def the_badge_switch_and_sign_out(c):
     assert session_ids(c) == before
 
 
+@test
+def without_a_preview_grant_the_preview_bar_learns_nothing_and_is_not_added(c):
+    # No preview runs here (browser-preview runs one): the bar's question
+    # answers 204 to every browser and to a forged preview cookie, no page
+    # gets the bar's tag, and neither is served off the app's origin.
+    forged = f'{c.cookie_name}_preview={"0" * 64}'
+    for headers in (FETCH, dict(FETCH, Cookie=forged)):
+        r = req(c, 'GET', '/_seed/preview/state', headers, host=app_host(c))
+        assert r.status == 204 and r.body == b'' and r.header('Cache-Control') == 'no-store', r.status
+    r = req(c, 'GET', '/', dict(NAV, Cookie=forged), host=app_host(c))
+    assert r.status == 200 and '/_seed/preview/bar.js' not in r.text, r.text[:300]
+    r = req(c, 'GET', '/_seed/preview/bar.js', FETCH, host=app_host(c))
+    assert r.status == 200 and b'attachShadow' in r.body and b'closed' in r.body, r.status
+    for path in ('/_seed/preview/state', '/_seed/preview/bar.js'):
+        assert req(c, 'GET', path, FETCH).status == 404, path
+        assert req(c, 'GET', path, FETCH, host=f'organism.localhost:{c.port}').status == 421, path
+    # A page load of /_seed on the app's origin (the bar's links go there)
+    # leaves the app's cookies at "/" and the kernel's own ones alone: only
+    # what was planted under /_seed is expired there.
+    badge_cookie = f'{c.cookie_name}_badge={"1" * 64}'
+    r = req(c, 'GET', '/_seed/', dict(NAV, Cookie=f'app=1; {forged}; {badge_cookie}'), host=app_host(c))
+    assert r.status == 308, r.status
+    expired = [x for x in r.cookies() if 'Max-Age=0' in x]
+    assert 'app=; Path=/_seed; Max-Age=0' in expired, expired
+    assert not [x for x in expired if 'Path=/;' in x or x.startswith(c.cookie_name)], expired
+
+
 # ---- last: the overall limit locks password sign-in for everyone --------------------
 
 @test

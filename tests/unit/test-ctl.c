@@ -270,6 +270,13 @@ static void test_cookie_foreign(void **state) {
         assert_string_equal(v[1], "b");
         assert_string_equal(v[2], "d");
         strv_free(v);
+        /* The preview's and the badge's cookies are the kernel's too. */
+        assert_int_equal(ctl_cookie_foreign("x_preview=1; x_badge=2; x_badgex=3; xx=4; x_previe=5", "x", 10, &v), 0);
+        assert_int_equal(strv_length(v), 3);
+        assert_string_equal(v[0], "x_badgex");
+        assert_string_equal(v[1], "xx");
+        assert_string_equal(v[2], "x_previe");
+        strv_free(v);
         assert_int_equal(ctl_cookie_foreign("a=1; b=2; c=3", "x", 2, &v), 0);
         assert_int_equal(strv_length(v), 2); /* at most max */
         strv_free(v);
