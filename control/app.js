@@ -22,11 +22,13 @@
 
   const state = {
     view: null,
+    askDraft: null, // the id of the picture point and ask left, shown above Send
     identity: null,
     status: null,
     approvals: [],
     evolutions: [],
     preview: null,           // the evolution whose preview runs (the bar), or null
+    decideAsk: null,         // {id, action}: the candidate's preview bar sent the owner here to decide
     messages: new Map(),     // id → message
     last: new Map(),         // evolution id → {kind, text, at}: its latest step
     gens: new Map(),         // evolution id → the generation it committed (from its "committed" note)
@@ -836,15 +838,41 @@
     return null;
   }
 
+  // The preview bar on the candidate's pages links to
+  // #decide/<id>/<apply|changes|discard>. A page can forge that link, so it
+  // only points at the bar's own button here: the owner presses it.
+  const DECIDE_WORDS = { apply: 'Apply', changes: 'Ask for changes', discard: 'Discard' };
+
   function renderPreview() {
     const bar = $('preview-bar');
     const id = state.preview;
+    const ask = state.decideAsk;
+    const gone = $('preview-gone');
+    gone.hidden = !ask || ask.id === id;
+    if (ask && ask.id !== id) {
+      gone.textContent = 'A link from a preview asked to decide about an evolution whose preview is not running ' +
+        'now; nothing was done.';
+      state.decideAsk = null;
+    }
     bar.hidden = !id;
     if (!id) return;
     const e = evoById(id);
     $('preview-text').textContent = 'The Seed made "' + (e ? evoName(e) : id) + '" and runs it on a copy of your live ' +
       'data. Only your browser sees it at the app\'s address once you open the preview; everyone else keeps the live ' +
       'app. Try it, then apply it, ask for changes or discard it.';
+    const note = $('preview-asked');
+    if (ask && ask.id === id) {
+      state.decideAsk = null;
+      note.textContent = 'You chose "' + DECIDE_WORDS[ask.action] + '" in the preview. Nothing is done until you ' +
+        'press it here.';
+      note.hidden = false;
+      if (ask.action === 'changes') {
+        $('preview-feedback').hidden = false;
+        $('preview-feedback-text').focus();
+      } else {
+        $('preview-' + ask.action).focus();
+      }
+    }
   }
 
   async function previewDecide(action, feedback) {
@@ -854,6 +882,7 @@
     try {
       await api('POST', 'evolutions/' + encodeURIComponent(id) + '/decide', feedback ? { action, feedback } : { action });
       state.preview = null;
+      $('preview-asked').hidden = true;
       renderPreview();
       showError(err, null);
     } catch (e) {
@@ -988,9 +1017,11 @@
     state.pendingText = text;
     ta.value = '';
     $('composer-ask').hidden = true;
+    const draft = state.askDraft;
     renderMessages();
     try {
-      const res = await api('POST', 'messages', { text });
+      const res = await api('POST', 'messages', draft ? { text, draft } : { text });
+      if (draft) showAskDraft(null);
       if (res && res.id !== undefined) {
         addMessage({ id: res.id, role: 'seed', text: res.reply || '', evolution_id: (res.evolutions || [])[0] || null, at: Date.now() });
       }
@@ -1674,7 +1705,7 @@
     skills: { show: (arg) => showSkills(arg) },
     screens: { show: (arg) => { renderScreens(arg); refreshScreens(); } },
     logs: { show: () => refreshLogs() },
-    settings: { show: () => { renderIdentityFacts(); renderStatus(); renderMindCard(); refreshMind(); refreshSessions(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
+    settings: { show: () => { renderIdentityFacts(); renderStatus(); renderMindCard(); refreshMind(); refreshSessions(); refreshBadge(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
   };
 
   // The path an #ask= fragment names, or null: "/" then URL path
@@ -1691,24 +1722,102 @@
     return path.length <= ASK_PATH_MAX && /^\/[A-Za-z0-9\-._~!$&'()*+,;=:@%\/]*$/.test(path) ? path : null;
   }
 
+  // The picture point and ask left, shown above Send (fetched with the API
+  // token, shown as a data: URL); null hides it.
+  async function showAskDraft(id) {
+    state.askDraft = null;
+    $('ask-draft').hidden = true;
+    $('ask-draft-img').removeAttribute('src');
+    if (!id) return;
+    try {
+      const res = await fetch('/_seed/api/ask-drafts/' + id, {
+        headers: { 'X-Seed-Token': token }, credentials: 'same-origin', cache: 'no-store',
+      });
+      if (!res.ok) throw new Error('gone');
+      const blob = await res.blob();
+      const url = await new Promise((resolve, reject) => {
+        const r = new FileReader();
+        r.onload = () => resolve(r.result);
+        r.onerror = reject;
+        r.readAsDataURL(blob);
+      });
+      if (!/^data:image\/(png|jpeg);base64,/.test(url)) throw new Error('not a picture');
+      $('ask-draft-img').src = url;
+      $('ask-draft').hidden = false;
+      state.askDraft = id;
+    } catch (e) {
+      const note = $('composer-ask');
+      note.textContent += ' The picture of the page is gone (sent, replaced, or older than 30 minutes).';
+    }
+  }
+
+  // "Open the app": through a one-time link that gives this browser the
+  // badge on the app's origin (the control plane's cookie never goes there).
+  async function openApp(ev) {
+    ev.preventDefault();
+    const tab = window.open('about:blank', '_blank');
+    try {
+      const t = await api('POST', 'badge/ticket', {});
+      if (tab) tab.location.href = t.url;
+      else window.location.href = t.url;
+    } catch (e) {
+      if (tab) tab.close();
+      showError($('global-error'), e);
+    }
+  }
+
+  async function refreshBadge() {
+    try {
+      const b = await api('GET', 'badge');
+      $('badge-on').checked = !!b.on;
+      showError($('badge-error'), null);
+    } catch (e) {
+      showError($('badge-error'), e);
+    }
+  }
+
+  async function switchBadge() {
+    const on = $('badge-on').checked;
+    try {
+      const b = await api('POST', 'badge', { on });
+      $('badge-on').checked = !!b.on;
+      showError($('badge-error'), null);
+    } catch (e) {
+      $('badge-on').checked = !on;
+      showError($('badge-error'), e);
+    }
+  }
+
   function parseHash() {
     let hash = window.location.hash.slice(1);
     if (hash.startsWith('ask=')) {
-      // The owner's badge on an organism page opens /_seed/#ask=<path>. A
-      // page can forge that link, so it carries only the page's path: the
-      // composer gets one short visible line, nothing is sent until the
-      // owner presses Send, and anything else is dropped (and said so).
-      const path = askPath(hash.slice(4));
+      // The owner's badge on an organism page opens
+      // /_seed/#ask=<path>[&draft=<id>]. A page can forge that link, so it
+      // carries only the page's path and the id of a picture left at
+      // /_seed/ask-draft: the composer gets one short visible line and the
+      // picture on show, nothing is sent until the owner presses Send, and
+      // anything else is dropped (and said so).
+      const rest = hash.slice(4);
+      const amp = rest.indexOf('&');
+      const path = askPath(amp < 0 ? rest : rest.slice(0, amp));
+      const draft = amp < 0 ? null : rest.slice(amp + 1);
       const note = $('composer-ask');
-      if (path) {
+      if (path && (draft === null || /^draft=[0-9a-f]{32}$/.test(draft))) {
         $('composer-text').value = 'On the page ' + path + ': ';
         note.textContent = 'Filled in from a link on the page ' + path + '. Nothing is sent until you press Send.';
+        showAskDraft(draft ? draft.slice(6) : null);
       } else {
         note.textContent = 'A link tried to fill in a message here that was not a page path; it was dropped.';
       }
       note.hidden = false;
-      history.replaceState(null, '', '#chat');
+      history.replaceState(null, '', window.location.pathname + '#chat');
       hash = 'chat';
+    }
+    if (hash.startsWith('decide/')) {
+      const m = /^decide\/(evo_[0-9a-f]{16})\/(apply|changes|discard)$/.exec(hash);
+      if (m) state.decideAsk = { id: m[1], action: m[2] };
+      hash = m ? 'evolution/' + m[1] : 'evolutions';
+      history.replaceState(null, '', window.location.pathname + '#' + hash);
     }
     const slash = hash.indexOf('/');
     const name = slash < 0 ? hash : hash.slice(0, slash);
@@ -1723,6 +1832,7 @@
 
   function route() {
     const { name, arg } = parseHash();
+    if (state.decideAsk && state.evolutions.length) refreshPreview();
     if (name === 'evolution' && !/^evo_[0-9a-f]{16}$/.test(arg)) {
       window.location.hash = '#evolutions';
       return;
@@ -1819,6 +1929,9 @@
 
   document.addEventListener('DOMContentLoaded', () => {
     $('sign-out').addEventListener('click', signOut);
+    $('open-app').addEventListener('click', openApp);
+    $('badge-on').addEventListener('change', switchBadge);
+    $('ask-draft-remove').addEventListener('click', () => showAskDraft(null));
     $('composer').addEventListener('submit', (ev) => {
       ev.preventDefault();
       sendMessage();

@@ -2,6 +2,8 @@
  * the chat, and self.c's) and the event hub behind GET /_seed/api/events.
  * See api.h. */
 #include "api/api.h"
+#include "ask/drafts.h"
+#include "model/model.h"
 #include "api/reply.h"
 #include "api/outbound.h"
 #include "api/mind.h"
@@ -40,6 +42,7 @@ struct api {
         struct mind *mind;         /* NULL: no model at all */
         struct chat *chat;
         struct outbound *outbound;
+        struct ask_drafts *drafts; /* point and ask's pictures, or NULL */
         pthread_mutex_t lock;
         pthread_cond_t cond;       /* CLOCK_MONOTONIC; broadcast on publish and shutdown */
         struct sse_sub *subs[API_SSE_SUBSCRIBERS];
@@ -774,9 +777,32 @@ static int h_message(void *ud, const struct ctl_api_call *call, int *ret_status,
         r = body_string(body, "text", CHAT_TEXT_MAX, true, &text, ret_status, ret_json);
         if (r != 0)
                 return r < 0 ? r : 0;
+        /* {"draft": id}: the picture point and ask left, sent with this text
+         * and only now (a draft that is gone is said so, nothing is sent). */
+        const char *draft_id = NULL;
+        struct ask_draft draft = {0};
+        json_t *dv = json_object_get(body, "draft");
+        if (dv && !json_is_null(dv)) {
+                draft_id = json_string_value(dv);
+                if (!draft_id || !ask_draft_id_valid(draft_id))
+                        return api_reply_error(400, "draft must be the id of a picture point and ask left", ret_status,
+                                               ret_json);
+                r = api->drafts ? ask_drafts_get(api->drafts, draft_id, now_ms(), &draft) : -ENOENT;
+                if (r == -ENOENT)
+                        return api_reply_error(410,
+                                               "the picture is gone (sent already, pushed out by newer ones, or "
+                                               "older than its time): point and ask again, or send without it",
+                                               ret_status, ret_json);
+                if (r < 0)
+                        return r;
+        }
+        struct model_image image = {.media_type = draft.info.media_type, .data = draft.data, .len = draft.len};
         _cleanup_free_ char *error = NULL;
         char *json = NULL;
-        r = chat_send(api->chat, api_orch(api), text, &json, &error);
+        r = chat_send(api->chat, api_orch(api), text, draft_id ? &image : NULL, &json, &error);
+        ask_draft_done(&draft);
+        if (r >= 0 && draft_id && ask_drafts_take(api->drafts, draft_id, now_ms(), &draft) >= 0) /* one use */
+                ask_draft_done(&draft);
         if (r == -EBUSY)
                 return api_reply_error(409, "busy: the Seed is answering another message", ret_status, ret_json);
         if (r == -ENODEV) /* the model went away since no_mind() */
@@ -960,6 +986,7 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         api->kdb = cfg->kdb;
         api->orch = cfg->orch;
         api->outbound = cfg->outbound;
+        api->drafts = cfg->drafts;
         api->mind = cfg->mind;
         if (cfg->refused && xasprintf(&api->refused, "evolutions are refused on this host: %s", cfg->refused) < 0) {
                 free(api->seed_dir);

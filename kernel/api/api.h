@@ -58,9 +58,12 @@ struct api_config {
                                          * NULL: they answer "not available" */
         const char *refused;            /* the start-up doctor's message when sandboxes cannot
                                          * run here: evolutions are refused with it (copied) */
+        struct ask_drafts *drafts;      /* point and ask's pictures (borrowed, may be NULL): POST
+                                         * messages {"draft": id} sends one with the text */
 };
 
 struct api;
+struct ask_drafts;
 
 int api_new(const struct api_config *cfg, struct api **ret);
 /* The orchestrator the routes drive (borrowed); NULL: they answer 503. */

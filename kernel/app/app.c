@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "config/config.h"
 #include "ctl/ctl.h"
+#include "ask/drafts.h"
 #include "db/db.h"
 #include "api/api.h"
 #include "evolution/orchestrator.h"
@@ -41,6 +42,7 @@ struct app {
         struct outbound *outbound; /* the owner's grants, the organism's secrets, the registries */
         struct organism *organism;
         struct live *live;       /* the chat's way to the live data and app (kernel/live) */
+        struct ask_drafts *drafts; /* point and ask's pictures: ctl takes them, the API sends them */
         struct mind *mind;       /* the model the Seed thinks with (kernel/mind) */
         struct orchestrator *orch;
         struct api *api;         /* the /_seed/api routes (kernel/api) and their event stream */
@@ -376,9 +378,9 @@ static void app_on_event(void *userdata, const char *evo_id, const char *kind, c
 }
 
 /* The owner's preview started or ended: only the owner's browser goes there. */
-static void app_on_preview(void *userdata, const char *evo_id, const char *socket_path) {
+static void app_on_preview(void *userdata, const char *evo_id, int generation, const char *socket_path) {
         struct app *a = userdata;
-        ctl_preview_set(__atomic_load_n(&a->ctl, __ATOMIC_ACQUIRE), evo_id, socket_path);
+        ctl_preview_set(__atomic_load_n(&a->ctl, __ATOMIC_ACQUIRE), evo_id, generation, socket_path);
 }
 
 static int app_start_orchestrator(struct app *a) {
@@ -410,9 +412,12 @@ static int app_start_ctl(struct app *a) {
         int r = live_new(&(struct live_config){.pg = a->pg, .organism = a->organism}, &a->live);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the live data's tools: %m");
+        r = ask_drafts_new(a->cfg->server.ask_draft_seconds * 1000LL, &a->drafts);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up point and ask's drafts: %m");
         r = api_new(&(struct api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
                                              .refused = a->doctor, .outbound = a->outbound, .live = a->live,
-                                             .mind = a->mind, .cfg = a->cfg},
+                                             .mind = a->mind, .cfg = a->cfg, .drafts = a->drafts},
                         &api);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the evolution API: %m");
@@ -436,6 +441,7 @@ static int app_start_ctl(struct app *a) {
                 .api_routes = api_routes,
                 .api_userdata = api,
                 .refuse_own_addresses = a->opts->in_container,
+                .drafts = a->drafts,
         };
         r = ctl_start(&cc, &a->ctl);
         ctl_listen_close(&a->listen); /* the control plane holds its own now */
@@ -458,6 +464,9 @@ static void app_stop(struct app *a) {
         a->orch = NULL;
         api_free(__atomic_exchange_n(&a->api, NULL, __ATOMIC_ACQ_REL));
         live_free(a->live); /* after the chat, its only user */
+        a->live = NULL;
+        ask_drafts_free(a->drafts); /* after ctl and the API, its users */
+        a->drafts = NULL;
         if (a->organism) {
                 organism_stop(a->organism);
                 organism_free(a->organism);

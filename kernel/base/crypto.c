@@ -69,3 +69,14 @@ bool crypto_streq_ct(const char *a, const char *b) {
         crypto_sha256_hex(b, lb, db);
         return CRYPTO_memcmp(da, db, SHA256_HEX_LEN) == 0 && la == lb;
 }
+
+int crypto_base64(const void *data, size_t len, char **ret) {
+        if (len > 64u * 1024 * 1024)
+                return -E2BIG;
+        char *out = malloc(4 * ((len + 2) / 3) + 1);
+        if (!out)
+                return -ENOMEM;
+        EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+        *ret = out;
+        return 0;
+}

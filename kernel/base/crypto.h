@@ -18,3 +18,5 @@ void crypto_hmac_sha256_hex(const void *key, size_t keylen, const void *msg, siz
                             char out[SHA256_HEX_LEN + 1]);
 /* Constant-time comparison of two strings of any lengths. */
 bool crypto_streq_ct(const char *a, const char *b);
+/* Standard base64 (RFC 4648, padded) of data; at most 64 MiB in. Caller frees. */
+int crypto_base64(const void *data, size_t len, char **ret);

@@ -500,7 +500,27 @@ static int chat_complete(void *userdata, const struct model_request *req, struct
 
 /* ---- one owner message ---- */
 
-int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error) {
+/* The owner's picture goes with the newest user turn (the one just stored). */
+static int attach_image(struct agent_state *st, const struct model_image *image) {
+        struct model_message *last = st->n_messages ? &st->messages[st->n_messages - 1] : NULL;
+        if (!last || last->role != MODEL_ROLE_USER)
+                return -EINVAL;
+        struct model_image *im = calloc(1, sizeof *im);
+        void *data = malloc(image->len ? image->len : 1);
+        if (!im || !data) {
+                free(im);
+                free(data);
+                return -ENOMEM;
+        }
+        memcpy(data, image->data, image->len);
+        *im = (struct model_image){.media_type = image->media_type, .data = data, .len = image->len};
+        last->images = im;
+        last->n_images = 1;
+        return 0;
+}
+
+int chat_send(struct chat *c, struct orchestrator *o, const char *text, const struct model_image *image,
+              char **ret_json, char **ret_error) {
         if (!c || !text)
                 return -EINVAL;
         if (!chat_available(c)) {
@@ -526,11 +546,20 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **r
                 r = -ECANCELED;
                 goto out;
         }
-        if ((r = store_message(c, "owner", text, NULL, &owner_id)) < 0)
+        _cleanup_free_ char *stored = NULL;
+        if (image && xasprintf(&stored, "%s\n\n%s", text, CHAT_PICTURE_MARK) < 0) {
+                r = -ENOMEM;
+                goto out;
+        }
+        if ((r = store_message(c, "owner", stored ? stored : text, NULL, &owner_id)) < 0)
                 goto out;
         run.owner_id = owner_id;
         if ((r = load_history(c, &st)) < 0) {
                 log_error_errno(r, "could not load the chat history: %m");
+                goto out;
+        }
+        if (image && (r = attach_image(&st, image)) < 0) {
+                log_error_errno(r, "could not attach the owner's picture to the message: %m");
                 goto out;
         }
         if ((r = fsx_open_root(c->seed_dir, &root)) < 0) {

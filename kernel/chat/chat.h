@@ -32,6 +32,7 @@ struct orchestrator;
 struct live;
 struct outbound;
 struct tool;
+struct model_image;
 
 #define CHAT_TEXT_MAX (16 * 1024)
 #define CHAT_HISTORY 20          /* stored messages the agent sees */
@@ -80,4 +81,9 @@ int chat_messages_json(struct db *db, int limit, char **ret_json);
  * "sources": [the live-data calls the reply used: {"tool", "arguments"}]}.
  * -ENODEV no model (*ret_error says why), -EBUSY another chat is running, -EREMOTEIO the agent
  * failed (*ret_error says why; caller frees), -ECANCELED stopping. */
-int chat_send(struct chat *c, struct orchestrator *o, const char *text, char **ret_json, char **ret_error);
+int chat_send(struct chat *c, struct orchestrator *o, const char *text, const struct model_image *image,
+              char **ret_json, char **ret_error);
+/* image (borrowed, may be NULL): a picture the owner sent with the text (point
+ * and ask's draft); it goes to the model with this turn only, marked as page
+ * data (MODEL_IMAGE_NOTE), and the stored message ends with this mark. */
+#define CHAT_PICTURE_MARK "[with a picture of the page]"

@@ -537,6 +537,7 @@ static const struct field server_fields[] = {
         STR("addr", server.addr, "127.0.0.1:8080", check_addr),
         LIST("allowed_hosts", server.allowed_hosts, no_hosts, check_host),
         STR("control_host", server.control_host, "seed.localhost", check_control_host),
+        INT("ask_draft_seconds", server.ask_draft_seconds, 1800, 1, 1800),
         {0},
 };
 

@@ -24,6 +24,9 @@ struct cfg {
                  * *.localhost name or one of allowed_hosts. "": the same-origin
                  * fallback, /_seed on every allowed host beside the organism. */
                 char *control_host;
+                /* How long a point-and-ask picture is kept (ask/drafts.h):
+                 * 1..1800 seconds, default 1800 (30 minutes). */
+                int ask_draft_seconds;
         } server;
         struct {
                 char *provider;          /* openrouter|openai|anthropic|openai-compatible */

@@ -144,6 +144,17 @@ static bool cookie_name_ok(const char *s, size_t n) {
         return true;
 }
 
+bool ctl_cookie_is_ours(const char *name, size_t n, const char *ours) {
+        static const char *const suffixes[] = {"", "_preview", "_badge"};
+        size_t ol = strlen(ours);
+        if (n < ol || strncmp(name, ours, ol) != 0)
+                return false;
+        for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++)
+                if (n - ol == strlen(suffixes[i]) && strncmp(name + ol, suffixes[i], n - ol) == 0)
+                        return true;
+        return false;
+}
+
 struct foreign_ctx {
         const char *ours;
         size_t max;
@@ -157,8 +168,7 @@ static int foreign_one(const char *pair, size_t n, void *u) {
         size_t nl = eq ? (size_t)(eq - pair) : 0; /* no '=': a nameless cookie, left alone */
         while (nl > 0 && (pair[nl - 1] == ' ' || pair[nl - 1] == '\t'))
                 nl--;
-        if (c->n >= c->max || !cookie_name_ok(pair, nl) ||
-            (strlen(c->ours) == nl && strncmp(pair, c->ours, nl) == 0))
+        if (c->n >= c->max || !cookie_name_ok(pair, nl) || ctl_cookie_is_ours(pair, nl, c->ours))
                 return 0;
         for (size_t i = 0; i < c->n; i++)
                 if (strlen(c->v[i]) == nl && strncmp(c->v[i], pair, nl) == 0)

@@ -14,10 +14,13 @@
  * the same-origin fallback. No Secure: the control plane is plain http on
  * localhost. Caller frees. */
 int ctl_cookie_header(const char *name, const char *value, long max_age, bool strict, char **ret);
-/* The distinct names of the cookies in a Cookie header other than ours, at
- * most max of them, in order; only names that are RFC 6265 tokens (so they
- * can be echoed in a Set-Cookie that expires them). NULL-terminated strv
- * (possibly empty). Caller frees. */
+/* Whether name (n bytes) is one of the kernel's own cookies: ours (the
+ * session's), ours + "_preview" (preview.h) or ours + "_badge" (badge.h). */
+bool ctl_cookie_is_ours(const char *name, size_t n, const char *ours);
+/* The distinct names of the cookies in a Cookie header other than the
+ * kernel's own (ctl_cookie_is_ours), at most max of them, in order; only
+ * names that are RFC 6265 tokens (so they can be echoed in a Set-Cookie that
+ * expires them). NULL-terminated strv (possibly empty). Caller frees. */
 int ctl_cookie_foreign(const char *header, const char *ours, size_t max, char ***ret);
 /* The values of every cookie called name in a Cookie header that look like
  * a session value (64 lowercase hex chars), at most max of them, in order.

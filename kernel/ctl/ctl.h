@@ -11,6 +11,7 @@
 struct ctl_listen;
 struct db;
 struct organism;
+struct ask_drafts;
 
 /* One call to an API route that another module adds (see api_routes). All
  * of it is borrowed for the duration of the handler. */
@@ -115,6 +116,9 @@ struct ctl_config {
         const struct ctl_api_route *api_routes;
         /* What api_routes' handlers get as userdata; NULL: userdata. */
         void *api_userdata;
+        /* Point and ask's pictures (ask/drafts.h; borrowed, may be NULL): the
+         * owner's browser leaves them at POST /_seed/ask-draft. */
+        struct ask_drafts *drafts;
 };
 
 struct ctl;
@@ -136,11 +140,12 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret);
 uint16_t ctl_port(const struct ctl *c);
 void ctl_stop(struct ctl *c);
 
-/* The owner's preview of evolution evo_id runs behind the bridge socket at
- * socket_path (copied), or none (NULL): the owner's browser, and only it, is
- * sent there once it entered the preview (ctl/preview.h). Every earlier
- * preview link and cookie stops working. Thread-safe. */
-void ctl_preview_set(struct ctl *c, const char *evo_id, const char *socket_path);
+/* The owner's preview of evolution evo_id (its candidate: generation) runs
+ * behind the bridge socket at socket_path (copied), or none (NULL): the
+ * owner's browser, and only it, is sent there once it entered the preview
+ * (ctl/preview.h), and its pages get the preview bar. Every earlier preview
+ * link and cookie stops working. Thread-safe. */
+void ctl_preview_set(struct ctl *c, const char *evo_id, int generation, const char *socket_path);
 
 /* Creates a one-time sign-in link token (>= 128 random bits, 15 minutes,
  * single use, at most 20 live); stores only its hash. Caller frees. */

@@ -78,8 +78,9 @@ static const char form_unsaveable[] = SIGN_IN_FORM(
 /* After a link from another site the browser holds a SameSite=Strict
  * cookie back; a click here is a navigation of this origin's own. */
 static const char reopen_link[] =
-        "<p class=\"hint\">Signed in already? <a href=\"/_seed/\">Open the control plane</a>: after a "
-        "link from another site the browser holds your sign-in back until you do.</p>\n";
+        "<p class=\"hint\">Signed in already? <a id=\"reopen\" href=\"/_seed/\">Open the control plane</a>: "
+        "after a link from another site the browser holds your sign-in back until you do.</p>\n"
+        "<script src=\"/_seed/reopen.js\"></script>\n";
 
 int ctl_page_private(const char *seed_name, char **ret) {
         return ctl_page_sign_in(seed_name, 0, NULL, ret);

@@ -31,7 +31,7 @@ static void clear(struct ctl_preview_grant *g, size_t n) {
                 g[i] = (struct ctl_preview_grant){0};
 }
 
-void ctl_preview_set(struct ctl *c, const char *evo_id, const char *socket_path) {
+void ctl_preview_set(struct ctl *c, const char *evo_id, int generation, const char *socket_path) {
         if (!c)
                 return;
         char *copy = socket_path ? strdup(socket_path) : NULL;
@@ -40,6 +40,7 @@ void ctl_preview_set(struct ctl *c, const char *evo_id, const char *socket_path)
         free(p->socket);
         p->socket = copy;
         snprintf(p->evo, sizeof p->evo, "%s", copy && evo_id ? evo_id : "");
+        p->generation = copy ? generation : 0;
         /* A new preview, or none: every ticket and grant of the last one goes. */
         clear(p->tickets, CTL_PREVIEW_TICKETS);
         clear(p->grants, CTL_PREVIEW_GRANTS);
@@ -101,27 +102,59 @@ static int mint(struct ctl_preview *p, struct ctl_preview_grant *g, size_t n, co
         return 0;
 }
 
-char *ctl_preview_socket_for(struct ctl *c, const struct ctl_req *q) {
+/* Under lock: whether q's Cookie header carries a live grant of the
+ * running preview. */
+static bool granted(struct ctl *c, const struct ctl_req *q) {
         struct ctl_preview *p = &c->preview;
         const char *cookie = ctl_req_header(q, "Cookie");
         char name[64];
-        if (!cookie || ctl_preview_cookie_name(c, name, sizeof name) < 0)
-                return NULL;
+        if (!p->socket || !cookie || ctl_preview_cookie_name(c, name, sizeof name) < 0)
+                return false;
         _cleanup_strv_free_ char **values = NULL;
         if (ctl_cookie_values(cookie, name, 4, &values) < 0)
-                return NULL;
+                return false;
+        int64_t now = now_ms();
+        for (char **v = values; v && *v; v++)
+                if (find(p->grants, CTL_PREVIEW_GRANTS, *v, now))
+                        return true;
+        return false;
+}
+
+char *ctl_preview_socket_for(struct ctl *c, const struct ctl_req *q) {
+        struct ctl_preview *p = &c->preview;
         char *socket = NULL;
         pthread_mutex_lock(&p->lock);
-        int64_t now = now_ms();
-        for (char **v = values; p->socket && v && *v && !socket; v++)
-                if (find(p->grants, CTL_PREVIEW_GRANTS, *v, now))
-                        socket = strdup(p->socket);
+        if (granted(c, q))
+                socket = strdup(p->socket);
         pthread_mutex_unlock(&p->lock);
         return socket;
 }
 
-/* The app's origin, as the control plane's host names it: "seed.<name>" → "<name>". */
-static int app_origin(const struct ctl_req *q, char **ret) {
+int ctl_preview_h_state(struct ctl_req *q, struct ctl_resp *resp) {
+        struct ctl *c = q->ctl;
+        struct ctl_preview *p = &c->preview;
+        _cleanup_free_ char *json = NULL;
+        int r = 0;
+        pthread_mutex_lock(&p->lock);
+        if (granted(c, q))
+                r = xasprintf(&json, "{\"evolution\":\"%s\",\"generation\":%d}\n", p->evo, p->generation);
+        pthread_mutex_unlock(&p->lock);
+        if (r < 0)
+                return -ENOMEM;
+        if (json)
+                ctl_resp_take(resp, 200, "application/json", TAKE_PTR(json));
+        else
+                r = ctl_resp_set(resp, 204, NULL, "");
+        return r < 0 ? r : ctl_hdrs_add(&resp->hdrs, "Cache-Control", "no-store");
+}
+
+int ctl_preview_h_bar(struct ctl_req *q, struct ctl_resp *resp) {
+        (void)q;
+        int r = ctl_static_file("preview-bar.js", resp);
+        return r < 0 ? r : ctl_hdrs_add(&resp->hdrs, "Cache-Control", "no-store");
+}
+
+int ctl_app_origin(const struct ctl_req *q, char **ret) {
         const struct ctl *c = q->ctl;
         const char *host = ctl_req_header(q, "Host");
         if (!c->control_host || !startswith(c->control_host, "seed."))
@@ -150,7 +183,7 @@ int ctl_preview_h_ticket(struct ctl_req *q, struct ctl_resp *resp) {
                 return r;
         if (!ticket)
                 return ctl_resp_error(resp, 409, "no preview is running");
-        if (app_origin(q, &origin) < 0 ||
+        if (ctl_app_origin(q, &origin) < 0 ||
             xasprintf(&json, "{\"url\":\"%s/_seed/preview/enter?t=%s\",\"evolution\":\"%s\"}\n", origin, ticket,
                       evo) < 0)
                 return -ENOMEM;

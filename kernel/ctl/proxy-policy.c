@@ -290,6 +290,20 @@ int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
         return 0;
 }
 
+/* Whether a Set-Cookie value would set one of the Seed's own cookies: the
+ * session cookie, the owner's preview cookie or the badge's presence cookie
+ * (the organism could otherwise drop or replace the owner's). */
+static bool sets_a_seed_cookie(const char *value, const char *cookie_name) {
+        static const char *const suffixes[] = {"", "_preview", "_badge"};
+        for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++) {
+                char name[96];
+                int k = snprintf(name, sizeof name, "%s%s", cookie_name, suffixes[i]);
+                if (k < 0 || (size_t)k >= sizeof name || ctl_set_cookie_sets(value, name))
+                        return true;
+        }
+        return false;
+}
+
 int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name, const char *framer,
                                struct ctl_hdrs *out) {
         static const char *const drop[] = {
@@ -305,7 +319,7 @@ int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_nam
                 for (size_t k = 0; !skip && k < ARRAY_SIZE(drop); k++)
                         skip = strcasecmp(h->name, drop[k]) == 0;
                 if (!skip && strcasecmp(h->name, "set-cookie") == 0)
-                        skip = ctl_set_cookie_sets(h->value, cookie_name);
+                        skip = sets_a_seed_cookie(h->value, cookie_name);
                 if (skip)
                         continue;
                 int r = ctl_hdrs_add(out, h->name, h->value);

@@ -78,7 +78,8 @@ int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
                          struct ctl_upstream *ret);
 /* The headers the browser gets from an organism response: the organism's
  * own (its CSP too: every CSP is enforced, so it can only add limits), minus
- * the dropped ones, plus COOP unsafe-none and a CSP of ours with
+ * the dropped ones (a Set-Cookie for cookie_name, or for its "_preview" or
+ * "_badge" cookies), plus COOP unsafe-none and a CSP of ours with
  * "frame-ancestors <framer>": 'none' when framer is NULL (every origin but
  * the admin one), else the one origin that may frame the page (the control
  * plane's, on organism.localhost). */

@@ -24,6 +24,8 @@
  * step that rewrites the body (e.g. injecting into HTML) belongs between
  * the last two; it must leave body_read() reading the upstream to its end. */
 #include "ctl/mhd.h"
+#include "ctl/guard.h"
+#include "ctl/inject.h"
 #include "ctl/pages.h"
 #include "ctl/proxy-policy.h"
 #include "base/log.h"
@@ -59,6 +61,15 @@ struct ctl_proxy {
         size_t len, pos;          /* unread bytes are buf[pos, len) */
         uint64_t remaining;
         struct ctl_chunked ch;
+        /* The kernel's script tags (tag: the badge's, the preview bar's or
+         * both; inject.h) go into this answer: what is held back while they
+         * are sent is pending[pend_pos, pend_len). */
+        bool inject;
+        bool preview;             /* sent to the owner's preview: its pages get the bar */
+        const char *tag;          /* static */
+        struct ctl_inject inj;
+        char *pending;
+        size_t pend_len, pend_pos;
         char buf[];               /* PROXY_BUF bytes: the response head, then body reads */
 };
 
@@ -131,6 +142,7 @@ void ctl_proxy_free(struct ctl_proxy *px) {
         upstream_release(px);
         ctl_upstream_done(&px->up);
         buf_free(&px->head);
+        free(px->pending);
         free(px);
 }
 
@@ -318,6 +330,7 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
 
         int r = -EHOSTDOWN;
         _cleanup_free_ char *preview = ctl_preview_socket_for(c, q);
+        px->preview = preview != NULL;
         if (preview || c->organism_socket_override || !c->organism || organism_state(c->organism) == ORGANISM_RUNNING)
                 r = upstream_open(px, preview);
         if (r == -ETIMEDOUT)
@@ -494,11 +507,55 @@ static ssize_t body_read(struct ctl_proxy *px, char *out, size_t max) {
         return MHD_CONTENT_READER_END_OF_STREAM;
 }
 
+/* Holds back tail (n bytes) behind the tag; false when out of memory. */
+static bool hold_with_tag(struct ctl_proxy *px, const char *tail, size_t n) {
+        size_t tl = strlen(px->tag);
+        px->pending = malloc(tl + n);
+        if (!px->pending)
+                return false;
+        memcpy(px->pending, px->tag, tl);
+        if (n > 0)
+                memcpy(px->pending + tl, tail, n);
+        px->pend_len = tl + n;
+        px->pend_pos = 0;
+        return true;
+}
+
+/* The organism's body with the badge's tag put in (the step between
+ * body_read() and the client): the upstream is still read to its end, the
+ * tag only delays bytes. */
+static ssize_t inject_read(struct ctl_proxy *px, char *out, size_t max) {
+        if (px->pend_pos < px->pend_len) {
+                size_t n = px->pend_len - px->pend_pos < max ? px->pend_len - px->pend_pos : max;
+                memcpy(out, px->pending + px->pend_pos, n);
+                px->pend_pos += n;
+                return (ssize_t)n;
+        }
+        ssize_t k = body_read(px, out, max);
+        if (k == MHD_CONTENT_READER_END_OF_STREAM && ctl_inject_at_end(&px->inj)) {
+                size_t at;
+                (void)ctl_inject_feed(&px->inj, NULL, 0, &at);
+                px->inj.done = true; /* no place in the page: the tag goes at its end */
+                if (!hold_with_tag(px, NULL, 0))
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                return inject_read(px, out, max);
+        }
+        size_t at = 0;
+        if (k > 0 && ctl_inject_feed(&px->inj, out, (size_t)k, &at) == CTL_INJECT_HERE) {
+                if (!hold_with_tag(px, out + at, (size_t)k - at))
+                        return MHD_CONTENT_READER_END_WITH_ERROR;
+                if (at == 0)
+                        return inject_read(px, out, max);
+                return (ssize_t)at;
+        }
+        return k;
+}
+
 static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max) {
         struct ctl_proxy *px = cls;
         if (max == 0)
                 return 0;
-        ssize_t k = body_read(px, out, max);
+        ssize_t k = px->inject ? inject_read(px, out, max) : body_read(px, out, max);
         if (px->up_done)
                 upstream_release(px); /* to the pool now, not when the client is done */
         return k;
@@ -560,6 +617,21 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
         if (px->up_done)
                 upstream_release(px);
         int status = px->up.status;
+        /* The owner's badge and, on the candidate's pages in the owner's
+         * previewing browser, the preview bar: script tags in the app's pages
+         * (never its admin origin, never a HEAD, an API answer, a partial,
+         * compressed or large one: inject.h). The length changes, so the
+         * answer is sent without one (chunked). */
+        bool badge = ctl_badge_on(q->ctl);
+        px->tag = badge && px->preview ? CTL_INJECT_TAG CTL_INJECT_PREVIEW_TAG
+                  : px->preview        ? CTL_INJECT_PREVIEW_TAG
+                                       : CTL_INJECT_TAG;
+        px->inject = !px->head_request && (badge || px->preview) && !ctl_host_is_organism(ctl_req_header(q, "Host")) &&
+                     ctl_inject_wanted(q->method, &q->hdrs, status, &px->up.hdrs, px->up.body != CTL_BODY_NONE);
+        if (px->inject) {
+                ctl_inject_init(&px->inj);
+                size = MHD_SIZE_UNKNOWN;
+        }
         q->px = NULL; /* the response owns it now */
         m = MHD_create_response_from_callback(size, READ_BLOCK, proxy_read, px, proxy_free_cb);
         if (!m) {

@@ -1,7 +1,9 @@
 /* routes.c — everything under /_seed: the route table (data, not if-chains),
  * the guards each auth level implies, and the handlers. */
 #include "ctl/server.h"
+#include "ctl/badge.h"
 #include "ctl/cookie.h"
+#include "ask/image.h"
 #include "ctl/guard.h"
 #include "ctl/logo.h"
 #include "ctl/pages.h"
@@ -23,17 +25,26 @@ enum ctl_auth {
         AUTH_FORM,    /* the password form's POST: a same-origin top-level navigation */
         AUTH_PAGE,    /* the page carrying the API token: session + top-level navigation */
         AUTH_SESSION, /* static assets and the logo: session */
+        AUTH_BADGE,   /* the owner's presence cookie on the app's origin, badge on (badge.h) */
         AUTH_API,     /* session cookie + X-Seed-Token, or the CLI bearer token */
         AUTH_CLI,     /* the CLI bearer token only */
 };
 
 typedef int (*ctl_handler)(struct ctl_req *q, struct ctl_resp *resp);
 
+/* Where a route answers, when the control plane has an origin of its own. */
+enum ctl_where {
+        ON_CONTROL,   /* its own origin only (the zero value) */
+        ON_APP,       /* the app's origin only: the badge and point and ask */
+};
+
 struct ctl_route {
         const char *method;
         const char *pattern; /* "*" matches one non-empty path segment */
         enum ctl_auth auth;
         ctl_handler handler;
+        enum ctl_where where;
+        bool image_body;     /* a POST whose body is a picture (ask/image.h), not JSON */
 };
 
 #define CTL_FORM_MAX 4096 /* the sign-in form's body */
@@ -234,6 +245,12 @@ static int h_logo(struct ctl_req *q, struct ctl_resp *resp) {
                 r = ctl_hdrs_add(&resp->hdrs, "ETag", logo.etag);
         ctl_logo_done(&logo);
         return r;
+}
+
+/* GET /_seed/badge/logo: the logo on the app's origin, for the badge of the
+ * owner's browser (the control plane's logo route is on its own origin). */
+static int h_badge_logo(struct ctl_req *q, struct ctl_resp *resp) {
+        return h_logo(q, resp);
 }
 
 /* Logs when a failure put a client, or everyone, over the limit (a
@@ -563,6 +580,7 @@ static int h_session_revoke(struct ctl_req *q, struct ctl_resp *resp) {
                 return log_error_errno(r, "could not revoke a session: %m");
         log_info("revoked session %s", q->param);
         ctl_preview_forget_session(q->ctl, q->param);
+        ctl_badge_forget_session(q->ctl, q->param);
         r = ctl_resp_set(resp, 200, "application/json", "{\"ok\":true}\n");
         if (r >= 0 && q->session_id && streq(q->session_id, q->param))
                 r = set_session_cookie(q, resp, "", 0);
@@ -577,30 +595,44 @@ static int h_logout(struct ctl_req *q, struct ctl_resp *resp) {
                 return log_error_errno(r, "could not sign out: %m");
         log_info("signed out session %s", q->session_id);
         ctl_preview_forget_session(q->ctl, q->session_id);
+        ctl_badge_forget_session(q->ctl, q->session_id);
         r = ctl_resp_set(resp, 200, "application/json", "{\"ok\":true}\n");
         return r < 0 ? r : set_session_cookie(q, resp, "", 0);
 }
 
 static const struct ctl_route routes[] = {
-        {"GET", "/_seed/healthz", AUTH_NONE, h_healthz},
-        {"GET", "/_seed", AUTH_NONE, h_redirect_slash},
-        {"GET", "/_seed/public.css", AUTH_NONE, h_asset},
-        {"GET", "/_seed/favicon.svg", AUTH_NONE, h_asset},
-        {"GET", "/_seed/login", AUTH_LINK, h_login},
-        {"POST", "/_seed/login", AUTH_FORM, h_login_password},
-        {"GET", "/_seed/", AUTH_PAGE, h_page},
-        {"GET", "/_seed/app.js", AUTH_SESSION, h_asset},
-        {"GET", "/_seed/style.css", AUTH_SESSION, h_asset},
-        {"GET", "/_seed/logo", AUTH_SESSION, h_logo},
-        {"GET", "/_seed/api/status", AUTH_API, h_status},
-        {"GET", "/_seed/api/logs", AUTH_API, h_logs},
-        {"POST", "/_seed/api/login-links", AUTH_CLI, h_login_links},
-        {"GET", "/_seed/api/owner/sessions", AUTH_API, h_sessions},
-        {"POST", "/_seed/api/owner/sessions/*/revoke", AUTH_API, h_session_revoke},
-        {"POST", "/_seed/api/owner/logout", AUTH_API, h_logout},
-        {"POST", "/_seed/api/preview/ticket", AUTH_API, ctl_preview_h_ticket},
-        {"GET", "/_seed/preview/enter", AUTH_NONE, ctl_preview_h_enter},
-        {"GET", "/_seed/preview/leave", AUTH_NONE, ctl_preview_h_leave},
+        {"GET", "/_seed/healthz", AUTH_NONE, h_healthz, ON_CONTROL, false},
+        {"GET", "/_seed", AUTH_NONE, h_redirect_slash, ON_CONTROL, false},
+        {"GET", "/_seed/public.css", AUTH_NONE, h_asset, ON_CONTROL, false},
+        {"GET", "/_seed/favicon.svg", AUTH_NONE, h_asset, ON_CONTROL, false},
+        {"GET", "/_seed/reopen.js", AUTH_NONE, h_asset, ON_CONTROL, false},
+        {"GET", "/_seed/login", AUTH_LINK, h_login, ON_CONTROL, false},
+        {"POST", "/_seed/login", AUTH_FORM, h_login_password, ON_CONTROL, false},
+        {"GET", "/_seed/", AUTH_PAGE, h_page, ON_CONTROL, false},
+        {"GET", "/_seed/app.js", AUTH_SESSION, h_asset, ON_CONTROL, false},
+        {"GET", "/_seed/style.css", AUTH_SESSION, h_asset, ON_CONTROL, false},
+        {"GET", "/_seed/logo", AUTH_SESSION, h_logo, ON_CONTROL, false},
+        {"GET", "/_seed/api/status", AUTH_API, h_status, ON_CONTROL, false},
+        {"GET", "/_seed/api/logs", AUTH_API, h_logs, ON_CONTROL, false},
+        {"POST", "/_seed/api/login-links", AUTH_CLI, h_login_links, ON_CONTROL, false},
+        {"GET", "/_seed/api/owner/sessions", AUTH_API, h_sessions, ON_CONTROL, false},
+        {"POST", "/_seed/api/owner/sessions/*/revoke", AUTH_API, h_session_revoke, ON_CONTROL, false},
+        {"POST", "/_seed/api/owner/logout", AUTH_API, h_logout, ON_CONTROL, false},
+        {"POST", "/_seed/api/preview/ticket", AUTH_API, ctl_preview_h_ticket, ON_CONTROL, false},
+        {"GET", "/_seed/preview/enter", AUTH_NONE, ctl_preview_h_enter, ON_CONTROL, false},
+        {"GET", "/_seed/preview/leave", AUTH_NONE, ctl_preview_h_leave, ON_CONTROL, false},
+        {"GET", "/_seed/preview/state", AUTH_NONE, ctl_preview_h_state, ON_APP, false},
+        {"GET", "/_seed/preview/bar.js", AUTH_NONE, ctl_preview_h_bar, ON_APP, false},
+        {"GET", "/_seed/api/badge", AUTH_API, ctl_badge_h_settings, ON_CONTROL, false},
+        {"POST", "/_seed/api/badge", AUTH_API, ctl_badge_h_settings_set, ON_CONTROL, false},
+        {"POST", "/_seed/api/badge/ticket", AUTH_API, ctl_badge_h_ticket, ON_CONTROL, false},
+        {"GET", "/_seed/api/ask-drafts/*", AUTH_API, ctl_badge_h_draft_get, ON_CONTROL, false},
+        {"GET", "/_seed/badge", AUTH_NONE, ctl_badge_h_answer, ON_APP, false},
+        {"GET", "/_seed/badge.js", AUTH_NONE, ctl_badge_h_script, ON_APP, false},
+        {"GET", "/_seed/badge/enter", AUTH_NONE, ctl_badge_h_enter, ON_APP, false},
+        {"GET", "/_seed/badge/logo", AUTH_BADGE, h_badge_logo, ON_APP, false},
+        {"GET", "/_seed/badge/modern-screenshot.js", AUTH_BADGE, ctl_badge_h_script, ON_APP, false},
+        {"POST", "/_seed/ask-draft", AUTH_BADGE, ctl_badge_h_draft_put, ON_APP, true},
 };
 
 /* Matches path against a pattern; a "*" segment is captured into *ret_param. */
@@ -710,6 +742,10 @@ static int auth_guard(struct ctl_req *q, enum ctl_auth auth, struct ctl_resp *re
                 if (r == -ENOENT)
                         return private_resp(q, resp, auth == AUTH_PAGE) < 0 ? -ENOMEM : 1;
                 return r < 0 ? r : 0;
+        case AUTH_BADGE:
+                if (ctl_badge_present(q->ctl, q))
+                        return 0;
+                return ctl_resp_error(resp, 403, "only the owner's browser, with the badge on") < 0 ? -ENOMEM : 1;
         case AUTH_API:
         case AUTH_CLI:
                 return api_guard(q, auth == AUTH_CLI, resp);
@@ -734,6 +770,26 @@ static int write_guard(struct ctl_req *q, struct ctl_resp *resp) {
         const char *cl = ctl_req_header(q, "Content-Length");
         if (cl && (strlen(cl) > 12 || strtoull(cl, NULL, 10) > CTL_MAX_BODY))
                 return ctl_resp_error(resp, 413, "request body too large (at most 1 MiB)") < 0 ? -ENOMEM : 1;
+        return 0;
+}
+
+/* POST /_seed/ask-draft: a picture, same-origin, at most ASK_IMAGE_MAX
+ * bytes; its bytes decide what it is (ask/image.h), but it must say it is
+ * a PNG or a JPEG. */
+static int image_guard(struct ctl_req *q, struct ctl_resp *resp) {
+        if (ctl_check_same_origin(ctl_req_header(q, "Sec-Fetch-Site"), ctl_req_header(q, "Origin"),
+                                  ctl_req_header(q, "Host"), false) < 0) {
+                log_limited(LOG_INFO, q->client_ip, "refused a cross-origin %s %s (client %s)", q->method, q->path,
+                            q->client_ip);
+                return ctl_resp_error(resp, 403, "a draft must come from the same origin") < 0 ? -ENOMEM : 1;
+        }
+        const char *ct = ctl_req_header(q, "Content-Type");
+        if (!ct || !(ctl_strcaseeq(ct, "image/png") || ctl_strcaseeq(ct, "image/jpeg")))
+                return ctl_resp_error(resp, 415, "a draft is an image/png or image/jpeg body") < 0 ? -ENOMEM : 1;
+        const char *cl = ctl_req_header(q, "Content-Length");
+        if (cl && (strlen(cl) > 12 || strtoull(cl, NULL, 10) > ASK_IMAGE_MAX))
+                return ctl_resp_error(resp, 413, "the picture is larger than 3 MB") < 0 ? -ENOMEM : 1;
+        q->body = BUF_INIT(ASK_IMAGE_MAX); /* nothing read yet */
         return 0;
 }
 
@@ -785,15 +841,16 @@ static int elsewhere_resp(struct ctl_req *q, bool api, struct ctl_resp *resp) {
  * page is loaded (the organism's script can set any path on a shared
  * origin, and a cookie bomb there would make /_seed answer 431 or push the
  * session cookie out). On the control plane's own origin nothing else
- * lives, so "/" is cleared too. Only top-level navigations: API calls stay
- * small. */
+ * lives, so "/" is cleared too; on the app's origin "/" is the organism's,
+ * and so are its cookies there (and the owner's preview cookie). Only
+ * top-level navigations: API calls stay small. */
 int ctl_expire_foreign_cookies(const struct ctl_req *q, struct ctl_hdrs *out) {
         static const char *const fallback_paths[] = {"/_seed", "/_seed/", NULL};
         static const char *const own_paths[] = {"/", "/_seed", "/_seed/", NULL};
         const char *dest = ctl_req_header(q, "Sec-Fetch-Dest");
         if (!dest || !streq(dest, "document"))
                 return 0;
-        const char *const *paths = own_origin(q->ctl) ? own_paths : fallback_paths;
+        const char *const *paths = own_origin(q->ctl) && ctl_req_on_control_host(q) ? own_paths : fallback_paths;
         size_t left = FOREIGN_COOKIES_MAX;
         for (size_t i = 0; i < q->hdrs.n && left > 0; i++) {
                 if (strcasecmp(q->hdrs.v[i].name, "Cookie") != 0)
@@ -887,9 +944,13 @@ int ctl_routes_check(char **ret_error) {
                 const struct ctl_route *e = &routes[i];
                 if (!method_known(e->method) || !e->pattern || !startswith(e->pattern, "/_seed") || !e->handler ||
                     e->auth <= AUTH_UNSET || e->auth > AUTH_CLI ||
-                    (is_api_path(e->pattern) && e->auth != AUTH_API && e->auth != AUTH_CLI)) {
+                    (is_api_path(e->pattern) && (e->auth != AUTH_API && e->auth != AUTH_CLI)) ||
+                    (is_api_path(e->pattern) && e->where == ON_APP) || (e->image_body && !streq(e->method, "POST")) ||
+                    (e->auth == AUTH_BADGE && e->where != ON_APP)) {
                         (void)xasprintf(ret_error, "route %zu (%s %s): needs a method, a /_seed path, a handler "
-                                                   "and an auth level (API paths: API or CLI)",
+                                                   "and an auth level (API paths: API or CLI, on the control "
+                                                   "plane's origin; the badge's: on the app's; picture "
+                                                   "bodies: POST)",
                                         i, e->method ? e->method : "?", e->pattern ? e->pattern : "?");
                         return -EINVAL;
                 }
@@ -954,8 +1015,14 @@ int ctl_seed_begin(struct ctl_req *q, struct ctl_resp *resp) {
 
         /* Off the control plane's own origin only the health check and the
          * notice pages' stylesheet are served. */
-        bool everywhere = q->route && q->route->auth == AUTH_NONE && q->route->handler != h_redirect_slash;
-        if (!everywhere && !ctl_req_on_control_host(q)) {
+        bool everywhere = q->route && q->route->auth == AUTH_NONE && q->route->handler != h_redirect_slash &&
+                          q->route->where != ON_APP;
+        bool app_only = q->route && q->route->where == ON_APP;
+        if (app_only && own_origin(q->ctl) && ctl_req_on_control_host(q)) {
+                r = not_found(q, false, resp);
+                return r < 0 ? r : 1;
+        }
+        if (!everywhere && !app_only && !ctl_req_on_control_host(q)) {
                 r = elsewhere_resp(q, api, resp);
                 return r < 0 ? r : 1;
         }
@@ -975,7 +1042,9 @@ int ctl_seed_begin(struct ctl_req *q, struct ctl_resp *resp) {
                 return r < 0 ? r : 1;
         }
         if (ctl_method_changes_state(q->method)) {
-                r = q->route && q->route->auth == AUTH_FORM ? form_guard(q, resp) : write_guard(q, resp);
+                r = q->route && q->route->auth == AUTH_FORM ? form_guard(q, resp)
+                    : q->route && q->route->image_body       ? image_guard(q, resp)
+                                                             : write_guard(q, resp);
                 if (r != 0)
                         return r < 0 ? r : 1;
                 return 0; /* read the body, then ctl_seed_finish */
@@ -986,6 +1055,7 @@ int ctl_seed_begin(struct ctl_req *q, struct ctl_resp *resp) {
 
 int ctl_seed_finish(struct ctl_req *q, struct ctl_resp *resp) {
         if (q->body_overflow)
-                return ctl_resp_error(resp, 413, "request body too large (at most 1 MiB)");
+                return ctl_resp_error(resp, 413, q->route && q->route->image_body ? "the picture is larger than 3 MB"
+                                                                               : "request body too large (at most 1 MiB)");
         return dispatch(q, resp);
 }

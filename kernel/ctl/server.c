@@ -627,6 +627,7 @@ static void ctl_free(struct ctl *c) {
         pthread_cond_destroy(&c->reaper_wake);
         pthread_mutex_destroy(&c->lock);
         ctl_preview_done(&c->preview);
+        ctl_badge_done(c);
         ctl_session_cache_done(&c->sessions);
         ctl_upool_done(&c->pool);
         free(c);
@@ -706,6 +707,9 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         ctl_session_cache_init(&c->sessions);
         ctl_upool_init(&c->pool);
         ctl_preview_init(&c->preview);
+        c->kdb = cfg->kdb;
+        c->drafts = cfg->drafts;
+        ctl_badge_init(c);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);

@@ -11,6 +11,7 @@
 #include "ctl/listen.h"
 #include "ctl/own-addrs.h"
 #include "ctl/owner.h"
+#include "ctl/badge.h"
 #include "ctl/upstream-pool.h"
 #include "ctl/preview.h"
 #include "ctl/proxy-policy.h"
@@ -54,6 +55,10 @@ struct ctl {
         char cookie_name[32];
         /* The owner's preview: the candidate's socket, tickets and grants (preview.h). */
         struct ctl_preview preview;
+        /* The owner's badge: its switch, tickets and presence cookies (badge.h). */
+        struct ctl_badge badge;
+        /* Point and ask's pictures (borrowed; NULL: none are taken). */
+        struct ask_drafts *drafts;
         /* Password sign-in (a keyed hash only) and the failed sign-in limits. */
         struct ctl_owner owner;
         /* Browser sessions the DB confirmed lately (session-cache.h). */
@@ -186,6 +191,10 @@ int ctl_session_find(struct db *kdb, struct ctl_session_cache *cache, const stru
 /* Revokes the session id in the DB, then drops it from cache: it stops
  * working at once. -ENOENT when there is no such live session. Logs nothing. */
 int ctl_session_revoke(struct db *kdb, struct ctl_session_cache *cache, const char *id);
+
+/* preview.c: the app's origin, as the control plane's host names it
+ * ("seed.<name>" → "<name>", with the request's port). Caller frees. */
+int ctl_app_origin(const struct ctl_req *q, char **ret);
 
 /* static.c: the embedded UI */
 int ctl_static_file(const char *name, struct ctl_resp *resp);

@@ -1087,11 +1087,11 @@ static int preview_gate(struct run *r, enum orch_preview_action *ret_action, cha
         pthread_mutex_unlock(&o->lock);
         emitj(r, "note", json_pack("{s:s, s:s}", "text", text, "preview", "running"));
         if (o->c.on_preview)
-                o->c.on_preview(o->c.userdata, r->id, evo_live_preview_socket(p));
+                o->c.on_preview(o->c.userdata, r->id, r->base_gen + 1, evo_live_preview_socket(p));
         log_info("evolution %s: the preview runs; waiting for the owner", r->id);
         k = wait_preview(r, ret_action, ret_feedback);
         if (o->c.on_preview)
-                o->c.on_preview(o->c.userdata, r->id, NULL);
+                o->c.on_preview(o->c.userdata, r->id, 0, NULL);
         evo_live_preview_stop(p);
         static const char *const names[] = {[ORCH_PREVIEW_APPLY] = "apply", [ORCH_PREVIEW_CHANGES] = "changes",
                                             [ORCH_PREVIEW_DISCARD] = "discard"};

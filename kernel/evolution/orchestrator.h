@@ -41,11 +41,12 @@ struct orch_config {
         /* An applied generation changed kernel files: the kernel should exit
          * 75 so `seed run` rebuilds it from its new source. */
         void (*request_restart)(void *userdata);
-        /* The owner's preview of evolution evo_id runs behind the bridge
-         * socket at socket_path (live-preview.h), or ended (socket_path
-         * NULL): only the owner's browser is to be sent there. Called from
-         * the worker thread. May be NULL. */
-        void (*on_preview)(void *userdata, const char *evo_id, const char *socket_path);
+        /* The owner's preview of evolution evo_id (its candidate is
+         * generation) runs behind the bridge socket at socket_path
+         * (live-preview.h), or ended (socket_path NULL): only the owner's
+         * browser is to be sent there. Called from the worker thread. May be
+         * NULL. */
+        void (*on_preview)(void *userdata, const char *evo_id, int generation, const char *socket_path);
         void *userdata;
 };
 

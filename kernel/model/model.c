@@ -514,6 +514,9 @@ void model_message_done(struct model_message *msg) {
         free(msg->calls);
         free(msg->text);
         free(msg->tool_call_id);
+        for (size_t i = 0; i < msg->n_images; i++)
+                free(msg->images[i].data);
+        free(msg->images);
         *msg = (struct model_message){0};
 }
 
@@ -548,6 +551,18 @@ int model_message_copy(const struct model_message *from, struct model_message *t
                         r = dup_opt(from->calls[i].name, &c.calls[i].name);
                 if (r >= 0)
                         r = dup_opt(from->calls[i].arguments, &c.calls[i].arguments);
+        }
+        if (r >= 0 && from->n_images > 0 && !(c.images = calloc(from->n_images, sizeof *c.images)))
+                r = -ENOMEM;
+        for (size_t i = 0; r >= 0 && i < from->n_images; i++) {
+                c.images[i] = (struct model_image){.media_type = from->images[i].media_type,
+                                                   .data = malloc(from->images[i].len ? from->images[i].len : 1),
+                                                   .len = from->images[i].len};
+                c.n_images++;
+                if (!c.images[i].data)
+                        r = -ENOMEM;
+                else
+                        memcpy(c.images[i].data, from->images[i].data, from->images[i].len);
         }
         if (r < 0) {
                 model_message_done(&c);

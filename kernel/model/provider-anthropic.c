@@ -60,6 +60,19 @@ static int assistant_turn(const struct model_message *m, json_t *messages) {
         return r;
 }
 
+/* The page-data note, then each picture as a base64 image block. */
+static int image_blocks(const struct model_message *m, json_t *texts) {
+        int r = wire_append(texts, text_block(MODEL_IMAGE_NOTE));
+        for (size_t i = 0; r >= 0 && i < m->n_images; i++) {
+                _cleanup_free_ char *b64 = NULL;
+                r = crypto_base64(m->images[i].data, m->images[i].len, &b64);
+                if (r >= 0)
+                        r = wire_append(texts, json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", "image", "source", "type",
+                                                         "base64", "media_type", m->images[i].media_type, "data", b64));
+        }
+        return r;
+}
+
 static int anthropic_messages(const struct model_request *req, json_t *messages, char **ret_error) {
         struct user_turn u = {json_array(), json_array()};
         int r = u.results && u.texts ? 0 : -ENOMEM;
@@ -69,6 +82,8 @@ static int anthropic_messages(const struct model_request *req, json_t *messages,
                 case MODEL_ROLE_USER:
                         if (!strempty(m->text))
                                 r = wire_append(u.texts, text_block(m->text));
+                        if (r >= 0 && m->n_images > 0)
+                                r = image_blocks(m, u.texts);
                         break;
                 case MODEL_ROLE_TOOL:
                         if (strempty(m->tool_call_id)) {

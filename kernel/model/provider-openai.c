@@ -26,6 +26,26 @@ static int openai_tool_calls(const struct model_message *m, json_t *msg) {
         return r;
 }
 
+/* A user message with pictures: content parts, the text, the page-data note,
+ * then each picture as a data: URL. */
+static int openai_user_parts(const struct model_message *m, json_t *msg) {
+        json_t *parts = json_array();
+        int r = wire_set(msg, "content", parts);
+        if (r >= 0 && !strempty(m->text))
+                r = wire_append(parts, json_pack("{s:s, s:o}", "type", "text", "text", wire_str(m->text)));
+        if (r >= 0)
+                r = wire_append(parts, json_pack("{s:s, s:s}", "type", "text", "text", MODEL_IMAGE_NOTE));
+        for (size_t i = 0; r >= 0 && i < m->n_images; i++) {
+                _cleanup_free_ char *b64 = NULL, *url = NULL;
+                r = crypto_base64(m->images[i].data, m->images[i].len, &b64);
+                if (r >= 0 && xasprintf(&url, "data:%s;base64,%s", m->images[i].media_type, b64) < 0)
+                        r = -ENOMEM;
+                if (r >= 0)
+                        r = wire_append(parts, json_pack("{s:s, s:{s:s}}", "type", "image_url", "image_url", "url", url));
+        }
+        return r;
+}
+
 static int openai_message(const struct model_message *m, size_t idx, json_t *messages, char **ret_error) {
         json_t *msg = json_object();
         int r = wire_append(messages, msg);
@@ -34,6 +54,8 @@ static int openai_message(const struct model_message *m, size_t idx, json_t *mes
         switch (m->role) {
         case MODEL_ROLE_USER:
                 r = wire_set(msg, "role", json_string("user"));
+                if (r >= 0 && m->n_images > 0)
+                        return openai_user_parts(m, msg);
                 if (r >= 0)
                         r = wire_set(msg, "content", wire_str(m->text));
                 return r;

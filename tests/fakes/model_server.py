@@ -115,7 +115,11 @@ Control endpoints:
                     {"present", "scheme", "sha256"}, "x-api-key": {"present",
                     "sha256"}}: sha256 hex of the key, i.e. of the value after
                     "Bearer " for authorization), "body" (parsed JSON or null),
-                    "raw" (the body text when it was not JSON), "step" (the
+                    "raw" (the body text when it was not JSON), "images" (each
+                    picture in the request's messages, either wire format:
+                    {"message", "media_type", "bytes", "sha256", "width",
+                    "height"} with width and height read from a PNG or JPEG
+                    header, else null), "step" (the
                     script step index used, or null), "status",
                     "started_at" (Unix time in seconds, float, when the
                     request was read), "duration_ms" (float: from then until
@@ -130,10 +134,13 @@ Control endpoints:
 """
 
 import argparse
+import base64
 import hashlib
 import json
 import os
+import re
 import socket
+import struct
 import sys
 import threading
 import time
@@ -318,6 +325,18 @@ def validate_openai(body):
         content = m.get("content")
         if role in ("system", "developer", "user"):
             need(isinstance(content, (str, list)), f"messages[{i}].content must be a string")
+            if isinstance(content, list):
+                for j, part in enumerate(content):
+                    where = f"messages[{i}].content[{j}]"
+                    need(isinstance(part, dict) and part.get("type") in ("text", "image_url"),
+                         f"{where}.type must be 'text' or 'image_url'")
+                    if part["type"] == "text":
+                        need(isinstance(part.get("text"), str), f"{where}.text must be a string")
+                    else:
+                        need(role == "user", f"{where}: images are only allowed in user messages")
+                        url = (part.get("image_url") or {}).get("url") if isinstance(part.get("image_url"), dict) else None
+                        need(isinstance(url, str) and DATA_URL.match(url) is not None,
+                             f"{where}.image_url.url must be a data:image/(png|jpeg|gif|webp);base64 URL")
         elif role == "assistant":
             calls = m.get("tool_calls")
             need(content is None or isinstance(content, (str, list)), f"messages[{i}].content is invalid")
@@ -389,6 +408,17 @@ def validate_anthropic(body, headers):
                 need(isinstance(b.get("name"), str) and b["name"], f"{where}.name: field required")
                 need(isinstance(b.get("input"), dict), f"{where}.input: must be an object")
                 tool_uses.add(b["id"])
+            elif t == "image":
+                need(role == "user", f"{where}: image blocks are only allowed in user messages")
+                src = b.get("source")
+                need(isinstance(src, dict) and src.get("type") == "base64", f"{where}.source.type must be 'base64'")
+                need(src.get("media_type") in ("image/png", "image/jpeg", "image/gif", "image/webp"),
+                     f"{where}.source.media_type is invalid")
+                need(isinstance(src.get("data"), str) and src["data"], f"{where}.source.data is required")
+                try:
+                    base64.b64decode(src["data"], validate=True)
+                except ValueError:
+                    raise BadRequest(f"{where}.source.data is not base64")
             elif t == "tool_result":
                 need(role == "user", f"{where}: tool_result blocks are only allowed in user messages")
                 need(not seen_text, f"{where}: tool_result blocks must come before any text")
@@ -497,6 +527,53 @@ def error_body(fmt, status, message, code=None):
 
 
 # ---- the server ----------------------------------------------------------
+
+DATA_URL = re.compile(r"^data:(image/(?:png|jpeg|gif|webp));base64,([A-Za-z0-9+/]+=*)$")
+
+
+def image_size(data):
+    """(width, height) from a PNG or JPEG header, else (None, None)."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) >= 24:
+        return struct.unpack(">II", data[16:24])
+    if data[:2] == b"\xff\xd8":
+        i = 2
+        while i + 9 < len(data) and data[i] == 0xFF:
+            marker, seg = data[i + 1], struct.unpack(">H", data[i + 2:i + 4])[0]
+            if 0xC0 <= marker <= 0xCF and marker not in (0xC4, 0xC8, 0xCC):
+                h, w = struct.unpack(">HH", data[i + 5:i + 9])
+                return w, h
+            i += 2 + seg
+    return None, None
+
+
+def request_images(body):
+    """Every picture in a request's messages, in either wire format."""
+    out = []
+    if not isinstance(body, dict) or not isinstance(body.get("messages"), list):
+        return out
+    for n, m in enumerate(body["messages"]):
+        content = m.get("content") if isinstance(m, dict) else None
+        for part in content if isinstance(content, list) else []:
+            if not isinstance(part, dict):
+                continue
+            media, b64 = None, None
+            if part.get("type") == "image_url" and isinstance(part.get("image_url"), dict):
+                match = DATA_URL.match(str(part["image_url"].get("url", "")))
+                if match:
+                    media, b64 = match.group(1), match.group(2)
+            elif part.get("type") == "image" and isinstance(part.get("source"), dict):
+                media, b64 = part["source"].get("media_type"), part["source"].get("data")
+            if not b64:
+                continue
+            try:
+                data = base64.b64decode(b64)
+            except ValueError:
+                continue
+            w, h = image_size(data)
+            out.append({"message": n, "media_type": media, "bytes": len(data),
+                        "sha256": hashlib.sha256(data).hexdigest(), "width": w, "height": h})
+    return out
+
 
 def auth_record(headers):
     out = {}
@@ -617,6 +694,7 @@ class Handler(BaseHTTPRequestHandler):
                "body": body, "step": None, "status": None, "started_at": time.time(), "duration_ms": None}
         if raw is not None:
             rec["raw"] = raw
+        rec["images"] = request_images(body)
         with self.state.lock:
             rec["n"] = len(self.state.requests)
             self.state.requests.append(rec)

@@ -1187,6 +1187,241 @@ def a_flood_of_refused_requests_is_logged_at_a_bounded_rate(c):
     assert grown < 8192, f'kernel.log grew {grown} bytes for 1500 refused requests'
 
 
+# ---- the owner's badge and point and ask (seed 001, "The owner's badge") ---------
+
+BADGE_TAG = '<script src="/_seed/badge.js" async></script>'
+
+
+def app_host(c):
+    return f'localhost:{c.port}'
+
+
+def png_bytes(w, h, pad=0):
+    import struct
+    import zlib
+    def chunk(t, d):
+        return struct.pack('>I', len(d)) + t + d + struct.pack('>I', zlib.crc32(t + d) & 0xffffffff)
+    raw = b''.join(b'\x00' + b'\x00\x00\x00\xff' * w for _ in range(h))
+    return (b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 6, 0, 0, 0)) +
+            chunk(b'IDAT', zlib.compress(raw)) + (chunk(b'tEXt', b'x' * pad) if pad else b'') + chunk(b'IEND', b''))
+
+
+def badge_ticket(c, b, to='/'):
+    r = b.api('/_seed/api/badge/ticket', method='POST', body={'to': to})
+    assert r.status == 200, (r.status, r.text)
+    return json.loads(r.body)
+
+
+def badge_cookie_name(c):
+    return c.cookie_name + '_badge'
+
+
+def enter_badge(c, b, to='/'):
+    """The hop: a ticket from the control plane, opened on the app's origin."""
+    url = urllib.parse.urlsplit(badge_ticket(c, b, to)['url'])
+    assert url.netloc == app_host(c), url.netloc
+    r = req(c, 'GET', url.path + '?' + url.query, NAV, host=app_host(c))
+    assert r.status == 303, (r.status, r.text)
+    sc = [v for v in r.cookies() if v.startswith(badge_cookie_name(c) + '=')]
+    assert len(sc) == 1, r.cookies()
+    return sc[0], url
+
+
+def badge(c, cookie=None, host=None, headers=None):
+    h = dict(FETCH)
+    if cookie:
+        h['Cookie'] = cookie
+    h.update(headers or {})
+    return req(c, 'GET', '/_seed/badge', h, host=host or app_host(c))
+
+
+@test
+def the_badge_hop_gives_a_presence_cookie_once_and_it_opens_nothing_else(c):
+    before = session_ids(c)
+    # The control plane's own cookie never makes the app's origin say yes.
+    r = badge(c, c.owner.cookie_header())
+    assert_refused(r, 204, c, before)
+    assert r.body == b''
+    sc, url = enter_badge(c, c.owner)
+    value = sc.split(';', 1)[0].split('=', 1)[1]
+    attrs = [a.strip().lower() for a in sc.split(';')[1:]]
+    assert {'path=/_seed/', 'httponly', 'samesite=strict'} <= set(attrs), sc
+    assert not any(a.startswith('domain=') for a in attrs), sc
+    assert value != c.owner.cookie and re.fullmatch(r'[0-9a-f]{64}', value), 'a value of its own'
+    presence = f'{badge_cookie_name(c)}={value}'
+    r = badge(c, presence)
+    assert r.status == 200 and r.text == 'yes\n', (r.status, r.text)
+    assert c.owner.token not in r.text and value not in r.text and not r.cookies()
+    # One use.
+    r = req(c, 'GET', url.path + '?' + url.query, NAV, host=app_host(c))
+    assert r.status == 303 and not r.cookies(), (r.status, r.cookies())
+    # A forged value says no.
+    assert badge(c, f'{badge_cookie_name(c)}={"0" * 64}').status == 204
+    # It opens no page, no API call, on either origin.
+    for host in (app_host(c), ctl_host(c)):
+        r = req(c, 'GET', '/_seed/api/status', dict(FETCH, Cookie=presence), host=host)
+        assert r.status in (401, 421), (host, r.status)
+        r = req(c, 'GET', '/_seed/', dict(NAV, Cookie=presence), host=host)
+        assert r.status in (308, 401), (host, r.status)
+        assert 'seed-token' not in r.text
+    r = req(c, 'GET', '/_seed/logo', dict(FETCH, Cookie=presence))
+    assert r.status == 401, r.status
+    assert session_ids(c) == before
+
+
+@test
+def badge_tickets_need_a_signed_in_browser_and_a_path(c):
+    before = session_ids(c)
+    r = cli(c, 'POST', '/_seed/api/badge/ticket', {})
+    assert_refused(r, 400, c, before)  # the CLI has no browser to give a badge to
+    r = req(c, 'POST', '/_seed/api/badge/ticket', dict(FETCH, Cookie=c.owner.cookie_header(),
+            **{'Content-Type': 'application/json', 'Origin': ctl_origin(c.port)}), '{}')
+    assert_refused(r, 401, c, before)  # no token
+    r = c.owner.api('/_seed/api/badge/ticket', method='POST', body={}, host=app_host(c))
+    assert_refused(r, 421, c, before)
+    for bad in ('//evil.com/', '/\\evil.com', 'https://evil.com/', '/_seed/api/status', '/a b', '/' + 'a' * 200):
+        r = c.owner.api('/_seed/api/badge/ticket', method='POST', body={'to': bad})
+        assert r.status == 400, (bad, r.status)
+    # A ticket with a bad "to", a bad ticket, the control plane's origin: no cookie.
+    url = urllib.parse.urlsplit(badge_ticket(c, c.owner)['url'])
+    t = urllib.parse.parse_qs(url.query)['t'][0]
+    for q, host, status in ((f't={t}&to=//evil.com', app_host(c), 400), ('t=' + 'f' * 64, app_host(c), 303),
+                            ('t=xyz', app_host(c), 400), (f't={t}', ctl_host(c), 404),
+                            (f't={t}', f'organism.localhost:{c.port}', 421)):
+        r = req(c, 'GET', '/_seed/badge/enter?' + q, NAV, host=host)
+        assert r.status == status and not r.cookies(), (q, host, r.status, r.cookies())
+    assert session_ids(c) == before
+
+
+@test
+def ask_drafts_only_from_the_owners_browser_same_origin_real_pictures(c):
+    sc, _ = enter_badge(c, c.owner)
+    presence = sc.split(';', 1)[0]
+    same = {'Sec-Fetch-Dest': 'empty', 'Sec-Fetch-Mode': 'cors', 'Sec-Fetch-Site': 'same-origin',
+            'Origin': f'http://{app_host(c)}', 'Cookie': presence, 'Content-Type': 'image/png'}
+    png = png_bytes(8, 8)
+
+    def post(headers, body=png, host=None):
+        return req(c, 'POST', '/_seed/ask-draft', headers, body, host=host or app_host(c))
+    r = post(dict(same, Cookie=c.owner.cookie_header()))
+    assert r.status == 403, r.status  # the control plane's cookie is not the owner's presence here
+    r = post(dict(same, **{'Sec-Fetch-Site': 'cross-site', 'Origin': 'http://evil.example'}))
+    assert r.status == 403, r.status
+    r = post(dict(same, **{'Sec-Fetch-Site': 'same-site', 'Origin': f'http://127.0.0.1:{c.port}'}))
+    assert r.status == 403, r.status
+    for ct in ('application/json', 'image/svg+xml', 'image/gif', 'text/plain'):
+        assert post(dict(same, **{'Content-Type': ct})).status == 415, ct
+    assert post(same, b'GIF89a' + png).status == 415
+    r = post(same, png_bytes(4097, 1))
+    assert r.status == 415 and '4096' in json.loads(r.body)['error'], r.text
+    # Over 3 MB: refused from the head (the answer comes before the body).
+    sock = socket.create_connection(('127.0.0.1', c.port), timeout=30)
+    try:
+        head = ''.join(f'{k}: {v}\r\n' for k, v in same.items())
+        sock.sendall((f'POST /_seed/ask-draft HTTP/1.1\r\nHost: {app_host(c)}\r\n{head}'
+                      f'Content-Length: {3 * 1024 * 1024 + 1}\r\nConnection: close\r\n\r\n').encode())
+        answer = sock.recv(65536)
+    finally:
+        sock.close()
+    assert answer.startswith(b'HTTP/1.1 413'), answer[:200]
+    r = post(same)
+    assert r.status == 201, (r.status, r.text)
+    draft = json.loads(r.body)['id']
+    assert re.fullmatch(r'[0-9a-f]{32}', draft)
+    # Seen only through the control plane's API, sandboxed; never on the app's origin.
+    r = c.owner.api(f'/_seed/api/ask-drafts/{draft}')
+    assert r.status == 200 and r.body == png and r.header('Content-Type') == 'image/png', r.status
+    assert (r.header('Content-Security-Policy') or '').startswith('sandbox'), r.header('Content-Security-Policy')
+    r = req(c, 'GET', f'/_seed/api/ask-drafts/{draft}', dict(FETCH, Cookie=presence), host=app_host(c))
+    assert r.status == 421, r.status
+    assert req(c, 'GET', f'/_seed/api/ask-drafts/{draft}', dict(FETCH, Cookie=presence)).status == 401
+    for bad in ('../../etc/passwd', '0' * 32, 'Z' * 32):
+        assert c.owner.api('/_seed/api/ask-drafts/' + urllib.parse.quote(bad, safe='')).status in (400, 404), bad
+    # The admin screens' origin serves none of it.
+    for method, path in (('GET', '/_seed/badge'), ('GET', '/_seed/badge.js'), ('POST', '/_seed/ask-draft'),
+                         ('GET', '/_seed/badge/modern-screenshot.js')):
+        r = req(c, method, path, dict(same), png if method == 'POST' else None, host=f'organism.localhost:{c.port}')
+        assert r.status == 421, (path, r.status)
+    # The picture library only for the owner's browser.
+    assert req(c, 'GET', '/_seed/badge/modern-screenshot.js', FETCH, host=app_host(c)).status == 403
+    r = req(c, 'GET', '/_seed/badge/modern-screenshot.js', dict(FETCH, Cookie=presence), host=app_host(c))
+    assert r.status == 200 and hashlib.sha256(r.body).hexdigest() == \
+        'bb36665889124a0b6e15f16045265737449c3bdcf2712cdb08af3cfa01563e2b', 'the pinned copy'
+    # A message naming a draft that is not there sends nothing.
+    r = c.owner.api('/_seed/api/messages', method='POST', body={'text': 'hi', 'draft': '0' * 32})
+    assert r.status in (409, 410, 503), (r.status, r.text)
+    r = c.owner.api('/_seed/api/messages', method='POST', body={'text': 'hi', 'draft': 'nope'})
+    assert r.status in (400, 409, 503), (r.status, r.text)
+
+
+@test
+def the_badge_tag_goes_only_into_navigations_of_the_apps_pages(c):
+    r = req(c, 'GET', '/', NAV, host=app_host(c))
+    assert r.status == 200 and r.text.count(BADGE_TAG) == 1, r.text[:300]
+    assert r.header('Content-Length') is None
+    for headers, host in ((FETCH, app_host(c)), ({}, app_host(c)),
+                          (dict(NAV, **{'Sec-Fetch-Dest': 'iframe'}), app_host(c)),
+                          (NAV, f'organism.localhost:{c.port}')):
+        r = req(c, 'GET', '/', headers, host=host)
+        assert BADGE_TAG not in r.text, (headers, host)
+    r = req(c, 'GET', '/', dict(NAV, **{'Accept-Encoding': 'gzip'}), host=app_host(c))
+    assert r.header('Content-Encoding') is not None or r.text.count(BADGE_TAG) == 1
+
+
+@test
+def the_badge_switch_and_sign_out(c):
+    before = session_ids(c)
+    b = sign_in_with_link(c, src='127.0.0.61')
+    sc, _ = enter_badge(c, b)
+    presence = sc.split(';', 1)[0]
+    assert badge(c, presence).status == 200
+    r = b.api('/_seed/api/badge', method='POST', body={'on': 'no'})
+    assert r.status == 400, r.status
+    r = b.api('/_seed/api/badge', method='POST', body={'on': False})
+    assert r.status == 200 and json.loads(r.body) == {'on': False}, r.text
+    try:
+        assert badge(c, presence).status == 204
+        assert req(c, 'GET', '/_seed/badge.js', FETCH, host=app_host(c)).status == 404
+        assert BADGE_TAG not in req(c, 'GET', '/', NAV, host=app_host(c)).text
+        t = badge_ticket(c, b)
+        assert '/_seed/badge/enter' not in t['url'] and t['badge'] is False, t
+    finally:
+        r = b.api('/_seed/api/badge', method='POST', body={'on': True})
+        assert r.status == 200, r.status
+    assert badge(c, presence).status == 200
+    # Signed out: its presence cookie says no.
+    assert b.api('/_seed/api/owner/logout', method='POST', body={}).status == 200
+    assert badge(c, presence).status == 204
+    assert session_ids(c) == before
+
+
+@test
+def without_a_preview_grant_the_preview_bar_learns_nothing_and_is_not_added(c):
+    # No preview runs here (browser-preview runs one): the bar's question
+    # answers 204 to every browser and to a forged preview cookie, no page
+    # gets the bar's tag, and neither is served off the app's origin.
+    forged = f'{c.cookie_name}_preview={"0" * 64}'
+    for headers in (FETCH, dict(FETCH, Cookie=forged)):
+        r = req(c, 'GET', '/_seed/preview/state', headers, host=app_host(c))
+        assert r.status == 204 and r.body == b'' and r.header('Cache-Control') == 'no-store', r.status
+    r = req(c, 'GET', '/', dict(NAV, Cookie=forged), host=app_host(c))
+    assert r.status == 200 and '/_seed/preview/bar.js' not in r.text, r.text[:300]
+    r = req(c, 'GET', '/_seed/preview/bar.js', FETCH, host=app_host(c))
+    assert r.status == 200 and b'attachShadow' in r.body and b'closed' in r.body, r.status
+    for path in ('/_seed/preview/state', '/_seed/preview/bar.js'):
+        assert req(c, 'GET', path, FETCH).status == 404, path
+        assert req(c, 'GET', path, FETCH, host=f'organism.localhost:{c.port}').status == 421, path
+    # A page load of /_seed on the app's origin (the bar's links go there)
+    # leaves the app's cookies at "/" and the kernel's own ones alone: only
+    # what was planted under /_seed is expired there.
+    badge_cookie = f'{c.cookie_name}_badge={"1" * 64}'
+    r = req(c, 'GET', '/_seed/', dict(NAV, Cookie=f'app=1; {forged}; {badge_cookie}'), host=app_host(c))
+    assert r.status == 308, r.status
+    expired = [x for x in r.cookies() if 'Max-Age=0' in x]
+    assert 'app=; Path=/_seed; Max-Age=0' in expired, expired
+    assert not [x for x in expired if 'Path=/;' in x or x.startswith(c.cookie_name)], expired
+
+
 # ---- last: the overall limit locks password sign-in for everyone --------------------
 
 @test

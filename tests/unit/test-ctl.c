@@ -9,11 +9,13 @@
 #include "base/buf.h"
 #include "base/crypto.h"
 #include "base/fileio.h"
+#include "ctl/badge.h"
 #include "ctl/conns.h"
 #include "ctl/cookie.h"
 #include "ctl/ctl.h"
 #include "ctl/guard.h"
 #include "ctl/http.h"
+#include "ctl/inject.h"
 #include "ctl/limit.h"
 #include "ctl/listen.h"
 #include "ctl/logo.h"
@@ -267,6 +269,13 @@ static void test_cookie_foreign(void **state) {
         assert_string_equal(v[0], "a");
         assert_string_equal(v[1], "b");
         assert_string_equal(v[2], "d");
+        strv_free(v);
+        /* The preview's and the badge's cookies are the kernel's too. */
+        assert_int_equal(ctl_cookie_foreign("x_preview=1; x_badge=2; x_badgex=3; xx=4; x_previe=5", "x", 10, &v), 0);
+        assert_int_equal(strv_length(v), 3);
+        assert_string_equal(v[0], "x_badgex");
+        assert_string_equal(v[1], "xx");
+        assert_string_equal(v[2], "x_previe");
         strv_free(v);
         assert_int_equal(ctl_cookie_foreign("a=1; b=2; c=3", "x", 2, &v), 0);
         assert_int_equal(strv_length(v), 2); /* at most max */
@@ -895,6 +904,8 @@ static void test_proxy_response_policy(void **state) {
                 {"Set-Cookie", "seed_ab"},
                 {"Set-Cookie", " = seed_ab=evil4"},
                 {"Set-Cookie", "\"seed_ab\"=q"},
+                {"Set-Cookie", "seed_ab_badge=forged; Path=/_seed/"},
+                {"Set-Cookie", "seed_ab_preview=forged"},
                 {"Content-Length", "10"},
                 {"Transfer-Encoding", "chunked"},
                 {"Connection", "close, X-Hop"},
@@ -1543,7 +1554,9 @@ static void test_sign_in_pages(void **state) {
         free(p);
         assert_int_equal(ctl_page_sign_in("tasks", CTL_SIGN_IN_REOPEN, NULL, &p), 0);
         assert_null(strstr(p, "<form"));
-        assert_non_null(strstr(p, "<a href=\"/_seed/\">Open the control plane</a>"));
+        assert_non_null(strstr(p, "<a id=\"reopen\" href=\"/_seed/\">Open the control plane</a>"));
+        /* reopen.js carries an #ask= fragment over to the reopened page. */
+        assert_non_null(strstr(p, "<script src=\"/_seed/reopen.js\"></script>"));
         free(p);
         assert_int_equal(ctl_page_sign_in("tasks", 0, NULL, &p), 0);
         assert_null(strstr(p, "<form"));
@@ -2197,6 +2210,208 @@ static void test_own_addrs_load(void **state) {
         assert_true(lo);
 }
 
+
+/* ---- the badge's script tag (inject.h) ---- */
+
+static struct ctl_hdrs hdrs_of(const char *const *kv) {
+        struct ctl_hdrs h = {0};
+        for (; kv && kv[0]; kv += 2)
+                assert_int_equal(ctl_hdrs_add(&h, kv[0], kv[1]), 0);
+        return h;
+}
+
+static bool wanted(const char *method, const char *const *req, int status, const char *const *up, bool body) {
+        struct ctl_hdrs rq = hdrs_of(req), u = hdrs_of(up);
+        bool w = ctl_inject_wanted(method, &rq, status, &u, body);
+        ctl_hdrs_free(&rq);
+        ctl_hdrs_free(&u);
+        return w;
+}
+
+static void test_inject_wanted(void **state) {
+        (void)state;
+        const char *nav[] = {"Sec-Fetch-Dest", "document", "Sec-Fetch-Mode", "navigate", NULL};
+        const char *html[] = {"Content-Type", "text/html; charset=utf-8", NULL};
+        assert_true(wanted("GET", nav, 200, html, true));
+        const char *html_len[] = {"Content-Type", "TEXT/HTML", "Content-Length", "1200", NULL};
+        assert_true(wanted("GET", nav, 200, html_len, true));
+        const char *identity[] = {"Content-Type", "text/html", "Content-Encoding", "identity", NULL};
+        assert_true(wanted("GET", nav, 200, identity, true));
+        /* compressed, partial, large, not HTML */
+        const char *gzip[] = {"Content-Type", "text/html", "Content-Encoding", "gzip", NULL};
+        assert_false(wanted("GET", nav, 200, gzip, true));
+        const char *br[] = {"Content-Type", "text/html", "Content-Encoding", "identity", "Content-Encoding", "br", NULL};
+        assert_false(wanted("GET", nav, 200, br, true));
+        const char *ranged[] = {"Content-Type", "text/html", "Content-Range", "bytes 0-9/100", NULL};
+        assert_false(wanted("GET", nav, 200, ranged, true));
+        assert_false(wanted("GET", nav, 206, html, true));
+        const char *big[] = {"Content-Type", "text/html", "Content-Length", "8388608", NULL};
+        assert_false(wanted("GET", nav, 200, big, true));
+        const char *under[] = {"Content-Type", "text/html", "Content-Length", "8388607", NULL};
+        assert_true(wanted("GET", nav, 200, under, true));
+        const char *odd_len[] = {"Content-Type", "text/html", "Content-Length", "+12", NULL};
+        assert_false(wanted("GET", nav, 200, odd_len, true));
+        const char *json[] = {"Content-Type", "application/json", NULL};
+        assert_false(wanted("GET", nav, 200, json, true));
+        const char *xhtml[] = {"Content-Type", "text/htmlx", NULL};
+        assert_false(wanted("GET", nav, 200, xhtml, true));
+        const char *none[] = {NULL};
+        assert_false(wanted("GET", nav, 200, none, true));
+        const char *two[] = {"Content-Type", "text/html", "Content-Type", "text/plain", NULL};
+        assert_false(wanted("GET", nav, 200, two, true));
+        /* only top-level navigations of a browser that says so */
+        const char *frame[] = {"Sec-Fetch-Dest", "iframe", "Sec-Fetch-Mode", "navigate", NULL};
+        assert_false(wanted("GET", frame, 200, html, true));
+        const char *fetch[] = {"Sec-Fetch-Dest", "empty", "Sec-Fetch-Mode", "cors", NULL};
+        assert_false(wanted("GET", fetch, 200, html, true));
+        const char *old[] = {NULL};
+        assert_false(wanted("GET", old, 200, html, true));
+        assert_false(wanted("HEAD", nav, 200, html, true));
+        assert_false(wanted("POST", nav, 200, html, true));
+        assert_false(wanted("GET", nav, 200, html, false));
+        assert_false(wanted("GET", nav, 304, html, true));
+        assert_false(wanted("GET", nav, 404, html, true));
+}
+
+/* What the proxy sends for doc fed in pieces of at most step bytes. */
+static char *rewrite(const char *doc, size_t step) {
+        struct ctl_inject s;
+        ctl_inject_init(&s);
+        struct buf out = BUF_INIT(SIZE_MAX);
+        size_t n = strlen(doc);
+        for (size_t pos = 0; pos < n; pos += step) {
+                size_t k = n - pos < step ? n - pos : step, at = 0;
+                if (ctl_inject_feed(&s, doc + pos, k, &at) == CTL_INJECT_HERE) {
+                        assert_true(at <= k);
+                        assert_int_equal(buf_append(&out, doc + pos, at), 0);
+                        assert_int_equal(buf_puts(&out, CTL_INJECT_TAG), 0);
+                        assert_int_equal(buf_append(&out, doc + pos + at, k - at), 0);
+                } else
+                        assert_int_equal(buf_append(&out, doc + pos, k), 0);
+        }
+        if (ctl_inject_at_end(&s))
+                assert_int_equal(buf_puts(&out, CTL_INJECT_TAG), 0);
+        assert_int_equal(buf_puts(&out, ""), 0);
+        return buf_steal(&out);
+}
+
+/* doc with the tag where "@" is (or at the end), for every piece size. */
+static void check_rewrite(const char *marked) {
+        const char *at = strchr(marked, '@');
+        _cleanup_free_ char *doc = NULL, *want = NULL;
+        size_t pre = at ? (size_t)(at - marked) : strlen(marked);
+        assert_true(xasprintf(&doc, "%.*s%s", (int)pre, marked, at ? at + 1 : "") >= 0);
+        assert_true(xasprintf(&want, "%.*s%s%s", (int)pre, marked, CTL_INJECT_TAG, at ? at + 1 : "") >= 0);
+        for (size_t step = 1; step <= strlen(doc) + 1; step++) {
+                _cleanup_free_ char *got = rewrite(doc, step);
+                assert_string_equal(got, want);
+        }
+}
+
+static void test_inject_place(void **state) {
+        (void)state;
+        check_rewrite("<!doctype html><html><head>@<title>t</title></head><body>x</body></html>");
+        check_rewrite("<!DOCTYPE html>\n<HTML lang=en><HEAD class=\"a>b\" data-x='<body>'>@<meta charset=utf-8>");
+        check_rewrite("<html><!-- <head> --><head >@</head>");
+        check_rewrite("<html><!----><!-- a -- b --><head/>@");
+        check_rewrite("<html><header>not it</header><body onload=\"x>1\">@<p>hi</p>");
+        check_rewrite("<p>no head, no body</p>@");               /* the tag at the end */
+        check_rewrite("@");                                      /* empty: still one tag */
+        check_rewrite("<headline><bodyguard>text</bodyguard>@");
+        check_rewrite("</head><head>@");                        /* an end tag is not a start */
+        check_rewrite("<?xml version=\"1.0\"?><body>@");
+        check_rewrite("<<head>@x");
+        check_rewrite("<head\n\tdata-a=1>@");
+}
+
+/* doc gets no tag at all, for every piece size. */
+static void check_untouched(const char *doc) {
+        for (size_t step = 1; step <= strlen(doc) + 1; step++) {
+                _cleanup_free_ char *got = rewrite(doc, step);
+                assert_string_equal(got, doc);
+        }
+}
+
+/* Raw text (script, style, and the rest of HTML's raw text and RCDATA
+ * elements) ends only at its own end tag: a "</head>" or "<body" inside an
+ * inline script or style is not the page's. */
+static void test_inject_raw_text(void **state) {
+        (void)state;
+        check_rewrite("<html><script>document.write('<body>')</script><head>@<title>t</title>");
+        check_rewrite("<script>var s = \"</head><body class=x>\";</script><body>@x");
+        check_rewrite("<SCRIPT type=module>if (a<b) x('<head>')</ScRiPt ><head>@");
+        check_rewrite("<script>'</scripty><body>'</script/><body>@");
+        check_rewrite("<style>p::after{content:'<body>'}</style><body>@");
+        check_rewrite("<title><head></title><head>@");
+        check_rewrite("<textarea><body></textarea ><body>@");
+        check_rewrite("<noscript><body></noscript><body>@");
+        check_rewrite("<xmp><head></xmp><iframe><body></iframe><noembed><head></noembed><noframes><body></noframes><head>@");
+        check_rewrite("<script><!-- <body> --></script><!-- <script> --><head>@");
+        check_rewrite("<scripts><body>@");                      /* not a raw text element */
+        check_rewrite("<script></script>@");                    /* closed: the tag at the end */
+        /* An unclosed raw text element swallows the rest of the page, and
+         * anything added at its end would show as text (or be no script). */
+        check_untouched("<html><script>var x = '<body>';");
+        check_untouched("<textarea><head></textare");
+        check_untouched("<plaintext><head><body>");
+}
+
+static void test_inject_once_and_limits(void **state) {
+        (void)state;
+        struct ctl_inject s;
+        size_t at = 99;
+        ctl_inject_init(&s);
+        assert_int_equal(ctl_inject_feed(&s, "<head>", 6, &at), CTL_INJECT_HERE);
+        assert_int_equal(at, 6);
+        assert_int_equal(ctl_inject_feed(&s, "<body>", 6, &at), CTL_INJECT_GIVE_UP);
+        assert_false(ctl_inject_at_end(&s));
+
+        /* A page larger than CTL_INJECT_MAX without a place: nothing is added. */
+        size_t block = 64 * 1024;
+        _cleanup_free_ char *text = malloc(block);
+        memset(text, 'x', block);
+        ctl_inject_init(&s);
+        enum ctl_inject_verdict v = CTL_INJECT_MORE;
+        for (size_t done = 0; done < CTL_INJECT_MAX && v == CTL_INJECT_MORE; done += block)
+                v = ctl_inject_feed(&s, text, block, &at);
+        assert_int_equal(v, CTL_INJECT_MORE);
+        assert_int_equal(ctl_inject_feed(&s, "<head>", 6, &at), CTL_INJECT_GIVE_UP);
+        assert_false(ctl_inject_at_end(&s));
+
+        /* A place found just under the limit still counts. */
+        ctl_inject_init(&s);
+        for (size_t done = 0; done + block <= CTL_INJECT_MAX - block; done += block)
+                assert_int_equal(ctl_inject_feed(&s, text, block, &at), CTL_INJECT_MORE);
+        assert_int_equal(ctl_inject_feed(&s, "<body>", 6, &at), CTL_INJECT_HERE);
+
+        /* A NUL or binary bytes do not stop the scan. */
+        ctl_inject_init(&s);
+        assert_int_equal(ctl_inject_feed(&s, "\0\xff<", 3, &at), CTL_INJECT_MORE);
+        assert_int_equal(ctl_inject_feed(&s, "body>", 5, &at), CTL_INJECT_HERE);
+        assert_int_equal(at, 5);
+}
+
+
+/* The paths "Open the app" and #ask= may carry (badge.h). */
+static void test_badge_path(void **state) {
+        (void)state;
+        static const char *const good[] = {"/", "/todos/list", "/a-b_c.d~e!$&'()*+,;=:@%20", "/x/"};
+        static const char *const bad[] = {NULL, "", "todos", "//evil.com/", "/\\evil.com", "/_seed/", "/_seed",
+                                          "/_seedx", "/a b", "/a\nb", "/a\"b", "/a<b", "http://x/", "/a?b", "/a#b"};
+        for (size_t i = 0; i < ARRAY_SIZE(good); i++)
+                assert_true(ctl_badge_path_ok(good[i]));
+        for (size_t i = 0; i < ARRAY_SIZE(bad); i++)
+                assert_false(ctl_badge_path_ok(bad[i]));
+        char longest[CTL_BADGE_PATH_MAX + 2];
+        memset(longest, 'a', sizeof longest);
+        longest[0] = '/';
+        longest[CTL_BADGE_PATH_MAX] = 0;
+        assert_true(ctl_badge_path_ok(longest));
+        longest[CTL_BADGE_PATH_MAX] = 'a';
+        longest[CTL_BADGE_PATH_MAX + 1] = 0;
+        assert_false(ctl_badge_path_ok(longest));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_own_addrs_match),
@@ -2263,6 +2478,11 @@ int main(void) {
                 cmocka_unit_test(test_session_cache),
                 cmocka_unit_test(test_conns_head_deadline),
                 cmocka_unit_test(test_logo_read),
+                cmocka_unit_test(test_inject_wanted),
+                cmocka_unit_test(test_badge_path),
+                cmocka_unit_test(test_inject_place),
+                cmocka_unit_test(test_inject_raw_text),
+                cmocka_unit_test(test_inject_once_and_limits),
                 cmocka_unit_test(test_listen_adopt_takes_only_listening_tcp),
                 cmocka_unit_test(test_listen_open),
         };

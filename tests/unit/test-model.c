@@ -146,6 +146,39 @@ static void test_anthropic_build(void **state) {
         free(json);
 }
 
+
+/* A picture with the owner's message (point and ask): after the text and
+ * the page-data note, as a data: URL (OpenAI) or a base64 block (Anthropic). */
+static void test_build_images(void **state) {
+        static char png[] = "\x89PNG";
+        struct model_image im = {.media_type = "image/png", .data = png, .len = 4};
+        const struct model_message m = {.role = MODEL_ROLE_USER, .text = "Make this blue.", .images = &im, .n_images = 1};
+        const struct model_request req = {.messages = &m, .n_messages = 1};
+        const struct model_wire o = {.format = MODEL_FORMAT_OPENAI, .model = "m", .max_tokens = 10};
+        char *json = build(&o, &req);
+        assert_json_eq(json,
+                "{\"model\":\"m\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":["
+                "{\"type\":\"text\",\"text\":\"Make this blue.\"},"
+                "{\"type\":\"text\",\"text\":\"" MODEL_IMAGE_NOTE "\"},"
+                "{\"type\":\"image_url\",\"image_url\":{\"url\":\"data:image/png;base64,iVBORw==\"}}]}]}");
+        free(json);
+        const struct model_wire a = {.format = MODEL_FORMAT_ANTHROPIC, .model = "c", .max_tokens = 10};
+        json = build(&a, &req);
+        assert_json_eq(json,
+                "{\"model\":\"c\",\"max_tokens\":10,\"messages\":[{\"role\":\"user\",\"content\":["
+                "{\"type\":\"text\",\"text\":\"Make this blue.\"},"
+                "{\"type\":\"text\",\"text\":\"" MODEL_IMAGE_NOTE "\"},"
+                "{\"type\":\"image\",\"source\":{\"type\":\"base64\",\"media_type\":\"image/png\",\"data\":\"iVBORw==\"}}]}]}");
+        free(json);
+        /* A copy carries its own picture. */
+        struct model_message c = {0};
+        assert_int_equal(model_message_copy(&m, &c), 0);
+        assert_int_equal(c.n_images, 1);
+        assert_ptr_not_equal(c.images[0].data, im.data);
+        assert_memory_equal(c.images[0].data, png, 4);
+        model_message_done(&c);
+}
+
 static void test_anthropic_build_merges(void **state) {
         /* A user note after tool results joins their turn (results first); an
          * empty assistant turn is dropped; invalid arguments become {}. */
@@ -1101,6 +1134,7 @@ int main(void) {
                 cmocka_unit_test(test_openai_build),
                 cmocka_unit_test(test_openai_build_variants),
                 cmocka_unit_test(test_anthropic_build),
+                cmocka_unit_test(test_build_images),
                 cmocka_unit_test(test_anthropic_build_merges),
                 cmocka_unit_test(test_build_errors),
                 cmocka_unit_test(test_build_invalid_utf8),
