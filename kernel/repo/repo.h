@@ -211,8 +211,14 @@ int repo_worktree_add(const char *seed_dir, const char *evo_id, char **ret_path)
 /* Removes the worktree folder (without following symlinks, whatever modes
  * the sandbox left), its administrative dir under .git/worktrees/ and the
  * branch seed/evo_<id>. Idempotent: what is already gone is not an error.
- * The generations' tags keep the commits alive. */
+ * The generations' tags keep the commits alive. A branch that a symbolic
+ * reference (HEAD, main, a generation's tag) points through is kept:
+ * -EBUSY, the worktree removed, the message naming that reference. */
 int repo_worktree_remove(const char *seed_dir, const char *evo_id);
+/* The ids of the evolution branches seed/evo_<id> there are (at boot: what a
+ * killed kernel left, worktree or not). *ret: NULL-terminated, NULL when
+ * there is none; caller frees with strv_free(). */
+int repo_evo_branches(const char *seed_dir, char ***ret);
 
 /* `git add -A && git commit` on the worktree's branch, read symlink-safely:
  * every file, symlink, new file and deletion of the working tree, where an

@@ -55,6 +55,86 @@ int repo_worktree_add(const char *seed_dir, const char *evo_id, char **ret_path)
         return 0;
 }
 
+/* Whether a symbolic reference (HEAD, main, a generation's tag, any other)
+ * reaches the commit only through branch full: deleting the branch would
+ * leave it dangling. *ret_holder: its name (caller frees). */
+static int symbolic_holder(git_repository *repo, const char *full, char **ret_holder) {
+        git_reference_iterator *it = NULL;
+        git_reference *ref = NULL;
+        _cleanup_(git_reference_freep) git_reference *head = NULL;
+        char *holder = NULL;
+        bool oom = false;
+        int r;
+        /* HEAD first (not under refs/), then every reference */
+        if (git_reference_lookup(&head, repo, "HEAD") == 0 && git_reference_type(head) == GIT_REFERENCE_SYMBOLIC)
+                ref = TAKE_PTR(head);
+        if ((r = git_reference_iterator_new(&it, repo)) < 0)
+                return repo_git_err(r, "cannot list the references");
+        for (;;) {
+                if (!ref && (r = git_reference_next(&ref, it)) < 0)
+                        break;
+                const char *name = git_reference_name(ref);
+                /* a chain of symbolic references, at most a few hops */
+                _cleanup_(git_reference_freep) git_reference *hop = NULL;
+                const char *target = git_reference_type(ref) == GIT_REFERENCE_SYMBOLIC
+                                             ? git_reference_symbolic_target(ref)
+                                             : NULL;
+                for (int i = 0; target && i < 8 && !holder; i++) {
+                        if (streq(target, full)) {
+                                oom = !(holder = strdup(name));
+                                break;
+                        }
+                        git_reference *next = NULL;
+                        if (git_reference_lookup(&next, repo, target) < 0)
+                                break;
+                        git_reference_free(hop);
+                        hop = next;
+                        target = git_reference_type(hop) == GIT_REFERENCE_SYMBOLIC ? git_reference_symbolic_target(hop)
+                                                                                   : NULL;
+                }
+                git_reference_free(ref);
+                ref = NULL;
+                if (holder || oom)
+                        break;
+        }
+        git_reference_iterator_free(it);
+        if (oom)
+                return repo_err(-ENOMEM, "out of memory");
+        if (!holder && r != GIT_ITEROVER)
+                return repo_git_err(r, "cannot list the references");
+        *ret_holder = holder;
+        return 0;
+}
+
+int repo_evo_branches(const char *seed_dir, char ***ret) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_free_ char *root = NULL;
+        _cleanup_strv_free_ char **out = NULL;
+        git_reference_iterator *it = NULL;
+        git_reference *ref;
+        int r;
+
+        repo_err_clear();
+        if ((r = repo_open_seed(seed_dir, &repo, &root)) < 0)
+                return r;
+        if ((r = git_reference_iterator_glob_new(&it, repo, "refs/heads/seed/evo_*")) < 0)
+                return repo_git_err(r, "cannot list the evolution branches");
+        while ((r = git_reference_next(&ref, it)) == 0) {
+                const char *id = git_reference_name(ref) + strlen("refs/heads/seed/evo_");
+                bool oom = repo_evo_id_valid(id) && strv_push(&out, id) < 0;
+                git_reference_free(ref);
+                if (oom) {
+                        git_reference_iterator_free(it);
+                        return repo_err(-ENOMEM, "out of memory");
+                }
+        }
+        git_reference_iterator_free(it);
+        if (r != GIT_ITEROVER)
+                return repo_git_err(r, "cannot list the evolution branches");
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
 int repo_worktree_remove(const char *seed_dir, const char *evo_id) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_worktree_freep) git_worktree *wt = NULL;
@@ -85,6 +165,11 @@ int repo_worktree_remove(const char *seed_dir, const char *evo_id) {
         r = git_branch_lookup(&branch, repo, bname, GIT_BRANCH_LOCAL);
         if (r == GIT_ENOTFOUND)
                 return 0;
+        _cleanup_free_ char *holder = NULL;
+        if (r == 0 && (r = symbolic_holder(repo, git_reference_name(branch), &holder)) < 0)
+                return r;
+        if (holder)
+                return repo_err(-EBUSY, "branch %s is kept: %s points at its commit only through it", bname, holder);
         /* git_reference_delete(), not git_branch_delete(): nothing of ours is
          * in the config to clean up, and libgit2 1.5's config regex path
          * leaks on every call. */
