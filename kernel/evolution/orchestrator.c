@@ -818,6 +818,11 @@ static int commit(struct run *r, char **ret_oid, bool *ret_kernel) {
         if ((k = repo_evolution_message(r->scope, r->title, r->summary, r->hex, r->base_gen, r->base_gen + 1,
                                         &msg)) < 0)
                 return fail(r, "cannot write the commit message: %s", repo_last_error());
+        /* One commit from the base however many rounds the owner's preview
+         * asked for: a round after the first starts again from the base
+         * (its earlier commit stays only in the branch's reflog). */
+        if ((k = repo_worktree_rewind(r->worktree, r->base)) < 0)
+                return fail(r, "cannot start the commit from the base: %s", repo_last_error());
         k = repo_commit_worktree(r->worktree, msg, &oid);
         if (k == -ENODATA)
                 return fail(r, "the evolution changed nothing");
@@ -1038,19 +1043,37 @@ int orch_preview_decide(struct orchestrator *o, const char *evo_id, enum orch_pr
         return k;
 }
 
-/* Waits for the owner's decision on the preview; -ECANCELED cancelled or stopping. */
+/* Waits for the owner's decision on the preview, at most
+ * evolution.preview_wait_seconds (the queue waits behind it): -ETIME when
+ * none came by then, -ECANCELED cancelled or stopping. A decision that comes
+ * after finds no preview (-ENOENT from orch_preview_decide). */
 static int wait_preview(struct run *r, enum orch_preview_action *ret, char **ret_feedback) {
         struct orchestrator *o = r->o;
+        int64_t deadline = now_ms() + (int64_t)o->c.cfg->evolution.preview_wait_seconds * 1000;
+        bool late = false;
         pthread_mutex_lock(&o->lock);
-        while (!o->preview.action && !atomic_load(&o->cancel))
-                pthread_cond_wait(&o->cond, &o->lock);
+        while (!o->preview.action && !atomic_load(&o->cancel)) {
+                int64_t left = deadline - now_ms();
+                if (left <= 0) {
+                        late = true;
+                        break;
+                }
+                /* in slices, on the monotonic clock: the condition's is the
+                 * wall clock, which may jump */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                int64_t ns = (int64_t)ts.tv_nsec + (left < 1000 ? left : 1000) * 1000000LL;
+                ts.tv_sec += ns / 1000000000LL;
+                ts.tv_nsec = ns % 1000000000LL;
+                pthread_cond_timedwait(&o->cond, &o->lock, &ts);
+        }
         enum orch_preview_action a = o->preview.action;
         char *feedback = TAKE_PTR(o->preview.feedback);
         o->preview = (struct orch_preview_wait){0};
         pthread_mutex_unlock(&o->lock);
         if (!a) {
                 free(feedback);
-                return -ECANCELED;
+                return late ? -ETIME : -ECANCELED;
         }
         *ret = a;
         *ret_feedback = feedback;
@@ -1096,8 +1119,21 @@ static int preview_gate(struct run *r, enum orch_preview_action *ret_action, cha
                                             [ORCH_PREVIEW_DISCARD] = "discard"};
         emitj(r, "note", json_pack("{s:s, s:s, s:s?}", "text", "the preview ended: its copy of the live data and its "
                                                          "sandbox are removed", "preview", "ended",
-                                   "decision", k < 0 ? NULL : names[*ret_action]));
+                                   "decision", k == -ETIME ? "expired" : k < 0 ? NULL : names[*ret_action]));
         return k;
+}
+
+/* No decision came within evolution.preview_wait_seconds: the candidate is
+ * discarded (its preview is gone already) and the queue moves on. */
+static int preview_expired(struct run *r) {
+        int s = r->o->c.cfg->evolution.preview_wait_seconds;
+        char why[192];
+        snprintf(why, sizeof why,
+                 "discarded: the owner did not decide on the preview within %d %s (evolution.preview_wait_seconds "
+                 "of seed.yaml)",
+                 s % 3600 == 0 ? s / 3600 : s, s % 3600 == 0 ? (s == 3600 ? "hour" : "hours") : "seconds");
+        log_info("evolution %s: %s", r->id, why);
+        return set_state(r, EVO_CANCELLED, why);
 }
 
 /* ---- the two kinds of evolution ---- */
@@ -1115,7 +1151,9 @@ static int evolve(struct run *r, const char *intent) {
         for (;;) {
                 enum orch_preview_action action;
                 _cleanup_free_ char *feedback = NULL, *msg = NULL;
-                if ((k = preview_gate(r, &action, &feedback)) < 0)
+                if ((k = preview_gate(r, &action, &feedback)) == -ETIME)
+                        return preview_expired(r);
+                if (k < 0)
                         return k;
                 if (action == ORCH_PREVIEW_APPLY)
                         break;

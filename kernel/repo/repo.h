@@ -229,6 +229,13 @@ int repo_evo_branches(const char *seed_dir, char ***ret);
  * MiB. message: at most 64 KiB. Caller frees *ret_oid_hex. */
 int repo_commit_worktree(const char *worktree_dir, const char *message, char **ret_oid_hex);
 
+/* Moves the worktree's evolution branch back to base_hex (an ancestor of
+ * its tip: -EINVAL otherwise) and its index to base's tree; the working
+ * tree stays as it is. The next repo_commit_worktree() then makes one
+ * commit from base, whatever was committed on the branch in between (an
+ * evolution that went another round). */
+int repo_worktree_rewind(const char *worktree_dir, const char *base_hex);
+
 /* A unified patch (git's format) from base to head, or, when head_oid_hex is
  * NULL, from base to the working tree of dir (the Seed folder or a worktree)
  * as repo_commit_worktree() would commit it. At most max_bytes (>= 64) long:

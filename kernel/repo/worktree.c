@@ -276,6 +276,40 @@ static int build_tree(git_repository *repo, int rootfd, struct repo_ents *tracke
         return 0;
 }
 
+int repo_worktree_rewind(const char *worktree_dir, const char *base_hex) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_reference_freep) git_reference *head = NULL, *moved = NULL;
+        _cleanup_(git_commit_freep) git_commit *base = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        _cleanup_(git_index_freep) git_index *index = NULL;
+        _cleanup_free_ char *root = NULL;
+        git_oid base_oid;
+        int r;
+
+        repo_err_clear();
+        if (!base_hex || repo_parse_oid(base_hex, &base_oid) < 0)
+                return repo_err(-EINVAL, "invalid commit id");
+        if ((r = repo_open(worktree_dir, &repo, NULL, &root)) < 0)
+                return r;
+        if ((r = git_repository_head(&head, repo)) < 0)
+                return repo_git_err(r, "cannot resolve HEAD");
+        if (!git_reference_is_branch(head) || !startswith(git_reference_name(head), "refs/heads/seed/evo_"))
+                return repo_err(-EINVAL, "HEAD is not an evolution's branch");
+        const git_oid *tip = git_reference_target(head);
+        if (git_oid_equal(tip, &base_oid))
+                return 0;
+        if (git_graph_descendant_of(repo, tip, &base_oid) != 1)
+                return repo_err(-EINVAL, "the branch does not descend from %s", base_hex);
+        if ((r = git_commit_lookup(&base, repo, &base_oid)) < 0 || (r = git_commit_tree(&tree, base)) < 0)
+                return repo_git_err(r, "cannot read %s", base_hex);
+        if ((r = git_reference_set_target(&moved, head, &base_oid, "seed: a new round starts from the base")) < 0)
+                return repo_git_err(r, "cannot move the branch");
+        if ((r = git_repository_index(&index, repo)) < 0 || (r = git_index_read_tree(index, tree)) < 0 ||
+            (r = git_index_write(index)) < 0)
+                return repo_git_err(r, "cannot reset the worktree's index");
+        return 0;
+}
+
 int repo_commit_worktree(const char *worktree_dir, const char *message, char **ret_oid_hex) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_commit_freep) git_commit *parent = NULL;

@@ -842,6 +842,102 @@ static void test_rollback_with_data(void **state) {
 #define MCALL(m, name, args)                                                                                        \
         "{\"match\": \"" m "\", \"tool_calls\": [{\"name\": \"" name "\", \"arguments\": " args "}]}"
 
+/* Asks for changes on evo_id's preview as soon as it waits for the owner
+ * (orch_preview_decide is -ENOENT until then); fails after 10 minutes. */
+static void decide_when_previewing(const char *id, enum orch_preview_action action, const char *feedback) {
+        int64_t deadline = now_ms() + 600000;
+        for (;;) {
+                int k = orch_preview_decide(g_orch, id, action, feedback);
+                if (k == 0)
+                        return;
+                assert_int_equal(k, -ENOENT);
+                enum evo_state s;
+                assert_int_equal(evo_get_state(g_db, id, &s), 0);
+                if (evo_state_is_final(s)) {
+                        dump_events(id);
+                        fail_msg("evolution %s ended %s before its preview", id, evo_state_name(s));
+                }
+                if (now_ms() > deadline)
+                        fail_msg("evolution %s never reached its preview", id);
+                sleep_ms(100);
+        }
+}
+
+/* The owner asked for changes in the preview, then applied: one commit on
+ * top of the previous generation, as an evolution without a second round
+ * makes, with the second round's files. */
+static void test_preview_changes_make_one_commit(void **state) {
+        int before = current_gen();
+        _cleanup_free_ char *start = NULL, *id = NULL, *parent = NULL;
+        assert_int_equal(repo_head(seed_dir, &start), 0);
+        assert_int_equal(evo_preview_set(g_db, true), 0);
+        load_script("[" PLAN("Two rounds", "rounds") ","
+                    CALL("write_file", "{\"path\": \"organism/ROUND.txt\", \"content\": \"first\\n\"}") ","
+                    FINISH "," REFLECT ","
+                    MCALL("asks for changes", "write_file", "{\"path\": \"organism/ROUND.txt\", \"content\": \"second\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        assert_int_equal(orch_submit(g_orch, "Two rounds", &id), 0);
+        decide_when_previewing(id, ORCH_PREVIEW_CHANGES, "Say second.");
+        decide_when_previewing(id, ORCH_PREVIEW_APPLY, NULL);
+        enum evo_state s = wait_final(id, 600000);
+        assert_int_equal(evo_preview_set(g_db, false), 0);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_int_equal(current_gen(), before + 1);
+        assert_true(seed_file_contains("organism/ROUND.txt", "second"));
+        /* main's parent is the commit it was on before: one commit */
+        char *argv[] = {"/usr/bin/git", "-C", seed_dir, "rev-parse", "main^", NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        struct proc_result res = {0};
+        assert_int_equal(proc_run(&(struct proc_opts){.argv = argv, .envp = envp, .stdin_fd = -1, .out_fd = -1}, &res),
+                         0);
+        assert_int_equal(res.exit_code, 0);
+        parent = strndup(res.output, strcspn(res.output, "\n"));
+        proc_result_done(&res);
+        assert_string_equal(parent, start);
+        assert_true(worktree_gone(id));
+}
+
+/* Nobody decides: after evolution.preview_wait_seconds the preview is
+ * discarded (its copy of the live data and sandbox gone), the evolution
+ * cancelled saying why, and the next one runs. */
+static void test_preview_expires_without_a_decision(void **state) {
+        int before = current_gen();
+        _cleanup_free_ char *id = NULL, *next = NULL;
+        assert_int_equal(evo_preview_set(g_db, true), 0);
+        g_cfg->evolution.preview_wait_seconds = 3;
+        load_script("[" PLAN("Undecided", "undecided") ","
+                    CALL("write_file", "{\"path\": \"organism/UNDECIDED.txt\", \"content\": \"maybe\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        assert_int_equal(orch_submit(g_orch, "Undecided", &id), 0);
+        enum evo_state s = wait_final(id, 600000);
+        assert_int_equal(evo_preview_set(g_db, false), 0);
+        g_cfg->evolution.preview_wait_seconds = 43200;
+        if (s != EVO_CANCELLED)
+                dump_events(id);
+        assert_int_equal(s, EVO_CANCELLED);
+        /* said in its said: the phase's note, the preview's end */
+        _cleanup_free_ char *said = NULL;
+        assert_int_equal(evo_get_json(g_db, id, true, 0, &said), 0);
+        if (!strstr(said, "discarded: the owner did not decide on the preview within 3 seconds") ||
+            !strstr(said, "\"expired\""))
+                fail_msg("said: %s", said);
+        assert_int_equal(orch_preview_decide(g_orch, id, ORCH_PREVIEW_APPLY, NULL), -ENOENT);
+        assert_int_equal(current_gen(), before);
+        assert_false(seed_file_contains("organism/UNDECIDED.txt", "maybe"));
+        char copy[64];
+        snprintf(copy, sizeof copy, PG_LIVE_COPY_PREFIX "%s", id + 4);
+        assert_false(database_exists(copy));
+        assert_false(role_exists(copy));
+        assert_true(worktree_gone(id));
+        /* the queue moves on */
+        load_script("[" PLAN("After", "after") ","
+                    CALL("write_file", "{\"path\": \"organism/AFTER.txt\", \"content\": \"after\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        assert_int_equal(run_evolution("After", &next), EVO_COMPLETE);
+}
+
 /* The app and scratch-database tools of the mutate phase: a migration the
  * model wrote, applied to the scratch database and queried; the schema; the
  * preview app started (and restarted), asked over HTTP, its log read,
@@ -1000,6 +1096,8 @@ int main(void) {
                 cmocka_unit_test(test_three_questions_at_most),
                 cmocka_unit_test(test_boot_recovery),
                 cmocka_unit_test(test_boot_removes_leftovers_without_worktree),
+                cmocka_unit_test(test_preview_changes_make_one_commit),
+                cmocka_unit_test(test_preview_expires_without_a_decision),
                 cmocka_unit_test(test_live_migration_failure_rolls_back),
                 cmocka_unit_test(test_rollback_with_data),
                 cmocka_unit_test(test_app_and_db_tools),
