@@ -199,7 +199,7 @@ static int read_results(struct reading *rd, PGconn *conn) {
  * writes it, which is what would be sent) and sends its cells NULL when it
  * is over the byte cap:
  *   SELECT CASE WHEN seed_l.n > max THEN NULL ELSE seed_q.c1 END, ..., seed_l.n
- *   FROM (sql) AS seed_q(c1, ...), LATERAL (SELECT octet_length(format('%s', seed_q.c1)) + ...) seed_l(n)
+ *   FROM (SELECT * FROM (sql) AS seed_i OFFSET 0) AS seed_q(c1, ...), LATERAL (SELECT octet_length(format('%s', seed_q.c1)) + ...) seed_l(n)
  * A statement that cannot be wrapped is refused, but for SHOW and EXPLAIN
  * (rows the server writes itself) and a WITH that modifies data (refused by
  * the read-only transaction before any row). */
@@ -207,7 +207,12 @@ static int read_results(struct reading *rd, PGconn *conn) {
 #define STMT_ORIGINAL "seed_q"
 #define STMT_GUARDED "seed_w"
 
-static int guard_sql(const char *sql, int n, size_t max_bytes, char **ret) {
+/* text and varchar are sent as they are stored: their size is read without
+ * writing them out (octet_length of a value is its header's) */
+#define OID_TEXT 25
+#define OID_VARCHAR 1043
+
+static int guard_sql(const char *sql, const PGresult *desc, int n, size_t max_bytes, char **ret) {
         /* a subquery ends at the statement's last ';' (and the blanks after it) */
         size_t len = strlen(sql);
         while (len > 0 && (isspace((unsigned char)sql[len - 1]) || sql[len - 1] == ';'))
@@ -217,13 +222,20 @@ static int guard_sql(const char *sql, int n, size_t max_bytes, char **ret) {
         for (int i = 1; r >= 0 && i <= n; i++)
                 r = buf_printf(&b, "CASE WHEN seed_l.n > %zu THEN NULL ELSE seed_q.c%d END, ", max_bytes, i);
         if (r >= 0)
-                r = buf_printf(&b, "seed_l.n FROM (\n%.*s\n) AS seed_q(", (int)len, sql);
+                /* OFFSET 0: the statement is not pulled up into ours, so
+                 * each value is computed once, not once per use below */
+                r = buf_printf(&b, "seed_l.n FROM (SELECT * FROM (\n%.*s\n) AS seed_i OFFSET 0) AS seed_q(", (int)len,
+                               sql);
         for (int i = 1; r >= 0 && i <= n; i++)
                 r = buf_printf(&b, "%sc%d", i > 1 ? ", " : "", i);
         if (r >= 0)
                 r = buf_puts(&b, "), LATERAL (SELECT 0::bigint");
-        for (int i = 1; r >= 0 && i <= n; i++)
-                r = buf_printf(&b, " + coalesce(octet_length(format('%%s', seed_q.c%d)), 0)", i);
+        for (int i = 1; r >= 0 && i <= n; i++) {
+                Oid t = PQftype(desc, i - 1);
+                r = t == OID_TEXT || t == OID_VARCHAR
+                            ? buf_printf(&b, " + coalesce(octet_length(seed_q.c%d), 0)", i)
+                            : buf_printf(&b, " + coalesce(octet_length(format('%%s', seed_q.c%d)), 0)", i);
+        }
         if (r >= 0)
                 r = buf_puts(&b, ") AS seed_l(n)");
         if (r < 0) {
@@ -260,7 +272,7 @@ static int prepare_read(struct reading *rd, PGconn *conn, const char *sql, const
         if (n == 0)
                 return 0; /* no rows to measure */
         _cleanup_free_ char *guarded = NULL, *err = NULL;
-        if (guard_sql(sql, n, rd->lim->max_bytes, &guarded) < 0)
+        if (guard_sql(sql, d, n, rd->lim->max_bytes, &guarded) < 0)
                 return -ENOMEM;
         int r;
         if ((r = own(conn, "SAVEPOINT seed_guard", &rd->error)) < 0)
