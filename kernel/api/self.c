@@ -333,7 +333,7 @@ int api_self_settings_json(const char *seed_dir, char **ret_json) {
         /* Never the database URL (it may hold a password): only whether one is set. */
         json_t *o = json_pack(
                 "{s:s, s:{s:s, s:o, s:s, s:s}, s:{s:s, s:s, s:s, s:s, s:i, s:i}, s:{s:b}, s:{s:s},"
-                " s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:{s:i, s:i, s:i, s:i}, s:{s:s, s:s, s:s, s:b, s:b}, s:{s:o}}",
+                " s:{s:s, s:s, s:s, s:i, s:s, s:s}, s:{s:i, s:i, s:i, s:i, s:i}, s:{s:s, s:s, s:s, s:b, s:b}, s:{s:o}}",
                 "name", c->name,
                 "server", "addr", c->server.addr, "allowed_hosts", strv_json(c->server.allowed_hosts),
                 "control_host", c->server.control_host, "control_plane",
@@ -347,7 +347,8 @@ int api_self_settings_json(const char *seed_dir, char **ret_json) {
                 c->organism.port, "health", c->organism.health, "migrations", c->organism.migrations,
                 "evolution", "max_repair_attempts", c->evolution.max_repair_attempts, "max_agent_turns",
                 c->evolution.max_agent_turns, "command_timeout_seconds", c->evolution.command_timeout_seconds,
-                "model_wait_seconds", c->evolution.model_wait_seconds,
+                "model_wait_seconds", c->evolution.model_wait_seconds, "preview_wait_seconds",
+                c->evolution.preview_wait_seconds,
                 "permissions", "safe", cfg_decision_name(c->permissions.safe), "review",
                 cfg_decision_name(c->permissions.review), "dangerous", cfg_decision_name(c->permissions.dangerous),
                 "require_plan_approval", c->permissions.require_plan_approval, "require_apply_approval",

@@ -578,6 +578,7 @@ static const struct field evolution_fields[] = {
         INT("max_agent_turns", evolution.max_agent_turns, 150, 1, 1000),
         INT("command_timeout_seconds", evolution.command_timeout_seconds, 900, 1, 86400),
         INT("model_wait_seconds", evolution.model_wait_seconds, 900, 0, 86400),
+        INT("preview_wait_seconds", evolution.preview_wait_seconds, 43200, 1, 43200),
         {0},
 };
 

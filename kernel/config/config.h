@@ -59,6 +59,10 @@ struct cfg {
                  * reached (its retries spent on transient failures) before
                  * it fails: 0..86400, default 900 (0: fail at once). */
                 int model_wait_seconds;
+                /* How long a preview waits for the owner's decision before
+                 * it is discarded: 1..43200 (the preview cookie's 12 h),
+                 * default 43200. */
+                int preview_wait_seconds;
         } evolution;
         struct {
                 enum cfg_decision safe, review, dangerous; /* allow, allow, ask */

@@ -59,9 +59,14 @@ int db_encrypt_password(struct db *db, const char *role, const char *password, c
  * to stop. A change runs alone, in the server's implicit transaction, and is
  * read to its end (rows past the caps are counted, not kept) so that it is
  * never cancelled half way. The role the connection was made with is what
- * really decides what the statement may do. A COPY is refused. One row is
- * read whole before it is measured: a single value can be as large as
- * PostgreSQL allows (1 GB). */
+ * really decides what the statement may do. A COPY is refused. libpq reads
+ * a row whole before it can be measured, so a read is prepared and, when it
+ * returns rows, run inside a query of ours that has the server measure each
+ * row and send its cells NULL when it is over max_bytes: a read never brings
+ * more than about max_bytes per row into memory, however large a value is.
+ * A read that cannot be wrapped so is refused (saying so), except SHOW and
+ * EXPLAIN. A change's rows are read whole (one can be as large as
+ * PostgreSQL allows, 1 GB): only the owner's approved statements run so. */
 struct db_statement_limits {
         bool read_only;
         int timeout_ms;          /* statement_timeout, > 0 */

@@ -6,8 +6,10 @@
 #include "base/buf.h"
 #include "base/log.h"
 
+#include <ctype.h>
 #include <libpq-fe.h>
 #include <pthread.h>
+#include <strings.h>
 
 
 DEFINE_TRIVIAL_CLEANUP_FUNC(PGresult *, PQclear)
@@ -78,6 +80,7 @@ struct reading {
         const struct db_statement_limits *lim;
         struct db_statement_result res;
         size_t bytes, cap_rows;
+        bool guarded;     /* rows come through guard(): one more column, the row's size */
         bool cancelled;   /* we asked the server to stop: its error is ours */
         char *error;      /* the server's, for the caller */
         bool copy;
@@ -104,8 +107,14 @@ static int keep_row(struct reading *rd, PGconn *conn, const PGresult *res) {
         if (r < 0)
                 return r;
         size_t n = rd->res.n_columns, row_bytes = 0;
+        if (rd->guarded) {
+                /* the server's measure; over the cap, its cells came NULL */
+                if (PQnfields(res) != (int)n + 1)
+                        return -EPROTO;
+                row_bytes = (size_t)strtoull(PQgetvalue(res, 0, (int)n), NULL, 10);
+        }
         for (size_t i = 0; i < n; i++)
-                row_bytes += (size_t)PQgetlength(res, 0, (int)i);
+                row_bytes += rd->guarded ? 0 : (size_t)PQgetlength(res, 0, (int)i);
         rd->res.total_rows++;
         if (rd->res.truncated || rd->res.n_rows >= rd->lim->max_rows || rd->bytes + row_bytes > rd->lim->max_bytes) {
                 if (!rd->res.truncated && rd->lim->read_only) {
@@ -182,6 +191,114 @@ static int read_results(struct reading *rd, PGconn *conn) {
         return r;
 }
 
+/* ---- a read's rows, measured by the server before they are sent ----
+ * libpq reads a row whole before handing it over, so a single value of a
+ * gigabyte would be in the kernel's memory before any cap could apply. A
+ * read is prepared first; when it returns rows it runs wrapped, so that the
+ * server measures each row (every value as its type's output function
+ * writes it, which is what would be sent) and sends its cells NULL when it
+ * is over the byte cap:
+ *   SELECT CASE WHEN seed_l.n > max THEN NULL ELSE seed_q.c1 END, ..., seed_l.n
+ *   FROM (SELECT * FROM (sql) AS seed_i OFFSET 0) AS seed_q(c1, ...), LATERAL (SELECT octet_length(format('%s', seed_q.c1)) + ...) seed_l(n)
+ * A statement that cannot be wrapped is refused, but for SHOW and EXPLAIN
+ * (rows the server writes itself) and a WITH that modifies data (refused by
+ * the read-only transaction before any row). */
+
+#define STMT_ORIGINAL "seed_q"
+#define STMT_GUARDED "seed_w"
+
+/* text and varchar are sent as they are stored: their size is read without
+ * writing them out (octet_length of a value is its header's) */
+#define OID_TEXT 25
+#define OID_VARCHAR 1043
+
+static int guard_sql(const char *sql, const PGresult *desc, int n, size_t max_bytes, char **ret) {
+        /* a subquery ends at the statement's last ';' (and the blanks after it) */
+        size_t len = strlen(sql);
+        while (len > 0 && (isspace((unsigned char)sql[len - 1]) || sql[len - 1] == ';'))
+                len--;
+        struct buf b = BUF_INIT(1024 * 1024 + len);
+        int r = buf_puts(&b, "SELECT ");
+        for (int i = 1; r >= 0 && i <= n; i++)
+                r = buf_printf(&b, "CASE WHEN seed_l.n > %zu THEN NULL ELSE seed_q.c%d END, ", max_bytes, i);
+        if (r >= 0)
+                /* OFFSET 0: the statement is not pulled up into ours, so
+                 * each value is computed once, not once per use below */
+                r = buf_printf(&b, "seed_l.n FROM (SELECT * FROM (\n%.*s\n) AS seed_i OFFSET 0) AS seed_q(", (int)len,
+                               sql);
+        for (int i = 1; r >= 0 && i <= n; i++)
+                r = buf_printf(&b, "%sc%d", i > 1 ? ", " : "", i);
+        if (r >= 0)
+                r = buf_puts(&b, "), LATERAL (SELECT 0::bigint");
+        for (int i = 1; r >= 0 && i <= n; i++) {
+                Oid t = PQftype(desc, i - 1);
+                r = t == OID_TEXT || t == OID_VARCHAR
+                            ? buf_printf(&b, " + coalesce(octet_length(seed_q.c%d), 0)", i)
+                            : buf_printf(&b, " + coalesce(octet_length(format('%%s', seed_q.c%d)), 0)", i);
+        }
+        if (r >= 0)
+                r = buf_puts(&b, ") AS seed_l(n)");
+        if (r < 0) {
+                buf_free(&b);
+                return -ENOMEM;
+        }
+        *ret = buf_steal(&b);
+        return *ret ? 0 : -ENOMEM;
+}
+
+static bool starts_with_word(const char *sql, const char *word) {
+        while (*sql == ' ' || *sql == '\t' || *sql == '\n' || *sql == '\r' || *sql == '(')
+                sql++;
+        size_t l = strlen(word);
+        return !strncasecmp(sql, word, l) && !isalnum((unsigned char)sql[l]) && sql[l] != '_';
+}
+
+/* Prepares the read (STMT_ORIGINAL) and, when it returns rows, its guarded
+ * form (STMT_GUARDED, rd->guarded) with the read's column names kept. 0:
+ * *ret_name is the statement to run; -EIO with rd->error. */
+static int prepare_read(struct reading *rd, PGconn *conn, const char *sql, const char **ret_name) {
+        _cleanup_(PQclearp) PGresult *p = PQprepare(conn, STMT_ORIGINAL, sql, 0, NULL);
+        if (!p || PQresultStatus(p) != PGRES_COMMAND_OK) {
+                rd->error = server_message(conn, p);
+                return -EIO;
+        }
+        _cleanup_(PQclearp) PGresult *d = PQdescribePrepared(conn, STMT_ORIGINAL);
+        if (!d || PQresultStatus(d) != PGRES_COMMAND_OK) {
+                rd->error = server_message(conn, d);
+                return -EIO;
+        }
+        *ret_name = STMT_ORIGINAL;
+        int n = PQnfields(d);
+        if (n == 0)
+                return 0; /* no rows to measure */
+        _cleanup_free_ char *guarded = NULL, *err = NULL;
+        if (guard_sql(sql, d, n, rd->lim->max_bytes, &guarded) < 0)
+                return -ENOMEM;
+        int r;
+        if ((r = own(conn, "SAVEPOINT seed_guard", &rd->error)) < 0)
+                return r;
+        _cleanup_(PQclearp) PGresult *g = PQprepare(conn, STMT_GUARDED, guarded, 0, NULL);
+        if (g && PQresultStatus(g) == PGRES_COMMAND_OK) {
+                if ((r = keep_columns(rd, d)) < 0)
+                        return r;
+                rd->guarded = true;
+                *ret_name = STMT_GUARDED;
+                return 0;
+        }
+        const char *state = g ? PQresultErrorField(g, PG_DIAG_SQLSTATE) : NULL;
+        bool modifying_with = starts_with_word(sql, "with") && state && streq(state, "0A000");
+        err = server_message(conn, g);
+        if ((r = own(conn, "ROLLBACK TO SAVEPOINT seed_guard", &rd->error)) < 0)
+                return r;
+        if (starts_with_word(sql, "show") || starts_with_word(sql, "explain") || modifying_with)
+                return 0;
+        if (xasprintf(&rd->error, "this statement cannot be read under the caps (%s): write it as one SELECT, WITH, "
+                                  "VALUES or TABLE",
+                      err ? err : "it cannot be a subquery") < 0)
+                rd->error = NULL;
+        return -EIO;
+}
+
 int db_statement(struct db *db, const char *sql, const struct db_statement_limits *lim,
                  struct db_statement_result *ret, char **ret_error) {
         if (!db || !sql || !lim || lim->timeout_ms <= 0 || lim->max_rows == 0 || lim->max_bytes == 0)
@@ -210,8 +327,13 @@ int db_statement(struct db *db, const char *sql, const struct db_statement_limit
         }
         if ((r = own(conn, setup, &rd.error)) < 0)
                 goto out;
-        /* The extended protocol: the server refuses more than one statement. */
-        if (!PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0)) {
+        /* The extended protocol: the server refuses more than one statement.
+         * A read is measured by the server before its rows are sent. */
+        const char *name = NULL;
+        if (lim->read_only && (r = prepare_read(&rd, conn, sql, &name)) < 0)
+                goto end;
+        if (name ? !PQsendQueryPrepared(conn, name, 0, NULL, NULL, NULL, 0)
+                 : !PQsendQueryParams(conn, sql, 0, NULL, NULL, NULL, NULL, 0)) {
                 rd.error = server_message(conn, NULL);
                 r = -EIO;
                 goto end;

@@ -819,6 +819,11 @@ static int commit(struct run *r, char **ret_oid, bool *ret_kernel) {
         if ((k = repo_evolution_message(r->scope, r->title, r->summary, r->hex, r->base_gen, r->base_gen + 1,
                                         &msg)) < 0)
                 return fail(r, "cannot write the commit message: %s", repo_last_error());
+        /* One commit from the base however many rounds the owner's preview
+         * asked for: a round after the first starts again from the base
+         * (its earlier commit stays only in the branch's reflog). */
+        if ((k = repo_worktree_rewind(r->worktree, r->base)) < 0)
+                return fail(r, "cannot start the commit from the base: %s", repo_last_error());
         k = repo_commit_worktree(r->worktree, msg, &oid);
         if (k == -ENODATA)
                 return fail(r, "the evolution changed nothing");
@@ -1039,19 +1044,37 @@ int orch_preview_decide(struct orchestrator *o, const char *evo_id, enum orch_pr
         return k;
 }
 
-/* Waits for the owner's decision on the preview; -ECANCELED cancelled or stopping. */
+/* Waits for the owner's decision on the preview, at most
+ * evolution.preview_wait_seconds (the queue waits behind it): -ETIME when
+ * none came by then, -ECANCELED cancelled or stopping. A decision that comes
+ * after finds no preview (-ENOENT from orch_preview_decide). */
 static int wait_preview(struct run *r, enum orch_preview_action *ret, char **ret_feedback) {
         struct orchestrator *o = r->o;
+        int64_t deadline = now_ms() + (int64_t)o->c.cfg->evolution.preview_wait_seconds * 1000;
+        bool late = false;
         pthread_mutex_lock(&o->lock);
-        while (!o->preview.action && !atomic_load(&o->cancel))
-                pthread_cond_wait(&o->cond, &o->lock);
+        while (!o->preview.action && !atomic_load(&o->cancel)) {
+                int64_t left = deadline - now_ms();
+                if (left <= 0) {
+                        late = true;
+                        break;
+                }
+                /* in slices, on the monotonic clock: the condition's is the
+                 * wall clock, which may jump */
+                struct timespec ts;
+                clock_gettime(CLOCK_REALTIME, &ts);
+                int64_t ns = (int64_t)ts.tv_nsec + (left < 1000 ? left : 1000) * 1000000LL;
+                ts.tv_sec += ns / 1000000000LL;
+                ts.tv_nsec = ns % 1000000000LL;
+                pthread_cond_timedwait(&o->cond, &o->lock, &ts);
+        }
         enum orch_preview_action a = o->preview.action;
         char *feedback = TAKE_PTR(o->preview.feedback);
         o->preview = (struct orch_preview_wait){0};
         pthread_mutex_unlock(&o->lock);
         if (!a) {
                 free(feedback);
-                return -ECANCELED;
+                return late ? -ETIME : -ECANCELED;
         }
         *ret = a;
         *ret_feedback = feedback;
@@ -1097,8 +1120,21 @@ static int preview_gate(struct run *r, enum orch_preview_action *ret_action, cha
                                             [ORCH_PREVIEW_DISCARD] = "discard"};
         emitj(r, "note", json_pack("{s:s, s:s, s:s?}", "text", "the preview ended: its copy of the live data and its "
                                                          "sandbox are removed", "preview", "ended",
-                                   "decision", k < 0 ? NULL : names[*ret_action]));
+                                   "decision", k == -ETIME ? "expired" : k < 0 ? NULL : names[*ret_action]));
         return k;
+}
+
+/* No decision came within evolution.preview_wait_seconds: the candidate is
+ * discarded (its preview is gone already) and the queue moves on. */
+static int preview_expired(struct run *r) {
+        int s = r->o->c.cfg->evolution.preview_wait_seconds;
+        char why[192];
+        snprintf(why, sizeof why,
+                 "discarded: the owner did not decide on the preview within %d %s (evolution.preview_wait_seconds "
+                 "of seed.yaml)",
+                 s % 3600 == 0 ? s / 3600 : s, s % 3600 == 0 ? (s == 3600 ? "hour" : "hours") : "seconds");
+        log_info("evolution %s: %s", r->id, why);
+        return set_state(r, EVO_CANCELLED, why);
 }
 
 /* ---- the two kinds of evolution ---- */
@@ -1116,7 +1152,9 @@ static int evolve(struct run *r, const char *intent) {
         for (;;) {
                 enum orch_preview_action action;
                 _cleanup_free_ char *feedback = NULL, *msg = NULL;
-                if ((k = preview_gate(r, &action, &feedback)) < 0)
+                if ((k = preview_gate(r, &action, &feedback)) == -ETIME)
+                        return preview_expired(r);
+                if (k < 0)
                         return k;
                 if (action == ORCH_PREVIEW_APPLY)
                         break;
@@ -1461,35 +1499,110 @@ static void *worker(void *userdata) {
         return NULL;
 }
 
-/* Boot: nothing runs yet, so every evolution worktree left in
- * .seed/worktrees (a kernel killed mid-evolution) and its scratch databases
- * are leftovers. */
+/* ---- boot: what earlier kernels left ----
+ * A kernel killed anywhere in an evolution (even between removing its
+ * worktree and dropping its branch or databases) leaves some of: the
+ * worktree .seed/worktrees/evo_<hex>, the branch seed/evo_<hex>, the scratch
+ * databases evo_<hex>, evo_<hex>_test and evo_<hex>_run. Each is found where
+ * it lives, not only through the worktree, and removed when its evolution
+ * has ended (after evo_recover only queued ones have not, and they have
+ * nothing yet) or is unknown to the kernel. */
+
+static bool strv_has(char *const *v, const char *s) {
+        for (size_t i = 0; v && v[i]; i++)
+                if (streq(v[i], s))
+                        return true;
+        return false;
+}
+
+/* The evolution id a scratch database belongs to ("evo_<hex>" of
+ * "evo_<hex>[_test|_run]"), or NULL when the name is none of those. */
+static char *scratch_owner(const char *db) {
+        static const char *const suffixes[] = {"_test", "_run"};
+        size_t n = strlen(db);
+        for (size_t i = 0; i < ARRAY_SIZE(suffixes); i++)
+                if (endswith(db, suffixes[i])) {
+                        n -= strlen(suffixes[i]);
+                        break;
+                }
+        char *id = strndup(db, n);
+        if (id && !(startswith(id, "evo_") && repo_evo_id_valid(id + 4) && !strchr(id + 4, '_'))) {
+                free(id);
+                id = NULL;
+        }
+        return id;
+}
+
+/* Whether evolution id may lose what it left: it ended, or the kernel has
+ * no such evolution. Not when its state cannot be read. */
+static bool evolution_ended(struct orchestrator *o, const char *id) {
+        enum evo_state s;
+        int k = evo_get_state(o->c.kdb, id, &s);
+        return k == -ENOENT || (k >= 0 && evo_state_is_final(s));
+}
+
+/* Removes evolution id's leftovers that exist (worktree/branch as listed in
+ * wts/branches, its scratch databases among dbs) and logs them in one line. */
+static void remove_evolution_leftovers(struct orchestrator *o, const char *id, char *const *wts, char *const *branches,
+                                       char *const *dbs) {
+        const char *hex = id + 4;
+        bool wt = strv_has(wts, id), branch = strv_has(branches, hex);
+        struct buf gone = BUF_INIT(1024);
+        if (wt || branch) {
+                if (repo_worktree_remove(o->c.seed_dir, hex) < 0)
+                        log_warn("cannot remove what %s left in the repository: %s", id, repo_last_error());
+                else if (wt && branch)
+                        (void)buf_printf(&gone, "its worktree, its branch seed/%s", id);
+                else
+                        (void)buf_printf(&gone, wt ? "its worktree" : "its branch seed/%s", id);
+        }
+        for (size_t i = 0; o->c.pg && dbs && dbs[i]; i++) {
+                _cleanup_free_ char *owner = scratch_owner(dbs[i]);
+                if (!owner || !streq(owner, id))
+                        continue;
+                if (pg_scratch_drop(o->c.pg, dbs[i]) < 0)
+                        log_warn("cannot drop the scratch database %s left by %s", dbs[i], id);
+                else
+                        (void)buf_printf(&gone, "%sthe scratch database %s", gone.len ? ", " : "", dbs[i]);
+        }
+        if (gone.len)
+                log_info("removed what evolution %s left: %s", id, gone.data);
+        buf_free(&gone);
+}
+
 static void remove_leftovers(struct orchestrator *o) {
+        _cleanup_strv_free_ char **wts = NULL, **branches = NULL, **dbs = NULL, **ids = NULL;
         _cleanup_free_ char *dir = path_join(o->c.seed_dir, ".seed/worktrees");
         DIR *d = dir ? opendir(dir) : NULL;
-        if (!d)
-                return;
         struct dirent *de;
-        char **names = NULL;
-        while ((de = readdir(d)))
+        while (d && (de = readdir(d)))
                 if (startswith(de->d_name, "evo_") && repo_evo_id_valid(de->d_name + 4))
-                        (void)strv_push(&names, de->d_name);
-        closedir(d);
-        for (size_t i = 0; names && names[i]; i++) {
-                if (repo_worktree_remove(o->c.seed_dir, names[i] + 4) < 0)
-                        log_warn("cannot remove the leftover worktree %s: %s", names[i], repo_last_error());
-                else
-                        log_info("removed the leftover worktree of %s", names[i]);
-                if (o->c.pg) {
-                        char db[128];
-                        (void)pg_scratch_drop(o->c.pg, names[i]);
-                        snprintf(db, sizeof db, "%s_test", names[i]);
-                        (void)pg_scratch_drop(o->c.pg, db);
-                        snprintf(db, sizeof db, "%s_run", names[i]);
-                        (void)pg_scratch_drop(o->c.pg, db);
-                }
+                        (void)strv_push(&wts, de->d_name);
+        if (d)
+                closedir(d);
+        if (repo_evo_branches(o->c.seed_dir, &branches) < 0)
+                log_warn("cannot list the evolution branches: %s", repo_last_error());
+        if (o->c.pg && pg_scratch_list(o->c.pg, "evo_", &dbs) < 0)
+                log_warn("cannot list the scratch databases left by an earlier kernel");
+        for (size_t i = 0; wts && wts[i]; i++)
+                if (!strv_has(ids, wts[i]))
+                        (void)strv_push(&ids, wts[i]);
+        for (size_t i = 0; branches && branches[i]; i++) {
+                _cleanup_free_ char *id = NULL;
+                if (xasprintf(&id, "evo_%s", branches[i]) >= 0 && !strv_has(ids, id))
+                        (void)strv_push(&ids, id);
         }
-        strv_free(names);
+        for (size_t i = 0; dbs && dbs[i]; i++) {
+                _cleanup_free_ char *id = scratch_owner(dbs[i]);
+                if (id && !strv_has(ids, id))
+                        (void)strv_push(&ids, id);
+        }
+        for (size_t i = 0; ids && ids[i]; i++) {
+                if (!repo_evo_id_valid(ids[i] + 4) || !evolution_ended(o, ids[i]))
+                        continue;
+                remove_evolution_leftovers(o, ids[i], wts, branches, dbs);
+        }
+        char **names = NULL;
         /* What a killed kernel's preview left: its copy of the live data and
          * its run dir (its sandbox died with that kernel). */
         if (o->c.pg && pg_live_copy_drop_all(o->c.pg) < 0)

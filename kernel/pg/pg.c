@@ -964,6 +964,33 @@ int pg_scratch_create(const struct pg *pg, const char *name) {
         return 0;
 }
 
+int pg_scratch_list(const struct pg *pg, const char *start, char ***ret) {
+        if (!pg || !start || !ret)
+                return -EINVAL;
+        _cleanup_(db_closep) struct db *db = NULL;
+        _cleanup_free_ char *first = NULL, *names = NULL;
+        _cleanup_strv_free_ char **out = NULL;
+        int r = pg_admin_db(pg, &db);
+        if (r < 0)
+                return r;
+        /* compared by left(), since names hold LIKE's '_' */
+        if (xasprintf(&first, "%s%s", pg->prefix, start) < 0)
+                return -ENOMEM;
+        const char *p[] = {first};
+        r = db_query_value(db,
+                           "SELECT string_agg(datname, ' ' ORDER BY datname) FROM pg_database "
+                           "WHERE left(datname, length($1)) = $1",
+                           1, p, &names);
+        if (r < 0 && r != -ENOENT)
+                return r;
+        size_t skip = strlen(pg->prefix);
+        for (char *save = NULL, *n = names ? strtok_r(names, " ", &save) : NULL; n; n = strtok_r(NULL, " ", &save))
+                if (scratch_name_valid(n + skip) && strv_push(&out, n + skip) < 0)
+                        return -ENOMEM;
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
 /* ---- live-data backups ---- */
 
 #define PG_BACKUP_TIMEOUT_MS (10 * 60 * 1000)

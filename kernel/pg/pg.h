@@ -77,6 +77,10 @@ pid_t pg_pid(const struct pg *pg);
  * otherwise. Drop terminates the scratch database's sessions. */
 int pg_scratch_create(const struct pg *pg, const char *name);
 int pg_scratch_drop(const struct pg *pg, const char *name);
+/* The scratch databases whose (logical) names start with start, e.g.
+ * "evo_" (at boot: what a killed kernel left). *ret: a NULL-terminated
+ * list, NULL when there is none; caller frees with strv_free(). */
+int pg_scratch_list(const struct pg *pg, const char *start, char ***ret);
 /* Live-data backups (.seed/backups/): a dump of the live database in
  * pg_dump's custom format, taken as its owner, written to path + ".tmp"
  * (0600) and renamed into place. */

@@ -211,8 +211,14 @@ int repo_worktree_add(const char *seed_dir, const char *evo_id, char **ret_path)
 /* Removes the worktree folder (without following symlinks, whatever modes
  * the sandbox left), its administrative dir under .git/worktrees/ and the
  * branch seed/evo_<id>. Idempotent: what is already gone is not an error.
- * The generations' tags keep the commits alive. */
+ * The generations' tags keep the commits alive. A branch that a symbolic
+ * reference (HEAD, main, a generation's tag) points through is kept:
+ * -EBUSY, the worktree removed, the message naming that reference. */
 int repo_worktree_remove(const char *seed_dir, const char *evo_id);
+/* The ids of the evolution branches seed/evo_<id> there are (at boot: what a
+ * killed kernel left, worktree or not). *ret: NULL-terminated, NULL when
+ * there is none; caller frees with strv_free(). */
+int repo_evo_branches(const char *seed_dir, char ***ret);
 
 /* `git add -A && git commit` on the worktree's branch, read symlink-safely:
  * every file, symlink, new file and deletion of the working tree, where an
@@ -222,6 +228,13 @@ int repo_worktree_remove(const char *seed_dir, const char *evo_id);
  * the new commit. -ENODATA if nothing changed, -EFBIG for a file over 100
  * MiB. message: at most 64 KiB. Caller frees *ret_oid_hex. */
 int repo_commit_worktree(const char *worktree_dir, const char *message, char **ret_oid_hex);
+
+/* Moves the worktree's evolution branch back to base_hex (an ancestor of
+ * its tip: -EINVAL otherwise) and its index to base's tree; the working
+ * tree stays as it is. The next repo_commit_worktree() then makes one
+ * commit from base, whatever was committed on the branch in between (an
+ * evolution that went another round). */
+int repo_worktree_rewind(const char *worktree_dir, const char *base_hex);
 
 /* A unified patch (git's format) from base to head, or, when head_oid_hex is
  * NULL, from base to the working tree of dir (the Seed folder or a worktree)

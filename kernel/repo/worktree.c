@@ -55,6 +55,86 @@ int repo_worktree_add(const char *seed_dir, const char *evo_id, char **ret_path)
         return 0;
 }
 
+/* Whether a symbolic reference (HEAD, main, a generation's tag, any other)
+ * reaches the commit only through branch full: deleting the branch would
+ * leave it dangling. *ret_holder: its name (caller frees). */
+static int symbolic_holder(git_repository *repo, const char *full, char **ret_holder) {
+        git_reference_iterator *it = NULL;
+        git_reference *ref = NULL;
+        _cleanup_(git_reference_freep) git_reference *head = NULL;
+        char *holder = NULL;
+        bool oom = false;
+        int r;
+        /* HEAD first (not under refs/), then every reference */
+        if (git_reference_lookup(&head, repo, "HEAD") == 0 && git_reference_type(head) == GIT_REFERENCE_SYMBOLIC)
+                ref = TAKE_PTR(head);
+        if ((r = git_reference_iterator_new(&it, repo)) < 0)
+                return repo_git_err(r, "cannot list the references");
+        for (;;) {
+                if (!ref && (r = git_reference_next(&ref, it)) < 0)
+                        break;
+                const char *name = git_reference_name(ref);
+                /* a chain of symbolic references, at most a few hops */
+                _cleanup_(git_reference_freep) git_reference *hop = NULL;
+                const char *target = git_reference_type(ref) == GIT_REFERENCE_SYMBOLIC
+                                             ? git_reference_symbolic_target(ref)
+                                             : NULL;
+                for (int i = 0; target && i < 8 && !holder; i++) {
+                        if (streq(target, full)) {
+                                oom = !(holder = strdup(name));
+                                break;
+                        }
+                        git_reference *next = NULL;
+                        if (git_reference_lookup(&next, repo, target) < 0)
+                                break;
+                        git_reference_free(hop);
+                        hop = next;
+                        target = git_reference_type(hop) == GIT_REFERENCE_SYMBOLIC ? git_reference_symbolic_target(hop)
+                                                                                   : NULL;
+                }
+                git_reference_free(ref);
+                ref = NULL;
+                if (holder || oom)
+                        break;
+        }
+        git_reference_iterator_free(it);
+        if (oom)
+                return repo_err(-ENOMEM, "out of memory");
+        if (!holder && r != GIT_ITEROVER)
+                return repo_git_err(r, "cannot list the references");
+        *ret_holder = holder;
+        return 0;
+}
+
+int repo_evo_branches(const char *seed_dir, char ***ret) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_free_ char *root = NULL;
+        _cleanup_strv_free_ char **out = NULL;
+        git_reference_iterator *it = NULL;
+        git_reference *ref;
+        int r;
+
+        repo_err_clear();
+        if ((r = repo_open_seed(seed_dir, &repo, &root)) < 0)
+                return r;
+        if ((r = git_reference_iterator_glob_new(&it, repo, "refs/heads/seed/evo_*")) < 0)
+                return repo_git_err(r, "cannot list the evolution branches");
+        while ((r = git_reference_next(&ref, it)) == 0) {
+                const char *id = git_reference_name(ref) + strlen("refs/heads/seed/evo_");
+                bool oom = repo_evo_id_valid(id) && strv_push(&out, id) < 0;
+                git_reference_free(ref);
+                if (oom) {
+                        git_reference_iterator_free(it);
+                        return repo_err(-ENOMEM, "out of memory");
+                }
+        }
+        git_reference_iterator_free(it);
+        if (r != GIT_ITEROVER)
+                return repo_git_err(r, "cannot list the evolution branches");
+        *ret = TAKE_PTR(out);
+        return 0;
+}
+
 int repo_worktree_remove(const char *seed_dir, const char *evo_id) {
         _cleanup_(git_repository_freep) git_repository *repo = NULL;
         _cleanup_(git_worktree_freep) git_worktree *wt = NULL;
@@ -85,6 +165,11 @@ int repo_worktree_remove(const char *seed_dir, const char *evo_id) {
         r = git_branch_lookup(&branch, repo, bname, GIT_BRANCH_LOCAL);
         if (r == GIT_ENOTFOUND)
                 return 0;
+        _cleanup_free_ char *holder = NULL;
+        if (r == 0 && (r = symbolic_holder(repo, git_reference_name(branch), &holder)) < 0)
+                return r;
+        if (holder)
+                return repo_err(-EBUSY, "branch %s is kept: %s points at its commit only through it", bname, holder);
         /* git_reference_delete(), not git_branch_delete(): nothing of ours is
          * in the config to clean up, and libgit2 1.5's config regex path
          * leaks on every call. */
@@ -188,6 +273,40 @@ static int build_tree(git_repository *repo, int rootfd, struct repo_ents *tracke
         }
         if ((r = git_index_write_tree_to(ret, idx, repo)) < 0)
                 return repo_git_err(r, "cannot write the tree");
+        return 0;
+}
+
+int repo_worktree_rewind(const char *worktree_dir, const char *base_hex) {
+        _cleanup_(git_repository_freep) git_repository *repo = NULL;
+        _cleanup_(git_reference_freep) git_reference *head = NULL, *moved = NULL;
+        _cleanup_(git_commit_freep) git_commit *base = NULL;
+        _cleanup_(git_tree_freep) git_tree *tree = NULL;
+        _cleanup_(git_index_freep) git_index *index = NULL;
+        _cleanup_free_ char *root = NULL;
+        git_oid base_oid;
+        int r;
+
+        repo_err_clear();
+        if (!base_hex || repo_parse_oid(base_hex, &base_oid) < 0)
+                return repo_err(-EINVAL, "invalid commit id");
+        if ((r = repo_open(worktree_dir, &repo, NULL, &root)) < 0)
+                return r;
+        if ((r = git_repository_head(&head, repo)) < 0)
+                return repo_git_err(r, "cannot resolve HEAD");
+        if (!git_reference_is_branch(head) || !startswith(git_reference_name(head), "refs/heads/seed/evo_"))
+                return repo_err(-EINVAL, "HEAD is not an evolution's branch");
+        const git_oid *tip = git_reference_target(head);
+        if (git_oid_equal(tip, &base_oid))
+                return 0;
+        if (git_graph_descendant_of(repo, tip, &base_oid) != 1)
+                return repo_err(-EINVAL, "the branch does not descend from %s", base_hex);
+        if ((r = git_commit_lookup(&base, repo, &base_oid)) < 0 || (r = git_commit_tree(&tree, base)) < 0)
+                return repo_git_err(r, "cannot read %s", base_hex);
+        if ((r = git_reference_set_target(&moved, head, &base_oid, "seed: a new round starts from the base")) < 0)
+                return repo_git_err(r, "cannot move the branch");
+        if ((r = git_repository_index(&index, repo)) < 0 || (r = git_index_read_tree(index, tree)) < 0 ||
+            (r = git_index_write(index)) < 0)
+                return repo_git_err(r, "cannot reset the worktree's index");
         return 0;
 }
 

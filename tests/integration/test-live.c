@@ -9,6 +9,8 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include <sys/resource.h>
+
 #include "base/fileio.h"
 #include "base/json.h"
 #include "base/priv.h"
@@ -156,6 +158,62 @@ static void test_query_data_caps(void **state) {
         r = call("query_data", c);
         assert_true(r.is_error);
         assert_non_null(strstr(r.output, "statement timeout"));
+        tool_result_done(&r);
+}
+
+static long peak_rss_kib(void) {
+        struct rusage ru;
+        assert_int_equal(getrusage(RUSAGE_SELF, &ru), 0);
+        return ru.ru_maxrss;
+}
+
+/* A single row of 64 MiB: the server measures it and sends it empty, so
+ * the kernel's memory never holds it (its peak grows by far less than the
+ * value); the row is left out like any over the cap, the rows before it
+ * kept. Reads the server cannot wrap are refused, but SHOW and EXPLAIN. */
+static void test_query_data_huge_row_stays_out_of_memory(void **state) {
+        _cleanup_free_ char *a = sql_args("SELECT n, CASE WHEN n = 2 THEN repeat('x', 64 * 1024 * 1024) ELSE 'small' "
+                                          "END AS v FROM generate_series(1, 3) n ORDER BY n");
+        long before = peak_rss_kib();
+        struct tool_result r = call("query_data", a);
+        long grown = peak_rss_kib() - before;
+        print_message("# the peak memory grew %ld KiB reading a row of 64 MiB\n", grown);
+        if (r.is_error)
+                fail_msg("%s", r.output);
+        assert_false(r.is_error);
+        assert_non_null(strstr(r.output, "n | v\n1 | small\n"));
+        assert_non_null(strstr(r.output, "the rest was left out"));
+        assert_null(strstr(r.output, "xxxx"));
+        assert_true(grown < 16 * 1024);
+        tool_result_done(&r);
+        /* a row over the cap by its columns together, each one under it */
+        _cleanup_free_ char *b = sql_args("SELECT 'first' AS a, 'row' AS b UNION ALL "
+                                          "SELECT repeat('y', 200 * 1024), repeat('z', 200 * 1024)");
+        r = call("query_data", b);
+        if (r.is_error || !strstr(r.output, "the rest was left out") || !strstr(r.output, "a | b\nfirst | row\n") ||
+            strstr(r.output, "yyyy"))
+                fail_msg("%s", r.output);
+        tool_result_done(&r);
+        /* column names, NULLs and types as before the wrapping */
+        _cleanup_free_ char *c = sql_args("SELECT 1 AS x, 1 AS x, NULL::int AS z, 'a '::char(3) AS p, '10.0.0.1'::inet AS i;");
+        r = call("query_data", c);
+        if (r.is_error) fail_msg("%s", r.output);
+        assert_non_null(strstr(r.output, "x | x | z | p | i\n1 | 1 | NULL | a   | 10.0.0.1\n"));
+        tool_result_done(&r);
+        _cleanup_free_ char *d = sql_args("SHOW statement_timeout");
+        r = call("query_data", d);
+        assert_false(r.is_error);
+        assert_non_null(strstr(r.output, "statement_timeout\n"));
+        tool_result_done(&r);
+        _cleanup_free_ char *e = sql_args("EXPLAIN SELECT * FROM items");
+        r = call("query_data", e);
+        assert_false(r.is_error);
+        assert_non_null(strstr(r.output, "Seq Scan on items"));
+        tool_result_done(&r);
+        _cleanup_free_ char *f = sql_args("SELECT repeat('x', 100000000); -- a comment after the semicolon");
+        r = call("query_data", f);
+        assert_true(r.is_error);
+        assert_non_null(strstr(r.output, "cannot be read under the caps"));
         tool_result_done(&r);
 }
 
@@ -382,6 +440,7 @@ int main(void) {
                 cmocka_unit_test(test_setup_live_data),
                 cmocka_unit_test(test_query_data_reads),
                 cmocka_unit_test(test_query_data_caps),
+                cmocka_unit_test(test_query_data_huge_row_stays_out_of_memory),
                 cmocka_unit_test(test_reader_cannot_write),
                 cmocka_unit_test(test_reader_reaches_only_live_data),
                 cmocka_unit_test(test_change_data_asks_every_time),

@@ -657,6 +657,127 @@ static void test_boot_recovery(void **state) {
         assert_int_equal(current_gen(), before);
 }
 
+/* Exit code of git -C seed_dir args... (at most 6 arguments). */
+static int git_status(const char *a, const char *b, const char *c) {
+        char *argv[] = {"/usr/bin/git", "-C", seed_dir, (char *)a, (char *)b, (char *)c, NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", "GIT_CONFIG_NOSYSTEM=1", NULL};
+        struct proc_result res = {0};
+        assert_int_equal(proc_run(&(struct proc_opts){.argv = argv, .envp = envp, .stdin_fd = -1, .out_fd = -1}, &res),
+                         0);
+        int code = res.exit_code;
+        proc_result_done(&res);
+        return code;
+}
+
+static bool branch_exists(const char *id) {
+        char ref[128];
+        snprintf(ref, sizeof ref, "refs/heads/seed/%s", id);
+        return git_status("show-ref", "--quiet", ref) == 0;
+}
+
+static bool database_exists(const char *name) {
+        _cleanup_free_ char *ci = NULL, *v = NULL;
+        _cleanup_(db_closep) struct db *admin = NULL;
+        assert_int_equal(pg_conninfo(g_pg, "postgres", "postgres", &ci), 0);
+        assert_int_equal(db_connect(ci, &admin), 0);
+        const char *p[] = {name};
+        assert_int_equal(db_query_value(admin, "SELECT count(*) FROM pg_database WHERE datname = $1", 1, p, &v), 0);
+        return streq(v, "1");
+}
+
+static bool role_exists(const char *name) {
+        _cleanup_free_ char *ci = NULL, *v = NULL;
+        _cleanup_(db_closep) struct db *admin = NULL;
+        assert_int_equal(pg_conninfo(g_pg, "postgres", "postgres", &ci), 0);
+        assert_int_equal(db_connect(ci, &admin), 0);
+        const char *p[] = {name};
+        assert_int_equal(db_query_value(admin, "SELECT count(*) FROM pg_roles WHERE rolname = $1", 1, p, &v), 0);
+        return streq(v, "1");
+}
+
+/* An ended evolution whose branch and scratch databases are left without a
+ * worktree (a kernel killed between removing the worktree and the rest). */
+static char *ended_with_leftovers(enum evo_state final) {
+        char *id = NULL;
+        _cleanup_free_ char *wt = NULL, *err = NULL, *admin = NULL, *test_db = NULL, *run_db = NULL;
+        assert_int_equal(evo_create(g_db, "Left things behind", "evolve", &id), 0);
+        assert_int_equal(evo_set_state(g_db, id, EVO_PLANNING, NULL, &err), 0);
+        assert_int_equal(repo_worktree_add(seed_dir, id + 4, &wt), 0);
+        /* the worktree and git's note of it gone, the branch left */
+        assert_int_equal(rm_rf(wt), 0);
+        assert_int_equal(xasprintf(&admin, "%s/.git/worktrees/%s", seed_dir, id), 0);
+        assert_int_equal(rm_rf(admin), 0);
+        assert_false(worktree_exists(id));
+        assert_true(branch_exists(id));
+        assert_int_equal(xasprintf(&test_db, "%s_test", id), 0);
+        assert_int_equal(xasprintf(&run_db, "%s_run", id), 0);
+        assert_int_equal(pg_scratch_create(g_pg, id), 0);
+        assert_int_equal(pg_scratch_create(g_pg, test_db), 0);
+        assert_int_equal(pg_scratch_create(g_pg, run_db), 0);
+        assert_int_equal(evo_set_state(g_db, id, final, final == EVO_FAILED ? "it broke" : NULL, &err), 0);
+        return id;
+}
+
+/* Boot removes what ended evolutions left, with or without a worktree:
+ * branch, scratch databases, the preview's copy of the live data and its
+ * role; never a branch a symbolic reference reaches the commit through;
+ * live data, generations and main stay as they were. Idempotent. */
+static void test_boot_removes_leftovers_without_worktree(void **state) {
+        orch_stop(g_orch);
+        g_orch = NULL;
+        live_exec("CREATE TABLE kept (v text); INSERT INTO kept VALUES ('live')");
+        int gen = current_gen();
+        _cleanup_free_ char *main_before = NULL, *main_after = NULL;
+        assert_int_equal(repo_head(seed_dir, &main_before), 0);
+        _cleanup_free_ char *failed = ended_with_leftovers(EVO_FAILED);
+        _cleanup_free_ char *cancelled = ended_with_leftovers(EVO_CANCELLED);
+        _cleanup_free_ char *held = ended_with_leftovers(EVO_FAILED);
+        /* a preview's copy of the live data (database and role) */
+        char copy_name[64];
+        snprintf(copy_name, sizeof copy_name, PG_LIVE_COPY_PREFIX "%s", failed + 4);
+        struct pg_live_copy copy = {0};
+        assert_int_equal(pg_live_copy_create(g_pg, copy_name, PG_LIVE_COPY_MAX_BYTES, &copy), 0);
+        pg_live_copy_done(&copy);
+        assert_true(database_exists(copy_name) && role_exists(copy_name));
+        /* a reference that reaches its commit only through held's branch */
+        char target[128];
+        snprintf(target, sizeof target, "refs/heads/seed/%s", held);
+        assert_int_equal(git_status("symbolic-ref", "refs/tags/seed/through", target), 0);
+
+        start_orch();
+        const char *gone[] = {failed, cancelled};
+        for (size_t i = 0; i < ARRAY_SIZE(gone); i++) {
+                char db[96];
+                assert_false(branch_exists(gone[i]));
+                assert_false(database_exists(gone[i]));
+                snprintf(db, sizeof db, "%s_test", gone[i]);
+                assert_false(database_exists(db));
+                snprintf(db, sizeof db, "%s_run", gone[i]);
+                assert_false(database_exists(db));
+        }
+        assert_false(database_exists(copy_name));
+        assert_false(role_exists(copy_name));
+        /* kept: something points through it; its databases went */
+        assert_true(branch_exists(held));
+        assert_false(database_exists(held));
+        /* live data, generations and main as they were */
+        _cleanup_free_ char *v = live_value("SELECT v FROM kept");
+        assert_string_equal(v, "live");
+        assert_int_equal(current_gen(), gen);
+        assert_int_equal(repo_head(seed_dir, &main_after), 0);
+        assert_string_equal(main_before, main_after);
+        /* a second boot finds nothing more to do, and the branch goes once
+         * nothing points through it */
+        orch_stop(g_orch);
+        g_orch = NULL;
+        assert_int_equal(git_status("symbolic-ref", "-d", "refs/tags/seed/through"), 0);
+        start_orch();
+        assert_false(branch_exists(held));
+        assert_false(branch_exists(failed));
+        assert_int_equal(current_gen(), gen);
+        live_exec("DROP TABLE kept");
+}
+
 /* A migration that cannot apply to the live data: the new generation is
  * not kept; the previous generation's tree is live again (as a new
  * generation) and the evolution ends rolled_back. */
@@ -720,6 +841,102 @@ static void test_rollback_with_data(void **state) {
 /* Step whose request must contain `m` (the previous tool's result). */
 #define MCALL(m, name, args)                                                                                        \
         "{\"match\": \"" m "\", \"tool_calls\": [{\"name\": \"" name "\", \"arguments\": " args "}]}"
+
+/* Asks for changes on evo_id's preview as soon as it waits for the owner
+ * (orch_preview_decide is -ENOENT until then); fails after 10 minutes. */
+static void decide_when_previewing(const char *id, enum orch_preview_action action, const char *feedback) {
+        int64_t deadline = now_ms() + 600000;
+        for (;;) {
+                int k = orch_preview_decide(g_orch, id, action, feedback);
+                if (k == 0)
+                        return;
+                assert_int_equal(k, -ENOENT);
+                enum evo_state s;
+                assert_int_equal(evo_get_state(g_db, id, &s), 0);
+                if (evo_state_is_final(s)) {
+                        dump_events(id);
+                        fail_msg("evolution %s ended %s before its preview", id, evo_state_name(s));
+                }
+                if (now_ms() > deadline)
+                        fail_msg("evolution %s never reached its preview", id);
+                sleep_ms(100);
+        }
+}
+
+/* The owner asked for changes in the preview, then applied: one commit on
+ * top of the previous generation, as an evolution without a second round
+ * makes, with the second round's files. */
+static void test_preview_changes_make_one_commit(void **state) {
+        int before = current_gen();
+        _cleanup_free_ char *start = NULL, *id = NULL, *parent = NULL;
+        assert_int_equal(repo_head(seed_dir, &start), 0);
+        assert_int_equal(evo_preview_set(g_db, true), 0);
+        load_script("[" PLAN("Two rounds", "rounds") ","
+                    CALL("write_file", "{\"path\": \"organism/ROUND.txt\", \"content\": \"first\\n\"}") ","
+                    FINISH "," REFLECT ","
+                    MCALL("asks for changes", "write_file", "{\"path\": \"organism/ROUND.txt\", \"content\": \"second\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        assert_int_equal(orch_submit(g_orch, "Two rounds", &id), 0);
+        decide_when_previewing(id, ORCH_PREVIEW_CHANGES, "Say second.");
+        decide_when_previewing(id, ORCH_PREVIEW_APPLY, NULL);
+        enum evo_state s = wait_final(id, 600000);
+        assert_int_equal(evo_preview_set(g_db, false), 0);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_int_equal(current_gen(), before + 1);
+        assert_true(seed_file_contains("organism/ROUND.txt", "second"));
+        /* main's parent is the commit it was on before: one commit */
+        char *argv[] = {"/usr/bin/git", "-C", seed_dir, "rev-parse", "main^", NULL};
+        char *envp[] = {"PATH=/usr/bin:/bin", NULL};
+        struct proc_result res = {0};
+        assert_int_equal(proc_run(&(struct proc_opts){.argv = argv, .envp = envp, .stdin_fd = -1, .out_fd = -1}, &res),
+                         0);
+        assert_int_equal(res.exit_code, 0);
+        parent = strndup(res.output, strcspn(res.output, "\n"));
+        proc_result_done(&res);
+        assert_string_equal(parent, start);
+        assert_true(worktree_gone(id));
+}
+
+/* Nobody decides: after evolution.preview_wait_seconds the preview is
+ * discarded (its copy of the live data and sandbox gone), the evolution
+ * cancelled saying why, and the next one runs. */
+static void test_preview_expires_without_a_decision(void **state) {
+        int before = current_gen();
+        _cleanup_free_ char *id = NULL, *next = NULL;
+        assert_int_equal(evo_preview_set(g_db, true), 0);
+        g_cfg->evolution.preview_wait_seconds = 3;
+        load_script("[" PLAN("Undecided", "undecided") ","
+                    CALL("write_file", "{\"path\": \"organism/UNDECIDED.txt\", \"content\": \"maybe\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        assert_int_equal(orch_submit(g_orch, "Undecided", &id), 0);
+        enum evo_state s = wait_final(id, 600000);
+        assert_int_equal(evo_preview_set(g_db, false), 0);
+        g_cfg->evolution.preview_wait_seconds = 43200;
+        if (s != EVO_CANCELLED)
+                dump_events(id);
+        assert_int_equal(s, EVO_CANCELLED);
+        /* said in its said: the phase's note, the preview's end */
+        _cleanup_free_ char *said = NULL;
+        assert_int_equal(evo_get_json(g_db, id, true, 0, &said), 0);
+        if (!strstr(said, "discarded: the owner did not decide on the preview within 3 seconds") ||
+            !strstr(said, "\"expired\""))
+                fail_msg("said: %s", said);
+        assert_int_equal(orch_preview_decide(g_orch, id, ORCH_PREVIEW_APPLY, NULL), -ENOENT);
+        assert_int_equal(current_gen(), before);
+        assert_false(seed_file_contains("organism/UNDECIDED.txt", "maybe"));
+        char copy[64];
+        snprintf(copy, sizeof copy, PG_LIVE_COPY_PREFIX "%s", id + 4);
+        assert_false(database_exists(copy));
+        assert_false(role_exists(copy));
+        assert_true(worktree_gone(id));
+        /* the queue moves on */
+        load_script("[" PLAN("After", "after") ","
+                    CALL("write_file", "{\"path\": \"organism/AFTER.txt\", \"content\": \"after\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        assert_int_equal(run_evolution("After", &next), EVO_COMPLETE);
+}
 
 /* The app and scratch-database tools of the mutate phase: a migration the
  * model wrote, applied to the scratch database and queried; the schema; the
@@ -878,6 +1095,9 @@ int main(void) {
                 cmocka_unit_test(test_question_and_approvals),
                 cmocka_unit_test(test_three_questions_at_most),
                 cmocka_unit_test(test_boot_recovery),
+                cmocka_unit_test(test_boot_removes_leftovers_without_worktree),
+                cmocka_unit_test(test_preview_changes_make_one_commit),
+                cmocka_unit_test(test_preview_expires_without_a_decision),
                 cmocka_unit_test(test_live_migration_failure_rolls_back),
                 cmocka_unit_test(test_rollback_with_data),
                 cmocka_unit_test(test_app_and_db_tools),

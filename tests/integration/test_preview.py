@@ -235,6 +235,7 @@ def discard_ends_it_and_removes_the_preview(c):
 @test
 def changes_go_back_to_the_model_and_apply_goes_live(c):
     script(c, evolution_script('second'))
+    live_before = git(c, 'rev-parse', 'main').strip()
     evo = submit(c, 'Become the second')
     wait_preview(c, evo)
     cookie, _ = enter_preview(c)
@@ -252,6 +253,9 @@ def changes_go_back_to_the_model_and_apply_goes_live(c):
     assert e['state'] == 'complete', json.dumps(e)[-2000:]
     wait_until(lambda: app_get(c, '/').text == 'gen:third notes:live note', timeout=120, what='the new generation')
     assert leftovers(c) == {'databases': 0, 'roles': 0, 'dirs': [], 'processes': ''}, leftovers(c)
+    # One commit for the generation, as without the second round.
+    assert git(c, 'rev-parse', 'main^').strip() == live_before, git(c, 'log', '--oneline', '-4')
+    assert git(c, 'log', '-1', '--format=%s', 'main').startswith('evolve(gen): Become second')
 
 
 @test

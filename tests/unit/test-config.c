@@ -72,6 +72,7 @@ static void assert_defaults(const struct cfg *c) {
         assert_int_equal(c->evolution.max_agent_turns, 150);
         assert_int_equal(c->evolution.command_timeout_seconds, 900);
         assert_int_equal(c->evolution.model_wait_seconds, 900);
+        assert_int_equal(c->evolution.preview_wait_seconds, 43200);
         assert_int_equal(c->permissions.safe, CFG_ALLOW);
         assert_int_equal(c->permissions.review, CFG_ALLOW);
         assert_int_equal(c->permissions.dangerous, CFG_ASK);
@@ -142,6 +143,7 @@ static const char full_yaml[] =
         "  max_agent_turns: 1000\n"
         "  command_timeout_seconds: 86400\n"
         "  model_wait_seconds: 0\n"
+        "  preview_wait_seconds: 1\n"
         "permissions:\n"
         "  safe: allow\n"
         "  review: 'ask'\n"
@@ -177,6 +179,7 @@ static void test_full_file(void **state) {
         assert_int_equal(c->evolution.max_agent_turns, 1000);
         assert_int_equal(c->evolution.command_timeout_seconds, 86400);
         assert_int_equal(c->evolution.model_wait_seconds, 0);
+        assert_int_equal(c->evolution.preview_wait_seconds, 1);
         assert_int_equal(c->permissions.safe, CFG_ALLOW);
         assert_int_equal(c->permissions.review, CFG_ASK);
         assert_int_equal(c->permissions.dangerous, CFG_DENY);
@@ -301,6 +304,10 @@ static void test_error_messages(void **state) {
                      "seed.yaml:2:28: evolution.command_timeout_seconds: 86401 is out of range (1-86400)");
         expect_error("evolution:\n  model_wait_seconds: -1\n",
                      "seed.yaml:2:23: evolution.model_wait_seconds: -1 is out of range (0-86400)");
+        expect_error("evolution:\n  preview_wait_seconds: 43201\n",
+                     "seed.yaml:2:25: evolution.preview_wait_seconds: 43201 is out of range (1-43200)");
+        expect_error("evolution:\n  preview_wait_seconds: 0\n",
+                     "seed.yaml:2:25: evolution.preview_wait_seconds: 0 is out of range (1-43200)");
         expect_error("evolution:\n  model_wait_seconds: 15m\n",
                      "seed.yaml:2:23: evolution.model_wait_seconds: expected a plain decimal integer, got '15m'");
         /* Booleans: true/false only. */
