@@ -3,6 +3,7 @@
  * See api.h. */
 #include "api/api.h"
 #include "api/reply.h"
+#include "api/backups.h"
 #include "api/outbound.h"
 #include "api/mind.h"
 #include "api/self.h"
@@ -40,6 +41,7 @@ struct api {
         struct mind *mind;         /* NULL: no model at all */
         struct chat *chat;
         struct outbound *outbound;
+        struct backups *backups;
         pthread_mutex_t lock;
         pthread_cond_t cond;       /* CLOCK_MONOTONIC; broadcast on publish and shutdown */
         struct sse_sub *subs[API_SSE_SUBSCRIBERS];
@@ -908,6 +910,25 @@ static int h_mind_forget(void *ud, const struct ctl_api_call *call, int *ret_sta
         return api_mind_h_forget(api->mind, call, ret_status, ret_json);
 }
 
+/* ---- the owner's backups (api/backups.h) ---- */
+
+static int h_backups(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_backups_h_list(((struct api *)ud)->backups, call, ret_status, ret_json);
+}
+
+static int h_backup_take(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_backups_h_take(((struct api *)ud)->backups, call, ret_status, ret_json);
+}
+
+static int h_backup_restore(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_backups_h_restore(((struct api *)ud)->backups, call, ret_status, ret_json);
+}
+
+static int h_backup_download(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json,
+                             struct ctl_stream *ret_stream) {
+        return api_backups_h_download(((struct api *)ud)->backups, call, ret_status, ret_json, ret_stream);
+}
+
 const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/evolutions", h_list, NULL},
         {"POST", "/_seed/api/evolutions", h_submit, NULL},
@@ -932,6 +953,10 @@ const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/extensions", h_extensions, NULL},
         {"GET", "/_seed/api/evolution-settings", h_evolution_settings, NULL},
         {"POST", "/_seed/api/evolution-settings", h_evolution_settings_set, NULL},
+        {"GET", "/_seed/api/backups", h_backups, NULL},
+        {"POST", "/_seed/api/backups", h_backup_take, NULL},
+        {"POST", "/_seed/api/backups/*/restore", h_backup_restore, NULL},
+        {"GET", "/_seed/api/backups/*/download", NULL, h_backup_download},
         {"GET", "/_seed/api/outbound", h_outbound, NULL},
         {"POST", "/_seed/api/outbound/grant", h_outbound_grant, NULL},
         {"POST", "/_seed/api/outbound/revoke", h_outbound_revoke, NULL},
@@ -960,6 +985,7 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         api->kdb = cfg->kdb;
         api->orch = cfg->orch;
         api->outbound = cfg->outbound;
+        api->backups = cfg->backups;
         api->mind = cfg->mind;
         if (cfg->refused && xasprintf(&api->refused, "evolutions are refused on this host: %s", cfg->refused) < 0) {
                 free(api->seed_dir);
