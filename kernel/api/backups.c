@@ -83,9 +83,9 @@ int api_backups_h_restore(struct backups *b, const struct ctl_api_call *call, in
                 return api_reply_error(503, NO_BACKUPS, ret_status, ret_json);
         if (r == -EINVAL)
                 return api_reply_error(422, error ? error : "not a backup", ret_status, ret_json);
-        if (r < 0 && !saved)
+        if (r < 0 && !saved) /* today's data could not be saved: nothing changed */
                 return api_reply_error(r == -ENOSPC ? 507 : 500,
-                                       r == -ENOSPC ? DISK_FULL : error ? error : "today's data could not be saved",
+                                       error ? error : r == -ENOSPC ? DISK_FULL : "today's data could not be saved",
                                        ret_status, ret_json);
         if (r < 0)
                 return api_reply(500, json_pack("{s:s, s:s}", "error", error ? error : "the restore failed", "saved",
