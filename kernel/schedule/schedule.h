@@ -34,6 +34,7 @@ struct db;
 #define SCHED_JOB_NAME_MAX 48
 #define SCHED_JOBS_MAX 256
 #define SCHED_ERROR_MAX 1024 /* a run's error as kept and shown */
+#define SCHED_RETRY_S 600    /* a next-due job that failed is not due again sooner */
 
 /* ---- time zones (tz.c) ---- */
 struct sched_tz;
@@ -91,7 +92,9 @@ const struct sched_tz *sched_spec_tz(const struct sched_spec *s);
  * spec (borrowed; outlives the job) or next_due. next_due gets the last
  * run's start (0: never) and now, and says when the job is due next
  * (<= now: now; INT64_MAX: not for now — call sched_wake when that
- * changes); a negative return skips the job until sched_wake. run does the
+ * changes); a negative return skips the job until sched_wake. Whatever it
+ * says, a next-due job runs at most once a minute, and not within
+ * SCHED_RETRY_S of a failed run. run does the
  * work on a worker thread: >= 0 done, < 0 failed with *ret_error (caller —
  * the scheduler — frees; may be left NULL). */
 struct sched_job {

@@ -126,7 +126,16 @@ static int64_t job_due(struct job *j, int64_t now) {
                 r = sched_spec_next(j->j.spec, base, &due);
         else
                 r = j->j.next_due(j->j.userdata, j->last_start, now, &due);
-        return r < 0 ? INT64_MAX : due;
+        if (r < 0)
+                return INT64_MAX;
+        /* A next-due function that still says "now" after a run (its work
+         * failed, or it cannot tell) would run the job back to back. */
+        if (!j->j.spec && j->last_start) {
+                int64_t floor = j->last_result < 0 ? j->last_end + SCHED_RETRY_S : j->last_start + SCHED_EVERY_MIN_S;
+                if (due < floor)
+                        due = floor;
+        }
+        return due;
 }
 
 /* Logs a failure once: again only when it says something else. */

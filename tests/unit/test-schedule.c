@@ -405,6 +405,41 @@ static void test_one_run_at_a_time(void **state) {
         sched_spec_free(hourly);
 }
 
+static int due_now(void *userdata, int64_t last_run_s, int64_t now_s, int64_t *ret_due_s) {
+        *ret_due_s = now_s; /* always due: the scheduler must not run it back to back */
+        return 0;
+}
+
+static void test_next_due_is_not_run_back_to_back(void **state) {
+        (void)state;
+        fake_now = utc(2026, 12, 3, 10, 0);
+        struct scheduler *s = NULL;
+        assert_int_equal(sched_new(&(struct sched_config){.on_result = probe_result, .now_s = clock_fake}, NULL, &s), 0);
+        assert_int_equal(sched_add(s, &(struct sched_job){.name = "eager", .next_due = due_now, .run = probe_run,
+                                                          .userdata = &probe}),
+                         0);
+        probe.fail_with = -EIO;
+        assert_int_equal(sched_start(s), 0);
+        wait_for(&probe.results, 1);
+        json_t *o = job_status(s, "eager");
+        /* Failed: not again for SCHED_RETRY_S. */
+        assert_int_equal(json_integer_value(json_object_get(o, "next_due")), fake_now + SCHED_RETRY_S);
+        json_decref(o);
+        probe.fail_with = 0;
+        int k;
+        while ((k = sched_run_now(s, "eager")) == -EBUSY) /* the first run's worker is ending */
+                sched_wake(s);
+        assert_int_equal(k, 0); /* the owner's "run now" is not held back */
+        wait_for(&probe.results, 2);
+        o = job_status(s, "eager");
+        /* Worked: not again within a minute. */
+        assert_int_equal(json_integer_value(json_object_get(o, "next_due")), fake_now + SCHED_EVERY_MIN_S);
+        assert_int_equal(json_integer_value(json_object_get(o, "runs")), 2);
+        json_decref(o);
+        sched_free(s);
+        assert_int_equal(probe.runs, 2);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_calendar),
@@ -418,6 +453,7 @@ int main(void) {
                 cmocka_unit_test(test_tz_refuses_bad_files),
                 cmocka_unit_test_setup(test_missed_run_runs_once, setup_probe),
                 cmocka_unit_test_setup(test_one_run_at_a_time, setup_probe),
+                cmocka_unit_test_setup(test_next_due_is_not_run_back_to_back, setup_probe),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
