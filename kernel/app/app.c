@@ -180,6 +180,10 @@ static int app_status_json(void *userdata, char **ret_json) {
         json_t *pgw = NULL;
         if (a->pg_watch && !pg_is_external(a->pg) && pg_watch_json(a->pg_watch, &pgw) >= 0)
                 json_object_set_new(o, "postgres", pgw);
+        /* The kernel's periodic work: each job's last run and when it is due. */
+        _cleanup_free_ char *jobs = NULL;
+        if (a->sched && sched_status_json(a->sched, &jobs) >= 0)
+                json_object_set_new(o, "jobs", json_loads(jobs, 0, NULL));
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
         if (have_oc && a->orch && orch_owner_change_json(a->orch, &oc, &owner) >= 0 && owner)

@@ -94,7 +94,8 @@ const struct sched_tz *sched_spec_tz(const struct sched_spec *s);
  * (<= now: now; INT64_MAX: not for now — call sched_wake when that
  * changes); a negative return skips the job until sched_wake. Whatever it
  * says, a next-due job runs at most once a minute, and not within
- * SCHED_RETRY_S of a failed run. run does the
+ * SCHED_RETRY_S of a failed run. next_due is called with the scheduler's
+ * lock held: it must be quick and call no sched_* function. run does the
  * work on a worker thread: >= 0 done, < 0 failed with *ret_error (caller —
  * the scheduler — frees; may be left NULL). */
 struct sched_job {
@@ -126,7 +127,8 @@ int sched_new(const struct sched_config *cfg, const struct sched_job *jobs, stru
 /* Adds one job (also while running): -EEXIST a job of that name exists,
  * -E2BIG past SCHED_JOBS_MAX, -EINVAL a bad entry. */
 int sched_add(struct scheduler *s, const struct sched_job *job);
-/* Removes a job; a run in progress finishes first (waits for it). -ENOENT unknown. */
+/* Removes a job; a run in progress finishes first (waits for it: never
+ * call it from that job's own run). -ENOENT unknown. */
 int sched_remove(struct scheduler *s, const char *name);
 /* Starts the scheduler's thread. */
 int sched_start(struct scheduler *s);

@@ -75,6 +75,10 @@ def the_scheduler_takes_a_daily_backup_when_there_is_none(c):
     row = kernel_psql(c, "SELECT runs, last_result, failures FROM schedule_jobs WHERE name = 'backup-daily'")
     runs, result, failures = row.split('|')
     assert int(runs) >= 1 and result == '0' and failures == '0', row
+    jobs = {j['name']: j for j in api(c, '/_seed/api/status').json()['jobs']}
+    daily_job = jobs['backup-daily']
+    assert daily_job['runs'] >= 1 and daily_job['failures'] == 0 and not daily_job['running'], jobs
+    assert daily_job['next_due'] >= daily[0]['time'] // 1000 + 23 * 3600 - 60, (daily_job, daily[0])
     kinds = {k['kind']: k['keep'] for k in backups(c)['kinds']}
     assert kinds == {'before-apply': 10, 'daily': 7, 'manual': 10, 'before-restore': 5}, kinds
 
