@@ -18,10 +18,11 @@ real Seed (real PostgreSQL, bwrap, git, the live organism, the scheduler).
 Environment: SEED_BIN (the seed CLI).
 """
 import os
+import subprocess
 import threading
 
 import taplib
-from seedlib import ScriptedSeed, api, kernel_psql, request, seed, token, wait_until
+from seedlib import SEED, ScriptedSeed, api, kernel_psql, request, seed, token, wait_until
 from taplib import test
 
 
@@ -60,6 +61,20 @@ def backup_path(c, bid):
 
 def app_serves(c):
     return request(c.app + '/healthz').status == 200
+
+
+def restore_on_a_terminal(c, bid, answer):
+    """`seed restore ID` with a terminal on stdin that answers `answer`;
+    (exit code, what it printed)."""
+    main, sub = os.openpty()
+    try:
+        os.write(main, answer.encode() + b'\n')
+        p = subprocess.run([SEED, 'restore', '--dir', c.dir, bid], stdin=sub, capture_output=True, text=True,
+                           timeout=600)
+    finally:
+        os.close(sub)
+        os.close(main)
+    return p.returncode, p.stdout + p.stderr
 
 
 def restore(c, bid, timeout=300):
@@ -108,6 +123,11 @@ def restore_brings_the_data_back_and_the_app_serves(c):
     # Without a terminal and without --yes: refused, nothing changes.
     p = seed('restore', '--dir', c.dir, c.good, check=False)
     assert p.returncode == 2 and '--yes' in p.stderr, (p.returncode, p.stderr)
+    assert notes(c) == 'changed,two,three'
+    # On a terminal it asks, naming the backup; anything but yes changes nothing.
+    rc, out = restore_on_a_terminal(c, c.good, 'no')
+    assert rc == 2 and f'with backup {c.good}' in out and 'ALL of the live data' in out, (rc, out)
+    assert 'not restored' in out, out
     assert notes(c) == 'changed,two,three'
     before = {b['id'] for b in backups(c)['backups'] if b['kind'] == 'before-restore'}
     out = seed('restore', '--yes', '--dir', c.dir, c.good, timeout=600).stdout
