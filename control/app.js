@@ -1298,6 +1298,115 @@
     }
   }
 
+  // ---- backups of the live data ----
+
+  function sizeText(n) {
+    const units = ['B', 'KiB', 'MiB', 'GiB', 'TiB'];
+    let v = Number(n) || 0, u = 0;
+    while (v >= 1024 && u < units.length - 1) {
+      v /= 1024;
+      u++;
+    }
+    return (u ? v.toFixed(1) : String(v)) + ' ' + units[u];
+  }
+
+  const BACKUP_KINDS = { 'before-apply': 'before an apply', daily: 'daily', manual: 'yours', 'before-restore': 'before a restore' };
+
+  async function refreshBackups() {
+    const list = $('backup-list');
+    try {
+      const data = await api('GET', 'backups');
+      clear(list);
+      for (const b of data.backups || []) {
+        list.append(h('li', { class: 'row backup', dataset: { backup: b.id } },
+          h('div', { class: 'row-main' },
+            h('span', { class: 'row-title' }, h('code', { text: b.id }),
+              h('span', { class: 'badge', dataset: { kind: b.kind }, text: BACKUP_KINDS[b.kind] || b.kind })),
+            h('span', { class: 'row-sub' }, 'generation ' + b.generation, ' · ', sizeText(b.size), ' · ', time(b.time))),
+          h('div', { class: 'row-actions' },
+            h('button', { type: 'button', class: 'secondary', text: 'Download', on: { click: () => downloadBackup(b) } }),
+            h('button', { type: 'button', class: 'danger-quiet', text: 'Restore', on: { click: () => restoreBackup(b) } }))));
+      }
+      $('backups-empty').hidden = list.children.length > 0;
+      $('backup-kinds').textContent = (data.kinds || []).map((k) => k.keep + ' ' + (BACKUP_KINDS[k.kind] || k.kind)).join(', ');
+      $('backup-now').disabled = !!data.busy;
+      showError($('backups-error'), null);
+    } catch (e) {
+      showError($('backups-error'), e);
+    }
+  }
+
+  function backupNotice(...parts) {
+    const notice = $('backups-notice');
+    clear(notice).append(...parts);
+    notice.hidden = !parts.length;
+  }
+
+  async function backupNow() {
+    const btn = $('backup-now');
+    btn.disabled = true;
+    backupNotice('Backing up …');
+    try {
+      const res = await api('POST', 'backups', {});
+      backupNotice('Backed up as ', h('code', { text: res.id }), '.');
+      showError($('backups-error'), null);
+    } catch (e) {
+      backupNotice();
+      showError($('backups-error'), e);
+    }
+    btn.disabled = false;
+    refreshBackups();
+  }
+
+  async function restoreBackup(b) {
+    const taken = new Date(b.time).toLocaleString();
+    const ok = await confirmDialog('Restore backup ' + b.id + '?',
+      'This replaces ALL of the app\'s data with this backup (' + (BACKUP_KINDS[b.kind] || b.kind) + ', taken ' + taken +
+      ' while generation ' + b.generation + ' was live, ' + sizeText(b.size) + '). Everything stored since then is ' +
+      'replaced. Today\'s data is saved first as a backup of its own, and the app stops while the restore runs.',
+      'Replace the data');
+    if (!ok) return;
+    backupNotice('Restoring ' + b.id + ' … the app stops for a moment.');
+    try {
+      const res = await api('POST', 'backups/' + encodeURIComponent(b.id) + '/restore', {});
+      backupNotice('Restored ', h('code', { text: res.restored }), '. Today\'s data was saved as ', h('code', { text: res.saved }), '.');
+      showError($('backups-error'), null);
+    } catch (e) {
+      backupNotice();
+      showError($('backups-error'), e);
+    }
+    refreshBackups();
+  }
+
+  // The API wants the token in a header, so the file comes through fetch
+  // and is handed to the browser as a download from memory.
+  async function downloadBackup(b) {
+    try {
+      const res = await fetch('/_seed/api/backups/' + encodeURIComponent(b.id) + '/download', {
+        headers: { 'X-Seed-Token': token }, credentials: 'same-origin', cache: 'no-store',
+      });
+      if (res.status === 401) signedOut();
+      if (!res.ok) {
+        let msg = res.status + ' ' + res.statusText;
+        try {
+          msg = (await res.json()).error || msg;
+        } catch (e) { /* not JSON */ }
+        throw new ApiError(res.status, msg);
+      }
+      const url = URL.createObjectURL(await res.blob());
+      const a = document.createElement('a');
+      a.href = url;
+      a.download = b.id + '.dump';
+      document.body.append(a);
+      a.click();
+      a.remove();
+      setTimeout(() => URL.revokeObjectURL(url), 60000);
+      showError($('backups-error'), null);
+    } catch (e) {
+      showError($('backups-error'), e);
+    }
+  }
+
   // ---- knowledge and skills ----
 
   function pathHash(prefix, path) {
@@ -1701,6 +1810,7 @@
     evolutions: { show: () => { renderEvolutionList(); refreshEvolutions(); } },
     evolution: { show: (arg) => loadDetail(arg), nav: 'evolutions' },
     generations: { show: () => { $('generations-notice').hidden = true; refreshGenerations(); } },
+    backups: { show: () => { backupNotice(); refreshBackups(); } },
     knowledge: { show: (arg) => showKnowledge(arg) },
     skills: { show: (arg) => showSkills(arg) },
     screens: { show: (arg) => { renderScreens(arg); refreshScreens(); } },
@@ -1938,6 +2048,7 @@
     });
     $('evolve-button').addEventListener('click', startEvolution);
     $('outbound-form').addEventListener('submit', grantFromForm);
+    $('backup-now').addEventListener('click', backupNow);
     $('lend-form').addEventListener('submit', lendFromBanner);
     $('mind-form').addEventListener('submit', chooseModel);
     $('mind-key-form').addEventListener('submit', lendFromSettings);

@@ -5,6 +5,7 @@
 #include "ask/drafts.h"
 #include "model/model.h"
 #include "api/reply.h"
+#include "api/backups.h"
 #include "api/outbound.h"
 #include "api/mind.h"
 #include "api/self.h"
@@ -43,6 +44,7 @@ struct api {
         struct chat *chat;
         struct outbound *outbound;
         struct ask_drafts *drafts; /* point and ask's pictures, or NULL */
+        struct backups *backups;
         pthread_mutex_t lock;
         pthread_cond_t cond;       /* CLOCK_MONOTONIC; broadcast on publish and shutdown */
         struct sse_sub *subs[API_SSE_SUBSCRIBERS];
@@ -934,6 +936,25 @@ static int h_mind_forget(void *ud, const struct ctl_api_call *call, int *ret_sta
         return api_mind_h_forget(api->mind, call, ret_status, ret_json);
 }
 
+/* ---- the owner's backups (api/backups.h) ---- */
+
+static int h_backups(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_backups_h_list(((struct api *)ud)->backups, call, ret_status, ret_json);
+}
+
+static int h_backup_take(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_backups_h_take(((struct api *)ud)->backups, call, ret_status, ret_json);
+}
+
+static int h_backup_restore(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_backups_h_restore(((struct api *)ud)->backups, call, ret_status, ret_json);
+}
+
+static int h_backup_download(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json,
+                             struct ctl_stream *ret_stream) {
+        return api_backups_h_download(((struct api *)ud)->backups, call, ret_status, ret_json, ret_stream);
+}
+
 const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/evolutions", h_list, NULL},
         {"POST", "/_seed/api/evolutions", h_submit, NULL},
@@ -958,6 +979,10 @@ const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/extensions", h_extensions, NULL},
         {"GET", "/_seed/api/evolution-settings", h_evolution_settings, NULL},
         {"POST", "/_seed/api/evolution-settings", h_evolution_settings_set, NULL},
+        {"GET", "/_seed/api/backups", h_backups, NULL},
+        {"POST", "/_seed/api/backups", h_backup_take, NULL},
+        {"POST", "/_seed/api/backups/*/restore", h_backup_restore, NULL},
+        {"GET", "/_seed/api/backups/*/download", NULL, h_backup_download},
         {"GET", "/_seed/api/outbound", h_outbound, NULL},
         {"POST", "/_seed/api/outbound/grant", h_outbound_grant, NULL},
         {"POST", "/_seed/api/outbound/revoke", h_outbound_revoke, NULL},
@@ -987,6 +1012,7 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         api->orch = cfg->orch;
         api->outbound = cfg->outbound;
         api->drafts = cfg->drafts;
+        api->backups = cfg->backups;
         api->mind = cfg->mind;
         if (cfg->refused && xasprintf(&api->refused, "evolutions are refused on this host: %s", cfg->refused) < 0) {
                 free(api->seed_dir);

@@ -20,6 +20,8 @@
  *   GET  extensions                  the organism's admin screens (api/extensions.h)
  *   GET  outbound, POST outbound/grant, outbound/revoke  outbound access (api/outbound.h)
  *   GET|POST mind, GET mind/models, POST mind/key[/forget]  its model (api/mind.h)
+ *   GET|POST backups, POST backups/{id}/restore, GET backups/{id}/download
+ *                                    the owner's backups (api/backups.h)
  *
  * Without a usable model (kernel/mind), POST evolutions and POST messages
  * answer 409 {"error": why, naming the variable to pass} and create nothing.
@@ -44,6 +46,7 @@ struct outbound;
 #define API_SSE_PING_MS 15000
 
 struct live;
+struct backups;
 
 struct api_config {
         const char *seed_dir;           /* the live Seed's folder (copied) */
@@ -54,6 +57,7 @@ struct api_config {
         const struct cfg *cfg;          /* seed.yaml (borrowed); NULL: POST messages answers 503 */
         struct outbound *outbound;      /* outbound access, for its routes and the chat's tools
                                          * (borrowed); NULL: they answer 503 */
+        struct backups *backups;        /* the owner's backups (borrowed); NULL: their routes answer 503 */
         struct live *live;              /* the live data and app, for the chat's tools (borrowed);
                                          * NULL: they answer "not available" */
         const char *refused;            /* the start-up doctor's message when sandboxes cannot

@@ -9,6 +9,7 @@
 #include "ask/drafts.h"
 #include "db/db.h"
 #include "api/api.h"
+#include "backups/backups.h"
 #include "evolution/orchestrator.h"
 #include "evolution/owner.h"
 #include "live/live.h"
@@ -19,6 +20,7 @@
 #include "pg/pg.h"
 #include "pg/watch.h"
 #include "repo/repo.h"
+#include "schedule/schedule.h"
 #include "egress/egress.h"
 #include "outbound/outbound.h"
 #include "sandbox/sandbox.h"
@@ -46,6 +48,8 @@ struct app {
         struct mind *mind;       /* the model the Seed thinks with (kernel/mind) */
         struct orchestrator *orch;
         struct api *api;         /* the /_seed/api routes (kernel/api) and their event stream */
+        struct backups *backups; /* the owner's backups of the live data (kernel/backups) */
+        struct scheduler *sched; /* the kernel's periodic work (kernel/schedule) */
         atomic_bool restart;     /* an applied generation changed the kernel: exit 75 */
         struct ctl *ctl;
         struct ctl_listen listen;  /* the supervisor's sockets until ctl_start took them */
@@ -178,6 +182,10 @@ static int app_status_json(void *userdata, char **ret_json) {
         json_t *pgw = NULL;
         if (a->pg_watch && !pg_is_external(a->pg) && pg_watch_json(a->pg_watch, &pgw) >= 0)
                 json_object_set_new(o, "postgres", pgw);
+        /* The kernel's periodic work: each job's last run and when it is due. */
+        _cleanup_free_ char *jobs = NULL;
+        if (a->sched && sched_status_json(a->sched, &jobs) >= 0)
+                json_object_set_new(o, "jobs", json_loads(jobs, 0, NULL));
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
         if (have_oc && a->orch && orch_owner_change_json(a->orch, &oc, &owner) >= 0 && owner)
@@ -407,6 +415,25 @@ static int app_start_orchestrator(struct app *a) {
         return 0;
 }
 
+/* The owner's backups, and the kernel's periodic work: one scheduler, its
+ * jobs one table. */
+static int app_start_schedule(struct app *a) {
+        int r = backups_new(&(struct backups_config){.seed_dir = a->opts->seed_dir, .pg = a->pg,
+                                                     .organism = a->organism,
+                                                     .migrations = a->cfg->organism.migrations},
+                            &a->backups);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the backups: %m");
+        const struct sched_job jobs[] = {
+                {.name = BACKUPS_JOB_DAILY, .next_due = backups_daily_due, .run = backups_daily_run,
+                 .userdata = a->backups},
+                {0},
+        };
+        if ((r = sched_new(&(struct sched_config){.kdb = a->kdb}, a->pg ? jobs : NULL, &a->sched)) < 0)
+                return r;
+        return sched_start(a->sched);
+}
+
 static int app_start_ctl(struct app *a) {
         struct api *api = NULL;
         int r = live_new(&(struct live_config){.pg = a->pg, .organism = a->organism}, &a->live);
@@ -417,7 +444,8 @@ static int app_start_ctl(struct app *a) {
                 return log_error_errno(r, "cannot set up point and ask's drafts: %m");
         r = api_new(&(struct api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
                                              .refused = a->doctor, .outbound = a->outbound, .live = a->live,
-                                             .mind = a->mind, .cfg = a->cfg, .drafts = a->drafts},
+                                             .mind = a->mind, .cfg = a->cfg, .drafts = a->drafts,
+                                             .backups = a->backups},
                         &api);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the evolution API: %m");
@@ -460,9 +488,12 @@ static void app_stop(struct app *a) {
         if (a->ctl)
                 ctl_stop(a->ctl);
         ctl_listen_close(&a->listen);
+        sched_free(a->sched); /* waits for a run in progress (a daily backup) */
+        a->sched = NULL;
         orch_stop(a->orch);
         a->orch = NULL;
         api_free(__atomic_exchange_n(&a->api, NULL, __ATOMIC_ACQ_REL));
+        backups_free(a->backups); /* after the API, its only other user */
         live_free(a->live); /* after the chat, its only user */
         a->live = NULL;
         ask_drafts_free(a->drafts); /* after ctl and the API, its users */
@@ -607,7 +638,8 @@ int app_run(const struct app_options *o) {
                 goto fail;
         if ((r = app_start_database(&a)) < 0 || (r = app_create_mind(&a)) < 0 || (r = app_start_egress(&a)) < 0 ||
             (r = app_start_outbound(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
-            (r = app_start_orchestrator(&a)) < 0 || (r = app_start_ctl(&a)) < 0 || (r = app_write_state(&a)) < 0)
+            (r = app_start_orchestrator(&a)) < 0 || (r = app_start_schedule(&a)) < 0 || (r = app_start_ctl(&a)) < 0 ||
+            (r = app_write_state(&a)) < 0)
                 goto fail;
         log_info("generation %d is live", a.generation);
 

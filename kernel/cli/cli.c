@@ -17,6 +17,9 @@ static const struct cli_command commands[] = {
         {"evolve", "ask the running Seed to change itself, and follow the evolution", cli_cmd_evolve},
         {"generations", "list the Seed's generations, the live one marked", cli_cmd_generations},
         {"rollback", "make a new generation with generation N's files, and follow it", cli_cmd_rollback},
+        {"backup", "back up the live data now (kept: the newest 10 taken by hand)", cli_cmd_backup},
+        {"backups", "list the live data's backups with their kind, size, generation and time", cli_cmd_backups},
+        {"restore", "replace the live data with a backup (today's is saved first)", cli_cmd_restore},
         {"doctor", "check this machine (and a Seed) for what a Seed needs, with fixes", cli_cmd_doctor},
 };
 

@@ -25,6 +25,9 @@ int cli_cmd_rollback(int argc, char **argv);
 int cli_cmd_generations(int argc, char **argv);
 int cli_cmd_restart(int argc, char **argv);
 int cli_cmd_doctor(int argc, char **argv);
+int cli_cmd_backup(int argc, char **argv);
+int cli_cmd_backups(int argc, char **argv);
+int cli_cmd_restore(int argc, char **argv);
 
 /* ---- shared by the commands ---- */
 struct secrets;
@@ -103,6 +106,9 @@ void cli_endpoint_done(struct cli_endpoint *e);
 /* Calls the kernel's API with the CLI token. Caller frees *ret_body. */
 int cli_api(const char *seed_dir, const char *method, const char *path, const char *body,
             long *ret_status, char **ret_body);
+/* The same, waiting up to timeout_ms (cli_api: 30 s) for the answer. */
+int cli_api_timeout(const char *seed_dir, const char *method, const char *path, const char *body, int timeout_ms,
+                    long *ret_status, char **ret_body);
 /* Whether the Seed's supervisor holds its run lock. */
 bool cli_seed_running(const char *seed_dir);
 /* Asks the kernel for a fresh one-time sign-in link. Caller frees. */

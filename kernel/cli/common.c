@@ -108,6 +108,11 @@ int cli_kernel_endpoint(const char *seed_dir, struct cli_endpoint *ret) {
 
 int cli_api(const char *seed_dir, const char *method, const char *path, const char *body,
             long *ret_status, char **ret_body) {
+        return cli_api_timeout(seed_dir, method, path, body, 30000, ret_status, ret_body);
+}
+
+int cli_api_timeout(const char *seed_dir, const char *method, const char *path, const char *body, int timeout_ms,
+                    long *ret_status, char **ret_body) {
         _cleanup_(cli_endpoint_done) struct cli_endpoint e = {0};
         _cleanup_free_ char *full = NULL, *auth = NULL, *host = NULL, *err = NULL;
         int r = cli_kernel_endpoint(seed_dir, &e);
@@ -119,7 +124,7 @@ int cli_api(const char *seed_dir, const char *method, const char *path, const ch
         char *headers[] = {auth, "Content-Type: application/json", "Accept: application/json", host, NULL};
         struct httpc_response res = {0};
         r = httpc_do(&(struct httpc_request){.method = method, .url = full, .headers = headers, .body = body,
-                                             .body_len = body ? strlen(body) : 0, .timeout_ms = 30000},
+                                             .body_len = body ? strlen(body) : 0, .timeout_ms = timeout_ms},
                      &res, &err);
         secure_zero(auth, strlen(auth));
         if (r < 0) {

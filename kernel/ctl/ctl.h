@@ -35,6 +35,7 @@ struct ctl_api_call {
  * response ends or is never sent. */
 struct ctl_stream {
         const char *content_type;      /* static string */
+        const char *disposition;       /* a Content-Disposition header, or NULL (owned by ctx) */
         ssize_t (*read)(void *ctx, char *buf, size_t max);
         void (*close)(void *ctx);
         void *ctx;

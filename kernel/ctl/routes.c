@@ -912,7 +912,10 @@ static int call_api_route(struct ctl_req *q, struct ctl_resp *resp) {
                         free(json);
                         resp->status = 200;
                         resp->stream = st;
-                        return ctl_hdrs_add(&resp->hdrs, "Cache-Control", "no-store");
+                        r = ctl_hdrs_add(&resp->hdrs, "Cache-Control", "no-store");
+                        if (r >= 0 && st.disposition)
+                                r = ctl_hdrs_add(&resp->hdrs, "Content-Disposition", st.disposition);
+                        return r;
                 }
         } else
                 r = q->api_route->handler(q->ctl->api_userdata, &call, &status, &json);

@@ -930,6 +930,10 @@ static int backup_live(struct run *r, char **ret_path) {
         return 0;
 }
 
+static void live_unlockp(const struct pg **pg) {
+        pg_live_unlock(*pg);
+}
+
 /* ready → applying → complete | rolled_back. oid: the new commit, tagged
  * new_gen once main is there (a rollback's, restored, is on main and tagged
  * already); data: a
@@ -960,6 +964,10 @@ static int apply(struct run *r, const char *oid, int new_gen, bool restored, boo
         pthread_mutex_unlock(&o->lock);
         if (!o->applying)
                 return -ECANCELED;
+        /* The live data changes one at a time: a restore the owner asked
+         * for finishes first, and is refused while this runs. */
+        _cleanup_(live_unlockp) const struct pg *held = o->c.pg;
+        pg_live_lock(held);
         if ((k = set_state(r, EVO_APPLYING, NULL)) < 0)
                 return k;
         _cleanup_free_ char *backup = NULL;

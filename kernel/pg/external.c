@@ -160,6 +160,7 @@ int pg_start_external(const struct pg_external *x, struct pg **ret) {
         if (!pg)
                 return -ENOMEM;
         pg->external = true;
+        pthread_mutex_init(&pg->live_lock, NULL);
         int r = pg_setup_paths(x->seed_dir, pg);
         if (r < 0 || (r = take_url(pg, x->url, x->password)) < 0 || (r = check_admin(pg, x->url)) < 0 ||
             (r = load_prefix(pg, x->name)) < 0 || (r = name_roles(pg)) < 0)

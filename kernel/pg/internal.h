@@ -46,6 +46,7 @@ struct pg {
         pid_t pid;
         pthread_t pump;
         bool pump_started;
+        pthread_mutex_t live_lock;   /* held by whoever changes the live data (pg_live_lock) */
 };
 
 /* ---- shared by both kinds (pg.c) ---- */

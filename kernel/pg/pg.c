@@ -63,6 +63,7 @@ void pg_free(struct pg *pg) {
                 }
                 free(pg->roles[i]);
         }
+        pthread_mutex_destroy(&pg->live_lock);
         for (size_t i = 0; pg->server && pg->server[i]; i++)
                 secure_zero(pg->server[i], strlen(pg->server[i]));
         strv_free(pg->server);
@@ -1106,6 +1107,7 @@ int pg_start(const char *seed_dir, struct pg **ret) {
         _cleanup_(pg_freep) struct pg *pg = calloc(1, sizeof(*pg));
         if (!pg)
                 return -ENOMEM;
+        pthread_mutex_init(&pg->live_lock, NULL);
         int r = pg_setup_paths(seed_dir, pg);
         if (r < 0)
                 return r;

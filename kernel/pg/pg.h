@@ -119,21 +119,61 @@ int pg_live_copy_conninfo(const struct pg *pg, const struct pg_live_copy *c, cha
 int pg_live_copy_drop(const struct pg *pg, const char *name);
 /* Drops every copy (at boot: what a killed kernel left); how many. */
 int pg_live_copy_drop_all(const struct pg *pg);
-/* ---- the backups' folder (backup.c): .seed/backups/gen-<N>-<tag>.dump ---- */
-#define PG_BACKUPS_KEPT 20
-/* Backs up the live data while generation gen is live (tag: the evolution's
- * id, lowercase hex; -EINVAL otherwise) with pg_live_backup, then drops the
- * oldest backups beyond PG_BACKUPS_KEPT. *ret_path (caller frees) is the
- * dump's path. */
+/* ---- the backups' folder (backup.c): .seed/backups/<prefix>-<N>-<hex>.dump ----
+ * A backup's id is its file name without ".dump"; N is the generation that
+ * was live when it was taken. Each kind keeps its newest few (before-apply
+ * 10, daily 7, manual 10, before-restore 5); the oldest beyond are pruned
+ * when one of that kind is taken. */
+enum pg_backup_kind {
+        PG_BACKUP_BEFORE_APPLY,   /* "gen-": before an apply or a rollback moves main */
+        PG_BACKUP_DAILY,          /* "daily-" */
+        PG_BACKUP_MANUAL,         /* "manual-": the owner's */
+        PG_BACKUP_BEFORE_RESTORE, /* "restore-": today's data, saved before a restore */
+        PG_BACKUP_KINDS,
+};
+#define PG_BACKUP_ID_MAX 64
+#define PG_BACKUPS_SCANNED 256 /* a listing sees at most this many */
+struct pg_backup_info {
+        char id[PG_BACKUP_ID_MAX];
+        enum pg_backup_kind kind;
+        int generation;
+        int64_t size;    /* bytes */
+        int64_t time_ns; /* when it was taken (its file's mtime), ns since the epoch */
+};
+/* "before-apply", "daily", "manual", "before-restore"; NULL out of range. */
+const char *pg_backup_kind_name(enum pg_backup_kind k);
+size_t pg_backup_kind_keep(enum pg_backup_kind k);
+/* Backs up the live data while generation gen is live with
+ * pg_live_backup, then drops the oldest of that kind beyond its count.
+ * tag: lowercase hex (at most 32), or NULL for a random one. *ret_path
+ * (caller frees) is the dump's path. -EINVAL for a bad kind, gen or tag,
+ * -ENOSPC when the disk is full (nothing is left behind). */
+int pg_backup_take_kind(const struct pg *pg, const char *seed_dir, enum pg_backup_kind kind, int gen,
+                        const char *tag, char **ret_path);
+/* A before-apply backup, tag the evolution's id (lowercase hex). */
 int pg_backup_take(const struct pg *pg, const char *seed_dir, int gen, const char *tag, char **ret_path);
-/* The newest backup taken while generation gen was live (gen 0: any), or
- * -ENOENT. *ret_path caller-freed. Restore it with pg_live_restore. */
+/* Every backup, newest first (at most PG_BACKUPS_SCANNED). Caller frees *ret. */
+int pg_backup_list(const char *seed_dir, struct pg_backup_info **ret, size_t *ret_n);
+/* The newest backup (of any kind) taken while generation gen was live
+ * (gen 0: any), or -ENOENT. *ret_path caller-freed. Restore it with
+ * pg_live_restore. */
 int pg_backup_find(const char *seed_dir, int gen, char **ret_path);
-/* Deletes all but the newest keep backups. */
-int pg_backup_prune(const char *seed_dir, size_t keep);
+/* The file of backup id: -EINVAL not an id, -ENOENT none. Caller frees. */
+int pg_backup_path(const char *seed_dir, const char *id, char **ret_path);
+/* Deletes all but the newest keep backups of a kind. */
+int pg_backup_prune(const char *seed_dir, enum pg_backup_kind kind, size_t keep);
 /* The generation a backup's file name says it was taken under, or 0 when
- * name is not a backup's (gen-<N>-<hex>.dump, N >= 1). */
+ * name is not a backup's (<prefix>-<N>-<hex>.dump, N >= 1). */
 int pg_backup_generation(const char *name);
+/* Whether id is a backup's id (checked before any path is made of it). */
+bool pg_backup_id_valid(const char *id);
+/* The live data is changed by one at a time: an apply holds this lock
+ * while it backs up, migrates and restarts (pg_live_lock waits), a
+ * restore or a backup the owner asked for takes it only if it is free
+ * (pg_live_trylock: -EBUSY). NULL pg: nothing to hold. */
+void pg_live_lock(const struct pg *pg);
+int pg_live_trylock(const struct pg *pg);
+void pg_live_unlock(const struct pg *pg);
 /* Where Debian's PostgreSQL server binaries are: <root>/<major>/bin. */
 #define PG_BINDIR_ROOT "/usr/lib/postgresql"
 /* Finds the newest PostgreSQL server binaries (initdb, postgres): *ret is

@@ -453,6 +453,30 @@ static void test_seed_hidden(void **state) {
         assert_non_null(strstr(head, "refs/heads/main"));
 }
 
+/* The live data's backups (.seed/backups) are read by the kernel alone:
+ * no sandbox of any profile sees them, at the workspace's path or the
+ * host's. */
+static void test_backups_hidden(void **state) {
+        (void)state;
+        require_bwrap();
+        mkdir_in(".seed/backups");
+        write_in(".seed/backups/manual-1-ab.dump", "PGDMP-backup-canary\n");
+        _cleanup_free_ char *host = NULL;
+        assert_true(xasprintf(&host, "cat '%s/.seed/backups/manual-1-ab.dump'", seed) >= 0);
+        enum sandbox_profile profiles[] = {SANDBOX_EVOLUTION, SANDBOX_BUILD, SANDBOX_LIVE, SANDBOX_PREVIEW};
+        for (size_t k = 0; k < ARRAY_SIZE(profiles); k++) {
+                _cleanup_free_ char *out = NULL, *grep = NULL;
+                assert_int_not_equal(run_sh(profiles[k], "ls -A /workspace/.seed/backups", 30000, &out), 0);
+                assert_int_not_equal(run_sh(profiles[k], "cat /workspace/.seed/backups/manual-1-ab.dump", 30000, NULL),
+                                     0);
+                assert_int_not_equal(run_sh(profiles[k], host, 30000, NULL), 0);
+                assert_int_not_equal(run_sh(profiles[k],
+                                            "grep -rqs backup-canary /workspace /tmp /home /run /cache 2>/dev/null",
+                                            30000, &grep),
+                                     0);
+        }
+}
+
 static void test_pg_socket_dir(void **state) {
         (void)state;
         require_bwrap();
@@ -1491,6 +1515,7 @@ int main(void) {
                 cmocka_unit_test(test_env_exact),
                 cmocka_unit_test(test_workspace_writes),
                 cmocka_unit_test(test_seed_hidden),
+                cmocka_unit_test(test_backups_hidden),
                 cmocka_unit_test(test_pg_socket_dir),
                 cmocka_unit_test(test_host_dirs_absent),
                 cmocka_unit_test(test_timeout_kills_group),

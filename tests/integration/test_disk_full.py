@@ -198,6 +198,36 @@ def disk_full_at_the_backup_fails_the_apply_clearly(c):
 
 
 @test
+def disk_full_for_the_owners_backup_or_restore_is_a_clear_error(c):
+    s = c.seed
+    gen = generation(s)
+    kernel_psql(s, "SET ROLE organism; CREATE TABLE IF NOT EXISTS ballast AS SELECT string_agg(md5(random()::text), '') "
+                   "AS b FROM generate_series(1, 40000) GROUP BY (random() * 100)::int", 'organism')
+    rows = kernel_psql(s, 'SELECT count(*) FROM ballast', 'organism')
+    daily = wait_until(lambda: [b for b in api(s, '/_seed/api/backups').json()['backups'] if b['kind'] == 'daily'],
+                       timeout=120, what='the daily backup')[0]
+    folder = os.path.join(s.dir, '.seed', 'backups')
+    before = sorted(os.listdir(folder))
+    c.disk.fill(leave=256 * 1024)
+    try:
+        r = api(s, '/_seed/api/backups', 'POST', {})
+        print(f'# a backup on a full disk: {r.status} {r.text.strip()}', flush=True)
+        assert r.status == 507 and 'disk is full' in r.json()['error'], (r.status, r.text)
+        # A restore first saves today's data: on a full disk it changes nothing.
+        r = api(s, f"/_seed/api/backups/{daily['id']}/restore", 'POST', {})
+        print(f'# a restore on a full disk: {r.status} {r.text.strip()}', flush=True)
+        assert r.status == 507 and 'disk is full' in r.json()['error'], (r.status, r.text)
+    finally:
+        c.disk.free()
+    assert sorted(os.listdir(folder)) == before  # nothing half-written is left
+    assert kernel_psql(s, 'SELECT count(*) FROM ballast', 'organism') == rows
+    assert not api(s, '/_seed/api/backups').json()['busy']
+    r = api(s, '/_seed/api/backups', 'POST', {})  # with room again, it works
+    assert r.status == 201, (r.status, r.text)
+    intact(s, gen)
+
+
+@test
 def disk_full_while_the_organism_log_rotates(c):
     s = c.seed
     gen = generation(s)

@@ -252,6 +252,21 @@ def check_rollback(c, line, rc, out):
     assert os.path.exists(c.session.path(c.seed_dir + '/organism/guestbook.txt')) == (to >= 2)
 
 
+def check_backup(c, line, rc, out):
+    assert rc == 0, out
+    m = re.search(r'Backed up the live data as (manual-\d+-[0-9a-f]+)\.', out)
+    assert m, out
+    c.backup = m.group(1)
+
+
+def check_backups(c, line, rc, out):
+    assert rc == 0, out
+    rows = {ln.split()[0]: ln.split()[1] for ln in out.splitlines()[1:] if ln.strip()}
+    assert rows.get(c.backup) == 'manual', out
+    assert 'before-apply' in rows.values(), out  # the evolution's and the rollbacks' own
+    assert 'daily' in rows.values(), out         # the scheduler's, at start
+
+
 def check_git_log(c, line, rc, out):
     assert rc == 0, out
     commits = out.strip().splitlines()
@@ -298,6 +313,8 @@ CHECKS = [
     (r'^seed evolve\b', check_evolve),
     (r'^seed generations\b', check_generations),
     (r'^seed rollback \d+\b', check_rollback),
+    (r'^seed backup\b(?!s)', check_backup),
+    (r'^seed backups\b', check_backups),
     (r'^git .*\blog\b', check_git_log),
     (r'^seed stop\b', check_stop),
     (r'^seed run --detach\b', check_run),

@@ -25,6 +25,10 @@ static void test_generation_from_name(void **state) {
         assert_int_equal(pg_backup_generation("gen-1-.dump"), 0);
         assert_int_equal(pg_backup_generation("gen-1-abc.dum"), 0);
         assert_int_equal(pg_backup_generation("x-gen-1-abc.dump"), 0);
+        assert_int_equal(pg_backup_generation("daily-4-abc.dump"), 4);
+        assert_int_equal(pg_backup_generation("manual-5-abc.dump"), 5);
+        assert_int_equal(pg_backup_generation("restore-6-abc.dump"), 6);
+        assert_int_equal(pg_backup_generation("weekly-6-abc.dump"), 0);
         assert_int_equal(pg_backup_generation(""), 0);
         assert_int_equal(pg_backup_generation(NULL), 0);
 }
@@ -88,21 +92,98 @@ static void test_find_newest_of_a_generation(void **state) {
 
 static void test_prune_keeps_the_newest(void **state) {
         (void)state;
-        for (int i = 0; i < PG_BACKUPS_KEPT + 3; i++) {
+        size_t keep = pg_backup_kind_keep(PG_BACKUP_BEFORE_APPLY);
+        assert_int_equal(keep, 10);
+        for (int i = 0; i < (int)keep + 3; i++) {
                 char name[64];
                 snprintf(name, sizeof name, "gen-%d-%02x.dump", i + 1, i);
                 put(name, 1000 + i);
         }
+        put("manual-1-aa.dump", 1);  /* older than all of them, another kind */
         put("notes.txt", 1);
-        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUPS_KEPT), 0);
+        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUP_BEFORE_APPLY, keep), 0);
         assert_false(present("gen-1-00.dump"));
         assert_false(present("gen-3-02.dump"));
         assert_true(present("gen-4-03.dump"));
-        assert_true(present("gen-23-16.dump"));
-        assert_true(present("notes.txt")); /* only backups are pruned */
-        assert_int_equal(pg_backup_prune(seed_dir, 1), 0);
-        assert_false(present("gen-22-15.dump"));
-        assert_found(0, "gen-23-16.dump");
+        assert_true(present("gen-13-0c.dump"));
+        assert_true(present("notes.txt"));        /* only backups are pruned */
+        assert_true(present("manual-1-aa.dump")); /* and only of that kind */
+        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUP_BEFORE_APPLY, 1), 0);
+        assert_false(present("gen-12-0b.dump"));
+        assert_found(0, "gen-13-0c.dump");
+        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUP_KINDS, 1), -EINVAL);
+}
+
+static void test_kinds_listed_and_kept(void **state) {
+        (void)state;
+        /* Each kind keeps its own count: 7 daily, 10 manual, 5 before-restore. */
+        static const struct {
+                enum pg_backup_kind kind;
+                const char *prefix;
+                size_t keep;
+        } kinds[] = {
+                {PG_BACKUP_DAILY, "daily", 7},
+                {PG_BACKUP_MANUAL, "manual", 10},
+                {PG_BACKUP_BEFORE_RESTORE, "restore", 5},
+        };
+        for (size_t k = 0; k < ARRAY_SIZE(kinds); k++) {
+                assert_int_equal(pg_backup_kind_keep(kinds[k].kind), kinds[k].keep);
+                for (int i = 0; i < 12; i++) {
+                        char name[64];
+                        snprintf(name, sizeof name, "%s-2-%02x.dump", kinds[k].prefix, i);
+                        put(name, 2000 + (time_t)k * 100 + i);
+                }
+                assert_int_equal(pg_backup_prune(seed_dir, kinds[k].kind, kinds[k].keep), 0);
+        }
+        struct pg_backup_info *v = NULL;
+        size_t n = 0;
+        assert_int_equal(pg_backup_list(seed_dir, &v, &n), 0);
+        assert_int_equal(n, 7 + 10 + 5);
+        /* Newest first: the last before-restore one. */
+        assert_string_equal(v[0].id, "restore-2-0b");
+        assert_int_equal(v[0].kind, PG_BACKUP_BEFORE_RESTORE);
+        assert_string_equal(pg_backup_kind_name(v[0].kind), "before-restore");
+        assert_int_equal(v[0].generation, 2);
+        assert_int_equal(v[0].size, 1);
+        assert_int_equal(v[0].time_ns, (int64_t)2211 * 1000000000);
+        assert_string_equal(v[n - 1].id, "daily-2-05"); /* the oldest daily kept */
+        free(v);
+}
+
+static void test_ids(void **state) {
+        (void)state;
+        assert_true(pg_backup_id_valid("gen-3-abc"));
+        assert_true(pg_backup_id_valid("daily-12-0123456789ab"));
+        assert_true(pg_backup_id_valid("manual-1-a"));
+        assert_true(pg_backup_id_valid("restore-1-a"));
+        assert_false(pg_backup_id_valid("gen-3-abc.dump"));
+        assert_false(pg_backup_id_valid("weekly-3-abc"));
+        assert_false(pg_backup_id_valid("manual-0-abc"));
+        assert_false(pg_backup_id_valid("manual-01-abc"));
+        assert_false(pg_backup_id_valid("manual-1-"));
+        assert_false(pg_backup_id_valid("manual-1-../../x"));
+        assert_false(pg_backup_id_valid("manual-1-ab/cd"));
+        assert_false(pg_backup_id_valid("manual-1234567890-ab"));
+        assert_false(pg_backup_id_valid(""));
+        assert_false(pg_backup_id_valid(NULL));
+        char longer[PG_BACKUP_ID_MAX + 8] = "manual-1-";
+        memset(longer + 9, 'a', sizeof longer - 10);
+        longer[sizeof longer - 1] = 0;
+        assert_false(pg_backup_id_valid(longer));
+        char *path = NULL;
+        assert_int_equal(pg_backup_path(seed_dir, "manual-1-ab", &path), -ENOENT);
+        assert_int_equal(pg_backup_path(seed_dir, "../x", &path), -EINVAL);
+        put("manual-1-ab.dump", 5);
+        assert_int_equal(pg_backup_path(seed_dir, "manual-1-ab", &path), 0);
+        assert_true(endswith(path, "/.seed/backups/manual-1-ab.dump"));
+        free(path);
+        path = NULL;
+        /* A symlink planted in the folder is not a backup. */
+        _cleanup_free_ char *link = NULL;
+        assert_int_equal(xasprintf(&link, "%s/.seed/backups/manual-1-cd.dump", seed_dir), 0);
+        assert_int_equal(symlink("/etc/passwd", link), 0);
+        assert_int_equal(pg_backup_path(seed_dir, "manual-1-cd", &path), -ENOENT);
+        assert_null(path);
 }
 
 static void test_take_refuses_bad_names(void **state) {
@@ -116,6 +197,9 @@ static void test_take_refuses_bad_names(void **state) {
         assert_int_equal(pg_backup_take(fake, seed_dir, 1, "", &got), -EINVAL);
         assert_int_equal(pg_backup_take(fake, seed_dir, 0, "abc", &got), -EINVAL);
         assert_int_equal(pg_backup_take(NULL, seed_dir, 1, "abc", &got), -EINVAL);
+        assert_int_equal(pg_backup_take(fake, seed_dir, 1, NULL, &got), -EINVAL);
+        assert_int_equal(pg_backup_take_kind(fake, seed_dir, PG_BACKUP_KINDS, 1, NULL, &got), -EINVAL);
+        assert_int_equal(pg_backup_take_kind(fake, seed_dir, PG_BACKUP_MANUAL, 1, "xyz", &got), -EINVAL);
         assert_null(got);
 }
 
@@ -223,6 +307,8 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_find_newest_of_a_generation, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_prune_keeps_the_newest, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_take_refuses_bad_names, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_kinds_listed_and_kept, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_ids, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
