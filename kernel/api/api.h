@@ -20,6 +20,7 @@
  *   GET  extensions                  the organism's admin screens (api/extensions.h)
  *   GET  outbound, POST outbound/grant, outbound/revoke  outbound access (api/outbound.h)
  *   GET|POST mind, GET mind/models, POST mind/key[/forget]  its model (api/mind.h)
+ *   GET|POST spend                   this month's spend and the budget (api/spend.h)
  *
  * Without a usable model (kernel/mind), POST evolutions and POST messages
  * answer 409 {"error": why, naming the variable to pass} and create nothing.
@@ -44,6 +45,7 @@ struct outbound;
 #define API_SSE_PING_MS 15000
 
 struct live;
+struct spend;
 
 struct api_config {
         const char *seed_dir;           /* the live Seed's folder (copied) */
@@ -56,6 +58,8 @@ struct api_config {
                                          * (borrowed); NULL: they answer 503 */
         struct live *live;              /* the live data and app, for the chat's tools (borrowed);
                                          * NULL: they answer "not available" */
+        struct spend *spend;            /* the month's spend and budget (borrowed); NULL: spend
+                                         * routes answer 503 */
         const char *refused;            /* the start-up doctor's message when sandboxes cannot
                                          * run here: evolutions are refused with it (copied) */
 };
@@ -76,6 +80,10 @@ void api_free(struct api *api);
  * for every subscriber; one that has API_SSE_QUEUE_MAX bytes waiting is
  * dropped (its stream ends). Thread-safe; never blocks on a client. */
 void api_publish(struct api *api, const char *evo_id, const char *kind, const char *json);
+
+/* Posts text in the chat as a kernel message (chat_kernel_message());
+ * -EAGAIN when api is NULL (not started yet, or stopped). */
+int api_kernel_message(struct api *api, const char *text);
 
 /* The route table (ends with a zeroed entry); handlers take the struct
  * api * as userdata (ctl_config.api_userdata). */
