@@ -20,12 +20,12 @@ import taplib
 from seedlib import ScriptedSeed, api, request, script
 from taplib import test
 
-PRICES = '\nspend:\n  prices:\n    - scripted 1000 2000\n'
-
-
 def add_prices(d):
-    with open(os.path.join(d, 'seed.yaml'), 'a') as f:
-        f.write(PRICES)
+    p = os.path.join(d, 'seed.yaml')
+    text = open(p).read()
+    assert text.count('\nspend:\n  prices: []\n') == 1, text
+    with open(p, 'w') as f:
+        f.write(text.replace('\nspend:\n  prices: []\n', '\nspend:\n  prices:\n    - scripted 1000 2000\n'))
 
 
 def setup():
