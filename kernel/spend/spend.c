@@ -236,7 +236,7 @@ int spend_budget_set(struct spend *s, bool has, double usd, int64_t now_ms) {
         if (has && (!isfinite(usd) || usd < 0 || usd > SPEND_BUDGET_MAX))
                 return -EINVAL;
         if (has)
-                snprintf(v, sizeof v, "%.2f", usd);
+                snprintf(v, sizeof v, "%.10g", usd); /* as given: $0.001 is not rounded to no spend at all */
         int r = db_setting_set(s->kdb, BUDGET_KEY, v);
         if (r < 0)
                 return r;

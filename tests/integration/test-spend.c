@@ -320,6 +320,9 @@ static void test_budget_validation(void **state) {
         assert_int_equal(spend_budget_get(s, &b), 1);
         assert_true(b == 12.5); /* unchanged */
         assert_int_equal(spend_budget_set(s, true, SPEND_BUDGET_MAX, DEC_1), 0);
+        assert_int_equal(spend_budget_set(s, true, 0.001, DEC_1), 0); /* kept as given, not rounded to 0 */
+        assert_int_equal(spend_budget_get(s, &b), 1);
+        assert_true(b == 0.001);
         /* a stored value that is not a number is no budget, not a crash */
         assert_int_equal(db_setting_set(g_db, "spend.budget_usd", "lots"), 0);
         assert_int_equal(spend_budget_get(s, &b), 0);
