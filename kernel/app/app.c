@@ -609,8 +609,8 @@ int app_run(const struct app_options *o) {
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||
             (r = app_load_key(&a, "session-key", &a.session_key)) < 0)
                 goto fail;
-        if ((r = app_start_database(&a)) < 0 || (r = app_create_spend(&a)) < 0 || (r = app_create_mind(&a)) < 0 || (r = app_start_egress(&a)) < 0 ||
-            (r = app_start_outbound(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
+        if ((r = app_start_database(&a)) < 0 || (r = app_create_spend(&a)) < 0 || (r = app_create_mind(&a)) < 0 ||
+            (r = app_start_egress(&a)) < 0 || (r = app_start_outbound(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
             (r = app_start_orchestrator(&a)) < 0 || (r = app_start_ctl(&a)) < 0 || (r = app_write_state(&a)) < 0)
                 goto fail;
         log_info("generation %d is live", a.generation);
