@@ -939,10 +939,14 @@
 
   function messageItem(m) {
     const owner = m.role === 'owner';
-    const body = owner ? h('p', { class: 'text', text: m.text }) : SeedMd.render(m.text);
-    return h('li', { class: ['message', owner ? 'from-owner' : 'from-seed'], dataset: { id: String(m.id) } },
+    // A record the kernel posted (e.g. the budget reached): plain text,
+    // neither yours nor the Seed's words.
+    const kernel = m.role === 'kernel';
+    const body = owner || kernel ? h('p', { class: 'text', text: m.text }) : SeedMd.render(m.text);
+    const who = owner ? 'You' : kernel ? 'Kernel' : (state.identity && state.identity.name) || 'Seed';
+    return h('li', { class: ['message', owner ? 'from-owner' : kernel ? 'from-kernel' : 'from-seed'], dataset: { id: String(m.id) } },
       h('div', { class: 'bubble' },
-        h('span', { class: 'who', text: owner ? 'You' : (state.identity && state.identity.name) || 'Seed' }),
+        h('span', { class: 'who', text: who }),
         body,
         m.evolution_id ? h('a', { class: 'chip', href: '#evolution/' + m.evolution_id, text: 'evolution ' + m.evolution_id.slice(4, 10) }) : null,
         h('span', { class: 'when' }, time(Number(m.at)))));
@@ -1569,17 +1573,113 @@
       }
       const n = (x) => Number(x || 0).toLocaleString();
       const cost = (x) => '$' + Number(x || 0).toFixed(4);
+      // A cost the provider did not report and no price covers is unknown, not free.
+      const rowCost = (r) => (r.cost_usd === null ? 'unknown' : cost(r.cost_usd)) +
+        (r.cost_usd !== null && r.unknown_cost_calls ? ' + ' + r.unknown_cost_calls + ' unknown' : '');
       box.append(h('div', { class: 'md-table' }, h('table', { class: 'usage' },
         h('thead', {}, h('tr', {}, ['For', 'Model', 'Calls', 'Tokens in', 'Cached', 'Uncached', 'Tokens out', 'Cost'].map((t) => h('th', { text: t })))),
         h('tbody', {}, rows.map((r) => h('tr', {}, [r.purpose, r.model, n(r.calls), n(r.input_tokens), n(r.cached_input_tokens),
-          n(r.uncached_input_tokens), n(r.output_tokens), cost(r.cost_usd)]
+          n(r.uncached_input_tokens), n(r.output_tokens), rowCost(r)]
           .map((t) => h('td', { text: t }))))),
         data.total ? h('tfoot', {}, h('tr', {}, ['Total', '', n(data.total.calls), n(data.total.input_tokens), n(data.total.cached_input_tokens),
-          n(data.total.uncached_input_tokens), n(data.total.output_tokens), cost(data.total.cost_usd)]
+          n(data.total.uncached_input_tokens), n(data.total.output_tokens), rowCost(data.total)]
           .map((t) => h('td', { text: t })))) : null)));
     } catch (e) {
       clear(box).append(h('p', { class: 'error', text: e.message }));
     }
+  }
+
+  // ---- spending ----
+
+  const money = (x) => '$' + Number(x || 0).toFixed(2);
+  const PURPOSES = {
+    chat: 'Chat', evolution: 'Evolutions', reflection: 'Reflection after evolutions', probe: 'Model checks',
+    routine: 'Routines', health: 'Diagnosis and fixes',
+  };
+
+  function spendTable(heads, rows) {
+    return h('div', { class: 'md-table' }, h('table', { class: 'usage spend' },
+      h('thead', {}, h('tr', {}, heads.map((t) => h('th', { text: t })))),
+      h('tbody', {}, rows)));
+  }
+
+  function unknownText(n) {
+    return n ? n + (n === 1 ? ' call' : ' calls') + ' of unknown cost' : '';
+  }
+
+  function renderSpend(s) {
+    $('spend-month').textContent = s.month + ' (UTC)';
+    const facts = clear($('spend-facts'));
+    const add = (k, v, id) => facts.append(h('dt', { text: k }), h('dd', { text: v, id }));
+    add('Spent this month', money(s.spent_usd), 'spend-total');
+    add('Budget', s.budget_usd === null ? 'none' : money(s.budget_usd), 'spend-budget-shown');
+    if (s.budget_usd !== null) {
+      facts.append(h('dt', { text: 'Used' }),
+        h('dd', {}, h('meter', { id: 'spend-meter', min: 0, max: Math.max(s.budget_usd, 0.01), low: s.budget_usd * 0.8,
+          high: s.budget_usd * 0.999, optimum: 0, value: Math.min(s.spent_usd, Math.max(s.budget_usd, 0.01)) }),
+        ' ' + (s.budget_usd > 0 ? Math.round(100 * s.spent_usd / s.budget_usd) + '%' : '')));
+    }
+    add('Calls', Number(s.calls).toLocaleString(), 'spend-calls');
+    add('Calls of unknown cost', String(s.unknown_cost_calls), 'spend-unknown');
+    const paused = $('spend-paused');
+    paused.hidden = !s.over_budget;
+    paused.textContent = s.over_budget
+      ? 'The budget is reached: routines, diagnosis and automatic fixes are paused until the month ends or the budget is raised.'
+      : '';
+    const input = $('spend-budget');
+    if (document.activeElement !== input) input.value = s.budget_usd === null ? '' : String(s.budget_usd);
+    const n = (x) => Number(x || 0).toLocaleString();
+    const byPurpose = clear($('spend-by-purpose'));
+    if (!s.by_purpose.length) byPurpose.append(h('p', { class: 'muted', text: 'No model calls this month.' }));
+    else {
+      byPurpose.append(spendTable(['For', 'Calls', 'Tokens in', 'Tokens out', 'Cost', 'Unknown cost'],
+        s.by_purpose.map((r) => h('tr', { dataset: { purpose: r.purpose } },
+          [PURPOSES[r.purpose] || r.purpose, n(r.calls), n(r.input_tokens), n(r.output_tokens), money(r.cost_usd),
+            r.unknown_cost_calls ? unknownText(r.unknown_cost_calls) : '—'].map((t) => h('td', { text: t }))))));
+    }
+    const byDay = clear($('spend-by-day'));
+    const top = Math.max(0.01, ...s.by_day.map((d) => d.cost_usd));
+    if (!s.by_day.length) byDay.append(h('p', { class: 'muted', text: 'No model calls this month.' }));
+    else {
+      byDay.append(spendTable(['Day', 'Calls', 'Cost', '', 'Unknown cost'],
+        s.by_day.map((d) => h('tr', { dataset: { day: d.day } },
+          h('td', { text: d.day }), h('td', { text: n(d.calls) }), h('td', { text: money(d.cost_usd) }),
+          h('td', {}, h('meter', { min: 0, max: top, value: d.cost_usd, title: money(d.cost_usd) })),
+          h('td', { text: d.unknown_cost_calls ? unknownText(d.unknown_cost_calls) : '—' })))));
+    }
+  }
+
+  async function refreshSpend() {
+    try {
+      renderSpend(await api('GET', 'spend'));
+      showError($('spend-error'), null);
+    } catch (e) {
+      showError($('spend-error'), e);
+    }
+  }
+
+  // The budget as typed: "" is none; anything else must be a plain amount.
+  // The kernel checks it again and says what is wrong.
+  async function setBudget(value) {
+    const btn = $('spend-save');
+    btn.disabled = true;
+    try {
+      renderSpend(await api('POST', 'spend', { budget_usd: value }));
+      showError($('spend-error'), null);
+    } catch (e) {
+      showError($('spend-error'), e);
+    } finally {
+      btn.disabled = false;
+    }
+  }
+
+  function budgetFromForm(ev) {
+    ev.preventDefault();
+    const text = $('spend-budget').value.trim().replace(/^\$/, '');
+    if (text === '') return setBudget(null);
+    // Sent as typed when it is not a number, so the kernel's message explains.
+    const v = /^[0-9]+(\.[0-9]+)?$/.test(text) ? Number(text) : text;
+    return setBudget(v);
   }
 
   // A seed.yaml value in words: decisions, seconds.
@@ -1814,6 +1914,7 @@
     knowledge: { show: (arg) => showKnowledge(arg) },
     skills: { show: (arg) => showSkills(arg) },
     screens: { show: (arg) => { renderScreens(arg); refreshScreens(); } },
+    spending: { show: () => refreshSpend() },
     logs: { show: () => refreshLogs() },
     settings: { show: () => { renderIdentityFacts(); renderStatus(); renderMindCard(); refreshMind(); refreshSessions(); refreshBadge(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
   };
@@ -1975,6 +2076,7 @@
     if (state.view === 'knowledge') showKnowledge(parseHash().arg);
     if (state.view === 'skills') showSkills(parseHash().arg);
     if (state.view === 'settings') views.settings.show();
+    if (state.view === 'spending') refreshSpend();
   }
   const afterEnd = debounce(refreshVisible, 300);
 
@@ -2049,6 +2151,8 @@
     $('evolve-button').addEventListener('click', startEvolution);
     $('outbound-form').addEventListener('submit', grantFromForm);
     $('backup-now').addEventListener('click', backupNow);
+    $('spend-form').addEventListener('submit', budgetFromForm);
+    $('spend-clear').addEventListener('click', () => { $('spend-budget').value = ''; setBudget(null); });
     $('lend-form').addEventListener('submit', lendFromBanner);
     $('mind-form').addEventListener('submit', chooseModel);
     $('mind-key-form').addEventListener('submit', lendFromSettings);

@@ -8,7 +8,8 @@ const SeedDom = (() => {
   // so a slip in a caller cannot turn data into script.
   const ATTRS = new Set(['id', 'href', 'src', 'alt', 'title', 'type', 'role', 'name', 'value', 'for',
     'rel', 'target', 'rows', 'maxlength', 'placeholder', 'width', 'height', 'datetime', 'tabindex',
-    'open', 'disabled', 'hidden', 'colspan', 'start', 'lang', 'autocomplete', 'inputmode']);
+    'open', 'disabled', 'hidden', 'colspan', 'start', 'lang', 'autocomplete', 'inputmode',
+    'min', 'max', 'low', 'high', 'optimum']);
 
   function safeUrl(url) {
     // Only http(s) links, resolved against this page; everything else is text.

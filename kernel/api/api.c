@@ -10,6 +10,7 @@
 #include "api/mind.h"
 #include "api/self.h"
 #include "api/extensions.h"
+#include "api/spend.h"
 #include "base/buf.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -45,6 +46,7 @@ struct api {
         struct outbound *outbound;
         struct ask_drafts *drafts; /* point and ask's pictures, or NULL */
         struct backups *backups;
+        struct spend *spend;       /* NULL: spend routes answer 503 */
         pthread_mutex_t lock;
         pthread_cond_t cond;       /* CLOCK_MONOTONIC; broadcast on publish and shutdown */
         struct sse_sub *subs[API_SSE_SUBSCRIBERS];
@@ -893,6 +895,16 @@ static int h_outbound_revoke(void *ud, const struct ctl_api_call *call, int *ret
         return api_outbound_h_revoke(((struct api *)ud)->outbound, call, ret_status, ret_json);
 }
 
+/* ---- spend (api/spend.c) ---- */
+
+static int h_spend(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_spend_h_get(((struct api *)ud)->spend, call, ret_status, ret_json);
+}
+
+static int h_spend_set(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_spend_h_set(((struct api *)ud)->spend, call, ret_status, ret_json);
+}
+
 /* ---- the Seed's mind (api/mind.c) ---- */
 
 #define NO_MIND "the model is not available in this kernel"
@@ -991,6 +1003,8 @@ const struct ctl_api_route api_routes[] = {
         {"POST", "/_seed/api/mind", h_mind_choose, NULL},
         {"POST", "/_seed/api/mind/key", h_mind_lend, NULL},
         {"POST", "/_seed/api/mind/key/forget", h_mind_forget, NULL},
+        {"GET", "/_seed/api/spend", h_spend, NULL},
+        {"POST", "/_seed/api/spend", h_spend_set, NULL},
         {0},
 };
 
@@ -1014,6 +1028,7 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         api->drafts = cfg->drafts;
         api->backups = cfg->backups;
         api->mind = cfg->mind;
+        api->spend = cfg->spend;
         if (cfg->refused && xasprintf(&api->refused, "evolutions are refused on this host: %s", cfg->refused) < 0) {
                 free(api->seed_dir);
                 free(api);
@@ -1037,6 +1052,12 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         pthread_condattr_destroy(&ca);
         *ret = api;
         return 0;
+}
+
+int api_kernel_message(struct api *api, const char *text) {
+        if (!api)
+                return -EAGAIN;
+        return chat_kernel_message(api->chat, text);
 }
 
 void api_set_orchestrator(struct api *api, struct orchestrator *o) {

@@ -22,6 +22,7 @@
  *   GET|POST mind, GET mind/models, POST mind/key[/forget]  its model (api/mind.h)
  *   GET|POST backups, POST backups/{id}/restore, GET backups/{id}/download
  *                                    the owner's backups (api/backups.h)
+ *   GET|POST spend                   this month's spend and the budget (api/spend.h)
  *
  * Without a usable model (kernel/mind), POST evolutions and POST messages
  * answer 409 {"error": why, naming the variable to pass} and create nothing.
@@ -47,6 +48,7 @@ struct outbound;
 
 struct live;
 struct backups;
+struct spend;
 
 struct api_config {
         const char *seed_dir;           /* the live Seed's folder (copied) */
@@ -60,6 +62,8 @@ struct api_config {
         struct backups *backups;        /* the owner's backups (borrowed); NULL: their routes answer 503 */
         struct live *live;              /* the live data and app, for the chat's tools (borrowed);
                                          * NULL: they answer "not available" */
+        struct spend *spend;            /* the month's spend and budget (borrowed); NULL: spend
+                                         * routes answer 503 */
         const char *refused;            /* the start-up doctor's message when sandboxes cannot
                                          * run here: evolutions are refused with it (copied) */
         struct ask_drafts *drafts;      /* point and ask's pictures (borrowed, may be NULL): POST
@@ -83,6 +87,10 @@ void api_free(struct api *api);
  * for every subscriber; one that has API_SSE_QUEUE_MAX bytes waiting is
  * dropped (its stream ends). Thread-safe; never blocks on a client. */
 void api_publish(struct api *api, const char *evo_id, const char *kind, const char *json);
+
+/* Posts text in the chat as a kernel message (chat_kernel_message());
+ * -EAGAIN when api is NULL (not started yet, or stopped). */
+int api_kernel_message(struct api *api, const char *text);
 
 /* The route table (ends with a zeroed entry); handlers take the struct
  * api * as userdata (ctl_config.api_userdata). */

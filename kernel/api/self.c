@@ -366,8 +366,9 @@ int api_self_usage_json(struct db *kdb, char **ret_json) {
         json_t *row;
         if (!json_is_array(arr))
                 return -EBADMSG;
-        json_int_t calls = 0, in = 0, cached = 0, uncached = 0, written = 0, out = 0;
+        json_int_t calls = 0, in = 0, cached = 0, uncached = 0, written = 0, out = 0, unknown = 0;
         double cost = 0;
+        bool known = false; /* a cost is known for some call: else the total's is unknown too */
         size_t i;
         json_array_foreach(arr, i, row) {
                 calls += json_integer_value(json_object_get(row, "calls"));
@@ -376,11 +377,18 @@ int api_self_usage_json(struct db *kdb, char **ret_json) {
                 uncached += json_integer_value(json_object_get(row, "uncached_input_tokens"));
                 written += json_integer_value(json_object_get(row, "cache_write_tokens"));
                 out += json_integer_value(json_object_get(row, "output_tokens"));
-                cost += json_number_value(json_object_get(row, "cost_usd"));
+                unknown += json_integer_value(json_object_get(row, "unknown_cost_calls"));
+                json_t *c = json_object_get(row, "cost_usd");
+                if (json_is_number(c)) {
+                        cost += json_number_value(c);
+                        known = true;
+                }
         }
-        return dump(json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:f}}", "usage", TAKE_PTR(arr), "total", "calls",
-                              calls, "input_tokens", in, "cached_input_tokens", cached, "uncached_input_tokens",
-                              uncached, "cache_write_tokens", written, "output_tokens", out, "cost_usd", cost),
+        return dump(json_pack("{s:o, s:{s:I, s:I, s:I, s:I, s:I, s:I, s:o, s:I}}", "usage", TAKE_PTR(arr), "total",
+                              "calls", calls, "input_tokens", in, "cached_input_tokens", cached,
+                              "uncached_input_tokens", uncached, "cache_write_tokens", written, "output_tokens", out,
+                              "cost_usd", known || !calls ? json_real(cost) : json_null(), "unknown_cost_calls",
+                              unknown),
                     ret_json);
 }
 

@@ -25,6 +25,7 @@
 #include "outbound/outbound.h"
 #include "sandbox/sandbox.h"
 #include "secrets/secrets.h"
+#include "spend/spend.h"
 
 #include <getopt.h>
 #include <signal.h>
@@ -46,6 +47,7 @@ struct app {
         struct live *live;       /* the chat's way to the live data and app (kernel/live) */
         struct ask_drafts *drafts; /* point and ask's pictures: ctl takes them, the API sends them */
         struct mind *mind;       /* the model the Seed thinks with (kernel/mind) */
+        struct spend *spend;     /* what its calls cost, the monthly budget (kernel/spend) */
         struct orchestrator *orch;
         struct api *api;         /* the /_seed/api routes (kernel/api) and their event stream */
         struct backups *backups; /* the owner's backups of the live data (kernel/backups) */
@@ -349,15 +351,25 @@ static int app_start_organism(struct app *a) {
 static void app_model_usage(void *userdata, const char *purpose, const char *reference, const char *model,
                             const struct model_usage *u) {
         struct app *a = userdata;
+        if (a->spend)
+                (void)spend_record(a->spend, wall_ms(), purpose, reference, model, u); /* logs its failure */
+}
+
+/* The budget's notice goes to the chat once the API runs. */
+static int app_spend_notify(void *userdata, const char *text) {
+        struct app *a = userdata;
+        return api_kernel_message(__atomic_load_n(&a->api, __ATOMIC_ACQUIRE), text);
+}
+
+static int app_create_spend(struct app *a) {
         if (!a->kdb)
-                return;
-        struct db_usage row = {.at = wall_ms(), .purpose = purpose, .reference = reference, .model = model,
-                               .input_tokens = u->input_tokens, .output_tokens = u->output_tokens,
-                               .cache_read_tokens = u->cache_read_tokens, .cache_write_tokens = u->cache_write_tokens,
-                               .cost_usd = u->cost_usd};
-        _cleanup_free_ char *err = NULL;
-        if (db_usage_insert(a->kdb, &row, &err) < 0)
-                log_warn("cannot record model usage: %s", err ? err : "?");
+                return 0;
+        int r = spend_new(&(struct spend_config){.kdb = a->kdb, .prices = a->cfg->spend.prices,
+                                                 .notify = app_spend_notify, .userdata = a},
+                          &a->spend);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the spend accounting: %m");
+        return 0;
 }
 
 /* The mind: seed.yaml's model or the owner's kept choice, with the start
@@ -445,7 +457,8 @@ static int app_start_ctl(struct app *a) {
         r = api_new(&(struct api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
                                              .refused = a->doctor, .outbound = a->outbound, .live = a->live,
                                              .mind = a->mind, .cfg = a->cfg, .drafts = a->drafts,
-                                             .backups = a->backups},
+                                             .backups = a->backups,
+                                             .spend = a->spend},
                         &api);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the evolution API: %m");
@@ -505,6 +518,7 @@ static void app_stop(struct app *a) {
         outbound_free(a->outbound);
         egress_free(a->egress); /* after every sandbox that had a door */
         mind_free(a->mind);
+        spend_free(a->spend); /* after the mind: no call is recorded any more */
         db_close(a->kdb);
         pg_watch_stop(a->pg_watch);
         pg_stop(a->pg);
@@ -636,8 +650,8 @@ int app_run(const struct app_options *o) {
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||
             (r = app_load_key(&a, "session-key", &a.session_key)) < 0)
                 goto fail;
-        if ((r = app_start_database(&a)) < 0 || (r = app_create_mind(&a)) < 0 || (r = app_start_egress(&a)) < 0 ||
-            (r = app_start_outbound(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
+        if ((r = app_start_database(&a)) < 0 || (r = app_create_spend(&a)) < 0 || (r = app_create_mind(&a)) < 0 ||
+            (r = app_start_egress(&a)) < 0 || (r = app_start_outbound(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||
             (r = app_start_orchestrator(&a)) < 0 || (r = app_start_schedule(&a)) < 0 || (r = app_start_ctl(&a)) < 0 ||
             (r = app_write_state(&a)) < 0)
                 goto fail;

@@ -145,6 +145,13 @@ static int store_message(struct chat *c, const char *role, const char *text, con
         return 0;
 }
 
+int chat_kernel_message(struct chat *c, const char *text) {
+        if (!c || strempty(text) || strlen(text) > CHAT_TEXT_MAX)
+                return -EINVAL;
+        _cleanup_free_ char *id = NULL;
+        return store_message(c, "kernel", text, NULL, &id);
+}
+
 /* ---- the chat's own tools ---- */
 
 static int queue_evolution(struct chat_run *run, const char *intent, char **ret_output) {
@@ -445,8 +452,13 @@ static char *system_prompt(struct chat *c, int root) {
         return buf_steal(&b);
 }
 
+/* How the agent reads a kernel message: in the user's turn, but marked as
+ * the kernel's record, never as the owner's words. */
+#define KERNEL_RECORD_OPEN "[A record from the Seed's kernel, not written by the owner:]\n"
+#define KERNEL_RECORD_CLOSE "\n[End of the kernel's record.]"
+
 /* The last stored messages as user/assistant turns: leading Seed messages
- * dropped, consecutive ones of a role joined. */
+ * dropped, consecutive ones of a role joined, kernel records framed. */
 static int load_history(struct chat *c, struct agent_state *st) {
         _cleanup_free_ char *rows = NULL;
         int r = chat_messages_json(c->kdb, CHAT_HISTORY, &rows);
@@ -473,7 +485,9 @@ static int load_history(struct chat *c, struct agent_state *st) {
                                 break;
                         }
                 }
-                if ((turn.len && buf_puts(&turn, "\n\n") < 0) || buf_puts(&turn, text) < 0) {
+                bool kernel = who && streq(who, "kernel");
+                if ((turn.len && buf_puts(&turn, "\n\n") < 0) || (kernel && buf_puts(&turn, KERNEL_RECORD_OPEN) < 0) ||
+                    buf_puts(&turn, text) < 0 || (kernel && buf_puts(&turn, KERNEL_RECORD_CLOSE) < 0)) {
                         r = -ENOMEM;
                         break;
                 }

@@ -15,6 +15,9 @@
  * decision (POST /_seed/api/approvals/{id}) for at most
  * CHAT_APPROVAL_WAIT_MS; then the approval expires and the call is denied.
  *
+ * Roles: "owner" (the owner's words), "seed" (the chat agent's replies) and
+ * "kernel" (records the kernel posts, chat_kernel_message()).
+ *
  * kernel/api (api.c) serves it as
  *   GET  /_seed/api/messages[?limit=N]  the last N (1..200, default 50), oldest first
  *   POST /_seed/api/messages            {"text"} (≤ 16 KiB) → {"reply", "evolutions", "id",
@@ -71,6 +74,13 @@ void chat_approval_decided(struct chat *c);
 void chat_free(struct chat *c);
 /* Whether a model is there to answer (mind_ready()). */
 bool chat_available(const struct chat *c);
+
+/* Stores text (1..CHAT_TEXT_MAX bytes) as a message of role "kernel" — a
+ * record from the kernel itself (e.g. the spend budget's notice), neither
+ * the owner's words nor the Seed's — and publishes it. The chat agent sees
+ * it framed as such a record. Thread-safe (it does not wait for a running
+ * chat). */
+int chat_kernel_message(struct chat *c, const char *text);
 
 /* The last limit messages (1..CHAT_LIST_MAX), oldest first, as a JSON array. */
 int chat_messages_json(struct db *db, int limit, char **ret_json);

@@ -17,6 +17,7 @@
 #include "base/text.h"
 #include "egress/egress.h"
 #include "model/providers.h"
+#include "spend/prices.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>
@@ -501,6 +502,17 @@ static int check_registry(struct ctx *x, const char *path, yaml_node_t *n, char 
         return 0;
 }
 
+/* spend.prices: "PREFIX INPUT OUTPUT" (kernel/spend's parser). */
+static int check_price(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
+        struct spend_price p;
+        const char *why = NULL;
+        if (spend_price_parse(v, &p, &why) < 0) {
+                char e[ESC_MAX];
+                return fail(x, n, "%s: '%s': %s", path, esc(e, v, strlen(v)), why ? why : "malformed");
+        }
+        return 0;
+}
+
 static int check_evolvable(struct ctx *x, const char *path, yaml_node_t *n, char *v) {
         int r = check_relpath(x, path, n, v);
         if (r < 0)
@@ -531,6 +543,7 @@ static int finish_server(struct ctx *x, yaml_node_t *section);
 #define SECTION(k, fields, fin) {.key = k, .kind = K_SECTION, .sub = fields, .finish = fin}
 
 static const char *const no_hosts[] = {NULL};
+static const char *const no_prices[] = {NULL};
 static const char *const default_evolvable[] = {"organism/", "knowledge/", "skills/", NULL};
 
 static const struct field server_fields[] = {
@@ -601,6 +614,11 @@ static const struct field egress_fields[] = {
         {0},
 };
 
+static const struct field spend_fields[] = {
+        LIST("prices", spend.prices, no_prices, check_price),
+        {0},
+};
+
 static const struct field root_fields[] = {
         STR("name", name, "seed", check_name),
         SECTION("server", server_fields, finish_server),
@@ -612,6 +630,7 @@ static const struct field root_fields[] = {
         SECTION("permissions", permissions_fields, NULL),
         SECTION("kernel", kernel_fields, NULL),
         SECTION("egress", egress_fields, NULL),
+        SECTION("spend", spend_fields, NULL),
         {0},
 };
 

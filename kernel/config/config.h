@@ -80,6 +80,13 @@ struct cfg {
                  * trailing dot. Default: none. */
                 char **registries;
         } egress;
+        struct {
+                /* Prices for models whose provider reports no cost, each
+                 * "PREFIX INPUT OUTPUT" (USD per million tokens; checked by
+                 * spend_price_parse, kernel/spend/prices.h); they override
+                 * the built-in table. Default: none. */
+                char **prices;
+        } spend;
 };
 
 /* A config holding every default. Caller frees with cfg_free(). */

@@ -10,6 +10,7 @@
 #include <inttypes.h>
 #include <libpq-fe.h>
 #include <limits.h>
+#include <math.h>
 #include <pthread.h>
 #include <time.h>
 
@@ -771,36 +772,45 @@ int db_session_list(struct db *db, int64_t now, struct db_session **ret, size_t 
 
 /* ---- kernel memory: model usage (model_usage) ---- */
 
-/* The sums a usage row reports (coalesced: a reference without calls has 0s). */
-#define USAGE_SUMS                                                                                             \
+/* The token sums a usage row reports (coalesced: a reference without calls has 0s). */
+#define USAGE_TOKEN_SUMS                                                                                       \
         "coalesce(sum(input_tokens), 0)::bigint AS input_tokens, "                                          \
         "coalesce(sum(cache_read_tokens), 0)::bigint AS cached_input_tokens, "                              \
         "coalesce(sum(greatest(input_tokens - cache_read_tokens, 0)), 0)::bigint AS uncached_input_tokens, " \
         "coalesce(sum(cache_write_tokens), 0)::bigint AS cache_write_tokens, "                              \
-        "coalesce(sum(output_tokens), 0)::bigint AS output_tokens, "                                        \
-        "coalesce(sum(cost_usd), 0)::double precision AS cost_usd"
+        "coalesce(sum(output_tokens), 0)::bigint AS output_tokens"
+/* ... and the known costs' sum (0 when none is known) with the calls of unknown cost. */
+#define USAGE_SUMS                                                      \
+        USAGE_TOKEN_SUMS ", coalesce(sum(cost_usd), 0)::double precision AS cost_usd, " \
+        "count(*) FILTER (WHERE cost_usd IS NULL)::bigint AS unknown_cost_calls"
 
 int db_usage_insert(struct db *db, const struct db_usage *u, char **ret_error) {
         if (!db || !u)
                 return -EINVAL;
         if (u->cache_read_tokens < 0 || u->cache_write_tokens < 0)
                 return -EINVAL;
+        if (u->cost_source && ((!streq(u->cost_source, "provider") && !streq(u->cost_source, "prices")) ||
+                               !isfinite(u->cost_usd) || u->cost_usd < 0))
+                return -EINVAL;
         char at[24], in[24], out[24], cread[24], cwrite[24], cost[64];
         snprintf(cost, sizeof cost, "%.10g", u->cost_usd);
         const char *p[] = {I64(at, u->at), u->purpose ? u->purpose : "unknown", u->reference, u->model ? u->model : "",
-                           I64(in, u->input_tokens), I64(out, u->output_tokens), cost,
-                           I64(cread, u->cache_read_tokens), I64(cwrite, u->cache_write_tokens)};
+                           I64(in, u->input_tokens), I64(out, u->output_tokens), u->cost_source ? cost : NULL,
+                           u->cost_source, I64(cread, u->cache_read_tokens), I64(cwrite, u->cache_write_tokens)};
         int r = db_execp(db,
                          "INSERT INTO model_usage (at, purpose, reference, model, input_tokens, output_tokens, cost_usd, "
-                         "cache_read_tokens, cache_write_tokens) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-                         9, p, ret_error);
+                         "cost_source, cache_read_tokens, cache_write_tokens) "
+                         "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                         10, p, ret_error);
         return r < 0 ? r : 0;
 }
 
 int db_usage_summary_json(struct db *db, size_t max_bytes, char **ret_json) {
         return db_query_json_max(db,
                                  "SELECT purpose, model, count(*)::bigint AS calls, "
-                                 USAGE_SUMS ", max(at) AS last_at "
+                                 USAGE_TOKEN_SUMS ", sum(cost_usd)::double precision AS cost_usd, "
+                                 "count(*) FILTER (WHERE cost_usd IS NULL)::bigint AS unknown_cost_calls, "
+                                 "max(at) AS last_at "
                                  "FROM model_usage GROUP BY purpose, model ORDER BY purpose, model LIMIT 500",
                                  0, NULL, max_bytes, ret_json);
 }
@@ -823,6 +833,51 @@ int db_usage_reference_json(struct db *db, const char *reference, char **ret_jso
                 return -ENOMEM;
         *ret_json = obj;
         return 0;
+}
+
+int db_usage_cost_between(struct db *db, int64_t from, int64_t to, double *ret_cost) {
+        char a[24], b[24];
+        const char *p[] = {I64(a, from), I64(b, to)};
+        _cleanup_free_ char *v = NULL;
+        int r = db_query_value(db,
+                               "SELECT coalesce(sum(cost_usd), 0)::double precision FROM model_usage "
+                               "WHERE at >= $1::bigint AND at < $2::bigint",
+                               2, p, &v);
+        if (r < 0)
+                return r;
+        char *end = NULL;
+        double c = strtod(v, &end);
+        if (end == v || *end || !isfinite(c))
+                return -EBADMSG;
+        *ret_cost = c;
+        return 0;
+}
+
+int db_usage_by_purpose_json(struct db *db, int64_t from, int64_t to, size_t max_bytes, char **ret_json) {
+        char a[24], b[24];
+        const char *p[] = {I64(a, from), I64(b, to)};
+        return db_query_json_max(db,
+                                 "SELECT purpose, count(*)::bigint AS calls, "
+                                 "sum(input_tokens)::bigint AS input_tokens, "
+                                 "sum(output_tokens)::bigint AS output_tokens, "
+                                 "coalesce(sum(cost_usd), 0)::double precision AS cost_usd, "
+                                 "count(*) FILTER (WHERE cost_usd IS NULL)::bigint AS unknown_cost_calls "
+                                 "FROM model_usage WHERE at >= $1::bigint AND at < $2::bigint "
+                                 "GROUP BY purpose ORDER BY purpose LIMIT 100",
+                                 2, p, max_bytes, ret_json);
+}
+
+int db_usage_by_day_json(struct db *db, int64_t from, int64_t to, size_t max_bytes, char **ret_json) {
+        char a[24], b[24];
+        const char *p[] = {I64(a, from), I64(b, to)};
+        return db_query_json_max(db,
+                                 "SELECT to_char(to_timestamp(at / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD') AS day, "
+                                 "count(*)::bigint AS calls, "
+                                 "coalesce(sum(cost_usd), 0)::double precision AS cost_usd, "
+                                 "count(*) FILTER (WHERE cost_usd IS NULL)::bigint AS unknown_cost_calls "
+                                 "FROM model_usage WHERE at >= $1::bigint AND at < $2::bigint "
+                                 "GROUP BY day ORDER BY day LIMIT 62",
+                                 2, p, max_bytes, ret_json);
 }
 
 /* ---- kernel memory: settings ---- */

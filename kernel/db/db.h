@@ -155,22 +155,37 @@ struct db_usage {
         const char *model;          /* NULL = ""; borrowed */
         int64_t input_tokens, output_tokens;
         int64_t cache_read_tokens, cache_write_tokens; /* of input_tokens (>= 0; see struct model_usage) */
-        double cost_usd;
+        /* "provider" (its reported cost) or "prices" (the price table);
+         * NULL: the cost is unknown, stored as SQL NULL (cost_usd ignored). */
+        const char *cost_source;
+        double cost_usd;            /* >= 0 and finite when cost_source is set */
 };
 /* Records one call. Does not log: on a server error returns -EIO and sets
- * *ret_error (may be NULL) to its message; caller frees. */
+ * *ret_error (may be NULL) to its message; caller frees. -EINVAL for an
+ * unknown cost_source or a negative or non-finite cost. */
 int db_usage_insert(struct db *db, const struct db_usage *u, char **ret_error);
 /* Usage by purpose and model (at most 500 rows: purpose, model, calls,
  * input_tokens, cached_input_tokens (read from the cache),
- * uncached_input_tokens, cache_write_tokens, output_tokens, cost_usd,
- * last_at) as a JSON array; -E2BIG past max_bytes (see db_query_json_max).
- * Caller frees. */
+ * uncached_input_tokens, cache_write_tokens, output_tokens, cost_usd (null
+ * when no call's cost is known), unknown_cost_calls, last_at) as a JSON
+ * array; -E2BIG past max_bytes (see db_query_json_max). Caller frees. */
 int db_usage_summary_json(struct db *db, size_t max_bytes, char **ret_json);
 /* The usage of the calls made for reference (e.g. an evolution's id) as one
  * JSON object: calls, input_tokens, cached_input_tokens,
- * uncached_input_tokens, cache_write_tokens, output_tokens, cost_usd (all 0
- * when there were none). Caller frees. */
+ * uncached_input_tokens, cache_write_tokens, output_tokens, cost_usd (the
+ * known costs' sum; 0 when none), unknown_cost_calls (all 0 when there were
+ * none). Caller frees. */
 int db_usage_reference_json(struct db *db, const char *reference, char **ret_json);
+/* The sum of the known costs of the calls made in [from, to) (ms); 0 when
+ * none. Server errors are logged and return -EIO. */
+int db_usage_cost_between(struct db *db, int64_t from, int64_t to, double *ret_cost);
+/* The calls made in [from, to) (ms) grouped by purpose (rows: purpose,
+ * calls, input_tokens, output_tokens, cost_usd = the known costs' sum,
+ * unknown_cost_calls; at most 100 purposes) or by UTC day (rows: day
+ * "YYYY-MM-DD", calls, cost_usd, unknown_cost_calls; at most 62 days), as
+ * JSON arrays; -E2BIG past max_bytes. Caller frees. */
+int db_usage_by_purpose_json(struct db *db, int64_t from, int64_t to, size_t max_bytes, char **ret_json);
+int db_usage_by_day_json(struct db *db, int64_t from, int64_t to, size_t max_bytes, char **ret_json);
 
 /* ---- kernel memory: settings the owner changes in the control plane ---- */
 /* The only writer and reader of table kernel_settings. Never a secret. Keys

@@ -86,7 +86,8 @@ enum model_stop {
 struct model_usage {
         int64_t input_tokens, output_tokens;
         int64_t cache_read_tokens, cache_write_tokens;
-        double cost_usd;       /* as the provider reports it; 0 when it does not */
+        double cost_usd;       /* as the provider reports it (usage.cost, OpenRouter) */
+        bool cost_reported;    /* whether it did: otherwise cost_usd is 0 and means nothing */
 };
 
 struct model_response {

@@ -3,6 +3,8 @@
 #include "model/wire-json.h"
 #include "base/crypto.h"
 
+#include <math.h>
+
 static int openai_tool_calls(const struct model_message *m, json_t *msg) {
         json_t *calls = json_array();
         int r = wire_set(msg, "tool_calls", calls);
@@ -290,7 +292,9 @@ int openai_parse(const json_t *root, struct model_response *res, char **ret_erro
         res->usage.cache_write_tokens = written < in - res->usage.cache_read_tokens ? written
                                                                                      : in - res->usage.cache_read_tokens;
         const json_t *cost = json_object_get(usage, "cost");
-        if (json_is_number(cost) && json_number_value(cost) >= 0)
+        if (json_is_number(cost) && json_number_value(cost) >= 0 && isfinite(json_number_value(cost))) {
                 res->usage.cost_usd = json_number_value(cost);
+                res->usage.cost_reported = true;
+        }
         return 0;
 }

@@ -355,6 +355,7 @@ static void test_usage_hook(void **state) {
         assert_int_equal(seen.usage.input_tokens, 1234);
         assert_int_equal(seen.usage.output_tokens, 56);
         assert_true(seen.usage.cost_usd > 0.249 && seen.usage.cost_usd < 0.251);
+        assert_true(seen.usage.cost_reported);
         assert_int_equal(res.usage.input_tokens, 1234);
         model_response_done(&res);
         /* a failed call is not accounted */

@@ -742,30 +742,44 @@ static void test_model_usage(void **state) {
         _cleanup_free_ char *err = NULL, *json = NULL;
         assert_int_equal(db_exec(db, "DELETE FROM model_usage", NULL), 0);
         struct db_usage u = {.at = 1000, .purpose = "evolution", .reference = "e1", .model = "m-1",
-                             .input_tokens = 10, .output_tokens = 3, .cost_usd = 0.25, .cache_write_tokens = 8};
+                             .input_tokens = 10, .output_tokens = 3, .cost_source = "provider", .cost_usd = 0.25,
+                             .cache_write_tokens = 8};
         assert_int_equal(db_usage_insert(db, &u, &err), 0);
-        u.at = 2000, u.input_tokens = 5, u.output_tokens = 1, u.cost_usd = 0.5, u.cache_read_tokens = 4,
-        u.cache_write_tokens = 0;
+        u.at = 2000, u.input_tokens = 5, u.output_tokens = 1, u.cost_source = "prices", u.cost_usd = 0.5,
+        u.cache_read_tokens = 4, u.cache_write_tokens = 0;
         assert_int_equal(db_usage_insert(db, &u, &err), 0);
-        u = (struct db_usage){.at = 1500, .input_tokens = 1}; /* no purpose, reference or model */
+        u.at = 2500, u.cost_source = NULL, u.cost_usd = 9; /* unknown: stored as NULL, not 9 and not 0 */
         assert_int_equal(db_usage_insert(db, &u, &err), 0);
         u.cache_read_tokens = -1; /* refused before it reaches the table */
         assert_int_equal(db_usage_insert(db, &u, &err), -EINVAL);
+        u = (struct db_usage){.at = 1500, .input_tokens = 1}; /* no purpose, reference, model or cost */
+        assert_int_equal(db_usage_insert(db, &u, &err), 0);
+        u.cost_source = "guess";
+        assert_int_equal(db_usage_insert(db, &u, &err), -EINVAL);
+        u.cost_source = "prices", u.cost_usd = -1;
+        assert_int_equal(db_usage_insert(db, &u, &err), -EINVAL);
         assert_int_equal(db_usage_summary_json(db, 65536, &json), 0);
-        assert_non_null(strstr(json, "\"purpose\":\"evolution\",\"model\":\"m-1\",\"calls\":2,\"input_tokens\":15,"
-                                     "\"cached_input_tokens\":4,\"uncached_input_tokens\":11,\"cache_write_tokens\":8,"
-                                     "\"output_tokens\":4,\"cost_usd\":0.75,\"last_at\":2000"));
-        assert_non_null(strstr(json, "\"purpose\":\"unknown\",\"model\":\"\",\"calls\":1"));
+        assert_non_null(strstr(json, "\"purpose\":\"evolution\",\"model\":\"m-1\",\"calls\":3,\"input_tokens\":20,"
+                                     "\"cached_input_tokens\":8,\"uncached_input_tokens\":12,\"cache_write_tokens\":8,"
+                                     "\"output_tokens\":5,\"cost_usd\":0.75,\"unknown_cost_calls\":1,\"last_at\":2500"));
+        assert_non_null(strstr(json, "\"purpose\":\"unknown\",\"model\":\"\",\"calls\":1,\"input_tokens\":1,"
+                                     "\"cached_input_tokens\":0,\"uncached_input_tokens\":1,\"cache_write_tokens\":0,"
+                                     "\"output_tokens\":0,\"cost_usd\":null,\"unknown_cost_calls\":1"));
         free(TAKE_PTR(json));
         /* per reference (an evolution): one object, 0s when it made no calls */
         assert_int_equal(db_usage_reference_json(db, "e1", &json), 0);
-        assert_string_equal(json, "{\"calls\":2,\"input_tokens\":15,\"cached_input_tokens\":4,\"uncached_input_tokens\":11,"
-                                  "\"cache_write_tokens\":8,\"output_tokens\":4,\"cost_usd\":0.75}");
+        assert_string_equal(json, "{\"calls\":3,\"input_tokens\":20,\"cached_input_tokens\":8,\"uncached_input_tokens\":12,"
+                                  "\"cache_write_tokens\":8,\"output_tokens\":5,\"cost_usd\":0.75,\"unknown_cost_calls\":1}");
         free(TAKE_PTR(json));
         assert_int_equal(db_usage_reference_json(db, "e-none", &json), 0);
         assert_string_equal(json, "{\"calls\":0,\"input_tokens\":0,\"cached_input_tokens\":0,\"uncached_input_tokens\":0,"
-                                  "\"cache_write_tokens\":0,\"output_tokens\":0,\"cost_usd\":0}");
+                                  "\"cache_write_tokens\":0,\"output_tokens\":0,\"cost_usd\":0,\"unknown_cost_calls\":0}");
         free(TAKE_PTR(json));
+        double c = -1;
+        assert_int_equal(db_usage_cost_between(db, 0, 2001, &c), 0);
+        assert_true(c > 0.749 && c < 0.751);
+        assert_int_equal(db_usage_cost_between(db, 1001, 2000, &c), 0);
+        assert_true(c == 0);
         assert_int_equal(db_usage_summary_json(db, 16, &json), -E2BIG);
         assert_int_equal(db_exec(db, "DELETE FROM model_usage", NULL), 0);
 }

@@ -378,6 +378,28 @@ static void test_egress_registries(void **state) {
         expect_error("egress:\n  hosts: []\n", "seed.yaml:2:3: unknown key 'hosts' in egress");
 }
 
+static void test_spend_prices(void **state) {
+        static const char *const want[] = {"qwen2.5 0 0", "claude-sonnet-4 3.5 15.25"};
+        struct cfg *c = parse_ok("spend:\n  prices:\n    - qwen2.5 0 0\n    - claude-sonnet-4 3.5 15.25\n");
+        assert_strv(c->spend.prices, want, 2);
+        cfg_free(c);
+        c = parse_ok("name: a\n");
+        assert_strv(c->spend.prices, NULL, 0);
+        cfg_free(c);
+        expect_error_prefix("spend:\n  prices: ['gpt-4o 2.5']\n",
+                            "seed.yaml:2:12: spend.prices[0]: 'gpt-4o 2.5': expected \"PREFIX INPUT OUTPUT\"");
+        expect_error("spend:\n  prices: ['gpt-4o -1 2']\n",
+                     "seed.yaml:2:12: spend.prices[0]: 'gpt-4o -1 2': a price must be a plain decimal number of USD "
+                     "per million tokens (e.g. 3 or 0.25)");
+        expect_error("spend:\n  prices: ['gpt-4o 1 20000']\n",
+                     "seed.yaml:2:12: spend.prices[0]: 'gpt-4o 1 20000': a price must be from 0 to 10000 USD per "
+                     "million tokens");
+        expect_error("spend:\n  prices: ['gpt-4o 1e3 2']\n",
+                     "seed.yaml:2:12: spend.prices[0]: 'gpt-4o 1e3 2': a price must be a plain decimal number of USD "
+                     "per million tokens (e.g. 3 or 0.25)");
+        expect_error("spend:\n  budget: 10\n", "seed.yaml:2:3: unknown key 'budget' in spend");
+}
+
 static void test_error_duplicates(void **state) {
         expect_error("name: a\nname: b\n", "seed.yaml:2:1: duplicate key 'name' (first at line 1)");
         expect_error("server:\n  addr: 127.0.0.1:1\n  addr: 127.0.0.1:2\n",
@@ -838,6 +860,7 @@ int main(void) {
                 cmocka_unit_test(test_repo_seed_yaml_is_defaults),
                 cmocka_unit_test(test_load),
                 cmocka_unit_test(test_egress_registries),
+                cmocka_unit_test(test_spend_prices),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -262,6 +262,7 @@ static void test_openai_parse(void **state) {
         assert_int_equal(res.usage.input_tokens, 12);
         assert_int_equal(res.usage.output_tokens, 3);
         assert_true(res.usage.cost_usd > 0.0041 && res.usage.cost_usd < 0.0043);
+        assert_true(res.usage.cost_reported);
         model_response_done(&res);
 
         assert_int_equal(parse(MODEL_FORMAT_OPENAI,
@@ -281,6 +282,7 @@ static void test_openai_parse(void **state) {
         assert_int_equal(res.stop, MODEL_STOP_TOOL_CALLS);
         assert_int_equal(res.usage.input_tokens, 0);
         assert_true(res.usage.cost_usd == 0);
+        assert_false(res.usage.cost_reported); /* no usage.cost: unknown, not free */
         model_response_done(&res);
 
         /* Content as parts (some compatible servers). */
