@@ -475,8 +475,9 @@ static int write_all(int fd, const void *data, size_t len) {
         return 0;
 }
 
-/* Writes data to a fresh temp file in dirfd and renames it over name. On
- * failure the temp file is gone. */
+/* Writes data to a fresh temp file in dirfd and renames it over name, without
+ * an fsync (see fsx.h: a worktree a crash discards). On failure the temp file
+ * is gone. */
 static int replace_at(int dirfd, const char *name, const void *data, size_t len, mode_t mode) {
         unsigned char rnd[8];
         char hex[2 * sizeof rnd + 1], tmp[32];
@@ -491,8 +492,6 @@ static int replace_at(int dirfd, const char *name, const void *data, size_t len,
                 return -errno;
         r = write_all(fd, data, len);
         if (r >= 0 && fchmod(fd, mode & 0777) < 0)
-                r = -errno;
-        if (r >= 0 && fsync(fd) < 0)
                 r = -errno;
         if (close(fd) < 0 && r >= 0 && errno != EINTR)
                 r = -errno;

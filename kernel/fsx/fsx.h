@@ -132,12 +132,17 @@ int fsx_open(int root, const char *rel, int flags, mode_t mode, int *ret_fd, cha
 int fsx_read(int root, const char *rel, size_t max, char **ret_data, size_t *ret_len,
              char **ret_error);
 
-/* Replaces rel atomically with data: a temp file in the same directory
- * (opened beneath root; missing parents are created with mkdirat on fds,
- * 0755), fsync, renameat. An existing symlink at rel is refused (-ELOOP), an
- * existing directory gives -EISDIR; on any failure the temp file is removed
- * (only a crash between the two steps can leave a ".fsx-<hex>.tmp" behind).
- * mode & 0777 is applied (not masked by umask), or FSX_MODE_KEEP. */
+/* Replaces rel atomically with data (a reader sees the old content or the
+ * new, whole): a temp file in the same directory (opened beneath root;
+ * missing parents are created with mkdirat on fds, 0755), renameat. Not
+ * flushed to disk (no fsync): its callers (the file tools) write an
+ * evolution's worktree, which a crash of the kernel or the machine discards
+ * whole (boot recovery fails the evolution and removes its worktree); what
+ * lasts is the commit made from it. An existing symlink at rel is refused
+ * (-ELOOP), an existing directory gives -EISDIR; on any failure the temp file
+ * is removed (only a crash between the two steps can leave a
+ * ".fsx-<hex>.tmp" behind). mode & 0777 is applied (not masked by umask), or
+ * FSX_MODE_KEEP. */
 int fsx_write(int root, const char *rel, const void *data, size_t len, mode_t mode,
               char **ret_error);
 
