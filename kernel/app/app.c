@@ -60,6 +60,7 @@ struct app {
         char *live_url;
         char *doctor;            /* why sandboxes cannot run here, or NULL */
         int64_t started_ms;
+        pid_t pid;               /* ours, for the status (no syscall per request) */
         int generation;
         struct repo_refs_cache refs; /* what the status needs of the repository */
 };
@@ -157,7 +158,7 @@ static int app_status_json(void *userdata, char **ret_json) {
                               "url", "",
                               "organism", "state",
                               a->organism ? organism_state_name(organism_state(a->organism)) : a->doctor ? "down" : "stopped",
-                              "kernel", "pid", (int)getpid(), "uptime_seconds",
+                              "kernel", "pid", (int)a->pid, "uptime_seconds",
                               (json_int_t)((now_ms() - a->started_ms) / 1000), "version", "0.1.0");
         if (!o)
                 return -ENOMEM;
@@ -600,7 +601,7 @@ static int app_take_secrets(struct app *a) {
 }
 
 int app_run(const struct app_options *o) {
-        struct app a = {.opts = o, .started_ms = now_ms(), .listen = CTL_LISTEN_INIT};
+        struct app a = {.opts = o, .started_ms = now_ms(), .pid = getpid(), .listen = CTL_LISTEN_INIT};
         _cleanup_free_ char *cfg_path = NULL, *err = NULL, *log_path = NULL;
         int r;
 

@@ -1,9 +1,29 @@
 #include "base/crypto.h"
 
+#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <pthread.h>
 #include <sys/random.h>
+
+/* SHA-256 and HMAC fetched from the provider once: EVP_sha256() and HMAC()
+ * fetch them again on every call, which cost more than hashing a token
+ * (a control-plane request hashes a few). Never freed: they live as long as
+ * the process. NULL if the fetch failed: the per-call functions then. */
+static pthread_once_t fetch_once = PTHREAD_ONCE_INIT;
+static EVP_MD *sha256_md;
+static EVP_MAC *hmac_mac;
+
+static void fetch_algorithms(void) {
+        sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+        hmac_mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
+}
+
+static const EVP_MD *sha256(void) {
+        pthread_once(&fetch_once, fetch_algorithms);
+        return sha256_md ? sha256_md : EVP_sha256();
+}
 
 int crypto_random(void *buf, size_t n) {
         uint8_t *p = buf;
@@ -49,16 +69,37 @@ int crypto_random_hex(size_t nbytes, char **ret) {
 void crypto_sha256_hex(const void *data, size_t len, char out[SHA256_HEX_LEN + 1]) {
         unsigned char md[32];
         unsigned int mdlen = 0;
-        EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+        EVP_Digest(data, len, md, &mdlen, sha256(), NULL);
         crypto_hex(md, 32, out);
+}
+
+/* HMAC-SHA-256 with the MAC fetched once; false if that cannot be had. */
+static bool hmac_fetched(const void *key, size_t keylen, const void *msg, size_t len, unsigned char md[32]) {
+        pthread_once(&fetch_once, fetch_algorithms);
+        if (!hmac_mac)
+                return false;
+        EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(hmac_mac);
+        OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+                               OSSL_PARAM_construct_end()};
+        size_t mdlen = 0;
+        bool ok = ctx && EVP_MAC_init(ctx, key, keylen, params) && EVP_MAC_update(ctx, msg, len) &&
+                  EVP_MAC_final(ctx, md, &mdlen, 32) && mdlen == 32;
+        EVP_MAC_CTX_free(ctx);
+        return ok;
 }
 
 void crypto_hmac_sha256_hex(const void *key, size_t keylen, const void *msg, size_t len,
                             char out[SHA256_HEX_LEN + 1]) {
         unsigned char md[32];
         unsigned int mdlen = 0;
-        HMAC(EVP_sha256(), key, (int)keylen, msg, len, md, &mdlen);
+        if (!hmac_fetched(key, keylen, msg, len, md))
+                HMAC(EVP_sha256(), key, (int)keylen, msg, len, md, &mdlen);
         crypto_hex(md, 32, out);
+        secure_zero(md, sizeof md);
+}
+
+bool crypto_memeq_ct(const void *a, const void *b, size_t n) {
+        return CRYPTO_memcmp(a, b, n) == 0;
 }
 
 bool crypto_streq_ct(const char *a, const char *b) {

@@ -20,3 +20,6 @@ void crypto_hmac_sha256_hex(const void *key, size_t keylen, const void *msg, siz
 bool crypto_streq_ct(const char *a, const char *b);
 /* Standard base64 (RFC 4648, padded) of data; at most 64 MiB in. Caller frees. */
 int crypto_base64(const void *data, size_t len, char **ret);
+/* Constant-time comparison of n bytes (n itself is not hidden: for values
+ * of a known length, e.g. two SHA-256 hex digests). */
+bool crypto_memeq_ct(const void *a, const void *b, size_t n);

@@ -21,10 +21,13 @@ static bool fresh(const struct ctl_session_cache_entry *e, int64_t now) {
 int ctl_session_cache_get(struct ctl_session_cache *c, const char *hash, int64_t now,
                           char ret_id[CTL_SESSION_ID_MAX + 1]) {
         int r = -ENOENT;
+        if (!hash || strlen(hash) != SHA256_HEX_LEN)
+                return r;
         pthread_mutex_lock(&c->lock);
         for (size_t i = 0; i < CTL_SESSION_CACHE_SIZE; i++) {
                 struct ctl_session_cache_entry *e = &c->e[i];
-                if (!e->used || !crypto_streq_ct(e->hash, hash))
+                /* Both digests of SHA256_HEX_LEN: compared as they are. */
+                if (!e->used || !crypto_memeq_ct(e->hash, hash, SHA256_HEX_LEN))
                         continue;
                 if (fresh(e, now)) {
                         memcpy(ret_id, e->id, sizeof e->id);

@@ -219,6 +219,15 @@ static void test_crypto_hex_and_hashes(void **state) {
         const char *msg = "what do ya want for nothing?";
         crypto_hmac_sha256_hex("Jefe", 4, msg, strlen(msg), out);
         assert_string_equal(out, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        /* RFC 4231, test case 6: a key longer than the block, hashed first. */
+        unsigned char key[131];
+        memset(key, 0xaa, sizeof key);
+        msg = "Test Using Larger Than Block-Size Key - Hash Key First";
+        crypto_hmac_sha256_hex(key, sizeof key, msg, strlen(msg), out);
+        assert_string_equal(out, "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+        /* The same again (the MAC is fetched once, each call has its own state). */
+        crypto_hmac_sha256_hex("Jefe", 4, "what do ya want for nothing?", 28, out);
+        assert_string_equal(out, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
 static bool all_lower_hex(const char *s) {
@@ -259,6 +268,10 @@ static void test_crypto_streq_ct(void **state) {
         assert_false(crypto_streq_ct("abcd", "abc"));
         assert_false(crypto_streq_ct("", "a"));
         assert_false(crypto_streq_ct("a", ""));
+        assert_true(crypto_memeq_ct("abcd", "abcd", 4));
+        assert_false(crypto_memeq_ct("abcd", "abce", 4));
+        assert_true(crypto_memeq_ct("abcd", "abce", 3));
+        assert_true(crypto_memeq_ct("", "x", 0));
 }
 
 /* ---- fileio ------------------------------------------------------------- */
