@@ -870,7 +870,13 @@
         $('preview-feedback').hidden = false;
         $('preview-feedback-text').focus();
       } else {
-        $('preview-' + ask.action).focus();
+        // Never focus an acting button from a fragment: the candidate can forge
+        // this link and time it to catch a key the owner is pressing. The
+        // button is shown, the note gets the focus, the owner clicks.
+        $('preview-' + ask.action).classList.add('asked');
+        note.tabIndex = -1;
+        note.focus();
+        $('preview-' + ask.action).scrollIntoView({ block: 'center' });
       }
     }
   }

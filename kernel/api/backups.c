@@ -143,6 +143,7 @@ int api_backups_h_download(struct backups *b, const struct ctl_api_call *call, i
         *ret_stream = (struct ctl_stream){
                 .content_type = "application/octet-stream",
                 .disposition = d->disposition,
+                .size = size > 0 ? (uint64_t)size : 0,
                 .read = download_read,
                 .close = download_close,
                 .ctx = d,

@@ -120,7 +120,7 @@ static int take_locked(struct backups *b, enum pg_backup_kind kind, char **ret_i
         int r = live_generation(b, &gen);
         if (r < 0)
                 return r;
-        if ((r = pg_backup_take_kind(b->pg, b->seed_dir, kind, gen, NULL, &path)) < 0)
+        if ((r = pg_backup_take_kind(b->pg, b->seed_dir, kind, gen, NULL, NULL, &path)) < 0)
                 return r;
         return id_of(path, ret_id);
 }
@@ -235,7 +235,7 @@ int backups_restore(struct backups *b, const char *id, char **ret_saved_id, char
         /* Today's data first: without it nothing is changed. */
         int gen = 0;
         if ((r = live_generation(b, &gen)) < 0 ||
-            (r = pg_backup_take_kind(b->pg, b->seed_dir, PG_BACKUP_BEFORE_RESTORE, gen, NULL, &saved)) < 0 ||
+            (r = pg_backup_take_kind(b->pg, b->seed_dir, PG_BACKUP_BEFORE_RESTORE, gen, NULL, id, &saved)) < 0 ||
             (r = id_of(saved, &saved_id)) < 0)
                 return errorf(r, ret_error, "today's data could not be saved first (%s): nothing was changed",
                               r == -ENOSPC ? "the disk is full" : strerror(-r));

@@ -11,6 +11,7 @@
 #include "base/log.h"
 #include "db/db.h"
 
+#include <ctype.h>
 #include <pthread.h>
 
 void ctl_badge_init(struct ctl *c) {
@@ -238,8 +239,17 @@ int ctl_badge_h_ticket(struct ctl_req *q, struct ctl_resp *resp) {
                 return r;
         if (ctl_app_origin(q, &origin) < 0)
                 return -ENOMEM;
+        /* to is a path: its '&', '=', '+' and '%' are percent-encoded in the query */
+        char to_q[CTL_BADGE_PATH_MAX * 3 + 1];
+        size_t w = 0;
+        for (const char *p = to; *p; p++)
+                if (isalnum((unsigned char)*p) || strchr("-._~/", *p))
+                        to_q[w++] = *p;
+                else
+                        w += (size_t)snprintf(to_q + w, sizeof to_q - w, "%%%02X", (unsigned char)*p);
+        to_q[w] = 0;
         r = ticket ? xasprintf(&json, "{\"url\":\"%s/_seed/badge/enter?t=%s&to=%s\",\"badge\":true}\n", origin, ticket,
-                               to)
+                               to_q)
                    : xasprintf(&json, "{\"url\":\"%s%s\",\"badge\":false}\n", origin, to);
         if (ticket)
                 secure_zero(ticket, strlen(ticket));

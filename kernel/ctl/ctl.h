@@ -36,6 +36,8 @@ struct ctl_api_call {
 struct ctl_stream {
         const char *content_type;      /* static string */
         const char *disposition;       /* a Content-Disposition header, or NULL (owned by ctx) */
+        uint64_t size;                 /* the body's length when known (Content-Length: a body cut
+                                        * short is then seen as such), else 0 (chunked) */
         ssize_t (*read)(void *ctx, char *buf, size_t max);
         void (*close)(void *ctx);
         void *ctx;

@@ -125,10 +125,23 @@ int ctl_proxy_request_head(const struct ctl_hdrs *in, const struct ctl_proxy_req
                 if (ctl_proxy_drop_request_header(h->name, h->value, connection, req->cli_token))
                         continue;
                 if (strcasecmp(h->name, "cookie") == 0) {
+                        /* The session, the preview and the badge's presence
+                         * cookie never reach the organism (the badge's has
+                         * Path=/_seed/, which is never proxied: stripped all
+                         * the same). */
                         _cleanup_free_ char *kept = NULL, *kept2 = NULL;
+                        char badge[96];
+                        int k = snprintf(badge, sizeof badge, "%s_badge", req->cookie_name);
+                        if (k < 0 || (size_t)k >= sizeof badge)
+                                return -EINVAL;
                         r = ctl_cookie_strip(h->value, req->cookie_name, &kept);
                         if (r >= 0 && kept && req->preview_cookie_name) {
                                 r = ctl_cookie_strip(kept, req->preview_cookie_name, &kept2);
+                                free(kept);
+                                kept = TAKE_PTR(kept2);
+                        }
+                        if (r >= 0 && kept) {
+                                r = ctl_cookie_strip(kept, badge, &kept2);
                                 free(kept);
                                 kept = TAKE_PTR(kept2);
                         }

@@ -239,7 +239,8 @@ static struct MHD_Response *stream_response(struct ctl_resp *resp) {
                 return NULL;
         *s = resp->stream;
         resp->stream = (struct ctl_stream){0};
-        struct MHD_Response *m = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, s,
+        struct MHD_Response *m = MHD_create_response_from_callback(s->size ? s->size : MHD_SIZE_UNKNOWN, 4096,
+                                                                   stream_read, s,
                                                                    stream_free);
         if (!m)
                 stream_free(s);

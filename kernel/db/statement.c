@@ -25,6 +25,8 @@ void db_statement_result_done(struct db_statement_result *r) {
         *r = (struct db_statement_result){0};
 }
 
+#define SERVER_MESSAGE_MAX 1000 /* bytes of the server's message, and of its detail */
+
 static char *server_message(PGconn *conn, const PGresult *res) {
         const char *m = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY) : NULL;
         const char *detail = res ? PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL) : NULL;
@@ -36,7 +38,11 @@ static char *server_message(PGconn *conn, const PGresult *res) {
         size_t n = strlen(m);
         while (n > 0 && (m[n - 1] == '\n' || m[n - 1] == ' '))
                 n--;
-        int r = detail ? xasprintf(&s, "%.*s (%s)", (int)n, m, detail) : xasprintf(&s, "%.*s", (int)n, m);
+        /* The server's words may quote the statement's values: bounded. */
+        if (n > SERVER_MESSAGE_MAX)
+                n = SERVER_MESSAGE_MAX;
+        int r = detail ? xasprintf(&s, "%.*s (%.*s)", (int)n, m, SERVER_MESSAGE_MAX, detail)
+                       : xasprintf(&s, "%.*s", (int)n, m);
         return r < 0 ? NULL : s;
 }
 
@@ -270,7 +276,7 @@ static int prepare_read(struct reading *rd, PGconn *conn, const char *sql, const
         *ret_name = STMT_ORIGINAL;
         int n = PQnfields(d);
         if (n == 0)
-                return 0; /* no rows to measure */
+                return 0; /* no rows to measure (and no notices: client_min_messages) */
         _cleanup_free_ char *guarded = NULL, *err = NULL;
         if (guard_sql(sql, d, n, rd->lim->max_bytes, &guarded) < 0)
                 return -ENOMEM;
@@ -290,10 +296,14 @@ static int prepare_read(struct reading *rd, PGconn *conn, const char *sql, const
         err = server_message(conn, g);
         if ((r = own(conn, "ROLLBACK TO SAVEPOINT seed_guard", &rd->error)) < 0)
                 return r;
-        if (starts_with_word(sql, "show") || starts_with_word(sql, "explain") || modifying_with)
+        /* SHOW reports one setting (what a read sets is rolled back); a
+         * modifying WITH is refused by the read-only transaction before any
+         * row. EXPLAIN is not let through: its plan quotes the constants it
+         * folded, e.g. a repeat() of any size, in one row. */
+        if (starts_with_word(sql, "show") || modifying_with)
                 return 0;
         if (xasprintf(&rd->error, "this statement cannot be read under the caps (%s): write it as one SELECT, WITH, "
-                                  "VALUES or TABLE",
+                                  "VALUES, TABLE or SHOW (EXPLAIN is not available)",
                       err ? err : "it cannot be a subquery") < 0)
                 rd->error = NULL;
         return -EIO;
@@ -319,7 +329,8 @@ int db_statement(struct db *db, const char *sql, const struct db_statement_limit
          * transaction the server gives one statement. */
         if ((lim->read_only
                      ? xasprintf(&setup, "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
-                                         "SET LOCAL statement_timeout = %d; SELECT 1",
+                                         "SET LOCAL statement_timeout = %d; "
+                                         "SET LOCAL client_min_messages = error; SELECT 1",
                                  lim->timeout_ms)
                      : xasprintf(&setup, "SET statement_timeout = %d", lim->timeout_ms)) < 0) {
                 r = -ENOMEM;

@@ -1543,6 +1543,17 @@ static char *scratch_owner(const char *db) {
 
 /* Whether evolution id may lose what it left: it ended, or the kernel has
  * no such evolution. Not when its state cannot be read. */
+/* Whether hex is what the kernel makes an evolution id of (evo_ and 16
+ * lowercase hex digits, kernel/evolution/store.c): boot cleanup never takes
+ * a branch or a database of another name (an owner's seed/evo_try, say). */
+static bool kernel_made_id(const char *hex) {
+        size_t n = 0;
+        for (; hex[n]; n++)
+                if (!((hex[n] >= '0' && hex[n] <= '9') || (hex[n] >= 'a' && hex[n] <= 'f')))
+                        return false;
+        return n == 16;
+}
+
 static bool evolution_ended(struct orchestrator *o, const char *id) {
         enum evo_state s;
         int k = evo_get_state(o->c.kdb, id, &s);
@@ -1606,7 +1617,7 @@ static void remove_leftovers(struct orchestrator *o) {
                         (void)strv_push(&ids, id);
         }
         for (size_t i = 0; ids && ids[i]; i++) {
-                if (!repo_evo_id_valid(ids[i] + 4) || !evolution_ended(o, ids[i]))
+                if (!kernel_made_id(ids[i] + 4) || !evolution_ended(o, ids[i]))
                         continue;
                 remove_evolution_leftovers(o, ids[i], wts, branches, dbs);
         }

@@ -205,7 +205,7 @@ static int tool_call_api(struct tool_ctx *ctx, const struct tool *t, json_t *arg
 const struct tool live_tools[] = {
         {
                 .name = "query_data",
-                .description = "Read the live app's data: one SQL statement (SELECT, WITH, EXPLAIN, SHOW …) on the "
+                .description = "Read the live app's data: one SQL statement (SELECT, WITH, VALUES, TABLE or SHOW) on the "
                                "live database, as a read-only role in a read-only transaction: it cannot change "
                                "anything. At most 200 rows are shown, 10 s at most. Use describe_data first to see "
                                "the tables. When your answer uses the result, say so.",

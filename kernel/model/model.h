@@ -83,11 +83,12 @@ enum model_stop {
  * which passes Anthropic's on) usage.prompt_tokens_details.cached_tokens
  * (and cache_write_tokens) within prompt_tokens. Negative or inconsistent
  * values from a provider are clamped into 0..input_tokens. */
+#define MODEL_COST_MAX_USD 10000.0 /* a reported cost above this per call is not believed */
 struct model_usage {
         int64_t input_tokens, output_tokens;
         int64_t cache_read_tokens, cache_write_tokens;
         double cost_usd;       /* as the provider reports it (usage.cost, OpenRouter) */
-        bool cost_reported;    /* whether it did: otherwise cost_usd is 0 and means nothing */
+        bool cost_reported;    /* whether it did (0 to MODEL_COST_MAX_USD): otherwise cost_usd is 0 and means nothing */
 };
 
 struct model_response {

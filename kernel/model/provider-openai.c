@@ -292,7 +292,9 @@ int openai_parse(const json_t *root, struct model_response *res, char **ret_erro
         res->usage.cache_write_tokens = written < in - res->usage.cache_read_tokens ? written
                                                                                      : in - res->usage.cache_read_tokens;
         const json_t *cost = json_object_get(usage, "cost");
-        if (json_is_number(cost) && json_number_value(cost) >= 0 && isfinite(json_number_value(cost))) {
+        /* a call costs at most MODEL_COST_MAX_USD: a provider's 1e308 would
+         * overflow the month's sum and pause autonomous work for good */
+        if (json_is_number(cost) && json_number_value(cost) >= 0 && json_number_value(cost) <= MODEL_COST_MAX_USD) {
                 res->usage.cost_usd = json_number_value(cost);
                 res->usage.cost_reported = true;
         }

@@ -145,7 +145,7 @@ int pg_backup_find(const char *seed_dir, int gen, char **ret_path) {
         return -ENOENT;
 }
 
-int pg_backup_prune(const char *seed_dir, enum pg_backup_kind kind, size_t keep) {
+int pg_backup_prune(const char *seed_dir, enum pg_backup_kind kind, size_t keep, const char *spare_id) {
         if (!seed_dir || kind < 0 || kind >= PG_BACKUP_KINDS)
                 return -EINVAL;
         _cleanup_free_ char *dir = NULL;
@@ -158,7 +158,7 @@ int pg_backup_prune(const char *seed_dir, enum pg_backup_kind kind, size_t keep)
                 return k;
         size_t seen = 0;
         for (size_t i = 0; i < n; i++) {
-                if (v[i].kind != kind || ++seen <= keep)
+                if (v[i].kind != kind || ++seen <= keep || (spare_id && streq(v[i].id, spare_id)))
                         continue;
                 _cleanup_free_ char *p = NULL;
                 if (xasprintf(&p, "%s/%s.dump", dir, v[i].id) < 0)
@@ -187,7 +187,7 @@ int pg_backup_path(const char *seed_dir, const char *id, char **ret_path) {
 }
 
 int pg_backup_take_kind(const struct pg *pg, const char *seed_dir, enum pg_backup_kind kind, int gen,
-                        const char *tag, char **ret_path) {
+                        const char *tag, const char *spare_id, char **ret_path) {
         if (!pg || !seed_dir || kind < 0 || kind >= PG_BACKUP_KINDS || gen < 1 ||
             (tag && (!*tag || strlen(tag) > 32 || tag[strspn(tag, "0123456789abcdef")])))
                 return -EINVAL;
@@ -201,7 +201,7 @@ int pg_backup_take_kind(const struct pg *pg, const char *seed_dir, enum pg_backu
                 return -ENOMEM;
         if ((k = pg_live_backup(pg, path)) < 0)
                 return k;
-        (void)pg_backup_prune(seed_dir, kind, backup_kinds[kind].keep);
+        (void)pg_backup_prune(seed_dir, kind, backup_kinds[kind].keep, spare_id);
         *ret_path = TAKE_PTR(path);
         return 0;
 }
@@ -209,7 +209,7 @@ int pg_backup_take_kind(const struct pg *pg, const char *seed_dir, enum pg_backu
 int pg_backup_take(const struct pg *pg, const char *seed_dir, int gen, const char *tag, char **ret_path) {
         if (!tag)
                 return -EINVAL;
-        return pg_backup_take_kind(pg, seed_dir, PG_BACKUP_BEFORE_APPLY, gen, tag, ret_path);
+        return pg_backup_take_kind(pg, seed_dir, PG_BACKUP_BEFORE_APPLY, gen, tag, NULL, ret_path);
 }
 
 /* ---- who changes the live data ---- */

@@ -145,11 +145,12 @@ const char *pg_backup_kind_name(enum pg_backup_kind k);
 size_t pg_backup_kind_keep(enum pg_backup_kind k);
 /* Backs up the live data while generation gen is live with
  * pg_live_backup, then drops the oldest of that kind beyond its count.
- * tag: lowercase hex (at most 32), or NULL for a random one. *ret_path
+ * tag: lowercase hex (at most 32), or NULL for a random one. spare_id
+ * (or NULL) is never pruned: the backup a restore is about to read. *ret_path
  * (caller frees) is the dump's path. -EINVAL for a bad kind, gen or tag,
  * -ENOSPC when the disk is full (nothing is left behind). */
 int pg_backup_take_kind(const struct pg *pg, const char *seed_dir, enum pg_backup_kind kind, int gen,
-                        const char *tag, char **ret_path);
+                        const char *tag, const char *spare_id, char **ret_path);
 /* A before-apply backup, tag the evolution's id (lowercase hex). */
 int pg_backup_take(const struct pg *pg, const char *seed_dir, int gen, const char *tag, char **ret_path);
 /* Every backup, newest first (at most PG_BACKUPS_SCANNED). Caller frees *ret. */
@@ -160,8 +161,8 @@ int pg_backup_list(const char *seed_dir, struct pg_backup_info **ret, size_t *re
 int pg_backup_find(const char *seed_dir, int gen, char **ret_path);
 /* The file of backup id: -EINVAL not an id, -ENOENT none. Caller frees. */
 int pg_backup_path(const char *seed_dir, const char *id, char **ret_path);
-/* Deletes all but the newest keep backups of a kind. */
-int pg_backup_prune(const char *seed_dir, enum pg_backup_kind kind, size_t keep);
+/* Deletes all but the newest keep backups of a kind, never spare_id (or NULL). */
+int pg_backup_prune(const char *seed_dir, enum pg_backup_kind kind, size_t keep, const char *spare_id);
 /* The generation a backup's file name says it was taken under, or 0 when
  * name is not a backup's (<prefix>-<N>-<hex>.dump, N >= 1). */
 int pg_backup_generation(const char *name);

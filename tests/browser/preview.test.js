@@ -178,7 +178,11 @@ test('the preview bar, the candidate for the owner only, apply', async () => {
   // "Apply" on the candidate: the control plane's Apply, which the owner presses.
   await followBarLink(tab, seen, 'Apply');
   assert.match(await tab.textContent('#preview-asked'), /You chose "Apply" in the preview/);
-  assert.strictEqual(await tab.evaluate(() => document.activeElement.id), 'preview-apply');
+  // The button is pointed at, never focused: a key the owner presses then acts on nothing.
+  assert.strictEqual(await tab.evaluate(() => document.activeElement.id), 'preview-asked');
+  assert.ok(await tab.evaluate(() => document.getElementById('preview-apply').classList.contains('asked')));
+  await tab.keyboard.press('Enter');
+  await tab.keyboard.press('Space');
   await tab.screenshot({ path: path.join(OUT, 'preview-decide.png') });
   seen = null;
   assert.ok((await s.api('/_seed/api/evolutions')).body.evolutions.some((e) => e.id === evo.id && e.state === 'ready'),

@@ -743,8 +743,12 @@ static void test_boot_removes_leftovers_without_worktree(void **state) {
         char target[128];
         snprintf(target, sizeof target, "refs/heads/seed/%s", held);
         assert_int_equal(git_status("symbolic-ref", "refs/tags/seed/through", target), 0);
+        /* a branch of the owner's that only looks like an evolution's */
+        assert_int_equal(git_status("branch", "seed/evo_try", NULL), 0);
+        assert_true(branch_exists("evo_try"));
 
         start_orch();
+        assert_true(branch_exists("evo_try"));
         const char *gone[] = {failed, cancelled};
         for (size_t i = 0; i < ARRAY_SIZE(gone); i++) {
                 char db[96];
@@ -774,6 +778,8 @@ static void test_boot_removes_leftovers_without_worktree(void **state) {
         start_orch();
         assert_false(branch_exists(held));
         assert_false(branch_exists(failed));
+        assert_true(branch_exists("evo_try"));
+        assert_int_equal(git_status("branch", "-D", "seed/evo_try"), 0);
         assert_int_equal(current_gen(), gen);
         live_exec("DROP TABLE kept");
 }

@@ -1270,6 +1270,15 @@ def the_badge_hop_gives_a_presence_cookie_once_and_it_opens_nothing_else(c):
 
 
 @test
+def a_badge_hop_keeps_a_path_with_query_characters(c):
+    # '&', '=', '+' and '%' are path characters: the hop's query carries them encoded.
+    to = '/a+b&c=d%20e;f'
+    url = urllib.parse.urlsplit(badge_ticket(c, c.owner, to)['url'])
+    r = req(c, 'GET', url.path + '?' + url.query, NAV, host=app_host(c))
+    assert r.status == 303 and r.header('Location') == to, (r.status, r.header('Location'), url.query)
+
+
+@test
 def badge_tickets_need_a_signed_in_browser_and_a_path(c):
     before = session_ids(c)
     r = cli(c, 'POST', '/_seed/api/badge/ticket', {})

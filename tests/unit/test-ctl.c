@@ -356,8 +356,8 @@ static void test_cookie_strip(void **state) {
 
 static void test_proxy_request_head(void **state) {
         struct ctl_hdrs in = {0};
-        char cookie[256];
-        snprintf(cookie, sizeof cookie, "theme=dark; seed_ab=%s; lang=en", COOKIE64);
+        char cookie[512];
+        snprintf(cookie, sizeof cookie, "theme=dark; seed_ab=%s; seed_ab_badge=%s; lang=en", COOKIE64, COOKIE64);
         const char *h[][2] = {
                 {"Host", "localhost:8080"},
                 {"Accept", "text/html"},

@@ -285,6 +285,16 @@ static void test_openai_parse(void **state) {
         assert_false(res.usage.cost_reported); /* no usage.cost: unknown, not free */
         model_response_done(&res);
 
+        /* A cost no call has (1e308 would overflow the month's sum): unknown. */
+        assert_int_equal(parse(MODEL_FORMAT_OPENAI,
+                               "{\"choices\":[{\"message\":{\"content\":\"x\"},\"finish_reason\":\"stop\"}],"
+                               "\"usage\":{\"prompt_tokens\":1,\"completion_tokens\":1,\"cost\":1e308}}",
+                               &res, &err),
+                         0);
+        assert_false(res.usage.cost_reported);
+        assert_true(res.usage.cost_usd == 0);
+        model_response_done(&res);
+
         /* Content as parts (some compatible servers). */
         assert_int_equal(parse(MODEL_FORMAT_OPENAI,
                                "{\"choices\":[{\"message\":{\"content\":[{\"type\":\"text\",\"text\":\"a\"},"

@@ -101,17 +101,21 @@ static void test_prune_keeps_the_newest(void **state) {
         }
         put("manual-1-aa.dump", 1);  /* older than all of them, another kind */
         put("notes.txt", 1);
-        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUP_BEFORE_APPLY, keep), 0);
+        /* gen-2-01 is spared: the backup a restore is about to read */
+        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUP_BEFORE_APPLY, keep, "gen-2-01"), 0);
+        assert_true(present("gen-2-01.dump"));
+        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUP_BEFORE_APPLY, keep, NULL), 0);
+        assert_false(present("gen-2-01.dump"));
         assert_false(present("gen-1-00.dump"));
         assert_false(present("gen-3-02.dump"));
         assert_true(present("gen-4-03.dump"));
         assert_true(present("gen-13-0c.dump"));
         assert_true(present("notes.txt"));        /* only backups are pruned */
         assert_true(present("manual-1-aa.dump")); /* and only of that kind */
-        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUP_BEFORE_APPLY, 1), 0);
+        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUP_BEFORE_APPLY, 1, NULL), 0);
         assert_false(present("gen-12-0b.dump"));
         assert_found(0, "gen-13-0c.dump");
-        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUP_KINDS, 1), -EINVAL);
+        assert_int_equal(pg_backup_prune(seed_dir, PG_BACKUP_KINDS, 1, NULL), -EINVAL);
 }
 
 static void test_kinds_listed_and_kept(void **state) {
@@ -133,7 +137,7 @@ static void test_kinds_listed_and_kept(void **state) {
                         snprintf(name, sizeof name, "%s-2-%02x.dump", kinds[k].prefix, i);
                         put(name, 2000 + (time_t)k * 100 + i);
                 }
-                assert_int_equal(pg_backup_prune(seed_dir, kinds[k].kind, kinds[k].keep), 0);
+                assert_int_equal(pg_backup_prune(seed_dir, kinds[k].kind, kinds[k].keep, NULL), 0);
         }
         struct pg_backup_info *v = NULL;
         size_t n = 0;
@@ -198,8 +202,8 @@ static void test_take_refuses_bad_names(void **state) {
         assert_int_equal(pg_backup_take(fake, seed_dir, 0, "abc", &got), -EINVAL);
         assert_int_equal(pg_backup_take(NULL, seed_dir, 1, "abc", &got), -EINVAL);
         assert_int_equal(pg_backup_take(fake, seed_dir, 1, NULL, &got), -EINVAL);
-        assert_int_equal(pg_backup_take_kind(fake, seed_dir, PG_BACKUP_KINDS, 1, NULL, &got), -EINVAL);
-        assert_int_equal(pg_backup_take_kind(fake, seed_dir, PG_BACKUP_MANUAL, 1, "xyz", &got), -EINVAL);
+        assert_int_equal(pg_backup_take_kind(fake, seed_dir, PG_BACKUP_KINDS, 1, NULL, NULL, &got), -EINVAL);
+        assert_int_equal(pg_backup_take_kind(fake, seed_dir, PG_BACKUP_MANUAL, 1, "xyz", NULL, &got), -EINVAL);
         assert_null(got);
 }
 
