@@ -237,15 +237,15 @@ static char *live_value(const char *sql) {
         return v;
 }
 
-static size_t count_backups(void) {
-        _cleanup_free_ char *dir = path_join(seed_dir, ".seed/backups");
-        DIR *d = opendir(dir);
+/* The newest backup (pg_backup_list: newest first): its id (or "" when
+ * there is none) and the generation it was taken under. Counting files
+ * would not do: each kind keeps its newest few. */
+static void newest_backup(char ret_id[PG_BACKUP_ID_MAX], int *ret_gen) {
+        _cleanup_free_ struct pg_backup_info *v = NULL;
         size_t n = 0;
-        for (struct dirent *e; d && (e = readdir(d));)
-                n += endswith(e->d_name, ".dump");
-        if (d)
-                closedir(d);
-        return n;
+        assert_int_equal(pg_backup_list(seed_dir, &v, &n), 0);
+        snprintf(ret_id, PG_BACKUP_ID_MAX, "%s", n ? v[0].id : "");
+        *ret_gen = n ? v[0].generation : 0;
 }
 
 /* ---- setup ---- */
@@ -818,13 +818,17 @@ static void test_live_migration_failure_rolls_back(void **state) {
 static void test_rollback_with_data(void **state) {
         live_exec("CREATE TABLE diary (entry text); INSERT INTO diary VALUES ('then')");
         int then = current_gen();
-        size_t backups = count_backups();
+        char before_id[PG_BACKUP_ID_MAX], applied_id[PG_BACKUP_ID_MAX], restored_id[PG_BACKUP_ID_MAX];
+        int taken_under = 0;
+        newest_backup(before_id, &taken_under);
         load_script("[" PLAN("A note", "note") ","
                     CALL("write_file", "{\"path\": \"organism/NOTE.txt\", \"content\": \"later\\n\"}") ","
                     FINISH "," REFLECT "]");
         _cleanup_free_ char *id = NULL, *rb = NULL, *none = NULL;
         assert_int_equal(run_evolution("Leave a note", &id), EVO_COMPLETE);
-        assert_int_equal(count_backups(), backups + 1);
+        newest_backup(applied_id, &taken_under); /* the apply backed up what was live */
+        assert_string_not_equal(applied_id, before_id);
+        assert_int_equal(taken_under, then);
         live_exec("UPDATE diary SET entry = 'now'");
         assert_int_equal(orch_rollback(g_orch, then, true, &rb), 0);
         enum evo_state s = wait_final(rb, 120000);
@@ -833,7 +837,8 @@ static void test_rollback_with_data(void **state) {
         assert_int_equal(s, EVO_COMPLETE);
         _cleanup_free_ char *entry = live_value("SELECT entry FROM diary");
         assert_string_equal(entry, "then");
-        assert_int_equal(count_backups(), backups + 2); /* today's data was kept first */
+        newest_backup(restored_id, &taken_under); /* today's data was kept first */
+        assert_string_not_equal(restored_id, applied_id);
         int cur = current_gen();
         assert_int_equal(orch_rollback(g_orch, cur, true, &none), 0);
         assert_int_equal(wait_final(none, 120000), EVO_FAILED);
