@@ -2,6 +2,7 @@
 #include "ctl/badge.h"
 #include "ctl/ctl.h"
 #include "ctl/cookie.h"
+#include "ctl/grant.h"
 #include "ctl/guard.h"
 #include "ctl/server.h"
 #include "ask/drafts.h"
@@ -55,51 +56,9 @@ void ctl_badge_forget_session(struct ctl *c, const char *session_id) {
                 return;
         struct ctl_badge *b = &c->badge;
         pthread_mutex_lock(&b->lock);
-        for (size_t i = 0; i < CTL_BADGE_GRANTS; i++)
-                if (streq(b->grants[i].session, session_id))
-                        b->grants[i] = (struct ctl_badge_grant){0};
-        for (size_t i = 0; i < CTL_BADGE_TICKETS; i++)
-                if (streq(b->tickets[i].session, session_id))
-                        b->tickets[i] = (struct ctl_badge_grant){0};
+        ctl_grant_forget(b->grants, CTL_BADGE_GRANTS, session_id);
+        ctl_grant_forget(b->tickets, CTL_BADGE_TICKETS, session_id);
         pthread_mutex_unlock(&b->lock);
-}
-
-/* Under lock: a free (or expired, or else the oldest) slot. */
-static struct ctl_badge_grant *slot(struct ctl_badge_grant *g, size_t n, int64_t now) {
-        struct ctl_badge_grant *best = &g[0];
-        for (size_t i = 0; i < n; i++) {
-                if (!g[i].hash[0] || g[i].expires_ms <= now)
-                        return &g[i];
-                if (g[i].expires_ms < best->expires_ms)
-                        best = &g[i];
-        }
-        return best;
-}
-
-/* Under lock: the live entry whose hash is that of value, or NULL. */
-static struct ctl_badge_grant *find(struct ctl_badge_grant *g, size_t n, const char *value, int64_t now) {
-        char h[65];
-        crypto_sha256_hex(value, strlen(value), h);
-        struct ctl_badge_grant *hit = NULL;
-        for (size_t i = 0; i < n; i++)
-                if (g[i].hash[0] && g[i].expires_ms > now && crypto_streq_ct(g[i].hash, h))
-                        hit = &g[i];
-        return hit;
-}
-
-/* Under lock: a new random value whose hash goes into a slot of g. Caller frees. */
-static int mint(struct ctl_badge_grant *g, size_t n, const char *session, int64_t ttl_ms, char **ret) {
-        _cleanup_free_ char *value = NULL;
-        int r = crypto_random_hex(CTL_COOKIE_VALUE_BYTES, &value);
-        if (r < 0)
-                return r;
-        int64_t now = now_ms();
-        struct ctl_badge_grant *s = slot(g, n, now);
-        crypto_sha256_hex(value, strlen(value), s->hash);
-        snprintf(s->session, sizeof s->session, "%s", session);
-        s->expires_ms = now + ttl_ms;
-        *ret = TAKE_PTR(value);
-        return 0;
 }
 
 bool ctl_badge_present(struct ctl *c, const struct ctl_req *q) {
@@ -115,7 +74,7 @@ bool ctl_badge_present(struct ctl *c, const struct ctl_req *q) {
         pthread_mutex_lock(&b->lock);
         int64_t now = now_ms();
         for (char **v = values; b->on && v && *v && !yes; v++)
-                yes = find(b->grants, CTL_BADGE_GRANTS, *v, now) != NULL;
+                yes = ctl_grant_find(b->grants, CTL_BADGE_GRANTS, *v, now) != NULL;
         pthread_mutex_unlock(&b->lock);
         return yes;
 }
@@ -179,12 +138,12 @@ int ctl_badge_h_enter(struct ctl_req *q, struct ctl_resp *resp) {
         _cleanup_free_ char *grant = NULL;
         int m = 0;
         pthread_mutex_lock(&b->lock);
-        struct ctl_badge_grant *tk = b->on ? find(b->tickets, CTL_BADGE_TICKETS, ticket, now_ms()) : NULL;
+        struct ctl_grant *tk = b->on ? ctl_grant_find(b->tickets, CTL_BADGE_TICKETS, ticket, now_ms()) : NULL;
         if (tk) {
                 char session[65];
                 snprintf(session, sizeof session, "%s", tk->session);
-                *tk = (struct ctl_badge_grant){0}; /* one use */
-                m = mint(b->grants, CTL_BADGE_GRANTS, session, CTL_BADGE_MAX_AGE_S * 1000LL, &grant);
+                *tk = (struct ctl_grant){0}; /* one use */
+                m = ctl_grant_mint(b->grants, CTL_BADGE_GRANTS, session, CTL_BADGE_MAX_AGE_S * 1000LL, now_ms(), &grant);
         }
         pthread_mutex_unlock(&b->lock);
         secure_zero(ticket, strlen(ticket));
@@ -233,7 +192,7 @@ int ctl_badge_h_ticket(struct ctl_req *q, struct ctl_resp *resp) {
         int r = 0;
         pthread_mutex_lock(&b->lock);
         if (b->on)
-                r = mint(b->tickets, CTL_BADGE_TICKETS, q->session_id, CTL_BADGE_TICKET_TTL_MS, &ticket);
+                r = ctl_grant_mint(b->tickets, CTL_BADGE_TICKETS, q->session_id, CTL_BADGE_TICKET_TTL_MS, now_ms(), &ticket);
         pthread_mutex_unlock(&b->lock);
         if (r < 0)
                 return r;

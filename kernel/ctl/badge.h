@@ -28,6 +28,7 @@
 #pragma once
 
 #include "base/base.h"
+#include "ctl/grant.h"
 
 struct ctl;
 struct ctl_req;
@@ -40,16 +41,10 @@ struct ctl_resp;
 #define CTL_BADGE_SETTING "control.badge"
 #define CTL_BADGE_PATH_MAX 200 /* the path "Open the app" and #ask= carry */
 
-struct ctl_badge_grant {
-        char hash[65];          /* sha256 of the value (ticket or cookie), "" = free */
-        char session[65];       /* the owner's session's public id */
-        int64_t expires_ms;
-};
-
 struct ctl_badge {
         pthread_mutex_t lock;
         bool on;                /* the switch, read once at start and kept here */
-        struct ctl_badge_grant tickets[CTL_BADGE_TICKETS], grants[CTL_BADGE_GRANTS];
+        struct ctl_grant tickets[CTL_BADGE_TICKETS], grants[CTL_BADGE_GRANTS];
 };
 
 /* Reads the switch from kernel memory (a failure keeps it on and is logged). */

@@ -3,6 +3,7 @@
 #include "ctl/preview.h"
 #include "ctl/ctl.h"
 #include "ctl/cookie.h"
+#include "ctl/grant.h"
 #include "ctl/server.h"
 #include "base/buf.h"
 #include "base/crypto.h"
@@ -26,9 +27,9 @@ int ctl_preview_cookie_name(const struct ctl *c, char *out, size_t n) {
         return k < 0 || (size_t)k >= n ? -ENAMETOOLONG : 0;
 }
 
-static void clear(struct ctl_preview_grant *g, size_t n) {
+static void clear(struct ctl_grant *g, size_t n) {
         for (size_t i = 0; i < n; i++)
-                g[i] = (struct ctl_preview_grant){0};
+                g[i] = (struct ctl_grant){0};
 }
 
 void ctl_preview_set(struct ctl *c, const char *evo_id, int generation, const char *socket_path) {
@@ -54,52 +55,9 @@ void ctl_preview_forget_session(struct ctl *c, const char *session_id) {
                 return;
         struct ctl_preview *p = &c->preview;
         pthread_mutex_lock(&p->lock);
-        for (size_t i = 0; i < CTL_PREVIEW_GRANTS; i++)
-                if (streq(p->grants[i].session, session_id))
-                        p->grants[i] = (struct ctl_preview_grant){0};
-        for (size_t i = 0; i < CTL_PREVIEW_TICKETS; i++)
-                if (streq(p->tickets[i].session, session_id))
-                        p->tickets[i] = (struct ctl_preview_grant){0};
+        ctl_grant_forget(p->grants, CTL_PREVIEW_GRANTS, session_id);
+        ctl_grant_forget(p->tickets, CTL_PREVIEW_TICKETS, session_id);
         pthread_mutex_unlock(&p->lock);
-}
-
-/* Under lock: a free (or expired, or else the oldest) slot. */
-static struct ctl_preview_grant *slot(struct ctl_preview_grant *g, size_t n, int64_t now) {
-        struct ctl_preview_grant *best = &g[0];
-        for (size_t i = 0; i < n; i++) {
-                if (!g[i].hash[0] || g[i].expires_ms <= now)
-                        return &g[i];
-                if (g[i].expires_ms < best->expires_ms)
-                        best = &g[i];
-        }
-        return best;
-}
-
-/* Under lock: the live entry whose hash is that of value, or NULL. */
-static struct ctl_preview_grant *find(struct ctl_preview_grant *g, size_t n, const char *value, int64_t now) {
-        char h[65];
-        crypto_sha256_hex(value, strlen(value), h);
-        struct ctl_preview_grant *hit = NULL;
-        for (size_t i = 0; i < n; i++)
-                if (g[i].hash[0] && g[i].expires_ms > now && crypto_streq_ct(g[i].hash, h))
-                        hit = &g[i];
-        return hit;
-}
-
-/* A new random value whose hash goes into a slot of g. *ret: caller frees. */
-static int mint(struct ctl_preview *p, struct ctl_preview_grant *g, size_t n, const char *session, int64_t ttl_ms,
-                char **ret) {
-        _cleanup_free_ char *value = NULL;
-        int r = crypto_random_hex(CTL_COOKIE_VALUE_BYTES, &value);
-        if (r < 0)
-                return r;
-        int64_t now = now_ms();
-        struct ctl_preview_grant *s = slot(g, n, now);
-        crypto_sha256_hex(value, strlen(value), s->hash);
-        snprintf(s->session, sizeof s->session, "%s", session);
-        s->expires_ms = now + ttl_ms;
-        *ret = TAKE_PTR(value);
-        return 0;
 }
 
 /* Under lock: whether q's Cookie header carries a live grant of the
@@ -115,7 +73,7 @@ static bool granted(struct ctl *c, const struct ctl_req *q) {
                 return false;
         int64_t now = now_ms();
         for (char **v = values; v && *v; v++)
-                if (find(p->grants, CTL_PREVIEW_GRANTS, *v, now))
+                if (ctl_grant_find(p->grants, CTL_PREVIEW_GRANTS, *v, now))
                         return true;
         return false;
 }
@@ -176,7 +134,7 @@ int ctl_preview_h_ticket(struct ctl_req *q, struct ctl_resp *resp) {
         int r = 0;
         if (p->socket) {
                 snprintf(evo, sizeof evo, "%s", p->evo);
-                r = mint(p, p->tickets, CTL_PREVIEW_TICKETS, q->session_id, CTL_PREVIEW_TICKET_TTL_MS, &ticket);
+                r = ctl_grant_mint(p->tickets, CTL_PREVIEW_TICKETS, q->session_id, CTL_PREVIEW_TICKET_TTL_MS, now_ms(), &ticket);
         }
         pthread_mutex_unlock(&p->lock);
         if (r < 0)
@@ -222,12 +180,12 @@ int ctl_preview_h_enter(struct ctl_req *q, struct ctl_resp *resp) {
         int r = 0;
         pthread_mutex_lock(&p->lock);
         int64_t now = now_ms();
-        struct ctl_preview_grant *ticket = p->socket ? find(p->tickets, CTL_PREVIEW_TICKETS, t, now) : NULL;
+        struct ctl_grant *ticket = p->socket ? ctl_grant_find(p->tickets, CTL_PREVIEW_TICKETS, t, now) : NULL;
         if (ticket) {
                 char session[65];
                 snprintf(session, sizeof session, "%s", ticket->session);
-                *ticket = (struct ctl_preview_grant){0}; /* one use */
-                r = mint(p, p->grants, CTL_PREVIEW_GRANTS, session, CTL_PREVIEW_MAX_AGE_S * 1000LL, &grant);
+                *ticket = (struct ctl_grant){0}; /* one use */
+                r = ctl_grant_mint(p->grants, CTL_PREVIEW_GRANTS, session, CTL_PREVIEW_MAX_AGE_S * 1000LL, now_ms(), &grant);
         }
         pthread_mutex_unlock(&p->lock);
         if (r < 0)
@@ -255,9 +213,9 @@ int ctl_preview_h_leave(struct ctl_req *q, struct ctl_resp *resp) {
                 pthread_mutex_lock(&p->lock);
                 int64_t now = now_ms();
                 for (char **v = values; v && *v; v++) {
-                        struct ctl_preview_grant *g = find(p->grants, CTL_PREVIEW_GRANTS, *v, now);
+                        struct ctl_grant *g = ctl_grant_find(p->grants, CTL_PREVIEW_GRANTS, *v, now);
                         if (g)
-                                *g = (struct ctl_preview_grant){0};
+                                *g = (struct ctl_grant){0};
                 }
                 pthread_mutex_unlock(&p->lock);
         }

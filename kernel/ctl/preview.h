@@ -27,6 +27,7 @@
 #pragma once
 
 #include "base/base.h"
+#include "ctl/grant.h"
 
 struct ctl;
 struct ctl_req;
@@ -37,18 +38,12 @@ struct ctl_resp;
 #define CTL_PREVIEW_TICKETS 8
 #define CTL_PREVIEW_GRANTS 16
 
-struct ctl_preview_grant {
-        char hash[65];          /* sha256 of the cookie value (ticket or grant), "" = free */
-        char session[65];       /* the owner's session's public id */
-        int64_t expires_ms;
-};
-
 struct ctl_preview {
         pthread_mutex_t lock;
         char evo[32];           /* "" = no preview */
         int generation;         /* the candidate's generation number */
         char *socket;           /* the candidate's bridge socket, or NULL */
-        struct ctl_preview_grant tickets[CTL_PREVIEW_TICKETS], grants[CTL_PREVIEW_GRANTS];
+        struct ctl_grant tickets[CTL_PREVIEW_TICKETS], grants[CTL_PREVIEW_GRANTS];
 };
 
 void ctl_preview_init(struct ctl_preview *p);
