@@ -11,29 +11,6 @@
 #define RESTORE_TIMEOUT_MS (5 * 60 * 1000) /* a dump, a restore, migrations and a health wait */
 #define BACKUP_TIMEOUT_MS (5 * 60 * 1000)
 
-/* Finds the running Seed and drops root: -1 to go on, else the exit code. */
-static int running_seed(const char *dir, char **ret_seed_dir) {
-        _cleanup_free_ char *seed_dir = NULL;
-        if (cli_find_seed(dir, &seed_dir) < 0)
-                return CLI_EXIT_USAGE;
-        if (priv_drop_if_root(NULL) < 0) {
-                fprintf(stderr, "seed: cannot switch to the account '%s'\n", PRIV_ACCOUNT);
-                return CLI_EXIT_FAILURE;
-        }
-        if (!cli_seed_running(seed_dir)) {
-                fprintf(stderr, "seed: this Seed is not running; start it with 'seed run'\n");
-                return CLI_EXIT_NOT_RUNNING;
-        }
-        *ret_seed_dir = TAKE_PTR(seed_dir);
-        return -1;
-}
-
-static void print_refusal(const char *what, long status, const char *body) {
-        _cleanup_json_ json_t *o = body ? json_loads(body, 0, NULL) : NULL;
-        const char *e = json_string_value(json_object_get(o, "error"));
-        fprintf(stderr, "seed: %s: %s (HTTP %ld)\n", what, e ? e : "unexpected answer", status);
-}
-
 static void human_size(int64_t n, char *out, size_t size) {
         static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
         double v = (double)n;
@@ -61,7 +38,7 @@ static int fetch_list(const char *seed_dir, json_t **ret) {
                 return r;
         json_t *o = json_loads(body, 0, NULL);
         if (status != 200 || !json_is_array(json_object_get(o, "backups"))) {
-                print_refusal("cannot list the backups", status, body);
+                cli_print_refusal("cannot list the backups", status, body);
                 json_decref(o);
                 return -EIO;
         }
@@ -95,7 +72,7 @@ int cli_cmd_backups(int argc, char **argv) {
         if (code >= 0)
                 return code;
         _cleanup_free_ char *seed_dir = NULL;
-        if ((code = running_seed(dir, &seed_dir)) >= 0)
+        if ((code = cli_open_running_seed(dir, &seed_dir)) >= 0)
                 return code;
         _cleanup_json_ json_t *o = NULL;
         if (fetch_list(seed_dir, &o) < 0)
@@ -126,7 +103,7 @@ int cli_cmd_backup(int argc, char **argv) {
         if (code >= 0)
                 return code;
         _cleanup_free_ char *seed_dir = NULL, *body = NULL;
-        if ((code = running_seed(dir, &seed_dir)) >= 0)
+        if ((code = cli_open_running_seed(dir, &seed_dir)) >= 0)
                 return code;
         long status = 0;
         if (cli_api_timeout(seed_dir, "POST", "/_seed/api/backups", "{}", BACKUP_TIMEOUT_MS, &status, &body) < 0)
@@ -134,7 +111,7 @@ int cli_cmd_backup(int argc, char **argv) {
         _cleanup_json_ json_t *o = json_loads(body, 0, NULL);
         const char *id = json_string_value(json_object_get(o, "id"));
         if (status != 201 || !id) {
-                print_refusal("the backup was not taken", status, body);
+                cli_print_refusal("the backup was not taken", status, body);
                 return CLI_EXIT_FAILURE;
         }
         printf("Backed up the live data as %s.\n", id);
@@ -202,7 +179,7 @@ int cli_cmd_restore(int argc, char **argv) {
                 return CLI_EXIT_USAGE;
         }
         _cleanup_free_ char *seed_dir = NULL, *path = NULL, *body = NULL;
-        int code = running_seed(dir, &seed_dir);
+        int code = cli_open_running_seed(dir, &seed_dir);
         if (code >= 0)
                 return code;
         _cleanup_json_ json_t *o = NULL;
@@ -231,7 +208,7 @@ int cli_cmd_restore(int argc, char **argv) {
         _cleanup_json_ json_t *a = json_loads(body, 0, NULL);
         const char *saved = json_string_value(json_object_get(a, "saved"));
         if (status != 200) {
-                print_refusal("the restore failed", status, body);
+                cli_print_refusal("the restore failed", status, body);
                 if (saved)
                         fprintf(stderr, "seed: today's data is kept as backup %s\n", saved);
                 return CLI_EXIT_FAILURE;

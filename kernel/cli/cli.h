@@ -111,6 +111,12 @@ int cli_api_timeout(const char *seed_dir, const char *method, const char *path, 
                     long *ret_status, char **ret_body);
 /* Whether the Seed's supervisor holds its run lock. */
 bool cli_seed_running(const char *seed_dir);
+/* Finds the Seed at or above dir, drops root and checks that it runs
+ * (printing why not): -1 to go on with *ret_seed_dir (caller frees), else
+ * the exit code. */
+int cli_open_running_seed(const char *dir, char **ret_seed_dir);
+/* Prints the API's error for a refused call: "seed: <what>: <error> (HTTP n)". */
+void cli_print_refusal(const char *what, long status, const char *body);
 /* Asks the kernel for a fresh one-time sign-in link. Caller frees. */
 int cli_login_link(const char *seed_dir, char **ret_url);
 /* Overwrites "=VALUE" of "-e NAME=VALUE" arguments in place, so a secret does

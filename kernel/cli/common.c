@@ -3,6 +3,7 @@
 #include "base/json.h"
 #include "base/log.h"
 #include "cli/cli.h"
+#include "base/priv.h"
 #include "base/proc.h"
 #include "httpc/httpc.h"
 
@@ -51,6 +52,28 @@ bool cli_seed_running(const char *seed_dir) {
                 return false;
         }
         return errno == EWOULDBLOCK;
+}
+
+int cli_open_running_seed(const char *dir, char **ret_seed_dir) {
+        _cleanup_free_ char *seed_dir = NULL;
+        if (cli_find_seed(dir, &seed_dir) < 0)
+                return CLI_EXIT_USAGE;
+        if (priv_drop_if_root(NULL) < 0) {
+                fprintf(stderr, "seed: cannot switch to the account '%s'\n", PRIV_ACCOUNT);
+                return CLI_EXIT_FAILURE;
+        }
+        if (!cli_seed_running(seed_dir)) {
+                fprintf(stderr, "seed: this Seed is not running; start it with 'seed run'\n");
+                return CLI_EXIT_NOT_RUNNING;
+        }
+        *ret_seed_dir = TAKE_PTR(seed_dir);
+        return -1;
+}
+
+void cli_print_refusal(const char *what, long status, const char *body) {
+        _cleanup_json_ json_t *o = body ? json_loads(body, 0, NULL) : NULL;
+        const char *e = json_string_value(json_object_get(o, "error"));
+        fprintf(stderr, "seed: %s: %s (HTTP %ld)\n", what, e ? e : "unexpected answer", status);
 }
 
 void cli_endpoint_done(struct cli_endpoint *e) {

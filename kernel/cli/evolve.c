@@ -50,30 +50,6 @@ static int parse_args(int argc, char **argv, const char *usage, int min, int max
         return -1;
 }
 
-/* Finds the running Seed and drops root. Returns -1 to go on, else the exit code. */
-static int open_running_seed(const char *dir, char **ret_seed_dir) {
-        _cleanup_free_ char *seed_dir = NULL;
-        if (cli_find_seed(dir, &seed_dir) < 0)
-                return CLI_EXIT_USAGE;
-        if (priv_drop_if_root(NULL) < 0) {
-                fprintf(stderr, "seed: cannot switch to the account '%s'\n", PRIV_ACCOUNT);
-                return CLI_EXIT_FAILURE;
-        }
-        if (!cli_seed_running(seed_dir)) {
-                fprintf(stderr, "seed: this Seed is not running; start it with 'seed run'\n");
-                return CLI_EXIT_NOT_RUNNING;
-        }
-        *ret_seed_dir = TAKE_PTR(seed_dir);
-        return -1;
-}
-
-/* Prints the API's error for a refused call. */
-static void print_refusal(const char *what, long status, const char *body) {
-        _cleanup_json_ json_t *o = body ? json_loads(body, 0, NULL) : NULL;
-        const char *e = json_string_value(json_object_get(o, "error"));
-        fprintf(stderr, "seed: %s: %s (HTTP %ld)\n", what, e ? e : "unexpected answer", status);
-}
-
 /* POSTs body to path and returns the "id" of a 202 answer. */
 static int queue_call(const char *seed_dir, const char *path, const char *body, const char *what, char **ret_id) {
         long status = 0;
@@ -84,7 +60,7 @@ static int queue_call(const char *seed_dir, const char *path, const char *body, 
         _cleanup_json_ json_t *o = json_loads(res, 0, NULL);
         const char *id = json_string_value(json_object_get(o, "id"));
         if (status != 202 || !id) {
-                print_refusal(what, status, res);
+                cli_print_refusal(what, status, res);
                 return -EIO;
         }
         char *d = strdup(id);
@@ -261,7 +237,7 @@ static int follow(const char *seed_dir, const char *id) {
                 unreachable_since = 0;
                 _cleanup_json_ json_t *e = json_loads(body, 0, NULL); /* released at each turn's end */
                 if (status != 200 || !json_is_object(e)) {
-                        print_refusal("cannot follow the evolution", status, body);
+                        cli_print_refusal("cannot follow the evolution", status, body);
                         return CLI_EXIT_FAILURE;
                 }
                 json_t *events = json_object_get(e, "events"), *ev;
@@ -317,7 +293,7 @@ int cli_cmd_evolve(int argc, char **argv) {
                 return CLI_EXIT_USAGE;
         }
         _cleanup_free_ char *seed_dir = NULL, *id = NULL;
-        if ((code = open_running_seed(dir, &seed_dir)) >= 0)
+        if ((code = cli_open_running_seed(dir, &seed_dir)) >= 0)
                 return code;
         _cleanup_json_ json_t *o = json_pack("{s:s}", "intent", intent);
         _cleanup_free_ char *body = o ? json_dumps(o, JSON_COMPACT) : NULL;
@@ -364,7 +340,7 @@ int cli_cmd_rollback(int argc, char **argv) {
                 return CLI_EXIT_USAGE;
         }
         _cleanup_free_ char *seed_dir = NULL, *id = NULL, *path = NULL;
-        if ((code = open_running_seed(dir, &seed_dir)) >= 0)
+        if ((code = cli_open_running_seed(dir, &seed_dir)) >= 0)
                 return code;
         if (xasprintf(&path, "/_seed/api/generations/%ld/rollback", n) < 0)
                 return CLI_EXIT_FAILURE;
