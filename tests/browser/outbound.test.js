@@ -134,7 +134,10 @@ test('the chat asks with an approval card that shows the whole request', async (
   assert.strictEqual(grants.length, 1);
   assert.deepStrictEqual(grants[0].hosts, ['api.weather.example.net']);
   assert.match(grants[0].by, /^apr_[0-9a-f]{16}$/);
+  // The chat and Settings are one page: the list shown before may still be
+  // there until Settings has loaded again, so wait for the new row.
   await settings();
-  assert.match(await page.textContent('#outbound-grants'), /approved request apr_/);
+  await page.waitForFunction(() => /approved request apr_/.test(document.querySelector('#outbound-grants').textContent),
+    null, { timeout: 30000 });
   assert.deepStrictEqual(problems, []);
 });
