@@ -4,7 +4,7 @@
 usage: tap-summary.py [--fail WHAT]... BUILD/meson-logs/testlog.json...
 
 Prints, for each failed test, its failed TAP lines with the diagnostics after
-them (or, when it printed none, the end of its output), bounded, so the tail of
+them ('#' lines, or node:test's YAML block) (or, when it printed none, the end of its output), bounded, so the tail of
 a CI log says what failed; then "N passed, N failed, N skipped" over the
 TAP results of every test of every log given (scripts/test gives the plain
 build's and the sanitizer build's; a test that printed no TAP result counts as
@@ -59,12 +59,22 @@ def why(entry, limit=30):
         if not m or re.search(r'#\s*(TODO|SKIP)', m.group(1), re.I):
             continue
         out.append(line.strip())
-        notes = []
+        notes, in_yaml = [], False
         for after in lines[i + 1:]:
-            if not after.lstrip().startswith('#'):
+            text = after.strip()
+            if in_yaml:  # node:test's diagnostics: a YAML block, '---' to '...'
+                if text == '...':
+                    break
+                if not text.startswith(('duration_ms:', 'type:')):
+                    notes.append(after.rstrip())
+            elif text == '---':
+                in_yaml = True
+            elif not text.startswith('#'):
                 break
-            notes.append(after.rstrip())
-        out.extend(notes[-12:])  # a traceback's last lines say the most
+            else:
+                notes.append(after.rstrip())
+        # A traceback's last lines say the most; an error's first lines do.
+        out.extend(notes[:12] if in_yaml else notes[-12:])
     if not out:
         out = (lines + (entry.get('stderr') or '').splitlines())[-15:]
     if len(out) > limit:
