@@ -317,20 +317,57 @@ static bool sets_a_seed_cookie(const char *value, const char *cookie_name) {
         return false;
 }
 
-int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name, const char *framer,
+/* The organism's Vary values, joined, plus Cookie (once): what the
+ * browser's cache must key on. "*" stays "*". Caller frees *ret. */
+static int vary_with_cookie(const struct ctl_hdrs *up, char **ret) {
+        _cleanup_buf_ struct buf b = BUF_INIT(CTL_PROXY_MAX_HEAD + 16); /* within the head it came in */
+        bool cookie = false;
+        for (size_t i = 0; i < up->n; i++) {
+                if (strcasecmp(up->v[i].name, "vary") != 0)
+                        continue;
+                if (strstr(up->v[i].value, "*"))
+                        return (*ret = strdup("*")) ? 0 : -ENOMEM;
+                /* Each comma-separated name, trimmed; Cookie remembered. */
+                const char *v = up->v[i].value;
+                while (*v) {
+                        size_t n = strcspn(v, ",");
+                        const char *s = v, *e = v + n;
+                        while (s < e && (*s == ' ' || *s == '\t'))
+                                s++;
+                        while (e > s && (e[-1] == ' ' || e[-1] == '\t'))
+                                e--;
+                        if (e > s) {
+                                cookie |= (size_t)(e - s) == 6 && strncasecmp(s, "cookie", 6) == 0;
+                                if ((b.len && buf_puts(&b, ", ") < 0) || buf_append(&b, s, (size_t)(e - s)) < 0)
+                                        return -ENOMEM;
+                        }
+                        v += n + (v[n] == ',');
+                }
+        }
+        if (!cookie && ((b.len && buf_puts(&b, ", ") < 0) || buf_puts(&b, "Cookie") < 0))
+                return -ENOMEM;
+        *ret = buf_steal(&b);
+        return 0;
+}
+
+int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name, const char *framer, bool preview,
                                struct ctl_hdrs *out) {
         static const char *const drop[] = {
                 "content-length",          /* MHD frames the body itself */
                 "service-worker-allowed",  /* no service workers: one at / would control /_seed */
                 "cross-origin-opener-policy", /* forced to unsafe-none below */
                 "clear-site-data",         /* would sign the owner out of /_seed */
+                "vary",                    /* merged with Cookie below */
         };
+        static const char *const drop_in_preview[] = {"cache-control", "expires", "etag", "last-modified", "age"};
         const char *connection = ctl_hdrs_get(up, "Connection");
         for (size_t i = 0; i < up->n; i++) {
                 const struct ctl_hdr *h = &up->v[i];
                 bool skip = is_hop_by_hop(h->name, connection);
                 for (size_t k = 0; !skip && k < ARRAY_SIZE(drop); k++)
                         skip = strcasecmp(h->name, drop[k]) == 0;
+                for (size_t k = 0; !skip && preview && k < ARRAY_SIZE(drop_in_preview); k++)
+                        skip = strcasecmp(h->name, drop_in_preview[k]) == 0;
                 if (!skip && strcasecmp(h->name, "set-cookie") == 0)
                         skip = sets_a_seed_cookie(h->value, cookie_name);
                 if (skip)
@@ -339,10 +376,16 @@ int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_nam
                 if (r < 0)
                         return r;
         }
-        _cleanup_free_ char *csp = NULL;
+        _cleanup_free_ char *csp = NULL, *vary = NULL;
         if (xasprintf(&csp, "frame-ancestors %s", framer ? framer : "'none'") < 0)
                 return -ENOMEM;
-        int r = ctl_hdrs_add(out, "Cross-Origin-Opener-Policy", "unsafe-none");
+        int r = vary_with_cookie(up, &vary);
+        if (r >= 0)
+                r = ctl_hdrs_add(out, "Vary", vary);
+        if (r >= 0 && preview)
+                r = ctl_hdrs_add(out, "Cache-Control", "no-store");
+        if (r >= 0)
+                r = ctl_hdrs_add(out, "Cross-Origin-Opener-Policy", "unsafe-none");
         if (r >= 0)
                 r = ctl_hdrs_add(out, "Content-Security-Policy", csp);
         return r;

@@ -82,8 +82,14 @@ int ctl_proxy_parse_head(const char *head, size_t len, bool head_request,
  * "_badge" cookies), plus COOP unsafe-none and a CSP of ours with
  * "frame-ancestors <framer>": 'none' when framer is NULL (every origin but
  * the admin one), else the one origin that may frame the page (the control
- * plane's, on organism.localhost). */
-int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name, const char *framer,
+ * plane's, on organism.localhost).
+ * The browser's cache must never show the candidate to the live app's
+ * visitor nor the live app in a preview: every answer varies by Cookie
+ * (entering or leaving a preview changes the preview cookie; the
+ * organism's Vary is kept, merged), and an answer sent to a preview
+ * (preview: true) is "Cache-Control: no-store", the organism's caching
+ * headers dropped. */
+int ctl_proxy_response_headers(const struct ctl_hdrs *up, const char *cookie_name, const char *framer, bool preview,
                                struct ctl_hdrs *out);
 
 /* Incremental chunked-transfer decoder. */

@@ -600,7 +600,7 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
         struct ctl_hdrs out = {0};
         _cleanup_free_ char *framer = NULL; /* on the admin origin: the control plane's */
         if (ctl_req_admin_framer(q, &framer) < 0 ||
-            ctl_proxy_response_headers(&px->up.hdrs, q->ctl->cookie_name, framer, &out) < 0) {
+            ctl_proxy_response_headers(&px->up.hdrs, q->ctl->cookie_name, framer, px->preview, &out) < 0) {
                 ctl_hdrs_free(&out);
                 return MHD_NO;
         }

@@ -211,9 +211,13 @@ static void fuzz_response_head(const uint8_t *data, size_t size, uint8_t sel) {
         }
 
         struct ctl_hdrs out = {0};
-        r = ctl_proxy_response_headers(&u.hdrs, COOKIE_NAME, NULL, &out);
+        bool preview = size & 1;
+        r = ctl_proxy_response_headers(&u.hdrs, COOKIE_NAME, NULL, preview, &out);
         check(r == 0 || r == -E2BIG || r == -ENOMEM);
         if (r == 0) {
+                check(ctl_hdrs_count(&out, "Vary") == 1);
+                check(!preview || (ctl_hdrs_count(&out, "Cache-Control") == 1 &&
+                                   streq(ctl_hdrs_get(&out, "Cache-Control"), "no-store")));
                 check(ctl_hdrs_count(&out, "Cross-Origin-Opener-Policy") == 1);
                 check(streq(ctl_hdrs_get(&out, "Cross-Origin-Opener-Policy"), "unsafe-none"));
                 check(ctl_hdrs_count(&out, "Service-Worker-Allowed") == 0);

@@ -39,6 +39,7 @@ http.createServer((req, res) => {
   if (req.url === '/healthz') return res.end('ok');
   try {
     if (req.url === '/write') { q("INSERT INTO notes (body) VALUES ('from preview')"); return res.end('written'); }
+    res.setHeader('Cache-Control', 'max-age=3600');
     res.end('gen:' + GEN + ' notes:' + q("SELECT coalesce(string_agg(body, ',' ORDER BY id), '') FROM notes"));
   } catch (e) {
     res.statusCode = 500;
@@ -197,8 +198,13 @@ def the_owner_sees_the_candidate_on_a_copy_of_the_live_data(c):
     c.cookie, ticket = enter_preview(c)
     r = app_get(c, '/', c.cookie)
     assert r.status == 200 and r.text == 'gen:candidate notes:live note', (r.status, r.text)
+    # The browser keeps no copy of the candidate's pages, and keys the live
+    # app's on the cookie that entering the preview changed.
+    assert r.header('Cache-Control') == 'no-store' and 'Cookie' in r.header('Vary'), r.headers
     # Everyone else: the live generation.
-    assert app_get(c, '/').text == 'gen:live notes:live note'
+    r = app_get(c, '/')
+    assert r.text == 'gen:live notes:live note'
+    assert r.header('Cache-Control') == 'max-age=3600' and 'Cookie' in r.header('Vary'), r.headers
     # A ticket works once.
     assert request(c.app + ticket).status == 410
     # A write in the preview stays in the copy.

@@ -916,7 +916,7 @@ static void test_proxy_response_policy(void **state) {
         };
         for (size_t i = 0; i < ARRAY_SIZE(h); i++)
                 assert_int_equal(ctl_hdrs_add(&up, h[i][0], h[i][1]), 0);
-        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, &out), 0);
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, false, &out), 0);
         assert_string_equal(ctl_hdrs_get(&out, "Content-Type"), "text/html");
         assert_string_equal(ctl_hdrs_get(&out, "X-App"), "kept");
         assert_int_equal(ctl_hdrs_count(&out, "Cross-Origin-Opener-Policy"), 1);
@@ -940,7 +940,7 @@ static void test_proxy_response_policy(void **state) {
         ctl_hdrs_free(&up);
 
         /* Without a CSP of its own the organism still gets frame-ancestors. */
-        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, &out), 0);
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, false, &out), 0);
         assert_int_equal(ctl_hdrs_count(&out, "Content-Security-Policy"), 1);
         assert_string_equal(ctl_hdrs_get(&out, "Content-Security-Policy"), "frame-ancestors 'none'");
         ctl_hdrs_free(&out);
@@ -949,10 +949,66 @@ static void test_proxy_response_policy(void **state) {
          * organism's own frame-ancestors can only narrow that (every CSP is
          * enforced), never widen it. */
         assert_int_equal(ctl_hdrs_add(&up, "Content-Security-Policy", "frame-ancestors *"), 0);
-        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", "http://seed.localhost:8080", &out), 0);
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", "http://seed.localhost:8080", false, &out), 0);
         assert_int_equal(ctl_hdrs_count(&out, "Content-Security-Policy"), 2);
         assert_string_equal(out.v[out.n - 1].value, "frame-ancestors http://seed.localhost:8080");
         assert_string_equal(ctl_hdrs_get(&out, "Cross-Origin-Opener-Policy"), "unsafe-none");
+        ctl_hdrs_free(&out);
+        ctl_hdrs_free(&up);
+}
+
+/* The browser's cache keys every organism answer on Cookie (entering or
+ * leaving a preview changes it), keeping the organism's own Vary; an answer
+ * to the owner's preview is never stored, whatever the candidate says. */
+static void test_proxy_response_cache_headers(void **state) {
+        (void)state;
+        static const struct {
+                const char *vary[2]; /* the organism's Vary headers, or NULL */
+                const char *want;
+        } cases[] = {
+                {{NULL, NULL}, "Cookie"},
+                {{"Accept-Encoding", NULL}, "Accept-Encoding, Cookie"},
+                {{" Accept-Encoding ,Origin", "cookie"}, "Accept-Encoding, Origin, cookie"},
+                {{"Accept, COOKIE , Origin", NULL}, "Accept, COOKIE, Origin"},
+                {{",, ,", NULL}, "Cookie"},
+                {{"Accept", "*"}, "*"},
+                {{"Cookies", NULL}, "Cookies, Cookie"},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                struct ctl_hdrs up = {0}, out = {0};
+                for (size_t k = 0; k < 2 && cases[i].vary[k]; k++)
+                        assert_int_equal(ctl_hdrs_add(&up, "Vary", cases[i].vary[k]), 0);
+                assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, false, &out), 0);
+                assert_int_equal(ctl_hdrs_count(&out, "Vary"), 1);
+                assert_string_equal(ctl_hdrs_get(&out, "Vary"), cases[i].want);
+                ctl_hdrs_free(&out);
+                ctl_hdrs_free(&up);
+        }
+
+        static const char *const caching[][2] = {
+                {"Cache-Control", "public, max-age=31536000, immutable"},
+                {"Expires", "Thu, 01 Dec 2099 16:00:00 GMT"},
+                {"ETag", "\"v1\""},
+                {"Last-Modified", "Tue, 15 Nov 1994 12:45:26 GMT"},
+                {"Age", "12"},
+                {"Content-Type", "text/html"},
+        };
+        struct ctl_hdrs up = {0}, out = {0};
+        for (size_t i = 0; i < ARRAY_SIZE(caching); i++)
+                assert_int_equal(ctl_hdrs_add(&up, caching[i][0], caching[i][1]), 0);
+        /* The live app's answer: its caching is its own. */
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, false, &out), 0);
+        for (size_t i = 0; i < ARRAY_SIZE(caching); i++)
+                assert_string_equal(ctl_hdrs_get(&out, caching[i][0]), caching[i][1]);
+        ctl_hdrs_free(&out);
+        /* The preview's: no-store, and nothing to revalidate with. */
+        assert_int_equal(ctl_proxy_response_headers(&up, "seed_ab", NULL, true, &out), 0);
+        assert_int_equal(ctl_hdrs_count(&out, "Cache-Control"), 1);
+        assert_string_equal(ctl_hdrs_get(&out, "Cache-Control"), "no-store");
+        for (size_t i = 1; i < ARRAY_SIZE(caching) - 1; i++)
+                assert_null(ctl_hdrs_get(&out, caching[i][0]));
+        assert_string_equal(ctl_hdrs_get(&out, "Content-Type"), "text/html");
+        assert_string_equal(ctl_hdrs_get(&out, "Vary"), "Cookie");
         ctl_hdrs_free(&out);
         ctl_hdrs_free(&up);
 }
@@ -2445,6 +2501,7 @@ int main(void) {
                 cmocka_unit_test(test_proxy_request_head_framing),
                 cmocka_unit_test(test_proxy_parse_head),
                 cmocka_unit_test(test_proxy_response_policy),
+                cmocka_unit_test(test_proxy_response_cache_headers),
                 cmocka_unit_test(test_chunked),
                 cmocka_unit_test(test_pages),
                 cmocka_unit_test(test_escaping),
