@@ -155,20 +155,11 @@ static int migrate(struct backups *b, char **ret_error) {
         int r = fsx_open_root(from, &root);
         if (r < 0)
                 return r;
-        struct db_migration *m = NULL;
-        size_t n = 0;
-        if ((r = organism_migrations_load(root, b->migrations, &m, &n, ret_error)) < 0)
-                return r;
         _cleanup_free_ char *ci = NULL;
-        struct db *db = NULL;
-        if (n && (r = pg_conninfo(b->pg, "organism", PG_LIVE_DB, &ci)) >= 0 &&
-            (r = db_connect_err(ci, &db, ret_error)) >= 0) {
-                r = db_migrate(db, ORGANISM_MIGRATIONS_TABLE, m, n, ret_error);
-                db_close(db);
-        }
-        if (ci)
-                secure_zero(ci, strlen(ci));
-        organism_migrations_free(m, n);
+        if ((r = pg_conninfo(b->pg, "organism", PG_LIVE_DB, &ci)) < 0)
+                return r;
+        r = organism_migrations_apply(root, b->migrations, ci, ret_error);
+        secure_zero(ci, strlen(ci));
         return r;
 }
 

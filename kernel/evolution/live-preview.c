@@ -45,21 +45,11 @@ static int migrate_copy(const struct evo_live_preview_config *c, const struct ev
         int r = fsx_open_root(c->worktree, &root);
         if (r < 0)
                 return errorf(r, ret_error, "cannot open the candidate's worktree: %s", strerror(-r));
-        struct db_migration *m = NULL;
-        size_t n = 0;
-        if ((r = organism_migrations_load(root, c->cfg->organism.migrations, &m, &n, ret_error)) < 0 || n == 0) {
-                organism_migrations_free(m, n);
-                return r;
-        }
         _cleanup_free_ char *ci = NULL;
-        struct db *db = NULL;
-        if ((r = pg_live_copy_conninfo(c->pg, &p->copy, &ci)) >= 0 && (r = db_connect_err(ci, &db, ret_error)) >= 0) {
-                r = db_migrate(db, ORGANISM_MIGRATIONS_TABLE, m, n, ret_error);
-                db_close(db);
-        }
-        if (ci)
-                secure_zero(ci, strlen(ci));
-        organism_migrations_free(m, n);
+        if ((r = pg_live_copy_conninfo(c->pg, &p->copy, &ci)) < 0)
+                return r;
+        r = organism_migrations_apply(root, c->cfg->organism.migrations, ci, ret_error);
+        secure_zero(ci, strlen(ci));
         return r < 0 ? r : 0;
 }
 

@@ -858,23 +858,11 @@ static int migrate_live(struct run *r, char **ret_error) {
         int k = fsx_open_root(o->c.seed_dir, &root);
         if (k < 0)
                 return k;
-        struct db_migration *m = NULL;
-        size_t n = 0;
-        if ((k = organism_migrations_load(root, o->c.cfg->organism.migrations, &m, &n, ret_error)) < 0)
-                return k;
-        if (n == 0) {
-                organism_migrations_free(m, n);
-                return 0;
-        }
         _cleanup_free_ char *ci = NULL;
-        struct db *db = NULL;
-        if ((k = pg_conninfo(o->c.pg, "organism", PG_LIVE_DB, &ci)) >= 0 && (k = db_connect_err(ci, &db, ret_error)) >= 0) {
-                k = db_migrate(db, ORGANISM_MIGRATIONS_TABLE, m, n, ret_error);
-                db_close(db);
-        }
-        if (ci)
-                secure_zero(ci, strlen(ci));
-        organism_migrations_free(m, n);
+        if ((k = pg_conninfo(o->c.pg, "organism", PG_LIVE_DB, &ci)) < 0)
+                return k;
+        k = organism_migrations_apply(root, o->c.cfg->organism.migrations, ci, ret_error);
+        secure_zero(ci, strlen(ci));
         return k;
 }
 

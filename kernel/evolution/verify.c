@@ -104,22 +104,12 @@ static int fresh_database(struct run *run, int root, const char *dbname, char **
         int r = pg_scratch_create(c->pg, dbname);
         if (r < 0)
                 return log_error_errno(r, "verify: cannot create scratch database %s: %m", dbname);
-        struct db_migration *m = NULL;
-        size_t n = 0;
         char *err = NULL;
-        r = organism_migrations_load(root, c->cfg->organism.migrations, &m, &n, &err);
-        if (r == 0) {
-                _cleanup_free_ char *ci = NULL;
-                _cleanup_(db_closep) struct db *db = NULL;
-                if ((r = pg_conninfo(c->pg, "evolver", dbname, &ci)) < 0 ||
-                    (r = db_connect_err(ci, &db, &err)) < 0)
-                        ;
-                else
-                        r = db_migrate(db, ORGANISM_MIGRATIONS_TABLE, m, n, &err);
-                if (ci)
-                        secure_zero(ci, strlen(ci));
+        _cleanup_free_ char *ci = NULL;
+        if ((r = pg_conninfo(c->pg, "evolver", dbname, &ci)) >= 0) {
+                r = organism_migrations_apply(root, c->cfg->organism.migrations, ci, &err);
+                secure_zero(ci, strlen(ci));
         }
-        organism_migrations_free(m, n);
         if (r >= 0)
                 r = pg_sandbox_url(c->pg, "evolver", dbname, ret_url);
         if (r < 0 && r != -ENOMEM) {

@@ -89,3 +89,16 @@ int organism_migrations_load(int root, const char *dir, struct db_migration **re
         *ret_n = n;
         return 0;
 }
+
+int organism_migrations_apply(int root, const char *dir, const char *conninfo, char **ret_error) {
+        struct db_migration *m = NULL;
+        size_t n = 0;
+        int r = organism_migrations_load(root, dir, &m, &n, ret_error);
+        if (r >= 0 && n > 0) {
+                _cleanup_(db_closep) struct db *db = NULL;
+                if ((r = db_connect_err(conninfo, &db, ret_error)) >= 0)
+                        r = db_migrate(db, ORGANISM_MIGRATIONS_TABLE, m, n, ret_error);
+        }
+        organism_migrations_free(m, n);
+        return r;
+}

@@ -15,3 +15,7 @@
  * organism_migrations_free. */
 int organism_migrations_load(int root, const char *dir, struct db_migration **ret, size_t *ret_n, char **ret_error);
 void organism_migrations_free(struct db_migration *m, size_t n);
+/* Loads them (as above) and applies the new ones to the database conninfo
+ * names, connected as the role it names; with none to load it does not
+ * connect. The number applied, or -errno with *ret_error saying why. */
+int organism_migrations_apply(int root, const char *dir, const char *conninfo, char **ret_error);
