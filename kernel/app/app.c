@@ -63,6 +63,7 @@ struct app {
         pid_t pid;               /* ours, for the status (no syscall per request) */
         int generation;
         struct repo_refs_cache refs; /* what the status needs of the repository */
+        struct organism_ext_cache ext; /* what the status says of extensions.json */
 };
 
 static char *seed_path(const struct app *a, const char *rel) { return path_join(a->opts->seed_dir, rel); }
@@ -177,7 +178,7 @@ static int app_status_json(void *userdata, char **ret_json) {
                 json_object_set_new(o, "database", json_string(pg_is_external(a->pg) ? "external" : "private"));
         /* The organism's admin screens, and what of them was refused. */
         _cleanup_free_ char *screens = NULL;
-        if (organism_extensions_status(a->opts->seed_dir, &screens) < 0)
+        if (organism_ext_cache_status(&a->ext, &screens) < 0)
                 return -ENOMEM;
         if (screens)
                 json_object_set_new(o, "admin_screens", json_string(screens));
@@ -186,9 +187,9 @@ static int app_status_json(void *userdata, char **ret_json) {
         if (a->pg_watch && !pg_is_external(a->pg) && pg_watch_json(a->pg_watch, &pgw) >= 0)
                 json_object_set_new(o, "postgres", pgw);
         /* The kernel's periodic work: each job's last run and when it is due. */
-        _cleanup_free_ char *jobs = NULL;
+        json_t *jobs = NULL;
         if (a->sched && sched_status_json(a->sched, &jobs) >= 0)
-                json_object_set_new(o, "jobs", json_loads(jobs, 0, NULL));
+                json_object_set_new(o, "jobs", jobs);
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
         if (have_oc && a->orch && orch_owner_change_json(a->orch, &oc, &owner) >= 0 && owner)
@@ -530,6 +531,7 @@ static void app_stop(struct app *a) {
         if (tok)
                 unlink(tok);
         repo_refs_cache_done(&a->refs); /* after ctl: no status is asked any more */
+        organism_ext_cache_done(&a->ext);
         cfg_free(a->cfg);
         secrets_free(a->secrets);
         if (a->control_token)
@@ -645,7 +647,8 @@ int app_run(const struct app_options *o) {
                 goto fail;
         if (repo_live_generation(o->seed_dir, &a.generation) < 0)
                 a.generation = 0;
-        if ((r = repo_refs_cache_init(&a.refs, o->seed_dir)) < 0)
+        if ((r = repo_refs_cache_init(&a.refs, o->seed_dir)) < 0 ||
+            (r = organism_ext_cache_init(&a.ext, o->seed_dir)) < 0)
                 goto fail;
 
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||

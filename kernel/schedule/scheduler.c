@@ -365,8 +365,8 @@ bool sched_running(struct scheduler *s, const char *name) {
         return running;
 }
 
-int sched_status_json(struct scheduler *s, char **ret_json) {
-        if (!s || !ret_json)
+int sched_status_json(struct scheduler *s, json_t **ret) {
+        if (!s || !ret)
                 return -EINVAL;
         _cleanup_json_ json_t *a = json_array();
         if (!a)
@@ -386,10 +386,7 @@ int sched_status_json(struct scheduler *s, char **ret_json) {
         pthread_mutex_unlock(&s->lock);
         if (r < 0)
                 return r;
-        char *text = json_dumps(a, JSON_COMPACT);
-        if (!text)
-                return -ENOMEM;
-        *ret_json = text;
+        *ret = TAKE_PTR(a);
         return 0;
 }
 

@@ -311,9 +311,8 @@ static void wait_for(int *field, int n) {
 }
 
 static json_t *job_status(struct scheduler *s, const char *name) {
-        _cleanup_free_ char *text = NULL;
-        assert_int_equal(sched_status_json(s, &text), 0);
-        json_t *a = json_loads(text, 0, NULL), *o;
+        json_t *a = NULL, *o;
+        assert_int_equal(sched_status_json(s, &a), 0);
         size_t i;
         json_array_foreach(a, i, o) if (streq(json_string_value(json_object_get(o, "name")), name)) {
                 json_incref(o);
