@@ -144,5 +144,9 @@ bool sched_running(struct scheduler *s, const char *name);
  * consecutive failures, running — as a JSON array. Caller owns the
  * reference (json_decref). */
 int sched_status_json(struct scheduler *s, json_t **ret);
+/* Changes whenever what sched_status_json() shows changes (a counter,
+ * never going back): a cache of it is exact while this stays the same,
+ * when read before the JSON. No lock taken. 0 for NULL. */
+uint64_t sched_status_version(struct scheduler *s);
 /* Stops the thread and waits for every run to end. Frees. Accepts NULL. */
 void sched_free(struct scheduler *s);
