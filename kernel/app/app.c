@@ -34,6 +34,17 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+/* What the status shows depends on, each read before what it shows: while
+ * all are the same, so is the status (app_status_json). Every part is a
+ * counter of changes its module bumps with each change it would show (under
+ * the lock that change takes), or the value itself. */
+struct app_status_key {
+        uint64_t refs, mind, pg, sched, owner;
+        int organism;            /* its state, -1 without one */
+        int64_t uptime_s;
+        char *screens;           /* extensions.json's line, or NULL; owned */
+};
+
 struct app {
         const struct app_options *opts;
         struct cfg *cfg;
@@ -63,6 +74,13 @@ struct app {
         pid_t pid;               /* ours, for the status (no syscall per request) */
         int generation;
         struct repo_refs_cache refs; /* what the status needs of the repository */
+        struct organism_ext_cache ext; /* what the status says of extensions.json */
+        struct app_status_cache {
+                atomic_bool on;          /* set once the start is over */
+                pthread_mutex_t lock;    /* key and json */
+                struct app_status_key key;
+                char *json;              /* the status for key, or NULL */
+        } status;
 };
 
 static char *seed_path(const struct app *a, const char *rel) { return path_join(a->opts->seed_dir, rel); }
@@ -142,8 +160,42 @@ static void app_control_url(const struct app *a, unsigned port, char *out, size_
                 snprintf(out, n, "http://%s/_seed/", h);
 }
 
-static int app_status_json(void *userdata, char **ret_json) {
-        struct app *a = userdata;
+static void app_status_key_done(struct app_status_key *k) {
+        free(k->screens);
+        *k = (struct app_status_key){0};
+}
+
+static int app_status_key_now(struct app *a, struct app_status_key *ret) {
+        struct app_status_key k = {
+                .refs = repo_refs_cache_version(&a->refs),
+                .mind = mind_status_version(a->mind),
+                .pg = pg_watch_version(a->pg_watch),
+                .sched = sched_status_version(a->sched),
+                .owner = orch_owner_change_version(a->orch),
+                .organism = a->organism ? (int)organism_state(a->organism) : -1,
+                .uptime_s = (now_ms() - a->started_ms) / 1000,
+        };
+        if (organism_ext_cache_status(&a->ext, &k.screens) < 0)
+                return -ENOMEM;
+        *ret = k;
+        return 0;
+}
+
+static bool same_text(const char *x, const char *y) {
+        return x == y || (x && y && streq(x, y));
+}
+
+static bool app_status_key_eq(const struct app_status_key *x, const struct app_status_key *y) {
+        return x->refs == y->refs && x->mind == y->mind && x->pg == y->pg && x->sched == y->sched &&
+               x->owner == y->owner && x->organism == y->organism && x->uptime_s == y->uptime_s &&
+               same_text(x->screens, y->screens);
+}
+
+/* The status for key k (read just before). *ret_whole is false when a part
+ * was left out (out of memory, the repository not read): such a status is
+ * not kept. */
+static int app_status_build(struct app *a, const struct app_status_key *k, char **ret_json, bool *ret_whole) {
+        bool whole = true;
         /* From the refs cache: the repository is read again only when its
          * refs moved (a new generation, the owner's commits) or a second
          * passed. Where main stands carries the live generation too. */
@@ -157,9 +209,9 @@ static int app_status_json(void *userdata, char **ret_json) {
                               "generation", gen,
                               "url", "",
                               "organism", "state",
-                              a->organism ? organism_state_name(organism_state(a->organism)) : a->doctor ? "down" : "stopped",
-                              "kernel", "pid", (int)a->pid, "uptime_seconds",
-                              (json_int_t)((now_ms() - a->started_ms) / 1000), "version", "0.1.0");
+                              k->organism >= 0 ? organism_state_name(k->organism) : a->doctor ? "down" : "stopped",
+                              "kernel", "pid", (int)a->pid, "uptime_seconds", (json_int_t)k->uptime_s,
+                              "version", "0.1.0");
         if (!o)
                 return -ENOMEM;
         char url[APP_URL_MAX + 1], control[APP_URL_MAX + 16];
@@ -168,7 +220,9 @@ static int app_status_json(void *userdata, char **ret_json) {
         app_control_url(a, a->ctl ? ctl_port(a->ctl) : 0, control, sizeof control);
         json_object_set_new(o, "control_url", json_string(control));
         json_t *mind = NULL;
-        if (a->mind && mind_status_json(a->mind, false, &mind) >= 0)
+        if (a->mind && mind_status_json(a->mind, false, &mind) < 0)
+                whole = false;
+        else if (mind)
                 json_object_set_new(o, "mind", mind);
         if (a->doctor)
                 json_object_set_new(o, "doctor", json_string(a->doctor));
@@ -176,27 +230,76 @@ static int app_status_json(void *userdata, char **ret_json) {
         if (a->pg)
                 json_object_set_new(o, "database", json_string(pg_is_external(a->pg) ? "external" : "private"));
         /* The organism's admin screens, and what of them was refused. */
-        _cleanup_free_ char *screens = NULL;
-        if (organism_extensions_status(a->opts->seed_dir, &screens) < 0)
-                return -ENOMEM;
-        if (screens)
-                json_object_set_new(o, "admin_screens", json_string(screens));
+        if (k->screens)
+                json_object_set_new(o, "admin_screens", json_string(k->screens));
         /* The private PostgreSQL: up or down, and the last time it died. */
         json_t *pgw = NULL;
-        if (a->pg_watch && !pg_is_external(a->pg) && pg_watch_json(a->pg_watch, &pgw) >= 0)
+        if (a->pg_watch && !pg_is_external(a->pg) && pg_watch_json(a->pg_watch, &pgw) < 0)
+                whole = false;
+        else if (pgw)
                 json_object_set_new(o, "postgres", pgw);
         /* The kernel's periodic work: each job's last run and when it is due. */
-        _cleanup_free_ char *jobs = NULL;
-        if (a->sched && sched_status_json(a->sched, &jobs) >= 0)
-                json_object_set_new(o, "jobs", json_loads(jobs, 0, NULL));
+        json_t *jobs = NULL;
+        if (a->sched && sched_status_json(a->sched, &jobs) < 0)
+                whole = false;
+        else if (jobs)
+                json_object_set_new(o, "jobs", jobs);
         /* The owner's commits on main that are not a generation (yet). */
         json_t *owner = NULL;
-        if (have_oc && a->orch && orch_owner_change_json(a->orch, &oc, &owner) >= 0 && owner)
+        if (have_oc && a->orch && orch_owner_change_json(a->orch, &oc, &owner) < 0)
+                whole = false;
+        else if (owner)
                 json_object_set_new(o, "owner_change", owner);
         char *s = json_dumps(o, JSON_COMPACT);
         if (!s)
                 return -ENOMEM;
         *ret_json = s;
+        *ret_whole = whole && have_oc;
+        return 0;
+}
+
+/* The control plane asks for the status on every poll of every open page
+ * and `seed status`: it is built again only when its key changed (at least
+ * once a second, for the uptime), from the end of the start on (before it,
+ * what the key does not cover is still being set up: the control plane's
+ * port, the wiped password). */
+static int app_status_json(void *userdata, char **ret_json) {
+        struct app *a = userdata;
+        struct app_status_cache *c = &a->status;
+        _cleanup_(app_status_key_done) struct app_status_key k = {0};
+        int r = app_status_key_now(a, &k);
+        if (r < 0)
+                return r;
+        bool on = atomic_load(&c->on);
+        if (on) {
+                char *kept = NULL;
+                pthread_mutex_lock(&c->lock);
+                bool hit = c->json && app_status_key_eq(&c->key, &k);
+                if (hit)
+                        kept = strdup(c->json);
+                pthread_mutex_unlock(&c->lock);
+                if (hit && !kept)
+                        return -ENOMEM;
+                if (hit) {
+                        *ret_json = kept;
+                        return 0;
+                }
+        }
+        _cleanup_free_ char *json = NULL;
+        bool whole = false;
+        if ((r = app_status_build(a, &k, &json, &whole)) < 0)
+                return r;
+        char *copy = on && whole ? strdup(json) : NULL;
+        if (copy) {
+                pthread_mutex_lock(&c->lock);
+                free(c->json);
+                app_status_key_done(&c->key);
+                c->json = copy;
+                c->key = k;
+                k = (struct app_status_key){0}; /* the cache owns its line now */
+                pthread_mutex_unlock(&c->lock);
+        }
+        *ret_json = TAKE_PTR(json);
         return 0;
 }
 
@@ -530,6 +633,9 @@ static void app_stop(struct app *a) {
         if (tok)
                 unlink(tok);
         repo_refs_cache_done(&a->refs); /* after ctl: no status is asked any more */
+        organism_ext_cache_done(&a->ext);
+        free(a->status.json);
+        app_status_key_done(&a->status.key);
         cfg_free(a->cfg);
         secrets_free(a->secrets);
         if (a->control_token)
@@ -601,7 +707,8 @@ static int app_take_secrets(struct app *a) {
 }
 
 int app_run(const struct app_options *o) {
-        struct app a = {.opts = o, .started_ms = now_ms(), .pid = getpid(), .listen = CTL_LISTEN_INIT};
+        struct app a = {.opts = o, .started_ms = now_ms(), .pid = getpid(), .listen = CTL_LISTEN_INIT,
+                        .status.lock = PTHREAD_MUTEX_INITIALIZER};
         _cleanup_free_ char *cfg_path = NULL, *err = NULL, *log_path = NULL;
         int r;
 
@@ -645,7 +752,8 @@ int app_run(const struct app_options *o) {
                 goto fail;
         if (repo_live_generation(o->seed_dir, &a.generation) < 0)
                 a.generation = 0;
-        if ((r = repo_refs_cache_init(&a.refs, o->seed_dir)) < 0)
+        if ((r = repo_refs_cache_init(&a.refs, o->seed_dir)) < 0 ||
+            (r = organism_ext_cache_init(&a.ext, o->seed_dir)) < 0)
                 goto fail;
 
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||
@@ -656,6 +764,7 @@ int app_run(const struct app_options *o) {
             (r = app_start_orchestrator(&a)) < 0 || (r = app_start_schedule(&a)) < 0 || (r = app_start_ctl(&a)) < 0 ||
             (r = app_write_state(&a)) < 0)
                 goto fail;
+        atomic_store(&a.status.on, true);
         log_info("generation %d is live", a.generation);
 
         int sig = 0;

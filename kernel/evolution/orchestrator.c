@@ -78,6 +78,7 @@ struct orchestrator {
                 int restored;        /* FAILED once live: the generation restoring the live one */
                 char job[32];        /* the owner job's id */
         } owner;
+        _Atomic uint64_t owner_changes; /* bumped under lock with each change of owner */
 };
 
 /* One evolution under way (worker thread only). */
@@ -384,6 +385,7 @@ static int run_phase(struct run *r, enum tool_phase phase, const char *purpose, 
 /* ---- the owner's commits on main (see owner.h) ---- */
 
 static void owner_forget(struct orchestrator *o) {
+        o->owner_changes++;
         o->owner.head[0] = 0;
         o->owner.job[0] = 0;
         o->owner.restored = 0;
@@ -1774,6 +1776,10 @@ void orch_stop(struct orchestrator *o) {
         pthread_mutex_destroy(&o->lock);
         owner_forget(o);
         free(o);
+}
+
+uint64_t orch_owner_change_version(struct orchestrator *o) {
+        return o ? o->owner_changes : 0;
 }
 
 int orch_owner_change_json(struct orchestrator *o, const struct repo_owner_change *change, json_t **ret) {

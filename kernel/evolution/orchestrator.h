@@ -79,6 +79,10 @@ int orch_cancel(struct orchestrator *o, const char *evo_id);
  * say. change is where main stands (repo_owner_change(), e.g. cached:
  * repo_refs_cache_owner_change()), borrowed. Caller owns *ret. */
 int orch_owner_change_json(struct orchestrator *o, const struct repo_owner_change *change, json_t **ret);
+/* Changes whenever the orchestrator's part of that changes (a counter,
+ * never going back; where main stands is the caller's to compare). No lock
+ * taken. 0 for NULL. */
+uint64_t orch_owner_change_version(struct orchestrator *o);
 /* Decides a pending approval or answers a question (answer != NULL) and
  * wakes the evolution waiting for it. -ENOENT unknown, -EALREADY decided. */
 int orch_decide(struct orchestrator *o, const char *approval_id, bool approved, const char *answer);

@@ -736,6 +736,10 @@ int fsx_stat(int root, const char *rel, struct fsx_stat *ret, char **ret_error) 
                 .mode = st.st_mode & 07777,
                 .nlink = (uint64_t)st.st_nlink,
                 .mtime_ms = (int64_t)st.st_mtim.tv_sec * 1000 + st.st_mtim.tv_nsec / 1000000,
+                .dev = (uint64_t)st.st_dev,
+                .ino = (uint64_t)st.st_ino,
+                .mtime_ns = (int64_t)st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec,
+                .ctime_ns = (int64_t)st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec,
         };
         return 0;
 }

@@ -86,6 +86,10 @@ struct fsx_stat {
         mode_t mode;       /* permission bits only (& 07777) */
         uint64_t nlink;
         int64_t mtime_ms;
+        /* What tells one version of a file from another (a cache key):
+         * any write, chmod, link or rename moves the ctime. */
+        uint64_t dev, ino;
+        int64_t mtime_ns, ctime_ns; /* since the epoch */
 };
 
 struct fsx_entry {

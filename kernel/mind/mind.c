@@ -8,6 +8,7 @@
 #include "secrets/secrets.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define PROBE_ATTEMPTS 2
 
@@ -44,6 +45,7 @@ struct mind {
         struct models_cache *cache;     /* per provider */
         struct handle *current;         /* NULL: cannot think, why_not says why */
         char *why_not;
+        _Atomic uint64_t changes;       /* bumped under the lock with each change the status shows */
 };
 
 static void unlockp(pthread_mutex_t **l) {
@@ -195,6 +197,7 @@ static void rebuild_locked(struct mind *m) {
         m->current = h;
         free(m->why_not);
         m->why_not = h ? NULL : why ? TAKE_PTR(why) : strdup("The model cannot be used: out of memory");
+        m->changes++;
         if (h)
                 log_info("thinking with %s via %s (key: %s)", m->name, m->provider->name, mind_key_source_name(src));
         else
@@ -346,6 +349,10 @@ static json_t *providers_json_locked(const struct mind *m) {
         return arr;
 }
 
+uint64_t mind_status_version(struct mind *m) {
+        return m ? m->changes : 0;
+}
+
 int mind_status_json(struct mind *m, bool full, json_t **ret) {
         LOCKED(&m->lock);
         const char *key = NULL;
@@ -490,6 +497,7 @@ int mind_lend_key(struct mind *m, const char *provider, const char *key, char **
         size_t i = provider_index(m, p);
         key_free(m->lent[i]);
         m->lent[i] = copy;
+        m->changes++;
         log_info("a model key for %s was lent in the control plane (kept in memory until the kernel stops)", p->name);
         if (p == m->provider)
                 rebuild_locked(m);
@@ -507,6 +515,7 @@ int mind_forget_key(struct mind *m, const char *provider) {
                 if ((p && &m->providers[i] != p) || !m->lent[i])
                         continue;
                 key_free(TAKE_PTR(m->lent[i]));
+                m->changes++;
                 log_info("the model key lent for %s was forgotten", m->providers[i].name);
                 current = current || &m->providers[i] == m->provider;
                 n++;

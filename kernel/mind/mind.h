@@ -91,6 +91,11 @@ char *mind_why_not(struct mind *m);
  * "key_env", "key_source", "available"}] (openai-compatible is available
  * only with seed.yaml's model.base_url). Caller json_decref()s. */
 int mind_status_json(struct mind *m, bool full, json_t **ret);
+/* Changes whenever what mind_status_json() shows changes, in either view
+ * (a counter, never going back; read before the JSON, a cache of it is
+ * exact while this stays the same). The keys the Seed started with are read
+ * once at start. No lock taken. 0 for NULL. */
+uint64_t mind_status_version(struct mind *m);
 
 /* Probes provider/model with the key it would use (a one-line prompt,
  * MIND_PROBE_MAX_TOKENS, one trivial tool, so a model without tool support

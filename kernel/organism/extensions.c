@@ -315,13 +315,11 @@ int organism_extensions_read(int root, struct organism_extensions **ret) {
         return 0;
 }
 
-int organism_extensions_status(const char *seed_dir, char **ret) {
-        _cleanup_close_ int root = -1;
-        _cleanup_(organism_extensions_freep) struct organism_extensions *x = NULL;
+/* The status line of what was read (see extensions.h); NULL when there is
+ * nothing to say. 0 or -ENOMEM. */
+static int status_line(const struct organism_extensions *x, char **ret) {
         char *line = NULL;
-        int r = fsx_open_root(seed_dir, &root) < 0 ? 0 : organism_extensions_read(root, &x);
-        if (r < 0)
-                return r;
+        int r = 0;
         size_t bad = x ? strv_length(x->errors) : 0;
         if (x && bad == 0 && x->n_screens > 0)
                 r = xasprintf(&line, "%zu shown", x->n_screens);
@@ -331,5 +329,97 @@ int organism_extensions_status(const char *seed_dir, char **ret) {
         if (r < 0)
                 return -ENOMEM;
         *ret = line;
+        return 0;
+}
+
+static int status_of_root(int root, char **ret) {
+        _cleanup_(organism_extensions_freep) struct organism_extensions *x = NULL;
+        int r = root < 0 ? 0 : organism_extensions_read(root, &x);
+        return r < 0 ? r : status_line(x, ret);
+}
+
+int organism_extensions_status(const char *seed_dir, char **ret) {
+        _cleanup_close_ int root = -1;
+        if (fsx_open_root(seed_dir, &root) < 0)
+                root = -1;
+        return status_of_root(root, ret);
+}
+
+int organism_ext_cache_init(struct organism_ext_cache *c, const char *seed_dir) {
+        *c = (struct organism_ext_cache){.ready = true, .root = -1, .racy_ns = ORGANISM_EXT_RACY_NS};
+        pthread_mutex_init(&c->lock, NULL);
+        if (fsx_open_root(seed_dir, &c->root) < 0)
+                c->root = -1;
+        return 0;
+}
+
+void organism_ext_cache_done(struct organism_ext_cache *c) {
+        if (!c || !c->ready)
+                return;
+        if (c->root >= 0)
+                close(c->root);
+        free(c->line);
+        pthread_mutex_destroy(&c->lock);
+        *c = (struct organism_ext_cache){0};
+}
+
+static bool same_file(const struct fsx_stat *a, const struct fsx_stat *b) {
+        return a->dev == b->dev && a->ino == b->ino && a->type == b->type && a->mode == b->mode &&
+               a->nlink == b->nlink && a->size == b->size && a->mtime_ns == b->mtime_ns &&
+               a->ctime_ns == b->ctime_ns;
+}
+
+static int64_t wall_ns(void) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* Copies the kept line: 0, or -ENOENT when nothing is kept for this key. */
+static int cached_line(struct organism_ext_cache *c, const struct fsx_stat *key, char **ret) {
+        int r = -ENOENT;
+        char *line = NULL;
+        pthread_mutex_lock(&c->lock);
+        if (c->have && same_file(&c->key, key)) {
+                r = 0;
+                if (c->line && !(line = strdup(c->line)))
+                        r = -ENOMEM;
+        }
+        pthread_mutex_unlock(&c->lock);
+        if (r >= 0)
+                *ret = line;
+        return r;
+}
+
+int organism_ext_cache_status(struct organism_ext_cache *c, char **ret) {
+        if (c->root < 0) {
+                *ret = NULL;
+                return 0;
+        }
+        /* The key is taken before the read: a change after it moves the
+         * ctime, so the next call reads again. */
+        int64_t now = wall_ns();
+        struct fsx_stat key = {0};
+        int s = fsx_stat(c->root, ORGANISM_EXT_FILE, &key, NULL);
+        if (s == -ENOENT || s == -ENOTDIR) { /* what the read would find: nothing declared */
+                *ret = NULL;
+                return 0;
+        }
+        int r = s < 0 ? -ENOENT : cached_line(c, &key, ret);
+        if (r != -ENOENT)
+                return r;
+        _cleanup_free_ char *line = NULL;
+        if ((r = status_of_root(c->root, &line)) < 0)
+                return r;
+        bool keep = s >= 0 && key.type == FSX_FILE && key.ctime_ns < now - c->racy_ns &&
+                    key.mtime_ns < now - c->racy_ns;
+        char *copy = keep && line ? strdup(line) : NULL;
+        pthread_mutex_lock(&c->lock);
+        free(c->line);
+        c->line = copy;
+        c->key = key;
+        c->have = keep && (copy || !line);
+        pthread_mutex_unlock(&c->lock);
+        *ret = TAKE_PTR(line);
         return 0;
 }

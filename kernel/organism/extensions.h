@@ -19,6 +19,9 @@
 #pragma once
 
 #include "base/base.h"
+#include "fsx/fsx.h"
+
+#include <pthread.h>
 
 #define ORGANISM_EXT_FILE "organism/control/extensions.json"
 #define ORGANISM_EXT_FILE_MAX (64 * 1024) /* bytes of the file */
@@ -69,3 +72,30 @@ int organism_extensions_read(int root, struct organism_extensions **ret);
  * refused. 0 or -ENOMEM (a folder that cannot be opened is nothing). Caller
  * frees. */
 int organism_extensions_status(const char *seed_dir, char **ret);
+
+/* organism_extensions_status() for a status asked many times a second: the
+ * file is read and parsed again only when it is another file or was changed.
+ * The key is what fsx_stat() sees beneath the folder, resolved like the read
+ * itself: device, inode, type, mode, links, size, and mtime and ctime to the
+ * nanosecond (any write, chmod, link or rename moves the ctime). A file
+ * changed less than ORGANISM_EXT_RACY_NS before it was looked at is never
+ * kept: another change within the same timestamp tick would not show (git's
+ * "racily clean" files), so it is read on every call until it is older. No
+ * file (the usual case) costs one openat2. The folder is opened once. */
+#define ORGANISM_EXT_RACY_NS 1000000000LL
+struct organism_ext_cache {
+        bool ready;           /* initialised (done() on a zeroed one does nothing) */
+        pthread_mutex_t lock;
+        int root;             /* the Seed's folder, O_PATH; -1: none (no line) */
+        int64_t racy_ns;      /* ORGANISM_EXT_RACY_NS (tests: 0) */
+        bool have;            /* key and line are of a file read */
+        struct fsx_stat key;
+        char *line;           /* as organism_extensions_status() says it; may be NULL */
+};
+
+/* A folder that cannot be opened has no line, as above. 0 or -ENOMEM. */
+int organism_ext_cache_init(struct organism_ext_cache *c, const char *seed_dir);
+void organism_ext_cache_done(struct organism_ext_cache *c);
+/* Like organism_extensions_status(): *ret NULL or a line the caller frees.
+ * 0 or -ENOMEM. Thread-safe. */
+int organism_ext_cache_status(struct organism_ext_cache *c, char **ret);

@@ -20,6 +20,7 @@ struct pg_watch {
         bool down;
         int restarts;
         char last[WATCH_TEXT_MAX];
+        _Atomic uint64_t changes; /* bumped under lock with each of them */
 };
 
 static void clock_text(char out[16]) {
@@ -39,6 +40,7 @@ static void set_state(struct pg_watch *w, bool down, bool restarted, const char 
         va_start(ap, fmt);
         vsnprintf(w->last, sizeof w->last, fmt, ap);
         va_end(ap);
+        w->changes++;
         pthread_mutex_unlock(&w->lock);
 }
 
@@ -138,6 +140,10 @@ int pg_watch_json(struct pg_watch *w, json_t **ret) {
                 return -ENOMEM;
         *ret = o;
         return 0;
+}
+
+uint64_t pg_watch_version(struct pg_watch *w) {
+        return w ? w->changes : 0;
 }
 
 bool pg_watch_up(struct pg_watch *w) {

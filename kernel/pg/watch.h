@@ -19,5 +19,9 @@ void pg_watch_stop(struct pg_watch *w);
  * happened, when, and whether it is running again>" (only once one
  * happened)}; *ret caller-owned. */
 int pg_watch_json(struct pg_watch *w, json_t **ret);
+/* Changes whenever what pg_watch_json() shows changes (a counter, never
+ * going back; read before the JSON, a cache of it is exact while this stays
+ * the same). No lock taken. 0 for NULL. */
+uint64_t pg_watch_version(struct pg_watch *w);
 /* Whether the server runs (true for an external one, or with w NULL). */
 bool pg_watch_up(struct pg_watch *w);

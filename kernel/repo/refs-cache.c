@@ -95,6 +95,15 @@ static void refresh_locked(struct repo_refs_cache *c) {
                 c->gen_r = repo_live_generation(c->seed_dir, &c->gen);
         c->read_ms = now;
         c->valid = trusted;
+        c->reads++;
+}
+
+uint64_t repo_refs_cache_version(struct repo_refs_cache *c) {
+        pthread_mutex_lock(&c->lock);
+        refresh_locked(c);
+        uint64_t v = c->reads;
+        pthread_mutex_unlock(&c->lock);
+        return v;
 }
 
 int repo_refs_cache_generation(struct repo_refs_cache *c, int *ret) {

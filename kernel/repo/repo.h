@@ -95,6 +95,7 @@ struct repo_refs_cache {
         int gen_r, gen;                        /* repo_live_generation's result */
         int oc_r;                              /* repo_owner_change's result */
         struct repo_owner_change oc;
+        uint64_t reads;                        /* of the repository, so far */
 };
 /* seed_dir is copied. */
 int repo_refs_cache_init(struct repo_refs_cache *c, const char *seed_dir);
@@ -106,6 +107,10 @@ int repo_refs_cache_generation(struct repo_refs_cache *c, int *ret);
 int repo_refs_cache_owner_change(struct repo_refs_cache *c, struct repo_owner_change *ret);
 /* The next question reads the repository again. */
 void repo_refs_cache_invalidate(struct repo_refs_cache *c);
+/* Looks whether the refs moved, as the questions above do, and says how
+ * many times the repository was read: while that stays the same, so do
+ * their answers (a cache of them is exact when it reads this first). */
+uint64_t repo_refs_cache_version(struct repo_refs_cache *c);
 
 /* The message of the commit that records the owner's commits as a
  * generation, exactly:

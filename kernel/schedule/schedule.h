@@ -20,6 +20,7 @@
 #pragma once
 
 #include "base/base.h"
+#include "base/json.h"
 
 #include <time.h>
 
@@ -140,7 +141,12 @@ void sched_wake(struct scheduler *s);
 /* Whether a job runs right now. */
 bool sched_running(struct scheduler *s, const char *name);
 /* Each job's name, next due, last run (start, end, result, error), runs,
- * consecutive failures, running — as a JSON array. Caller frees. */
-int sched_status_json(struct scheduler *s, char **ret_json);
+ * consecutive failures, running — as a JSON array. Caller owns the
+ * reference (json_decref). */
+int sched_status_json(struct scheduler *s, json_t **ret);
+/* Changes whenever what sched_status_json() shows changes (a counter,
+ * never going back): a cache of it is exact while this stays the same,
+ * when read before the JSON. No lock taken. 0 for NULL. */
+uint64_t sched_status_version(struct scheduler *s);
 /* Stops the thread and waits for every run to end. Frees. Accepts NULL. */
 void sched_free(struct scheduler *s);

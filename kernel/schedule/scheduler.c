@@ -7,6 +7,7 @@
 #include "db/db.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 #define SCHED_POLL_S 60 /* at most this long between looks (clock jumps, next_due changes) */
 
@@ -32,6 +33,9 @@ struct scheduler {
         struct job **jobs;
         size_t n;
         unsigned workers;
+        /* Bumped under the lock with every change sched_status_json() shows
+         * (read without it: sched_status_version()). */
+        _Atomic uint64_t changes;
         bool started, stopping;
         pthread_t thread;
 };
@@ -179,6 +183,7 @@ static void *worker(void *arg) {
         rec.error = error_copy;
         unsigned failures = j->failures;
         j->due = job_due(j, j->last_end); /* for the status, until the loop looks again */
+        s->changes++;
         pthread_mutex_unlock(&s->lock);
 
         job_store(s, j->name, &rec);
@@ -187,6 +192,7 @@ static void *worker(void *arg) {
 
         pthread_mutex_lock(&s->lock);
         j->running = false;
+        s->changes++;
         s->workers--;
         pthread_cond_broadcast(&s->cond);
         pthread_cond_broadcast(&s->idle);
@@ -204,6 +210,7 @@ static int start_run(struct scheduler *s, struct job *j, int64_t now) {
         j->run_now = false;
         j->last_start = now;
         s->workers++;
+        s->changes++;
         int r = -pthread_create(&t, &attr, worker, j);
         pthread_attr_destroy(&attr);
         if (r < 0) {
@@ -223,7 +230,10 @@ static void *loop(void *arg) {
                         struct job *j = s->jobs[i];
                         if (j->running || j->removed)
                                 continue;
-                        j->due = job_due(j, now);
+                        int64_t due = job_due(j, now);
+                        if (due != j->due)
+                                s->changes++;
+                        j->due = due;
                         if (j->due <= now)
                                 (void)start_run(s, j, now);
                         else if (j->due < next)
@@ -270,6 +280,7 @@ int sched_add(struct scheduler *s, const struct sched_job *job) {
                 else {
                         s->jobs = v;
                         s->jobs[s->n++] = j;
+                        s->changes++;
                         j = NULL;
                         pthread_cond_broadcast(&s->cond);
                 }
@@ -326,6 +337,7 @@ int sched_remove(struct scheduler *s, const char *name) {
                 if (s->jobs[i] == j) {
                         memmove(&s->jobs[i], &s->jobs[i + 1], (s->n - i - 1) * sizeof *s->jobs);
                         s->n--;
+                        s->changes++;
                         break;
                 }
         pthread_mutex_unlock(&s->lock);
@@ -365,8 +377,12 @@ bool sched_running(struct scheduler *s, const char *name) {
         return running;
 }
 
-int sched_status_json(struct scheduler *s, char **ret_json) {
-        if (!s || !ret_json)
+uint64_t sched_status_version(struct scheduler *s) {
+        return s ? s->changes : 0;
+}
+
+int sched_status_json(struct scheduler *s, json_t **ret) {
+        if (!s || !ret)
                 return -EINVAL;
         _cleanup_json_ json_t *a = json_array();
         if (!a)
@@ -386,10 +402,7 @@ int sched_status_json(struct scheduler *s, char **ret_json) {
         pthread_mutex_unlock(&s->lock);
         if (r < 0)
                 return r;
-        char *text = json_dumps(a, JSON_COMPACT);
-        if (!text)
-                return -ENOMEM;
-        *ret_json = text;
+        *ret = TAKE_PTR(a);
         return 0;
 }
 

@@ -99,17 +99,26 @@ static void test_sources(void **state) {
         assert_true(mind_ready(m));
         assert_null(mind_why_not(m));
         assert_source(m, "start");
-        /* a lent key goes before the start key, until it is forgotten */
+        /* a lent key goes before the start key, until it is forgotten; each
+         * change moves the status' version (the status cache's key) */
         char *err = NULL;
+        uint64_t v = mind_status_version(m);
         assert_int_equal(mind_lend_key(m, "openrouter", LENT, &err), 0);
         assert_source(m, "lent");
         assert_true(mind_ready(m));
+        assert_true(mind_status_version(m) != v);
+        v = mind_status_version(m);
         assert_int_equal(mind_forget_key(m, "openrouter"), 1);
         assert_source(m, "start");
+        assert_true(mind_status_version(m) != v);
+        v = mind_status_version(m);
         assert_int_equal(mind_forget_key(m, "openrouter"), 0);
-        /* a key lent for another provider changes nothing here */
+        assert_true(mind_status_version(m) == v);
+        /* a key lent for another provider changes nothing here (but the
+         * full view's list) */
         assert_int_equal(mind_lend_key(m, "anthropic", LENT, &err), 0);
         assert_source(m, "start");
+        assert_true(mind_status_version(m) != v);
         json_t *o = status(m, true);
         assert_string_equal(member(json_array_get(json_object_get(o, "providers"), 2), "key_source"), "lent");
         json_decref(o);

@@ -472,6 +472,101 @@ static void test_extensions_read(void **state) {
         rm_rf(tmpl);
 }
 
+/* The status' cache of extensions.json: every change of the file is seen
+ * on the next call (a new file, a rewrite in place, a chmod, a symlink, a
+ * removal), the line is kept only while the file stays the same, and a
+ * file changed within the racy margin is never kept. */
+static char *ext_status(struct organism_ext_cache *c) {
+        char *line = NULL;
+        assert_int_equal(organism_ext_cache_status(c, &line), 0);
+        return line;
+}
+
+/* Marks the kept line, so the next call shows whether it was served. */
+static void ext_poke(struct organism_ext_cache *c) {
+        assert_true(c->have);
+        free(c->line);
+        c->line = strdup("kept");
+}
+
+static void test_extensions_cache(void **state) {
+        (void)state;
+        char tmpl[] = "/tmp/test-organism-extc.XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *dir = join(tmpl, "organism/control");
+        _cleanup_free_ char *file = join(tmpl, ORGANISM_EXT_FILE);
+        struct organism_ext_cache c;
+        assert_int_equal(organism_ext_cache_init(&c, tmpl), 0);
+        assert_null(ext_status(&c));
+        assert_int_equal(mkdir_p(dir, 0755), 0);
+        assert_null(ext_status(&c));
+
+        /* Just written: racy, read on every call and never kept. */
+        const char *one = "{\"screens\": [{\"id\": \"a\", \"title\": \"A\", \"path\": \"/a\"}]}";
+        assert_int_equal(write_file_atomic(file, one, strlen(one), 0644), 0);
+        char *line = ext_status(&c);
+        assert_string_equal(line, "1 shown");
+        free(line);
+        assert_false(c.have);
+
+        /* Without the margin: kept, and served while the file is the same. */
+        c.racy_ns = 0;
+        free(ext_status(&c));
+        ext_poke(&c);
+        line = ext_status(&c);
+        assert_string_equal(line, "kept");
+        free(line);
+
+        /* Replaced (another inode). */
+        const char *two = "{\"screens\": [{\"id\": \"a\", \"title\": \"A\", \"path\": \"/a\"}, "
+                          "{\"id\": \"b\", \"title\": \"B\", \"path\": \"/b\"}]}";
+        assert_int_equal(write_file_atomic(file, two, strlen(two), 0644), 0);
+        line = ext_status(&c);
+        assert_string_equal(line, "2 shown");
+        free(line);
+
+        /* Written in place (the same inode). */
+        ext_poke(&c);
+        int fd = open(file, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, "{", 1), 1);
+        close(fd);
+        line = ext_status(&c);
+        assert_true(startswith(line, "0 shown; 1 problem in " ORGANISM_EXT_FILE));
+        free(line);
+
+        /* chmod, and a second link (refused by the read). */
+        assert_int_equal(write_file_atomic(file, one, strlen(one), 0644), 0);
+        free(ext_status(&c));
+        ext_poke(&c);
+        assert_int_equal(chmod(file, 0600), 0);
+        line = ext_status(&c);
+        assert_string_equal(line, "1 shown");
+        free(line);
+        ext_poke(&c);
+        _cleanup_free_ char *other = join(tmpl, "other.json");
+        assert_int_equal(link(file, other), 0);
+        line = ext_status(&c);
+        assert_non_null(strstr(line, "hard links"));
+        free(line);
+        unlink(other);
+
+        /* A symlink in its place, then nothing. */
+        free(ext_status(&c));
+        unlink(file);
+        assert_int_equal(symlink("/etc/passwd", file), 0);
+        line = ext_status(&c);
+        assert_non_null(strstr(line, "symbolic link"));
+        free(line);
+        unlink(file);
+        assert_null(ext_status(&c));
+        organism_ext_cache_done(&c);
+        organism_ext_cache_done(&c); /* twice, and a zeroed one: nothing */
+        struct organism_ext_cache zero = {0};
+        organism_ext_cache_done(&zero);
+        rm_rf(tmpl);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_defaults),
@@ -485,6 +580,7 @@ int main(void) {
                 cmocka_unit_test(test_extensions_keeps_the_rest),
                 cmocka_unit_test(test_extensions_bounds),
                 cmocka_unit_test(test_extensions_read),
+                cmocka_unit_test(test_extensions_cache),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

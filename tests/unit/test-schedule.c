@@ -311,9 +311,8 @@ static void wait_for(int *field, int n) {
 }
 
 static json_t *job_status(struct scheduler *s, const char *name) {
-        _cleanup_free_ char *text = NULL;
-        assert_int_equal(sched_status_json(s, &text), 0);
-        json_t *a = json_loads(text, 0, NULL), *o;
+        json_t *a = NULL, *o;
+        assert_int_equal(sched_status_json(s, &a), 0);
         size_t i;
         json_array_foreach(a, i, o) if (streq(json_string_value(json_object_get(o, "name")), name)) {
                 json_incref(o);
@@ -323,6 +322,30 @@ static json_t *job_status(struct scheduler *s, const char *name) {
         json_decref(a);
         fail_msg("no job %s", name);
         return NULL;
+}
+
+/* What the status' cache relies on: the JSON never changes without the
+ * version (read before it) changing too. p keeps the last pair seen. */
+struct seen {
+        uint64_t version;
+        char *json;
+        int changes; /* JSON changes seen so far */
+};
+
+static void check_version(struct scheduler *s, struct seen *p) {
+        uint64_t v = sched_status_version(s);
+        json_t *a = NULL;
+        assert_int_equal(sched_status_json(s, &a), 0);
+        char *text = json_dumps(a, JSON_COMPACT);
+        json_decref(a);
+        assert_non_null(text);
+        if (p->json && !streq(p->json, text)) {
+                assert_true(v != p->version);
+                p->changes++;
+        }
+        free(p->json);
+        p->json = text;
+        p->version = v;
 }
 
 static int setup_probe(void **state) {
@@ -365,9 +388,12 @@ static void test_one_run_at_a_time(void **state) {
         assert_int_equal(sched_spec_parse("every 1h", NULL, &hourly, NULL), 0);
         struct scheduler *s = NULL;
         assert_int_equal(sched_new(&(struct sched_config){.on_result = probe_result, .now_s = clock_fake}, NULL, &s), 0);
+        struct seen seen = {0};
+        check_version(s, &seen);
         assert_int_equal(sched_add(s, &(struct sched_job){.name = "slow", .spec = hourly, .run = probe_run,
                                                           .userdata = &probe}),
                          0);
+        check_version(s, &seen);
         assert_int_equal(sched_add(s, &(struct sched_job){.name = "slow", .spec = hourly, .run = probe_run}), -EEXIST);
         assert_int_equal(sched_add(s, &(struct sched_job){.name = "Bad Name", .spec = hourly, .run = probe_run}), -EINVAL);
         assert_int_equal(sched_add(s, &(struct sched_job){.name = "neither", .run = probe_run}), -EINVAL);
@@ -377,6 +403,7 @@ static void test_one_run_at_a_time(void **state) {
         assert_int_equal(sched_run_now(s, "nope"), -ENOENT);
         wait_for(&probe.runs, 1);
         assert_true(sched_running(s, "slow"));
+        check_version(s, &seen);
         assert_int_equal(sched_run_now(s, "slow"), -EBUSY); /* it runs: not a second time beside it */
         pthread_mutex_lock(&probe.lock);
         probe.hold = false;
@@ -391,6 +418,7 @@ static void test_one_run_at_a_time(void **state) {
                         sched_wake(s);
                 assert_int_equal(k, 0);
                 wait_for(&probe.results, i);
+                check_version(s, &seen);
         }
         assert_int_equal(probe.last_failures, 2);
         json_t *o = job_status(s, "slow");
@@ -400,6 +428,12 @@ static void test_one_run_at_a_time(void **state) {
         assert_int_equal(json_integer_value(json_object_get(o, "next_due")), utc(2026, 12, 3, 11, 0));
         json_decref(o);
         assert_int_equal(sched_remove(s, "slow"), 0);
+        check_version(s, &seen);
+        assert_true(seen.changes >= 5); /* added, running, two failures, removed */
+        uint64_t still = seen.version; /* nothing happens: the same version */
+        check_version(s, &seen);
+        assert_true(seen.version == still);
+        free(seen.json);
         assert_int_equal(sched_remove(s, "slow"), -ENOENT);
         sched_free(s);
         sched_spec_free(hourly);
