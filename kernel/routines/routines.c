@@ -559,14 +559,14 @@ int routines_check(struct routines *r, const char *name, const char *prompt, con
         int k = routines_schedule_check(schedule, zone, true, wall_ms() / 1000, ret_error);
         if (k < 0)
                 return k;
-        _cleanup_free_ char *count = NULL, *exists = NULL;
+        _cleanup_free_ char *count = NULL, *named = NULL;
         const char *q[] = {name};
         if ((k = db_query_value(r->c.kdb, "SELECT count(*)::text FROM routines", 0, NULL, &count)) < 0 ||
-            (k = db_query_value(r->c.kdb, "SELECT id::text FROM routines WHERE name = $1", 1, q, &exists)) < 0)
+            (k = db_query_value(r->c.kdb, "SELECT count(*)::text FROM routines WHERE name = $1", 1, q, &named)) < 0)
                 return log_error_errno(k, "cannot read the routines: %m");
-        if (exists)
+        if (atoi(named) > 0)
                 return xasprintf(ret_error, "a routine named '%s' exists already", name) < 0 ? -ENOMEM : -EEXIST;
-        if (count && atoi(count) >= ROUTINES_MAX)
+        if (atoi(count) >= ROUTINES_MAX)
                 return xasprintf(ret_error, "there are %d routines already, the most there can be: delete one first",
                                  ROUTINES_MAX) < 0
                                ? -ENOMEM
@@ -596,13 +596,12 @@ int routines_create(struct routines *r, const char *name, const char *prompt, co
                            "AND NOT EXISTS (SELECT 1 FROM routines WHERE name = $1) RETURNING id::text",
                            7, p, &id);
         pthread_mutex_unlock(&r->lock);
-        if (k < 0)
+        if (k < 0 && k != -ENOENT)
                 return log_error_errno(k, "cannot store the routine '%s': %m", name);
-        if (!id) {
+        if (k == -ENOENT) { /* another was made meanwhile: the name or the cap */
                 _cleanup_free_ char *exists = NULL;
                 const char *q[] = {name};
-                if (db_query_value(r->c.kdb, "SELECT id::text FROM routines WHERE name = $1", 1, q, &exists) >= 0 &&
-                    exists)
+                if (db_query_value(r->c.kdb, "SELECT id::text FROM routines WHERE name = $1", 1, q, &exists) >= 0)
                         return xasprintf(ret_error, "a routine named '%s' exists already", name) < 0 ? -ENOMEM
                                                                                                     : -EEXIST;
                 return xasprintf(ret_error, "there are %d routines already, the most there can be: delete one first",
