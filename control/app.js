@@ -1427,7 +1427,7 @@
 
   function lastRunText(run) {
     if (!run) return 'not run yet';
-    return (RUN_OUTCOMES[run.outcome] || run.outcome) + ' · ' + time(Number(run.started_at));
+    return [RUN_OUTCOMES[run.outcome] || run.outcome, ' · ', time(Number(run.started_at))];
   }
 
   function runItem(run) {
