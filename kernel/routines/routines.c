@@ -180,13 +180,15 @@ static void record_run(struct routines *r, const struct entry *e, int64_t starte
                 log_error("%s: its run could not be recorded: %s", e->sched_name, err ? err : "?");
                 return;
         }
-        const char *q[] = {e->id};
+        char kept[16];
+        snprintf(kept, sizeof kept, "%d", ROUTINES_RUNS_KEPT);
+        const char *q[] = {e->id, kept};
         (void)db_execp(r->c.kdb,
                        routine ? "DELETE FROM routine_runs WHERE routine_id = $1::bigint AND id NOT IN (SELECT id FROM "
-                                 "routine_runs WHERE routine_id = $1::bigint ORDER BY id DESC LIMIT 100)"
+                                 "routine_runs WHERE routine_id = $1::bigint ORDER BY id DESC LIMIT $2::int)"
                                : "DELETE FROM routine_runs WHERE job_name = $1 AND id NOT IN (SELECT id FROM "
-                                 "routine_runs WHERE job_name = $1 ORDER BY id DESC LIMIT 100)",
-                       1, q, NULL);
+                                 "routine_runs WHERE job_name = $1 ORDER BY id DESC LIMIT $2::int)",
+                       2, q, NULL);
 }
 
 static char *routine_system(struct routines *r, const char *name) {
@@ -448,7 +450,7 @@ static int job_run(void *userdata, char **ret_error) {
 static int load_routines(struct routines *r) {
         _cleanup_free_ char *rows = NULL;
         int k = db_query_json(r->c.kdb,
-                              "SELECT id::text AS id, name, schedule, tz, paused, created_at FROM routines ORDER BY id",
+                              "SELECT id::text AS id, name, schedule, tz, paused, created_at FROM routines ORDER BY routines.id",
                               0, NULL, &rows);
         if (k < 0)
                 return log_error_errno(k, "cannot read the routines: %m");
@@ -543,19 +545,29 @@ void routines_free(struct routines *r) {
 
 /* ---- routines ---- */
 
+/* Returns r, with *ret_error (when asked for) saying why. */
+static int _printf_(3, 4) refuse(char **ret_error, int r, const char *fmt, ...) {
+        if (!ret_error)
+                return r;
+        va_list ap;
+        va_start(ap, fmt);
+        int k = xvasprintf(ret_error, fmt, ap);
+        va_end(ap);
+        return k < 0 ? -ENOMEM : r;
+}
+
 int routines_check(struct routines *r, const char *name, const char *prompt, const char *schedule, const char *tz,
                    char **ret_error) {
         if (!r)
                 return -EINVAL;
         const char *zone = strempty(tz) ? "UTC" : tz;
         if (!routines_name_valid(name))
-                return xasprintf(ret_error, "the name must be 1 to %d of a-z, 0-9, '-' and '_', starting with a "
-                                            "letter or digit", ROUTINES_NAME_MAX) < 0 ? -ENOMEM : -EINVAL;
+                return refuse(ret_error, -EINVAL, "the name must be 1 to %d of a-z, 0-9, '-' and '_', starting with a "
+                                            "letter or digit", ROUTINES_NAME_MAX);
         if (strempty(prompt) || strlen(prompt) > ROUTINES_PROMPT_MAX)
-                return xasprintf(ret_error, "the prompt must be 1 to %d bytes", ROUTINES_PROMPT_MAX) < 0 ? -ENOMEM
-                                                                                                          : -EINVAL;
+                return refuse(ret_error, -EINVAL, "the prompt must be 1 to %d bytes", ROUTINES_PROMPT_MAX);
         if (!streq(zone, "UTC") && !sched_tz_name_valid(zone))
-                return xasprintf(ret_error, "the time zone is not a valid name") < 0 ? -ENOMEM : -EINVAL;
+                return refuse(ret_error, -EINVAL, "the time zone is not a valid name");
         int k = routines_schedule_check(schedule, zone, true, wall_ms() / 1000, ret_error);
         if (k < 0)
                 return k;
@@ -565,12 +577,10 @@ int routines_check(struct routines *r, const char *name, const char *prompt, con
             (k = db_query_value(r->c.kdb, "SELECT count(*)::text FROM routines WHERE name = $1", 1, q, &named)) < 0)
                 return log_error_errno(k, "cannot read the routines: %m");
         if (atoi(named) > 0)
-                return xasprintf(ret_error, "a routine named '%s' exists already", name) < 0 ? -ENOMEM : -EEXIST;
+                return refuse(ret_error, -EEXIST, "a routine named '%s' exists already", name);
         if (atoi(count) >= ROUTINES_MAX)
-                return xasprintf(ret_error, "there are %d routines already, the most there can be: delete one first",
-                                 ROUTINES_MAX) < 0
-                               ? -ENOMEM
-                               : -E2BIG;
+                return refuse(ret_error, -E2BIG, "there are %d routines already, the most there can be: delete one first",
+                                 ROUTINES_MAX);
         return 0;
 }
 
@@ -602,12 +612,9 @@ int routines_create(struct routines *r, const char *name, const char *prompt, co
                 _cleanup_free_ char *exists = NULL;
                 const char *q[] = {name};
                 if (db_query_value(r->c.kdb, "SELECT id::text FROM routines WHERE name = $1", 1, q, &exists) >= 0)
-                        return xasprintf(ret_error, "a routine named '%s' exists already", name) < 0 ? -ENOMEM
-                                                                                                    : -EEXIST;
-                return xasprintf(ret_error, "there are %d routines already, the most there can be: delete one first",
-                                 ROUTINES_MAX) < 0
-                               ? -ENOMEM
-                               : -E2BIG;
+                        return refuse(ret_error, -EEXIST, "a routine named '%s' exists already", name);
+                return refuse(ret_error, -E2BIG, "there are %d routines already, the most there can be: delete one first",
+                                 ROUTINES_MAX);
         }
         if ((k = entry_add(r, ROUTINES_ROUTINE, id, name, schedule, zone, false, wall_ms() / 1000, NULL, NULL)) < 0) {
                 const char *q[] = {id};
@@ -659,7 +666,7 @@ int routines_list_json(struct routines *r, char **ret_json) {
         _cleanup_free_ char *routines = NULL, *jobs = NULL;
         int k = db_query_json(r->c.kdb,
                               "SELECT id::text AS id, name, prompt, schedule, tz, paused, created_at, " LAST_RUN(
-                                      "rr.routine_id = routines.id") " FROM routines ORDER BY id",
+                                      "rr.routine_id = routines.id") " FROM routines ORDER BY routines.id",
                               0, NULL, &routines);
         if (k >= 0)
                 k = db_query_json(r->c.kdb,
@@ -695,9 +702,9 @@ int routines_runs_json(struct routines *r, enum routines_kind kind, const char *
         return db_query_json(r->c.kdb,
                              kind == ROUTINES_ROUTINE
                                      ? "SELECT id::text AS id, started_at, ended_at, outcome, text, error FROM "
-                                       "routine_runs WHERE routine_id = $1::bigint ORDER BY id DESC LIMIT 100"
+                                       "routine_runs WHERE routine_id = $1::bigint ORDER BY routine_runs.id DESC LIMIT 100"
                                      : "SELECT id::text AS id, started_at, ended_at, outcome, text, error FROM "
-                                       "routine_runs WHERE job_name = $1 ORDER BY id DESC LIMIT 100",
+                                       "routine_runs WHERE job_name = $1 ORDER BY routine_runs.id DESC LIMIT 100",
                              1, p, ret_json);
 }
 
