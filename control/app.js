@@ -674,6 +674,21 @@
       dl);
   }
 
+  // create_routine, shown in full: exactly this routine is created, and its
+  // prompt runs on its schedule, every character as shown.
+  function routineRequest(args) {
+    const str = (v) => (typeof v === 'string' ? v : '');
+    const dl = h('dl', { class: 'facts' });
+    facts(dl, [['name', str(args.name)],
+      ['schedule', h('span', {}, h('code', { text: str(args.schedule) }), ' ', str(args.tz) || 'UTC')],
+      ['prompt', h('pre', { class: ['value-text', 'source'], text: str(args.prompt) })],
+      ['runs', 'on its schedule, with read-only tools (it never changes anything); reports come to the chat']]);
+    return h('div', { class: 'request routine-request' },
+      h('p', { class: 'tool-line' }, 'The Seed asks to create a routine with ', h('code', { text: 'create_routine' }),
+        ' · level ', h('strong', { class: 'level level-dangerous', text: 'dangerous' })),
+      dl);
+  }
+
   function approvalCard(a) {
     const evo = evoById(a.evolution_id);
     const req = a.request;
@@ -684,6 +699,9 @@
     } else if (a.kind === 'tool' && req && typeof req === 'object' && (req.tool === 'change_data' || req.tool === 'call_api') &&
         req.arguments && typeof req.arguments === 'object') {
       body.push(liveRequest(req.tool, req.arguments));
+    } else if (a.kind === 'tool' && req && typeof req === 'object' && req.tool === 'create_routine' &&
+        req.arguments && typeof req.arguments === 'object') {
+      body.push(routineRequest(req.arguments));
     } else if (a.kind === 'tool' && req && typeof req === 'object') {
       body.push(h('p', { class: 'tool-line' }, 'Tool ', h('code', { text: req.tool || a.tool || '?' }),
         ' · level ', h('strong', { class: 'level level-' + (req.level || a.level), text: req.level || a.level || '?' })));

@@ -13,20 +13,7 @@ const { TestSeed, launch, shots, waitUntil } = require('./lib.js');
 let s, browser, context, page;
 const problems = []; // uncaught page errors and CSP violations
 
-async function approvedRoutine() {
-  await s.script([
-    { tool_calls: [{ name: 'create_routine', arguments: { name: 'orders', prompt: 'How did orders go?', schedule: '0 7 * * *', tz: 'Europe/Lisbon' } }] },
-    { text: 'Created the routine.' },
-  ]);
-  const sent = s.api('/_seed/api/messages', { method: 'POST', body: JSON.stringify({ text: 'Every morning, orders.' }) });
-  const a = await waitUntil(async () => {
-    const r = await s.api('/_seed/api/approvals');
-    return (r.body.approvals || []).find((x) => x.tool === 'create_routine');
-  }, { what: 'the approval' });
-  const d = await s.api('/_seed/api/approvals/' + a.id, { method: 'POST', body: JSON.stringify({ approved: true }) });
-  assert.strictEqual(d.status, 200, JSON.stringify(d.body));
-  assert.strictEqual((await sent).status, 200);
-}
+const PROMPT = 'How did orders go yesterday?\nCompare with the day before; <b>not</b> HTML.';
 
 before(async () => {
   s = await TestSeed.start('routinestest', { scripted: true });
@@ -37,7 +24,6 @@ before(async () => {
   page.on('console', (msg) => {
     if (msg.type() === 'error' && /Content.Security.Policy|Refused to/i.test(msg.text())) problems.push(msg.text());
   });
-  await approvedRoutine();
 });
 
 after(async () => {
@@ -47,9 +33,26 @@ after(async () => {
 
 const row = () => page.locator('#routine-list li.routine[data-kind="routines"]');
 
-test('the routine is listed with its schedule', async () => {
+test('the chat asks; the approval card shows the routine in full; approved, it exists', async () => {
   await page.goto(s.login());
   await page.waitForURL((u) => u.pathname === '/_seed/');
+  await s.script([
+    { tool_calls: [{ name: 'create_routine', arguments: { name: 'orders', prompt: PROMPT, schedule: '0 7 * * *', tz: 'Europe/Lisbon' } }] },
+    { text: 'Created the routine.' },
+  ]);
+  const sent = s.api('/_seed/api/messages', { method: 'POST', body: JSON.stringify({ text: 'Every morning, orders.' }) });
+  const card = page.locator('article.approval .routine-request');
+  await card.waitFor();
+  assert.strictEqual(await card.locator('pre').textContent(), PROMPT); // every character, as text
+  assert.match(await card.textContent(), /orders[\s\S]*0 7 \* \* \*[\s\S]*Europe\/Lisbon/);
+  assert.strictEqual((await s.api('/_seed/api/routines')).body.routines.length, 0);
+  await shots(page, 'routines-approval');
+  await page.locator('article.approval:has(.routine-request) button', { hasText: 'Approve' }).click();
+  assert.strictEqual((await sent).status, 200);
+  assert.strictEqual((await s.api('/_seed/api/routines')).body.routines.length, 1);
+});
+
+test('the routine is listed with its schedule', async () => {
   await page.click('a[data-view="routines"]');
   await row().first().waitFor();
   assert.strictEqual(await row().count(), 1);
