@@ -470,19 +470,19 @@ static int load_routines(struct routines *r) {
 
 static int load_jobs(struct routines *r) {
         _cleanup_free_ char *rows = NULL;
-        int k = db_query_json(r->c.kdb, "SELECT name, method, path, schedule, tz, paused FROM routine_jobs", 0, NULL,
-                              &rows);
+        int k = db_query_json(r->c.kdb, "SELECT name, method, path, schedule, tz, paused, synced_at FROM routine_jobs",
+                              0, NULL, &rows);
         if (k < 0)
                 return log_error_errno(k, "cannot read the jobs: %m");
         _cleanup_json_ json_t *arr = json_loads(rows, 0, NULL);
         size_t i;
         json_t *o;
-        int64_t now = wall_ms() / 1000;
         json_array_foreach(arr, i, o) {
                 const char *name = json_string_value(json_object_get(o, "name"));
                 (void)entry_add(r, ROUTINES_JOB, name, name, json_string_value(json_object_get(o, "schedule")),
                                 json_string_value(json_object_get(o, "tz")), json_is_true(json_object_get(o, "paused")),
-                                now, json_string_value(json_object_get(o, "method")),
+                                json_integer_value(json_object_get(o, "synced_at")) / 1000,
+                                json_string_value(json_object_get(o, "method")),
                                 json_string_value(json_object_get(o, "path")));
         }
         return 0;
@@ -777,12 +777,16 @@ static bool job_same(const struct entry *e, const struct routines_job *j) {
                streq(e->tz, j->tz);
 }
 
+/* A new or changed job, declared now (its pause is kept). */
 static int job_store(struct routines *r, const struct routines_job *j) {
-        const char *p[] = {j->name, j->method, j->path, j->schedule, j->tz};
+        char at[32];
+        snprintf(at, sizeof at, "%lld", (long long)wall_ms());
+        const char *p[] = {j->name, j->method, j->path, j->schedule, j->tz, at};
         return db_execp(r->c.kdb,
-                        "INSERT INTO routine_jobs (name, method, path, schedule, tz) VALUES ($1, $2, $3, $4, $5) "
-                        "ON CONFLICT (name) DO UPDATE SET method = $2, path = $3, schedule = $4, tz = $5",
-                        5, p, NULL);
+                        "INSERT INTO routine_jobs (name, method, path, schedule, tz, synced_at) "
+                        "VALUES ($1, $2, $3, $4, $5, $6::bigint) ON CONFLICT (name) DO UPDATE SET method = $2, "
+                        "path = $3, schedule = $4, tz = $5, synced_at = $6::bigint",
+                        6, p, NULL);
 }
 
 int routines_jobs_sync(struct routines *r, const char *workspace) {

@@ -15,13 +15,15 @@ CREATE TABLE routines (
 
 -- A job: declared by the organism in organism/routines.yaml, synced on
 -- every deploy (a job no longer declared is deleted with its runs).
+-- synced_at: when it was declared as it is (its first run is after it).
 CREATE TABLE routine_jobs (
     name       text PRIMARY KEY,
     method     text NOT NULL,
     path       text NOT NULL,
     schedule   text NOT NULL,
     tz         text NOT NULL DEFAULT 'UTC',
-    paused     boolean NOT NULL DEFAULT false
+    paused     boolean NOT NULL DEFAULT false,
+    synced_at  bigint NOT NULL
 );
 
 -- One run of a routine or a job. outcome: quiet | reported | failed |
