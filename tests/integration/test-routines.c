@@ -4,7 +4,7 @@
  * organism/routines.yaml synced (a bad file changes nothing and its error is
  * kept; a job's pause survives a sync of the same job); a failed job run
  * recorded and told to the failure hook with the count in a row; the last
- * 100 runs kept. Runs as the unprivileged 'seed' account (drops root first). */
+ * 100 runs kept; a run missed while nothing ran runs once (a fake clock). Runs as the unprivileged 'seed' account (drops root first). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,6 +29,12 @@ static struct db *g_db;
 static struct cfg *g_cfg;
 static struct scheduler *g_sched;
 static struct routines *g_r;
+
+/* The scheduler's clock: the real one moved on by skip seconds. */
+static atomic_llong skip;
+static int64_t fake_now(void) {
+        return wall_ms() / 1000 + atomic_load(&skip);
+}
 
 static struct {
         pthread_mutex_t lock;
@@ -250,6 +256,43 @@ static void test_a_failed_job_is_told_and_the_last_100_runs_kept(void **state) {
                 fail_msg("the newest run is not the failed one: %.300s", runs);
 }
 
+/* The job's entry in the scheduler's status: its runs and next due. */
+static json_t *sched_entry(const char *name) {
+        _cleanup_free_ char *json = NULL;
+        assert_int_equal(sched_status_json(g_sched, &json), 0);
+        _cleanup_json_ json_t *a = json_loads(json, 0, NULL);
+        size_t i;
+        json_t *o;
+        json_array_foreach(a, i, o)
+                if (streq(json_string_value(json_object_get(o, "name")), name))
+                        return json_incref(o);
+        fail_msg("no job %s in %s", name, json);
+        return NULL;
+}
+
+/* Three hourly slots pass while nothing runs (the kernel down): the routine
+ * runs once, and is not due again at once. Without a model the run fails,
+ * saying so, and is recorded. */
+static void test_a_missed_run_runs_once(void **state) {
+        reset();
+        _cleanup_free_ char *id = NULL, *name = NULL;
+        assert_int_equal(routines_create(g_r, "missed", "Anything new?", "every 1h", NULL, NULL, &id, NULL), 0);
+        assert_true(xasprintf(&name, "routine.%s", id) >= 0);
+        _cleanup_json_ json_t *before = sched_entry(name);
+        assert_int_equal(json_integer_value(json_object_get(before, "runs")), 0);
+        atomic_store(&skip, 3 * 3600 + 120);
+        sched_wake(g_sched);
+        wait_value("SELECT count(*) FROM routine_runs WHERE routine_id IS NOT NULL", "1");
+        for (int i = 0; i < 6000 && sched_running(g_sched, name); i++)
+                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        assert_value("SELECT outcome || ': ' || error FROM routine_runs", "failed: no model to think with (no key)");
+        _cleanup_json_ json_t *after = sched_entry(name);
+        assert_int_equal(json_integer_value(json_object_get(after, "runs")), 1);
+        assert_true(json_integer_value(json_object_get(after, "next_due")) > fake_now());
+        assert_value("SELECT count(*) FROM routine_runs", "1");
+        atomic_store(&skip, 0);
+}
+
 static int group_setup(void **state) {
         snprintf(seed_dir, sizeof seed_dir, "/tmp/seed-test-routines-XXXXXX");
         if (!mkdtemp(seed_dir) || pg_start(seed_dir, &g_pg) < 0)
@@ -257,7 +300,8 @@ static int group_setup(void **state) {
         _cleanup_free_ char *ci = NULL;
         if (pg_conninfo(g_pg, "postgres", PG_KERNEL_DB, &ci) < 0 || db_connect(ci, &g_db) < 0)
                 return -1;
-        if (cfg_new_default(&g_cfg) < 0 || sched_new(&(struct sched_config){.kdb = g_db}, NULL, &g_sched) < 0 ||
+        if (cfg_new_default(&g_cfg) < 0 ||
+            sched_new(&(struct sched_config){.kdb = g_db, .now_s = fake_now}, NULL, &g_sched) < 0 ||
             sched_start(g_sched) < 0)
                 return -1;
         return 0;
@@ -284,6 +328,7 @@ int main(void) {
                 cmocka_unit_test(test_refused_with_nothing_stored),
                 cmocka_unit_test(test_jobs_sync),
                 cmocka_unit_test(test_a_failed_job_is_told_and_the_last_100_runs_kept),
+                cmocka_unit_test(test_a_missed_run_runs_once),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
