@@ -372,7 +372,6 @@ static int routine_run(void *userdata, char **ret_error) {
                         log_warn("%s: its report could not be posted in the chat (kept in its runs)", e->sched_name);
         } else {
                 record_run(r, e, started, "failed", NULL, error ? error : strerror(-k));
-                log_warn("%s failed: %s", e->sched_name, error ? error : strerror(-k));
                 if (ret_error)
                         *ret_error = TAKE_PTR(error);
         }
@@ -437,7 +436,6 @@ static int job_run(void *userdata, char **ret_error) {
         unsigned n = ++e->failures;
         const char *why = error ? error : strerror(-k);
         record_run(r, e, started, "failed", line[0] ? line : NULL, why);
-        log_warn("job %s failed (%u in a row): %s", e->id, n, why);
         if (r->c.on_job_failure)
                 r->c.on_job_failure(r->c.userdata, e->id, why, n);
         if (ret_error)
