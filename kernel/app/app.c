@@ -56,6 +56,7 @@ struct app {
         struct routines *routines; /* routines and the organism's jobs (kernel/routines) */
         char *job_token;         /* the organism's jobs' token (.seed/secrets/job-token) */
         pthread_mutex_t sync_lock;
+        pthread_mutex_t sched_lock; /* a->sched for the organism's thread (app_note_sync) */
         char *sync_workspace;    /* the live workspace whose routines.yaml is to be synced, or NULL */
         atomic_bool restart;     /* an applied generation changed the kernel: exit 75 */
         struct ctl *ctl;
@@ -328,9 +329,10 @@ static void app_note_sync(struct app *a, const char *workspace) {
         free(a->sync_workspace);
         a->sync_workspace = copy;
         pthread_mutex_unlock(&a->sync_lock);
-        struct scheduler *sched = __atomic_load_n(&a->sched, __ATOMIC_ACQUIRE);
-        if (sched)
-                sched_wake(sched);
+        pthread_mutex_lock(&a->sched_lock); /* app_stop cannot free it meanwhile */
+        if (a->sched)
+                sched_wake(a->sched);
+        pthread_mutex_unlock(&a->sched_lock);
 }
 
 static void app_organism_state(void *userdata, enum organism_state state) {
@@ -506,8 +508,12 @@ static int app_start_schedule(struct app *a) {
                 {.name = "routines.sync", .next_due = app_sync_due, .run = app_sync_run, .userdata = a},
                 {0},
         };
-        if ((r = sched_new(&(struct sched_config){.kdb = a->kdb}, a->pg ? jobs : jobs + 1, &a->sched)) < 0)
+        struct scheduler *sched = NULL;
+        if ((r = sched_new(&(struct sched_config){.kdb = a->kdb}, a->pg ? jobs : jobs + 1, &sched)) < 0)
                 return r;
+        pthread_mutex_lock(&a->sched_lock); /* the organism's thread may look (app_note_sync) */
+        a->sched = sched;
+        pthread_mutex_unlock(&a->sched_lock);
         return sched_start(a->sched);
 }
 
@@ -593,8 +599,10 @@ static void app_stop(struct app *a) {
         /* No request runs any more: the routines' jobs go (a routine's run
          * stops at its next call), then the scheduler. */
         routines_free(__atomic_exchange_n(&a->routines, NULL, __ATOMIC_ACQ_REL));
-        sched_free(a->sched); /* waits for a run in progress (a daily backup) */
-        a->sched = NULL;
+        pthread_mutex_lock(&a->sched_lock);
+        struct scheduler *sched = TAKE_PTR(a->sched);
+        pthread_mutex_unlock(&a->sched_lock);
+        sched_free(sched); /* waits for a run in progress (a daily backup) */
         orch_stop(a->orch);
         a->orch = NULL;
         api_free(__atomic_exchange_n(&a->api, NULL, __ATOMIC_ACQ_REL));
@@ -638,6 +646,7 @@ static void app_stop(struct app *a) {
         free(a->job_token);
         free(a->sync_workspace);
         pthread_mutex_destroy(&a->sync_lock);
+        pthread_mutex_destroy(&a->sched_lock);
 }
 
 /* The kernel holds many descriptors at once: 256 control-plane
@@ -698,7 +707,7 @@ static int app_take_secrets(struct app *a) {
 
 int app_run(const struct app_options *o) {
         struct app a = {.opts = o, .started_ms = now_ms(), .pid = getpid(), .listen = CTL_LISTEN_INIT,
-                        .sync_lock = PTHREAD_MUTEX_INITIALIZER};
+                        .sync_lock = PTHREAD_MUTEX_INITIALIZER, .sched_lock = PTHREAD_MUTEX_INITIALIZER};
         _cleanup_free_ char *cfg_path = NULL, *err = NULL, *log_path = NULL;
         int r;
 
