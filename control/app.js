@@ -674,6 +674,21 @@
       dl);
   }
 
+  // create_routine, shown in full: exactly this routine is created, and its
+  // prompt runs on its schedule, every character as shown.
+  function routineRequest(args) {
+    const str = (v) => (typeof v === 'string' ? v : '');
+    const dl = h('dl', { class: 'facts' });
+    facts(dl, [['name', str(args.name)],
+      ['schedule', h('span', {}, h('code', { text: str(args.schedule) }), ' ', str(args.tz) || 'UTC')],
+      ['prompt', h('pre', { class: ['value-text', 'source'], text: str(args.prompt) })],
+      ['runs', 'on its schedule, with read-only tools (it never changes anything); reports come to the chat']]);
+    return h('div', { class: 'request routine-request' },
+      h('p', { class: 'tool-line' }, 'The Seed asks to create a routine with ', h('code', { text: 'create_routine' }),
+        ' · level ', h('strong', { class: 'level level-dangerous', text: 'dangerous' })),
+      dl);
+  }
+
   function approvalCard(a) {
     const evo = evoById(a.evolution_id);
     const req = a.request;
@@ -684,6 +699,9 @@
     } else if (a.kind === 'tool' && req && typeof req === 'object' && (req.tool === 'change_data' || req.tool === 'call_api') &&
         req.arguments && typeof req.arguments === 'object') {
       body.push(liveRequest(req.tool, req.arguments));
+    } else if (a.kind === 'tool' && req && typeof req === 'object' && req.tool === 'create_routine' &&
+        req.arguments && typeof req.arguments === 'object') {
+      body.push(routineRequest(req.arguments));
     } else if (a.kind === 'tool' && req && typeof req === 'object') {
       body.push(h('p', { class: 'tool-line' }, 'Tool ', h('code', { text: req.tool || a.tool || '?' }),
         ' · level ', h('strong', { class: 'level level-' + (req.level || a.level), text: req.level || a.level || '?' })));
@@ -948,9 +966,12 @@
     // A record the kernel posted (e.g. the budget reached): plain text,
     // neither yours nor the Seed's words.
     const kernel = m.role === 'kernel';
+    // A routine's report: the Seed's words on its own schedule, never yours.
+    const routine = m.role === 'routine';
     const body = owner || kernel ? h('p', { class: 'text', text: m.text }) : SeedMd.render(m.text);
-    const who = owner ? 'You' : kernel ? 'Kernel' : (state.identity && state.identity.name) || 'Seed';
-    return h('li', { class: ['message', owner ? 'from-owner' : kernel ? 'from-kernel' : 'from-seed'], dataset: { id: String(m.id) } },
+    const who = owner ? 'You' : kernel ? 'Kernel' : routine ? 'Routine' : (state.identity && state.identity.name) || 'Seed';
+    const from = owner ? 'from-owner' : kernel ? 'from-kernel' : routine ? 'from-routine' : 'from-seed';
+    return h('li', { class: ['message', from], dataset: { id: String(m.id) } },
       h('div', { class: 'bubble' },
         h('span', { class: 'who', text: who }),
         body,
@@ -1415,6 +1436,102 @@
     } catch (e) {
       showError($('backups-error'), e);
     }
+  }
+
+  // ---- routines and the app's jobs ----
+
+  const RUN_OUTCOMES = { quiet: 'quiet', reported: 'reported', ok: 'ok', failed: 'failed', skipped: 'skipped (budget)' };
+  const openRuns = new Set(); // "routines/<id>" or "jobs/<name>" whose runs are shown
+
+  function lastRunText(run) {
+    if (!run) return 'not run yet';
+    return [RUN_OUTCOMES[run.outcome] || run.outcome, ' · ', time(Number(run.started_at))];
+  }
+
+  function runItem(run) {
+    return h('li', { class: 'run', dataset: { outcome: run.outcome } },
+      h('span', { class: 'badge', dataset: { outcome: run.outcome }, text: RUN_OUTCOMES[run.outcome] || run.outcome }),
+      ' ', h('span', { class: 'when' }, time(Number(run.started_at))),
+      run.text ? h('p', { class: 'text', text: run.text }) : null,
+      run.error ? h('p', { class: 'error-text', text: run.error }) : null);
+  }
+
+  async function showRuns(kind, id, box) {
+    try {
+      const runs = await api('GET', kind + '/' + encodeURIComponent(id) + '/runs');
+      clear(box);
+      if (!runs.length) box.append(h('li', { class: 'muted', text: 'No runs yet.' }));
+      for (const run of runs) box.append(runItem(run));
+    } catch (e) {
+      showError($('routines-error'), e);
+    }
+  }
+
+  function scheduleRow(kind, item, id, title, sub) {
+    const key = kind + '/' + id;
+    const runs = h('ol', { class: 'runs', hidden: !openRuns.has(key) });
+    if (openRuns.has(key)) showRuns(kind, id, runs);
+    const act = (what) => routineAction(kind, id, what);
+    return h('li', { class: 'row routine', dataset: { kind, id } },
+      h('div', { class: 'row-main' },
+        h('span', { class: 'row-title' }, title,
+          item.paused ? h('span', { class: 'badge', dataset: { state: 'paused' }, text: 'paused' }) : null,
+          item.running ? h('span', { class: 'badge', dataset: { state: 'running' }, text: 'running' }) : null),
+        h('span', { class: 'row-sub' }, sub, ' · last run: ', lastRunText(item.last_run))),
+      h('div', { class: 'row-actions' },
+        h('button', { type: 'button', class: 'secondary', text: openRuns.has(key) ? 'Hide runs' : 'Runs', on: {
+          click: () => { if (openRuns.has(key)) openRuns.delete(key); else openRuns.add(key); refreshRoutines(); } } }),
+        h('button', { type: 'button', class: 'secondary', text: item.paused ? 'Resume' : 'Pause',
+          on: { click: () => act(item.paused ? 'resume' : 'pause') } }),
+        h('button', { type: 'button', class: 'secondary', text: 'Run now', disabled: !!item.running, on: { click: () => act('run') } }),
+        kind === 'routines' ? h('button', { type: 'button', class: 'danger-quiet', text: 'Delete', on: { click: () => deleteRoutine(item) } }) : null),
+      runs);
+  }
+
+  function renderRoutines(data) {
+    const list = clear($('routine-list'));
+    for (const r of data.routines || []) {
+      list.append(scheduleRow('routines', r, r.id, h('strong', { text: r.name }),
+        [h('code', { text: r.schedule }), ' ', r.tz, ' · ', h('span', { class: 'prompt', text: r.prompt.length > 140 ? r.prompt.slice(0, 140) + '…' : r.prompt })]));
+    }
+    $('routines-empty').hidden = list.children.length > 0;
+    $('routines-count').textContent = (data.routines || []).length + ' of ' + data.max;
+    const jobs = clear($('job-list'));
+    for (const j of data.jobs || []) {
+      jobs.append(scheduleRow('jobs', j, j.name, h('strong', { text: j.name }),
+        [h('code', { text: j.method + ' ' + j.path }), ' · ', h('code', { text: j.schedule }), ' ', j.tz]));
+    }
+    $('jobs-empty').hidden = jobs.children.length > 0;
+    const fileError = $('jobs-file-error');
+    fileError.textContent = data.jobs_error ? 'organism/routines.yaml was not synced (the jobs below are the ones before): ' + data.jobs_error : '';
+    fileError.hidden = !data.jobs_error;
+  }
+
+  async function refreshRoutines() {
+    try {
+      renderRoutines(await api('GET', 'routines'));
+      showError($('routines-error'), null);
+    } catch (e) {
+      showError($('routines-error'), e);
+    }
+  }
+
+  async function routineAction(kind, id, what) {
+    try {
+      renderRoutines(await api('POST', kind + '/' + encodeURIComponent(id) + '/' + what, {}));
+      showError($('routines-error'), null);
+      if (what === 'run') setTimeout(refreshRoutines, 1500);
+    } catch (e) {
+      showError($('routines-error'), e);
+    }
+  }
+
+  async function deleteRoutine(r) {
+    const ok = await confirmDialog('Delete the routine “' + r.name + '”?',
+      'It stops running and its runs are deleted. The reports it posted stay in the chat.', 'Delete it');
+    if (!ok) return;
+    openRuns.delete('routines/' + r.id);
+    routineAction('routines', r.id, 'delete');
   }
 
   // ---- knowledge and skills ----
@@ -1920,6 +2037,7 @@
     knowledge: { show: (arg) => showKnowledge(arg) },
     skills: { show: (arg) => showSkills(arg) },
     screens: { show: (arg) => { renderScreens(arg); refreshScreens(); } },
+    routines: { show: () => refreshRoutines() },
     spending: { show: () => refreshSpend() },
     logs: { show: () => refreshLogs() },
     settings: { show: () => { renderIdentityFacts(); renderStatus(); renderMindCard(); refreshMind(); refreshSessions(); refreshBadge(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
@@ -2083,12 +2201,14 @@
     if (state.view === 'skills') showSkills(parseHash().arg);
     if (state.view === 'settings') views.settings.show();
     if (state.view === 'spending') refreshSpend();
+    if (state.view === 'routines') refreshRoutines();
   }
   const afterEnd = debounce(refreshVisible, 300);
 
   function onEvent(kind, data) {
     if (kind === 'message') {
       addMessage(data);
+      if (data.role === 'routine' && state.view === 'routines') refreshRoutines();
       return;
     }
     const id = typeof data.evolution === 'string' ? data.evolution : null;

@@ -11,6 +11,7 @@
 #include "api/self.h"
 #include "api/extensions.h"
 #include "api/spend.h"
+#include "api/routines.h"
 #include "base/buf.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -47,6 +48,7 @@ struct api {
         struct ask_drafts *drafts; /* point and ask's pictures, or NULL */
         struct backups *backups;
         struct spend *spend;       /* NULL: spend routes answer 503 */
+        struct routines *routines; /* NULL: routines routes answer 503 */
         pthread_mutex_t lock;
         pthread_cond_t cond;       /* CLOCK_MONOTONIC; broadcast on publish and shutdown */
         struct sse_sub *subs[API_SSE_SUBSCRIBERS];
@@ -967,6 +969,32 @@ static int h_backup_download(void *ud, const struct ctl_api_call *call, int *ret
         return api_backups_h_download(((struct api *)ud)->backups, call, ret_status, ret_json, ret_stream);
 }
 
+/* ---- routines and jobs (api/routines.h) ---- */
+
+#define ROUTINES_ROUTE(fn, kind, action)                                                                          \
+        static int fn(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {              \
+                return api_routines_h_act(((struct api *)ud)->routines, kind, action, call, ret_status, ret_json);\
+        }
+ROUTINES_ROUTE(h_routine_pause, ROUTINES_ROUTINE, API_ROUTINES_PAUSE)
+ROUTINES_ROUTE(h_routine_resume, ROUTINES_ROUTINE, API_ROUTINES_RESUME)
+ROUTINES_ROUTE(h_routine_run, ROUTINES_ROUTINE, API_ROUTINES_RUN)
+ROUTINES_ROUTE(h_routine_delete, ROUTINES_ROUTINE, API_ROUTINES_DELETE)
+ROUTINES_ROUTE(h_job_pause, ROUTINES_JOB, API_ROUTINES_PAUSE)
+ROUTINES_ROUTE(h_job_resume, ROUTINES_JOB, API_ROUTINES_RESUME)
+ROUTINES_ROUTE(h_job_run, ROUTINES_JOB, API_ROUTINES_RUN)
+
+static int h_routines(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_routines_h_list(((struct api *)ud)->routines, call, ret_status, ret_json);
+}
+
+static int h_routine_runs(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_routines_h_runs(((struct api *)ud)->routines, ROUTINES_ROUTINE, call, ret_status, ret_json);
+}
+
+static int h_job_runs(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_routines_h_runs(((struct api *)ud)->routines, ROUTINES_JOB, call, ret_status, ret_json);
+}
+
 const struct ctl_api_route api_routes[] = {
         {"GET", "/_seed/api/evolutions", h_list, NULL},
         {"POST", "/_seed/api/evolutions", h_submit, NULL},
@@ -1005,6 +1033,16 @@ const struct ctl_api_route api_routes[] = {
         {"POST", "/_seed/api/mind/key/forget", h_mind_forget, NULL},
         {"GET", "/_seed/api/spend", h_spend, NULL},
         {"POST", "/_seed/api/spend", h_spend_set, NULL},
+        {"GET", "/_seed/api/routines", h_routines, NULL},
+        {"GET", "/_seed/api/routines/*/runs", h_routine_runs, NULL},
+        {"POST", "/_seed/api/routines/*/pause", h_routine_pause, NULL},
+        {"POST", "/_seed/api/routines/*/resume", h_routine_resume, NULL},
+        {"POST", "/_seed/api/routines/*/run", h_routine_run, NULL},
+        {"POST", "/_seed/api/routines/*/delete", h_routine_delete, NULL},
+        {"GET", "/_seed/api/jobs/*/runs", h_job_runs, NULL},
+        {"POST", "/_seed/api/jobs/*/pause", h_job_pause, NULL},
+        {"POST", "/_seed/api/jobs/*/resume", h_job_resume, NULL},
+        {"POST", "/_seed/api/jobs/*/run", h_job_run, NULL},
         {0},
 };
 
@@ -1029,6 +1067,7 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         api->backups = cfg->backups;
         api->mind = cfg->mind;
         api->spend = cfg->spend;
+        api->routines = cfg->routines;
         if (cfg->refused && xasprintf(&api->refused, "evolutions are refused on this host: %s", cfg->refused) < 0) {
                 free(api->seed_dir);
                 free(api);
@@ -1036,7 +1075,8 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         }
         int r = chat_new(&(struct chat_config){.seed_dir = cfg->seed_dir, .cfg = cfg->cfg, .kdb = cfg->kdb,
                                                .mind = cfg->mind, .outbound = cfg->outbound,
-                                               .live = cfg->live, .publish = chat_publish, .userdata = api},
+                                               .live = cfg->live, .routines = cfg->routines,
+                                               .publish = chat_publish, .userdata = api},
                          &api->chat);
         if (r < 0) {
                 free(api->refused);
@@ -1058,6 +1098,12 @@ int api_kernel_message(struct api *api, const char *text) {
         if (!api)
                 return -EAGAIN;
         return chat_kernel_message(api->chat, text);
+}
+
+int api_routine_message(struct api *api, const char *routine_name, const char *text) {
+        if (!api)
+                return -EAGAIN;
+        return chat_routine_message(api->chat, routine_name, text);
 }
 
 void api_set_orchestrator(struct api *api, struct orchestrator *o) {

@@ -49,6 +49,7 @@ struct outbound;
 struct live;
 struct backups;
 struct spend;
+struct routines;
 
 struct api_config {
         const char *seed_dir;           /* the live Seed's folder (copied) */
@@ -64,6 +65,8 @@ struct api_config {
                                          * NULL: they answer "not available" */
         struct spend *spend;            /* the month's spend and budget (borrowed); NULL: spend
                                          * routes answer 503 */
+        struct routines *routines;      /* routines and jobs (borrowed), for their routes and the
+                                         * chat's create_routine; NULL: routes answer 503 */
         const char *refused;            /* the start-up doctor's message when sandboxes cannot
                                          * run here: evolutions are refused with it (copied) */
         struct ask_drafts *drafts;      /* point and ask's pictures (borrowed, may be NULL): POST
@@ -91,6 +94,9 @@ void api_publish(struct api *api, const char *evo_id, const char *kind, const ch
 /* Posts text in the chat as a kernel message (chat_kernel_message());
  * -EAGAIN when api is NULL (not started yet, or stopped). */
 int api_kernel_message(struct api *api, const char *text);
+/* Posts a routine's report in the chat (chat_routine_message()); -EAGAIN
+ * when api is NULL. */
+int api_routine_message(struct api *api, const char *routine_name, const char *text);
 
 /* The route table (ends with a zeroed entry); handlers take the struct
  * api * as userdata (ctl_config.api_userdata). */

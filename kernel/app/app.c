@@ -20,6 +20,7 @@
 #include "pg/pg.h"
 #include "pg/watch.h"
 #include "repo/repo.h"
+#include "routines/routines.h"
 #include "schedule/schedule.h"
 #include "egress/egress.h"
 #include "outbound/outbound.h"
@@ -63,6 +64,11 @@ struct app {
         struct api *api;         /* the /_seed/api routes (kernel/api) and their event stream */
         struct backups *backups; /* the owner's backups of the live data (kernel/backups) */
         struct scheduler *sched; /* the kernel's periodic work (kernel/schedule) */
+        struct routines *routines; /* routines and the organism's jobs (kernel/routines) */
+        char *job_token;         /* the organism's jobs' token (.seed/secrets/job-token) */
+        pthread_mutex_t sync_lock;
+        pthread_mutex_t sched_lock; /* a->sched for the organism's thread (app_note_sync) */
+        char *sync_workspace;    /* the live workspace whose routines.yaml is to be synced, or NULL */
         atomic_bool restart;     /* an applied generation changed the kernel: exit 75 */
         struct ctl *ctl;
         struct ctl_listen listen;  /* the supervisor's sockets until ctl_start took them */
@@ -372,6 +378,12 @@ static int app_start_egress(struct app *a) {
         return 0;
 }
 
+/* The organism's jobs' token in its environment, so the app can tell the
+ * kernel's job requests (kernel/routines) from anyone else's. */
+static int app_job_token_env(struct app *a, char ***env) {
+        return strv_pushf(env, "%s=%s", ROUTINES_JOB_TOKEN_ENV, a->job_token) < 0 ? -ENOMEM : 0;
+}
+
 /* A grant or revocation changed the live organism's secrets: it restarts
  * with them (the API's, the chat's or the orchestrator's thread). */
 static void app_outbound_env(void *userdata) {
@@ -380,6 +392,8 @@ static void app_outbound_env(void *userdata) {
         if (!a->organism)
                 return;
         int r = outbound_organism_env(a->outbound, &env);
+        if (r >= 0)
+                r = app_job_token_env(a, &env);
         if (r >= 0)
                 r = organism_set_env(a->organism, env);
         outbound_env_free(env);
@@ -407,6 +421,53 @@ static int app_start_outbound(struct app *a) {
         return 0;
 }
 
+/* The organism's jobs are synced from the workspace it runs (a deploy, a
+ * restart): noted here, on the supervising thread while the workspace
+ * cannot change, and done by the scheduler's job "routines.sync". */
+static void app_note_sync(struct app *a, const char *workspace) {
+        char *copy = workspace ? strdup(workspace) : NULL;
+        if (!copy)
+                return;
+        pthread_mutex_lock(&a->sync_lock);
+        free(a->sync_workspace);
+        a->sync_workspace = copy;
+        pthread_mutex_unlock(&a->sync_lock);
+        pthread_mutex_lock(&a->sched_lock); /* app_stop cannot free it meanwhile */
+        if (a->sched)
+                sched_wake(a->sched);
+        pthread_mutex_unlock(&a->sched_lock);
+}
+
+static void app_organism_state(void *userdata, enum organism_state state) {
+        struct app *a = userdata;
+        if (state == ORGANISM_RUNNING && a->organism)
+                app_note_sync(a, organism_workspace(a->organism));
+}
+
+static int app_sync_due(void *userdata, int64_t last_run_s, int64_t now_s, int64_t *ret_due_s) {
+        struct app *a = userdata;
+        pthread_mutex_lock(&a->sync_lock);
+        *ret_due_s = a->sync_workspace ? now_s : INT64_MAX;
+        pthread_mutex_unlock(&a->sync_lock);
+        return 0;
+}
+
+static int app_sync_run(void *userdata, char **ret_error) {
+        struct app *a = userdata;
+        struct routines *rt = __atomic_load_n(&a->routines, __ATOMIC_ACQUIRE);
+        if (!rt)
+                return 0; /* not yet: kept for when routines exist */
+        pthread_mutex_lock(&a->sync_lock);
+        _cleanup_free_ char *ws = TAKE_PTR(a->sync_workspace);
+        pthread_mutex_unlock(&a->sync_lock);
+        if (!ws)
+                return 0;
+        int r = routines_jobs_sync(rt, ws); /* logs its outcome; the error is shown on the Routines screen */
+        if (r < 0 && ret_error)
+                *ret_error = strdup("organism/routines.yaml is not valid: see the Routines screen");
+        return r;
+}
+
 static int app_start_organism(struct app *a) {
         /* The start-up doctor: without working sandboxes nothing of the
          * model's runs, so say why once, clearly, and keep the control plane up. */
@@ -426,6 +487,8 @@ static int app_start_organism(struct app *a) {
         /* The secrets granted to it (only the live organism gets any). */
         _cleanup_(outbound_env_freep) char **env = NULL;
         int r = outbound_organism_env(a->outbound, &env);
+        if (r >= 0)
+                r = app_job_token_env(a, &env);
         if (r < 0)
                 return r;
         struct organism_config oc = {
@@ -444,6 +507,8 @@ static int app_start_organism(struct app *a) {
                 .egress = a->egress,
                 .label = "live",
                 .extra_env = env,
+                .on_state = app_organism_state,
+                .userdata = a,
         };
         r = organism_new(&oc, &a->organism);
         if (r < 0)
@@ -543,11 +608,38 @@ static int app_start_schedule(struct app *a) {
         const struct sched_job jobs[] = {
                 {.name = BACKUPS_JOB_DAILY, .next_due = backups_daily_due, .run = backups_daily_run,
                  .userdata = a->backups},
+                {.name = "routines.sync", .next_due = app_sync_due, .run = app_sync_run, .userdata = a},
                 {0},
         };
-        if ((r = sched_new(&(struct sched_config){.kdb = a->kdb}, a->pg ? jobs : NULL, &a->sched)) < 0)
+        struct scheduler *sched = NULL;
+        if ((r = sched_new(&(struct sched_config){.kdb = a->kdb}, a->pg ? jobs : jobs + 1, &sched)) < 0)
                 return r;
+        pthread_mutex_lock(&a->sched_lock); /* the organism's thread may look (app_note_sync) */
+        a->sched = sched;
+        pthread_mutex_unlock(&a->sched_lock);
         return sched_start(a->sched);
+}
+
+/* A routine's report goes to the chat once the API runs. */
+static int app_routine_post(void *userdata, const char *routine_name, const char *text) {
+        struct app *a = userdata;
+        return api_routine_message(__atomic_load_n(&a->api, __ATOMIC_ACQUIRE), routine_name, text);
+}
+
+static int app_start_routines(struct app *a) {
+        struct routines *rt = NULL;
+        int r = routines_new(&(struct routines_config){.seed_dir = a->opts->seed_dir, .cfg = a->cfg, .kdb = a->kdb,
+                                                       .sched = a->sched, .mind = a->mind, .spend = a->spend,
+                                                       .live = a->live, .outbound = a->outbound,
+                                                       .organism = a->organism, .job_token = a->job_token,
+                                                       .post = app_routine_post, .userdata = a},
+                             &rt);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the routines: %m");
+        __atomic_store_n(&a->routines, rt, __ATOMIC_RELEASE);
+        if (a->organism)
+                app_note_sync(a, organism_workspace(a->organism)); /* the live generation's jobs, at boot */
+        return 0;
 }
 
 static int app_start_ctl(struct app *a) {
@@ -555,6 +647,8 @@ static int app_start_ctl(struct app *a) {
         int r = live_new(&(struct live_config){.pg = a->pg, .organism = a->organism}, &a->live);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the live data's tools: %m");
+        if ((r = app_start_routines(a)) < 0)
+                return r;
         r = ask_drafts_new(a->cfg->server.ask_draft_seconds * 1000LL, &a->drafts);
         if (r < 0)
                 return log_error_errno(r, "cannot set up point and ask's drafts: %m");
@@ -562,7 +656,7 @@ static int app_start_ctl(struct app *a) {
                                              .refused = a->doctor, .outbound = a->outbound, .live = a->live,
                                              .mind = a->mind, .cfg = a->cfg, .drafts = a->drafts,
                                              .backups = a->backups,
-                                             .spend = a->spend},
+                                             .spend = a->spend, .routines = a->routines},
                         &api);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the evolution API: %m");
@@ -605,8 +699,13 @@ static void app_stop(struct app *a) {
         if (a->ctl)
                 ctl_stop(a->ctl);
         ctl_listen_close(&a->listen);
-        sched_free(a->sched); /* waits for a run in progress (a daily backup) */
-        a->sched = NULL;
+        /* No request runs any more: the routines' jobs go (a routine's run
+         * stops at its next call), then the scheduler. */
+        routines_free(__atomic_exchange_n(&a->routines, NULL, __ATOMIC_ACQ_REL));
+        pthread_mutex_lock(&a->sched_lock);
+        struct scheduler *sched = TAKE_PTR(a->sched);
+        pthread_mutex_unlock(&a->sched_lock);
+        sched_free(sched); /* waits for a run in progress (a daily backup) */
         orch_stop(a->orch);
         a->orch = NULL;
         api_free(__atomic_exchange_n(&a->api, NULL, __ATOMIC_ACQ_REL));
@@ -648,6 +747,12 @@ static void app_stop(struct app *a) {
                 secure_zero(a->live_url, strlen(a->live_url));
         free(a->live_url);
         free(a->doctor);
+        if (a->job_token)
+                secure_zero(a->job_token, strlen(a->job_token));
+        free(a->job_token);
+        free(a->sync_workspace);
+        pthread_mutex_destroy(&a->sync_lock);
+        pthread_mutex_destroy(&a->sched_lock);
 }
 
 /* The kernel holds many descriptors at once: 256 control-plane
@@ -708,7 +813,8 @@ static int app_take_secrets(struct app *a) {
 
 int app_run(const struct app_options *o) {
         struct app a = {.opts = o, .started_ms = now_ms(), .pid = getpid(), .listen = CTL_LISTEN_INIT,
-                        .status.lock = PTHREAD_MUTEX_INITIALIZER};
+                        .status.lock = PTHREAD_MUTEX_INITIALIZER, .sync_lock = PTHREAD_MUTEX_INITIALIZER,
+                        .sched_lock = PTHREAD_MUTEX_INITIALIZER};
         _cleanup_free_ char *cfg_path = NULL, *err = NULL, *log_path = NULL;
         int r;
 
@@ -757,7 +863,8 @@ int app_run(const struct app_options *o) {
                 goto fail;
 
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||
-            (r = app_load_key(&a, "session-key", &a.session_key)) < 0)
+            (r = app_load_key(&a, "session-key", &a.session_key)) < 0 ||
+            (r = app_load_key(&a, "job-token", &a.job_token)) < 0)
                 goto fail;
         if ((r = app_start_database(&a)) < 0 || (r = app_create_spend(&a)) < 0 || (r = app_create_mind(&a)) < 0 ||
             (r = app_start_egress(&a)) < 0 || (r = app_start_outbound(&a)) < 0 || (r = app_start_organism(&a)) < 0 ||

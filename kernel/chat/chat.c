@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "outbound/outbound.h"
 #include "repo/repo.h"
+#include "routines/routines.h"
 #include "tools/tools.h"
 
 #include <pthread.h>
@@ -34,6 +35,7 @@ struct chat {
         struct mind *mind;
         struct outbound *outbound;
         struct live *live;
+        struct routines *routines;
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;
         pthread_mutex_t busy;
@@ -65,6 +67,7 @@ int chat_new(const struct chat_config *cfg, struct chat **ret) {
         c->mind = cfg->mind;
         c->outbound = cfg->outbound;
         c->live = cfg->live;
+        c->routines = cfg->routines;
         c->publish = cfg->publish;
         c->userdata = cfg->userdata;
         pthread_mutex_init(&c->busy, NULL);
@@ -152,6 +155,18 @@ int chat_kernel_message(struct chat *c, const char *text) {
         return store_message(c, "kernel", text, NULL, &id);
 }
 
+int chat_routine_message(struct chat *c, const char *routine_name, const char *text) {
+        if (!c || strempty(text) || strempty(routine_name))
+                return -EINVAL;
+        _cleanup_free_ char *shown = NULL;
+        if (xasprintf(&shown, "**Routine “%s” reports:**\n\n%s", routine_name, text) < 0)
+                return -ENOMEM;
+        if (strlen(shown) > CHAT_TEXT_MAX)
+                return -E2BIG;
+        _cleanup_free_ char *id = NULL;
+        return store_message(c, "routine", shown, NULL, &id);
+}
+
 /* ---- the chat's own tools ---- */
 
 static int queue_evolution(struct chat_run *run, const char *intent, char **ret_output) {
@@ -213,6 +228,39 @@ static int tool_list_evolutions(struct tool_ctx *ctx, const struct tool *t, json
         return answer(r, out, ret);
 }
 
+/* create_routine: refused before the owner is asked when it could not be
+ * created (a bad schedule, too frequent, the cap, the name taken). */
+static int check_create_routine(const struct tool_ctx *ctx, const struct tool *t, json_t *args, char **ret_error) {
+        struct chat_run *run = ctx->userdata;
+        if (!run || !run->c->routines)
+                return 0; /* the handler says it is not available */
+        int r = routines_check(run->c->routines, json_string_value(json_object_get(args, "name")),
+                               json_string_value(json_object_get(args, "prompt")),
+                               json_string_value(json_object_get(args, "schedule")),
+                               json_string_value(json_object_get(args, "tz")), ret_error);
+        return r == -ENOMEM ? r : r < 0 ? -EINVAL : 0;
+}
+
+static int tool_create_routine(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
+        struct chat_run *run = ctx->userdata;
+        if (!run || !run->c->routines)
+                return tool_result_printf(ret, true, "%s is not available right now", t->name);
+        _cleanup_free_ char *id = NULL, *err = NULL;
+        const char *name = json_string_value(json_object_get(args, "name"));
+        int r = routines_create(run->c->routines, name, json_string_value(json_object_get(args, "prompt")),
+                                json_string_value(json_object_get(args, "schedule")),
+                                json_string_value(json_object_get(args, "tz")), ctx->approval_id, &id, &err);
+        if (r == -ENOMEM)
+                return r;
+        if (r < 0)
+                return tool_result_printf(ret, true, "The routine was not created: %s", err ? err : strerror(-r));
+        return tool_result_printf(ret, false,
+                                  "Created routine %s ('%s'). It runs on its schedule with read-only tools; its "
+                                  "reports come to this chat, quiet runs are only recorded. The owner can pause, run "
+                                  "or delete it in the control plane (Routines).",
+                                  id, name);
+}
+
 #define NO_ARGS "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}"
 
 static const struct tool chat_tools[] = {
@@ -233,6 +281,26 @@ static const struct tool chat_tools[] = {
                 .level = TOOL_SAFE,
                 .schema = NO_ARGS,
                 .handler = tool_list_evolutions,
+                .phases = TOOL_PHASE_CHAT,
+        },
+        {
+                .name = "create_routine",
+                .description = "Create a routine: a prompt the Seed runs by itself on a schedule, with read-only "
+                               "tools (files, describe_data, query_data, GET call_api), never changing anything. "
+                               "schedule: 'every N m|h|d' or 5-field cron ('0 7 * * 1-5'), at least 15 minutes "
+                               "apart; tz: a time zone such as Europe/Lisbon (default UTC). The prompt should say "
+                               "what to look at and when it is worth telling the owner; a run with nothing to "
+                               "report stays quiet. At most 20 routines. The owner approves each one.",
+                .level = TOOL_DANGEROUS,
+                .always_ask = true,
+                .check = check_create_routine,
+                .schema = "{\"type\":\"object\",\"properties\":{"
+                          "\"name\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":48},"
+                          "\"prompt\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":8000},"
+                          "\"schedule\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":128},"
+                          "\"tz\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":64}},"
+                          "\"required\":[\"name\",\"prompt\",\"schedule\"],\"additionalProperties\":false}",
+                .handler = tool_create_routine,
                 .phases = TOOL_PHASE_CHAT,
         },
         TOOL_TABLE_END,
@@ -440,7 +508,10 @@ static char *system_prompt(struct chat *c, int root) {
                          "read-only SQL statement, call_api with GET asks the live app itself. Answer questions "
                          "about the data from these, never from guesses. change_data (one SQL statement) and "
                          "call_api with any other method change live data: the owner approves each one, so ask "
-                         "only for what the owner asked for.\n\n"
+                         "only for what the owner asked for.\n"
+                         "When the owner wants something looked at regularly (a daily summary, a check every hour), "
+                         "propose a routine with create_routine: the owner approves it, and its reports come to "
+                         "this chat.\n\n"
                          "## Who you are (knowledge/self.yaml)\n",
                          c->cfg->name ? c->cfg->name : "seed");
         if (fsx_read(root, "knowledge/self.yaml", SELF_MAX, &self, NULL, &err) < 0)
@@ -456,6 +527,9 @@ static char *system_prompt(struct chat *c, int root) {
  * the kernel's record, never as the owner's words. */
 #define KERNEL_RECORD_OPEN "[A record from the Seed's kernel, not written by the owner:]\n"
 #define KERNEL_RECORD_CLOSE "\n[End of the kernel's record.]"
+/* A routine's report: written by the Seed's own routine, not the owner. */
+#define ROUTINE_REPORT_OPEN "[A report of one of the Seed's routines, run on its schedule, not written by the owner:]\n"
+#define ROUTINE_REPORT_CLOSE "\n[End of the routine's report.]"
 
 /* The last stored messages as user/assistant turns: leading Seed messages
  * dropped, consecutive ones of a role joined, kernel records framed. */
@@ -485,9 +559,11 @@ static int load_history(struct chat *c, struct agent_state *st) {
                                 break;
                         }
                 }
-                bool kernel = who && streq(who, "kernel");
-                if ((turn.len && buf_puts(&turn, "\n\n") < 0) || (kernel && buf_puts(&turn, KERNEL_RECORD_OPEN) < 0) ||
-                    buf_puts(&turn, text) < 0 || (kernel && buf_puts(&turn, KERNEL_RECORD_CLOSE) < 0)) {
+                bool kernel = who && streq(who, "kernel"), routine = who && streq(who, "routine");
+                const char *open = kernel ? KERNEL_RECORD_OPEN : routine ? ROUTINE_REPORT_OPEN : NULL;
+                const char *close = kernel ? KERNEL_RECORD_CLOSE : routine ? ROUTINE_REPORT_CLOSE : NULL;
+                if ((turn.len && buf_puts(&turn, "\n\n") < 0) || (open && buf_puts(&turn, open) < 0) ||
+                    buf_puts(&turn, text) < 0 || (close && buf_puts(&turn, close) < 0)) {
                         r = -ENOMEM;
                         break;
                 }

@@ -15,8 +15,12 @@
  * decision (POST /_seed/api/approvals/{id}) for at most
  * CHAT_APPROVAL_WAIT_MS; then the approval expires and the call is denied.
  *
- * Roles: "owner" (the owner's words), "seed" (the chat agent's replies) and
- * "kernel" (records the kernel posts, chat_kernel_message()).
+ * Roles: "owner" (the owner's words), "seed" (the chat agent's replies),
+ * "kernel" (records the kernel posts, chat_kernel_message()) and "routine"
+ * (a routine's report, chat_routine_message()).
+ *
+ * create_routine (dangerous, asked every time) creates a routine of
+ * kernel/routines with exactly the fields the owner approved.
  *
  * kernel/api (api.c) serves it as
  *   GET  /_seed/api/messages[?limit=N]  the last N (1..200, default 50), oldest first
@@ -34,6 +38,7 @@ struct mind;
 struct orchestrator;
 struct live;
 struct outbound;
+struct routines;
 struct tool;
 struct model_image;
 
@@ -52,6 +57,7 @@ struct chat_config {
         struct outbound *outbound;   /* borrowed; NULL: the outbound tools answer "not available" */
         struct live *live;           /* the live data and app (borrowed); NULL: query_data,
                                       * describe_data, change_data and call_api answer "not available" */
+        struct routines *routines;   /* borrowed; NULL: create_routine answers "not available" */
         /* Every stored message: kind "message", {"id","role","text","evolution_id","at"}. */
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;
@@ -81,6 +87,12 @@ bool chat_available(const struct chat *c);
  * it framed as such a record. Thread-safe (it does not wait for a running
  * chat). */
 int chat_kernel_message(struct chat *c, const char *text);
+
+/* Stores a routine's report as a message of role "routine" (text 1..
+ * CHAT_TEXT_MAX bytes; routine_name names it) and publishes it. The chat
+ * agent sees it framed as the routine's report, never as the owner's words.
+ * Thread-safe. */
+int chat_routine_message(struct chat *c, const char *routine_name, const char *text);
 
 /* The last limit messages (1..CHAT_LIST_MAX), oldest first, as a JSON array. */
 int chat_messages_json(struct db *db, int limit, char **ret_json);

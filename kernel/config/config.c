@@ -1299,3 +1299,120 @@ int cfg_front_matter(const char *text, size_t len, const char *filename, const c
         }
         return -ENOENT;
 }
+
+/* ---- a list of flat records (organism/routines.yaml) ---- */
+
+struct records {
+        const char *list_key;
+        const char *const *keys;
+        size_t nkeys, max;
+        struct cfg_record *recs;
+        size_t n;
+};
+
+void cfg_records_free(struct cfg_record *recs, size_t n) {
+        for (size_t i = 0; recs && i < n; i++) {
+                for (size_t k = 0; recs[i].values && k < recs[i].n_values; k++)
+                        free(recs[i].values[k]);
+                free(recs[i].values);
+        }
+        free(recs);
+}
+
+/* One record: a mapping of known keys to strings. */
+static int walk_record(struct records *rs, struct ctx *x, yaml_node_t *m, struct cfg_record *ret) {
+        char e[ESC_MAX];
+        if (m->type != YAML_MAPPING_NODE)
+                return fail(x, m, "each entry of '%s' must be a mapping, got %s", rs->list_key, node_kind(m));
+        char **vals = calloc(rs->nkeys + 1, sizeof *vals);
+        if (!vals)
+                return -ENOMEM;
+        int r = 0;
+        for (yaml_node_pair_t *p = m->data.mapping.pairs.start; r >= 0 && p < m->data.mapping.pairs.top; p++) {
+                yaml_node_t *k = NULL, *v = node(x, p->value);
+                if ((r = scalars_key(x, m, p, &k)) < 0)
+                        break;
+                size_t i = 0;
+                while (i < rs->nkeys && !scalar_is(k, rs->keys[i]))
+                        i++;
+                if (i == rs->nkeys)
+                        r = fail(x, k, "unknown key '%s'", esc(e, sval(k), slen(k)));
+                else if (!v || v->type != YAML_SCALAR_NODE || is_null(v))
+                        r = fail(x, v ? v : k, "'%s' must be a string, got %s", rs->keys[i], v ? node_kind(v) : "nothing");
+                else if (!scalar_keepable(v))
+                        r = fail(x, v, "'%s' must be valid UTF-8 of at most %d bytes", rs->keys[i], CFG_SCALAR_VALUE_MAX);
+                else if (!(vals[i] = strndup(sval(v), slen(v))))
+                        r = -ENOMEM;
+        }
+        if (r < 0) {
+                for (size_t i = 0; i < rs->nkeys; i++)
+                        free(vals[i]);
+                free(vals);
+                return r;
+        }
+        *ret = (struct cfg_record){.line = m->start_mark.line + 1, .values = vals, .n_values = rs->nkeys};
+        return 0;
+}
+
+static int walk_records(struct ctx *x, yaml_node_t *top, void *userdata) {
+        struct records *rs = userdata;
+        char e[ESC_MAX];
+        if (!top)
+                return 0; /* empty: no records */
+        if (top->type != YAML_MAPPING_NODE)
+                return fail(x, top, "expected a mapping with the key '%s', got %s", rs->list_key, node_kind(top));
+        yaml_node_t *list = NULL;
+        for (yaml_node_pair_t *p = top->data.mapping.pairs.start; p < top->data.mapping.pairs.top; p++) {
+                yaml_node_t *k = NULL;
+                int r = scalars_key(x, top, p, &k);
+                if (r < 0)
+                        return r;
+                if (!scalar_is(k, rs->list_key))
+                        return fail(x, k, "unknown key '%s' (only '%s')", esc(e, sval(k), slen(k)), rs->list_key);
+                list = node(x, p->value);
+        }
+        if (!list || is_null(list))
+                return 0;
+        if (list->type != YAML_SEQUENCE_NODE)
+                return fail(x, list, "'%s' must be a list, got %s", rs->list_key, node_kind(list));
+        size_t n = (size_t)(list->data.sequence.items.top - list->data.sequence.items.start);
+        if (n > rs->max)
+                return fail(x, list, "more than %zu entries in '%s'", rs->max, rs->list_key);
+        if (!(rs->recs = calloc(n + 1, sizeof *rs->recs)))
+                return -ENOMEM;
+        for (yaml_node_item_t *it = list->data.sequence.items.start; it < list->data.sequence.items.top; it++) {
+                yaml_node_t *m = node(x, *it);
+                int r = m ? walk_record(rs, x, m, &rs->recs[rs->n]) : fail(x, list, "an empty entry");
+                if (r < 0)
+                        return r;
+                rs->n++;
+        }
+        return 0;
+}
+
+int cfg_records_parse(const char *text, size_t len, const char *filename, const char *list_key,
+                      const char *const *keys, size_t max, struct cfg_record **ret, size_t *ret_n,
+                      char **ret_error) {
+        struct ctx x = {.filename = filename ? filename : "yaml"};
+        struct records rs = {.list_key = list_key, .keys = keys, .max = max};
+        int r;
+        if (!list_key || !keys || !ret || !ret_n || (!text && len > 0))
+                return -EINVAL;
+        if (len > CFG_SCALARS_MAX) {
+                r = fail_at(&x, mark_1_1(), "larger than %d KiB (%zu bytes)", CFG_SCALARS_MAX / 1024, len);
+                return finish_error(&x, r, ret_error);
+        }
+        while (keys[rs.nkeys])
+                rs.nkeys++;
+        const unsigned char *t = text ? (const unsigned char *)text : (const unsigned char *)"";
+        r = check_events(&x, t, len);
+        if (r >= 0)
+                r = load_and_walk(&x, t, len, walk_records, &rs);
+        if (r < 0) {
+                cfg_records_free(rs.recs, rs.n);
+                return finish_error(&x, r, ret_error);
+        }
+        *ret = rs.recs;
+        *ret_n = rs.n;
+        return 0;
+}

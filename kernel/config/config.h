@@ -137,3 +137,22 @@ int cfg_scalars_parse(const char *text, size_t len, const char *filename, const 
  * -ENOENT without one. */
 int cfg_front_matter(const char *text, size_t len, const char *filename, const char *const *keys,
                      char **ret_values, char **ret_error);
+
+/* A list of flat records (organism/routines.yaml): one document, a mapping
+ * whose only key is list_key, its value a list (empty or null: none) of at
+ * most max mappings, each of keys (NULL-terminated) to strings; an unknown
+ * key, a value that is not a string, anything else is an error naming the
+ * line and column. Read as strictly as seed.yaml (no anchors, aliases or
+ * tags; at most CFG_SCALARS_MAX bytes). *ret (caller frees with
+ * cfg_records_free(*ret, *ret_n)): record i's values[k] is key k's value, or
+ * NULL where absent; line is where the record starts (1-based). -EINVAL with
+ * *ret_error ("file:line:col: message"; caller frees; may be NULL), -ENOMEM. */
+struct cfg_record {
+        size_t line;
+        char **values;   /* n_values (the number of keys) entries */
+        size_t n_values;
+};
+int cfg_records_parse(const char *text, size_t len, const char *filename, const char *list_key,
+                      const char *const *keys, size_t max, struct cfg_record **ret, size_t *ret_n,
+                      char **ret_error);
+void cfg_records_free(struct cfg_record *recs, size_t n);

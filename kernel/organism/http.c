@@ -121,11 +121,12 @@ int organism_http(const char *socket_path, const struct organism_http_request *r
         _cleanup_free_ char *sock = NULL;
         if ((k = organism_socket_open(socket_path, &dirfd, &sock)) < 0)
                 return errorf(-ECONNREFUSED, ret_error, "cannot connect to the app: %s", strerror(-k));
+        int timeout_ms = req->timeout_ms > 0 ? req->timeout_ms : ORGANISM_HTTP_TIMEOUT_MS;
         struct httpc_response res = {0};
         k = httpc_do(&(struct httpc_request){.method = method, .url = url, .headers = headers,
                                              .body = framed ? (body ? body : "") : NULL,
                                              .body_len = body ? strlen(body) : 0,
-                                             .timeout_ms = ORGANISM_HTTP_TIMEOUT_MS,
+                                             .timeout_ms = timeout_ms,
                                              .max_response = ORGANISM_HTTP_RESPONSE_MAX, .truncate = true,
                                              .connect_timeout_ms = ORGANISM_HTTP_CONNECT_TIMEOUT_MS,
                                              .unix_socket = sock, .check_fn = app_check, .check_userdata = &cn},
@@ -136,7 +137,7 @@ int organism_http(const char *socket_path, const struct organism_http_request *r
                 return errorf(-ECONNREFUSED, ret_error, "cannot connect to the app: %s", strerror(-k));
         if (k == -ETIMEDOUT)
                 return errorf(-ETIMEDOUT, ret_error, "%s %s: no complete answer within %d s", method, req->path,
-                              ORGANISM_HTTP_TIMEOUT_MS / 1000);
+                              timeout_ms / 1000);
         if (k < 0)
                 return errorf(-EPROTO, ret_error, "%s %s: the app's answer is not HTTP (%s)", method, req->path,
                               err ? err : strerror(-k));

@@ -126,6 +126,7 @@ struct organism_http_request {
         json_t *headers;        /* {"Name": "value"} or NULL; borrowed. Host, Connection,
                                  * Content-Length, Transfer-Encoding and Expect are the kernel's */
         const char *body;       /* or NULL */
+        int timeout_ms;         /* for the whole answer; 0: ORGANISM_HTTP_TIMEOUT_MS */
 };
 /* Sends req over the bridge socket at socket_path (organism_socket()) with
  * organism_connect()'s checks, for the model's http_request (a preview) and
@@ -135,6 +136,6 @@ struct organism_http_request {
  * ORGANISM_HTTP_RESPONSE_MAX bytes). Else *ret_error (caller frees; may be
  * NULL) says why: -EINVAL a bad method, path or header; -ECONNREFUSED not
  * reachable (or not ours); -ETIMEDOUT no complete answer within
- * ORGANISM_HTTP_TIMEOUT_MS; -EPROTO not HTTP. Does not log. */
+ * req->timeout_ms (default ORGANISM_HTTP_TIMEOUT_MS); -EPROTO not HTTP. Does not log. */
 int organism_http(const char *socket_path, const struct organism_http_request *req, char **ret_text,
                   char **ret_error);

@@ -1,0 +1,334 @@
+/* Integration tests for kernel/routines against a real private PostgreSQL
+ * and the real scheduler: at most 20 routines, also when many are created
+ * at once; the 15-minute rule and a taken name refused with nothing stored;
+ * organism/routines.yaml synced (a bad file changes nothing and its error is
+ * kept; a job's pause survives a sync of the same job); a failed job run
+ * recorded and told to the failure hook with the count in a row; the last
+ * 100 runs kept; a run missed while nothing ran runs once (a fake clock). Runs as the unprivileged 'seed' account (drops root first). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <time.h>
+
+#include "base/fileio.h"
+#include "base/json.h"
+#include "base/priv.h"
+#include "config/config.h"
+#include "db/db.h"
+#include "pg/pg.h"
+#include "routines/routines.h"
+#include "schedule/schedule.h"
+
+static char seed_dir[64];
+static struct pg *g_pg;
+static struct db *g_db;
+static struct cfg *g_cfg;
+static struct scheduler *g_sched;
+static struct routines *g_r;
+
+/* The scheduler's clock: the real one moved on by skip seconds. */
+static atomic_llong skip;
+static int64_t fake_now(void) {
+        return wall_ms() / 1000 + atomic_load(&skip);
+}
+
+static struct {
+        pthread_mutex_t lock;
+        unsigned calls, last_consecutive;
+        char job[64], error[256];
+} failed = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static void on_job_failure(void *userdata, const char *job, const char *error, unsigned consecutive) {
+        pthread_mutex_lock(&failed.lock);
+        failed.calls++;
+        failed.last_consecutive = consecutive;
+        snprintf(failed.job, sizeof failed.job, "%s", job);
+        snprintf(failed.error, sizeof failed.error, "%s", error);
+        pthread_mutex_unlock(&failed.lock);
+}
+
+static char *value(const char *sql) {
+        char *v = NULL;
+        int r = db_query_value(g_db, sql, 0, NULL, &v);
+        if (r == -ENOENT)
+                return strdup("NULL");
+        if (r < 0)
+                fail_msg("query '%s' failed: %d", sql, r);
+        return v;
+}
+
+static void assert_value(const char *sql, const char *want) {
+        _cleanup_free_ char *v = value(sql);
+        if (!streq(v, want))
+                fail_msg("%s: got '%s', wanted '%s'", sql, v, want);
+}
+
+static void reset(void) {
+        /* A fresh routines object over empty tables. */
+        routines_free(g_r);
+        g_r = NULL;
+        assert_int_equal(db_exec(g_db, "DELETE FROM routine_runs; DELETE FROM routines; DELETE FROM routine_jobs", NULL),
+                         0);
+        assert_int_equal(routines_new(&(struct routines_config){.seed_dir = seed_dir, .cfg = g_cfg, .kdb = g_db,
+                                                                .sched = g_sched, .job_token = "0123456789abcdef0123456789abcdef",
+                                                                .on_job_failure = on_job_failure},
+                                      &g_r),
+                         0);
+}
+
+static int create(const char *name, const char *schedule, char **ret_error) {
+        _cleanup_free_ char *id = NULL;
+        return routines_create(g_r, name, "Look at the orders.", schedule, "Europe/Lisbon", NULL, &id, ret_error);
+}
+
+static void test_at_most_20(void **state) {
+        reset();
+        char name[32];
+        for (int i = 0; i < ROUTINES_MAX; i++) {
+                snprintf(name, sizeof name, "r%d", i);
+                assert_int_equal(create(name, "every 1h", NULL), 0);
+        }
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(create("one-more", "every 1h", &err), -E2BIG);
+        assert_non_null(strstr(err, "there are 20 routines already"));
+        assert_value("SELECT count(*) FROM routines", "20");
+        _cleanup_free_ char *json = NULL;
+        assert_int_equal(routines_list_json(g_r, &json), 0);
+        _cleanup_json_ json_t *o = json_loads(json, 0, NULL);
+        assert_int_equal(json_array_size(json_object_get(o, "routines")), 20);
+        assert_int_equal(json_integer_value(json_object_get(o, "max")), 20);
+        /* One deleted: one more fits. */
+        _cleanup_free_ char *id = value("SELECT id FROM routines WHERE name = 'r3'");
+        assert_int_equal(routines_delete(g_r, ROUTINES_ROUTINE, id), 0);
+        assert_int_equal(routines_delete(g_r, ROUTINES_ROUTINE, id), -ENOENT);
+        assert_int_equal(create("one-more", "every 1h", NULL), 0);
+        assert_value("SELECT count(*) FROM routines", "20");
+}
+
+static atomic_int made;
+
+static void *create_one(void *arg) {
+        char name[32];
+        snprintf(name, sizeof name, "race-%d", (int)(intptr_t)arg);
+        if (create(name, "every 2h", NULL) == 0)
+                atomic_fetch_add(&made, 1);
+        return NULL;
+}
+
+static void test_at_most_20_at_once(void **state) {
+        reset();
+        char name[32];
+        for (int i = 0; i < 15; i++) {
+                snprintf(name, sizeof name, "r%d", i);
+                assert_int_equal(create(name, "every 1h", NULL), 0);
+        }
+        atomic_store(&made, 0);
+        pthread_t t[12];
+        for (intptr_t i = 0; i < 12; i++)
+                assert_int_equal(pthread_create(&t[i], NULL, create_one, (void *)i), 0);
+        for (int i = 0; i < 12; i++)
+                pthread_join(t[i], NULL);
+        assert_int_equal(atomic_load(&made), 5);
+        assert_value("SELECT count(*) FROM routines", "20");
+}
+
+static void test_refused_with_nothing_stored(void **state) {
+        reset();
+        _cleanup_free_ char *e1 = NULL, *e2 = NULL, *e3 = NULL, *e4 = NULL;
+        assert_int_equal(create("often", "*/5 * * * *", &e1), -EINVAL);
+        assert_non_null(strstr(e1, "at least 15 minutes apart"));
+        assert_int_equal(create("often", "every 10m", &e2), -EINVAL);
+        assert_int_equal(create("Bad Name", "every 1h", &e3), -EINVAL);
+        assert_non_null(strstr(e3, "the name must be"));
+        assert_value("SELECT count(*) FROM routines", "0");
+        assert_int_equal(create("daily", "0 7 * * *", NULL), 0);
+        assert_int_equal(create("daily", "0 8 * * *", &e4), -EEXIST);
+        assert_non_null(strstr(e4, "exists already"));
+        assert_value("SELECT count(*) FROM routines", "1");
+        assert_value("SELECT tz FROM routines", "Europe/Lisbon");
+}
+
+static void write_jobs(const char *text) {
+        _cleanup_free_ char *dir = NULL, *file = NULL;
+        assert_true(xasprintf(&dir, "%s/ws/organism", seed_dir) >= 0);
+        assert_true(xasprintf(&file, "%s/routines.yaml", dir) >= 0);
+        assert_int_equal(mkdir_p(dir, 0755), 0);
+        if (text)
+                assert_int_equal(write_file_atomic(file, text, strlen(text), 0644), 0);
+        else
+                (void)unlink(file);
+}
+
+static int sync_jobs(void) {
+        _cleanup_free_ char *ws = NULL;
+        assert_true(xasprintf(&ws, "%s/ws", seed_dir) >= 0);
+        return routines_jobs_sync(g_r, ws);
+}
+
+static json_t *listing(void) {
+        _cleanup_free_ char *json = NULL;
+        assert_int_equal(routines_list_json(g_r, &json), 0);
+        return json_loads(json, 0, NULL);
+}
+
+#define TWO_JOBS "jobs:\n  - name: digest\n    path: /jobs/digest\n    schedule: \"0 7 * * *\"\n" \
+                 "  - name: ping\n    method: GET\n    path: /jobs/ping\n    schedule: every 5m\n"
+
+static void test_jobs_sync(void **state) {
+        reset();
+        write_jobs(TWO_JOBS);
+        assert_int_equal(sync_jobs(), 0);
+        assert_value("SELECT string_agg(name || ' ' || method || ' ' || path, ', ' ORDER BY name) FROM routine_jobs",
+                     "digest POST /jobs/digest, ping GET /jobs/ping");
+        assert_int_equal(routines_set_paused(g_r, ROUTINES_JOB, "ping", true), 0);
+        /* A bad file: nothing changes, the error names the line. */
+        write_jobs(TWO_JOBS "  - name: x\n    path: nope\n    schedule: every 1h\n");
+        assert_int_equal(sync_jobs(), -EINVAL);
+        _cleanup_json_ json_t *l = listing();
+        assert_int_equal(json_array_size(json_object_get(l, "jobs")), 2);
+        const char *err = json_string_value(json_object_get(l, "jobs_error"));
+        assert_non_null(err);
+        assert_non_null(strstr(err, "organism/routines.yaml:9: the path must start with '/'"));
+        /* The same jobs again: ping stays paused; the error is gone. */
+        write_jobs(TWO_JOBS);
+        assert_int_equal(sync_jobs(), 0);
+        assert_value("SELECT paused::text FROM routine_jobs WHERE name = 'ping'", "true");
+        _cleanup_json_ json_t *l2 = listing();
+        assert_true(json_is_null(json_object_get(l2, "jobs_error")));
+        /* Jobs are the organism's: not deleted from here. */
+        assert_int_equal(routines_delete(g_r, ROUTINES_JOB, "ping"), -EPERM);
+        /* No file: no jobs. */
+        write_jobs(NULL);
+        assert_int_equal(sync_jobs(), 0);
+        assert_value("SELECT count(*) FROM routine_jobs", "0");
+        assert_int_equal(routines_run_now(g_r, ROUTINES_JOB, "ping"), -ENOENT);
+}
+
+/* Polls (no fixed sleep) until the query answers want, for at most 60 s. */
+static void wait_value(const char *sql, const char *want) {
+        for (int i = 0; i < 6000; i++) {
+                _cleanup_free_ char *v = value(sql);
+                if (streq(v, want))
+                        return;
+                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        }
+        assert_value(sql, want);
+}
+
+static void test_a_failed_job_is_told_and_the_last_100_runs_kept(void **state) {
+        reset();
+        write_jobs("jobs:\n  - name: ping\n    path: /jobs/ping\n    schedule: every 1d\n");
+        assert_int_equal(sync_jobs(), 0);
+        /* 104 runs before: only the newest 100 stay once one more is recorded. */
+        assert_int_equal(db_exec(g_db,
+                                 "INSERT INTO routine_runs (job_name, started_at, ended_at, outcome) "
+                                 "SELECT 'ping', i, i, 'ok' FROM generate_series(1, 104) i",
+                                 NULL),
+                         0);
+        memset(failed.job, 0, sizeof failed.job);
+        failed.calls = 0;
+        assert_int_equal(routines_run_now(g_r, ROUTINES_JOB, "ping"), 0);
+        wait_value("SELECT count(*) FROM routine_runs WHERE outcome = 'failed'", "1");
+        assert_value("SELECT count(*) FROM routine_runs", "100");
+        assert_value("SELECT min(started_at) FROM routine_runs WHERE outcome = 'ok'", "6");
+        assert_value("SELECT error FROM routine_runs WHERE outcome = 'failed'", "the organism is not running");
+        for (int i = 0; i < 6000 && sched_running(g_sched, "job.ping"); i++)
+                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        assert_int_equal(routines_run_now(g_r, ROUTINES_JOB, "ping"), 0);
+        wait_value("SELECT count(*) FROM routine_runs WHERE outcome = 'failed'", "2");
+        for (int i = 0; i < 6000 && sched_running(g_sched, "job.ping"); i++)
+                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        pthread_mutex_lock(&failed.lock);
+        assert_int_equal(failed.calls, 2);
+        assert_int_equal(failed.last_consecutive, 2);
+        assert_string_equal(failed.job, "ping");
+        pthread_mutex_unlock(&failed.lock);
+        _cleanup_free_ char *runs = NULL;
+        assert_int_equal(routines_runs_json(g_r, ROUTINES_JOB, "ping", &runs), 0);
+        _cleanup_json_ json_t *arr = json_loads(runs, 0, NULL);
+        assert_int_equal(json_array_size(arr), 100);
+        const char *newest = json_string_value(json_object_get(json_array_get(arr, 0), "outcome"));
+        if (!newest || !streq(newest, "failed"))
+                fail_msg("the newest run is not the failed one: %.300s", runs);
+}
+
+/* The job's entry in the scheduler's status: its runs and next due. */
+static json_t *sched_entry(const char *name) {
+        _cleanup_json_ json_t *a = NULL;
+        assert_int_equal(sched_status_json(g_sched, &a), 0);
+        size_t i;
+        json_t *o;
+        json_array_foreach(a, i, o)
+                if (streq(json_string_value(json_object_get(o, "name")), name))
+                        return json_incref(o);
+        _cleanup_free_ char *json = json_dumps(a, JSON_COMPACT);
+        fail_msg("no job %s in %s", name, json ? json : "?");
+        return NULL;
+}
+
+/* Three hourly slots pass while nothing runs (the kernel down): the routine
+ * runs once, and is not due again at once. Without a model the run fails,
+ * saying so, and is recorded. */
+static void test_a_missed_run_runs_once(void **state) {
+        reset();
+        _cleanup_free_ char *id = NULL, *name = NULL;
+        assert_int_equal(routines_create(g_r, "missed", "Anything new?", "every 1h", NULL, NULL, &id, NULL), 0);
+        assert_true(xasprintf(&name, "routine.%s", id) >= 0);
+        _cleanup_json_ json_t *before = sched_entry(name);
+        assert_int_equal(json_integer_value(json_object_get(before, "runs")), 0);
+        atomic_store(&skip, 3 * 3600 + 120);
+        sched_wake(g_sched);
+        wait_value("SELECT count(*) FROM routine_runs WHERE routine_id IS NOT NULL", "1");
+        for (int i = 0; i < 6000 && sched_running(g_sched, name); i++)
+                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        assert_value("SELECT outcome || ': ' || error FROM routine_runs", "failed: no model to think with (no key)");
+        _cleanup_json_ json_t *after = sched_entry(name);
+        assert_int_equal(json_integer_value(json_object_get(after, "runs")), 1);
+        assert_true(json_integer_value(json_object_get(after, "next_due")) > fake_now());
+        assert_value("SELECT count(*) FROM routine_runs", "1");
+        atomic_store(&skip, 0);
+}
+
+static int group_setup(void **state) {
+        snprintf(seed_dir, sizeof seed_dir, "/tmp/seed-test-routines-XXXXXX");
+        if (!mkdtemp(seed_dir) || pg_start(seed_dir, &g_pg) < 0)
+                return -1;
+        _cleanup_free_ char *ci = NULL;
+        if (pg_conninfo(g_pg, "postgres", PG_KERNEL_DB, &ci) < 0 || db_connect(ci, &g_db) < 0)
+                return -1;
+        if (cfg_new_default(&g_cfg) < 0 ||
+            sched_new(&(struct sched_config){.kdb = g_db, .now_s = fake_now}, NULL, &g_sched) < 0 ||
+            sched_start(g_sched) < 0)
+                return -1;
+        return 0;
+}
+
+static int group_teardown(void **state) {
+        routines_free(g_r);
+        sched_free(g_sched);
+        cfg_free(g_cfg);
+        db_close(g_db);
+        pg_stop(g_pg);
+        rm_rf(seed_dir);
+        return 0;
+}
+
+int main(void) {
+        if (priv_drop_if_root(NULL) < 0) {
+                fprintf(stderr, "cannot drop root\n");
+                return 1;
+        }
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(test_at_most_20),
+                cmocka_unit_test(test_at_most_20_at_once),
+                cmocka_unit_test(test_refused_with_nothing_stored),
+                cmocka_unit_test(test_jobs_sync),
+                cmocka_unit_test(test_a_failed_job_is_told_and_the_last_100_runs_kept),
+                cmocka_unit_test(test_a_missed_run_runs_once),
+        };
+        return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
