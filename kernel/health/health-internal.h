@@ -38,6 +38,7 @@ struct health {
         size_t n_pending;
         bool dropped_logged;
         bool working;
+        uint64_t passes;                /* the worker's passes over fixes and diagnoses */
         bool stop;
         struct orchestrator *orch;
         pthread_t thread;

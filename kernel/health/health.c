@@ -212,30 +212,28 @@ static void store_pending(struct health *h, struct health_pending *p) {
         const char *params[] = {id, p->cause, health_kind_name(p->kind), at, evidence ? evidence : p->detail};
         /* A cause open already counts once more (a watched one is open again:
          * its fix did not hold). */
-        int r = db_query_json(h->kdb,
-                              "INSERT INTO incidents AS i (id, cause, kind, opened_at, updated_at, last_seen_at, evidence) "
-                              "VALUES ($1, $2, $3, $4::bigint, $4::bigint, $4::bigint, COALESCE($5, '')) "
-                              "ON CONFLICT (cause) WHERE status NOT IN ('resolved', 'ignored') DO UPDATE SET "
-                              "occurrences = i.occurrences + 1, last_seen_at = $4::bigint, updated_at = $4::bigint, "
-                              "status = CASE WHEN i.status = 'watching' THEN 'open' ELSE i.status END, "
-                              "watch_until = CASE WHEN i.status = 'watching' THEN NULL ELSE i.watch_until END, "
-                              "note = CASE WHEN i.status = 'watching' THEN 'it happened again after the fix' "
-                              "ELSE i.note END "
-                              "RETURNING i.id, i.status, i.occurrences",
-                              5, params, &row);
+        int r = db_query_value(h->kdb,
+                               "INSERT INTO incidents AS i (id, cause, kind, opened_at, updated_at, last_seen_at, evidence) "
+                               "VALUES ($1, $2, $3, $4::bigint, $4::bigint, $4::bigint, COALESCE($5, '')) "
+                               "ON CONFLICT (cause) WHERE status NOT IN ('resolved', 'ignored') DO UPDATE SET "
+                               "occurrences = i.occurrences + 1, last_seen_at = $4::bigint, updated_at = $4::bigint, "
+                               "status = CASE WHEN i.status = 'watching' THEN 'open' ELSE i.status END, "
+                               "watch_until = CASE WHEN i.status = 'watching' THEN NULL ELSE i.watch_until END, "
+                               "note = CASE WHEN i.status = 'watching' THEN 'it happened again after the fix' "
+                               "ELSE i.note END "
+                               "RETURNING i.id || ' ' || i.status",
+                               5, params, &row);
         if (r < 0) {
                 log_error_errno(r, "health: could not record the incident '%s': %m", p->cause);
                 return;
         }
-        _cleanup_json_ json_t *arr = json_loads(row, 0, NULL);
-        json_t *o = json_array_get(arr, 0);
-        const char *got = json_string_value(json_object_get(o, "id"));
-        const char *status = json_string_value(json_object_get(o, "status"));
-        if (!got || !status)
+        char *status = strchr(row, ' ');
+        if (!status)
                 return;
-        if (streq(got, id))
+        *status++ = '\0';
+        if (streq(row, id))
                 log_warn("health: incident %s opened: %s", id, p->cause);
-        publish(h, got, status, p->cause);
+        publish(h, row, status, p->cause);
 }
 
 /* ---- diagnosis and fixes ---- */
@@ -398,6 +396,7 @@ static void *worker(void *userdata) {
                 diagnose_next(h);
                 pthread_mutex_lock(&h->lock);
                 h->working = false;
+                h->passes++;
                 pthread_cond_broadcast(&h->idle);
                 if (h->stop || h->n_pending > 0)
                         continue;
@@ -422,9 +421,10 @@ int health_settle(struct health *h, int timeout_ms) {
                 return -EINVAL;
         int64_t until = now_ms() + timeout_ms;
         pthread_mutex_lock(&h->lock);
-        pthread_cond_signal(&h->wake);
-        /* one whole pass of the worker after now: it was idle, nothing is queued */
-        while (h->working || h->n_pending > 0) {
+        /* one whole pass of the worker that began after now, with nothing queued */
+        uint64_t want = h->passes + (h->working ? 2 : 1);
+        while (h->working || h->n_pending > 0 || h->passes < want) {
+                pthread_cond_signal(&h->wake);
                 struct timespec ts;
                 clock_gettime(CLOCK_MONOTONIC, &ts);
                 ts.tv_nsec += 50 * 1000000L;

@@ -184,8 +184,8 @@ int health_report_job_failure(struct health *h, const char *job, const char *err
 void health_sched_result(void *userdata, const char *job, int result, const char *error,
                          unsigned consecutive_failures);
 
-/* Waits until the worker has nothing queued and no diagnosis runs (tests,
- * the integrator): 0, or -ETIMEDOUT. */
+/* Waits until the worker has made one whole pass (fixes, a diagnosis) that
+ * began after the call, with nothing queued (tests): 0, or -ETIMEDOUT. */
 int health_settle(struct health *h, int timeout_ms);
 
 /* The incidents, newest first (at most HEALTH_LIST_MAX) without their
