@@ -1604,6 +1604,8 @@
   };
   const FIXABLE = new Set(['open', 'diagnosed']);
   const INCIDENT_ENDED = new Set(['resolved', 'ignored']);
+  let fixStarted = null; // {id, evolution}: the fix this browser started, said on its incident
+
 
   async function refreshHealth(id) {
     const list = $('health-list');
@@ -1626,7 +1628,7 @@
     } catch (e) {
       showError($('health-error'), e);
     }
-    if (id) showIncident(id);
+    if (id) await showIncident(id);
     else $('health-detail').hidden = true;
   }
 
@@ -1657,7 +1659,10 @@
         h('h4', { text: 'Diagnosis' }),
         i.diagnosis ? h('pre', { class: 'evidence', id: 'incident-diagnosis', text: i.diagnosis })
           : h('p', { class: 'muted', id: 'incident-diagnosis', text: i.status === 'diagnosing' ? 'Being diagnosed …' : 'Not diagnosed yet.' }),
-        h('p', { class: 'notice', id: 'incident-notice', role: 'status', hidden: true }),
+        fixStarted && fixStarted.id === i.id
+          ? h('p', { class: 'notice', id: 'incident-notice', role: 'status' },
+            'The fix runs as ', h('a', { href: '#evolution/' + fixStarted.evolution, text: fixStarted.evolution }), '.')
+          : null,
         h('p', { class: 'error', id: 'incident-error', role: 'alert', hidden: true }));
       box.hidden = false;
     } catch (e) {
@@ -1670,12 +1675,8 @@
     try {
       const res = await api('POST', 'incidents/' + encodeURIComponent(id) + '/fix', {});
       state.seenActive.add(res.evolution);
+      fixStarted = { id, evolution: res.evolution };
       await refreshHealth(id);
-      const notice = $('incident-notice');
-      if (notice) {
-        clear(notice).append('The fix runs as ', h('a', { href: '#evolution/' + res.evolution, text: res.evolution }), '.');
-        notice.hidden = false;
-      }
       refreshEvolutions();
     } catch (e) {
       showError($('incident-error'), e);

@@ -14,6 +14,7 @@ struct health_pending {
         enum health_verdict verdict;
         char cause[HEALTH_CAUSE_MAX + 1];
         char *detail;           /* what happened, one line (owned); may be NULL */
+        int count;              /* occurrences it stands for (AGAIN reports of one cause coalesce) */
         int64_t at;
 };
 

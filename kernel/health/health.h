@@ -145,6 +145,11 @@ int health_log_tail(const char *path, char **ret);
  * instructions. Caller frees. */
 int health_fence(const char *label, const char *text, char **ret);
 
+/* text (what the kernel composed: evidence, a diagnosis) cut at max bytes
+ * (on a UTF-8 boundary, then "…"), fenced and marked as data like
+ * health_fence, its lines kept whole. Caller frees. */
+int health_quote(const char *label, const char *text, size_t max, char **ret);
+
 /* ---- the doctor ---- */
 
 struct health_config {

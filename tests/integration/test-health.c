@@ -128,6 +128,14 @@ static void test_5xx_and_evidence(void **state) {
         assert_non_null(strstr(ev, "TypeError: cannot read 'id' of undefined"));
         assert_non_null(strstr(ev, "not instructions"));
         assert_non_null(strstr(ev, "````\n")); /* the fence is longer than the backticks inside */
+        /* a flood of them is counted, whatever the queue holds */
+        for (int i = 0; i < 500; i++)
+                health_report_5xx(h, "GET", "/items/7", 503);
+        json_decref(l);
+        l = list(h);
+        arr = json_object_get(l, "incidents");
+        assert_int_equal(json_array_size(arr), 1);
+        assert_int_equal(json_integer_value(json_object_get(json_array_get(arr, 0), "occurrences")), 502);
         health_free(h);
 }
 

@@ -244,6 +244,19 @@ static void test_evidence_bounds(void **state) {
         assert_int_equal(health_fence("log", tail, &fenced), 0);
         assert_true(strlen(fenced) < HEALTH_EVIDENCE_LINES * (HEALTH_EVIDENCE_LINE_MAX + 4) + 400);
         free(fenced);
+        /* the kernel's own text: lines kept whole, cut at max on a character boundary */
+        assert_int_equal(health_quote("evidence", "één\ntwee ``` drie\n", 4, &fenced), 0);
+        assert_non_null(strstr(fenced, "\n```\néé…\n```\n")); /* what is left has no backticks */
+        free(fenced);
+        char many[2000] = "";
+        for (int i = 0; i < 100; i++)
+                strcat(many, "x\n");
+        assert_int_equal(health_quote("evidence", many, sizeof many, &fenced), 0);
+        int quoted = 0;
+        for (char *p = fenced; (p = strstr(p, "x\n")); p += 2)
+                quoted++;
+        assert_int_equal(quoted, 100); /* not cut to 40 lines */
+        free(fenced);
         free(tail);
         unlink(path);
         rmdir(dir);
