@@ -95,7 +95,7 @@ void health_route_normalise(const char *path, char *out, size_t size) {
                         n = n > HEALTH_ROUTE_MAX ? HEALTH_ROUTE_MAX : n;
                         for (size_t k = 0; k < n; k++) {
                                 unsigned char c = (unsigned char)p[i + k];
-                                seg[k] = c > 0x20 && c < 0x7f ? (char)c : '?';
+                                seg[k] = c > 0x20 && c < 0x7f ? (char)c : '~'; /* never '?' or '#': normalising twice changes nothing */
                         }
                         seg[n] = '\0';
                 }

@@ -75,7 +75,7 @@ struct spend;
  * HEALTH_ROUTE_MAX + 1): the query and fragment dropped; a segment that is
  * a number, a UUID, or an id (at least 8 of [A-Za-z0-9_-] with a digit, or
  * hexadecimal of 8 or more) becomes ":id"; bytes outside printable ASCII
- * become '?'; at most HEALTH_ROUTE_SEGMENTS segments and HEALTH_ROUTE_MAX
+ * become '~'; at most HEALTH_ROUTE_SEGMENTS segments and HEALTH_ROUTE_MAX
  * bytes (cut at a segment, then "/…"). An empty or relative path is "/". */
 void health_route_normalise(const char *path, char *out, size_t size);
 
