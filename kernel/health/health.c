@@ -9,6 +9,7 @@
 #include "db/db.h"
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
+#include "mind/mind.h"
 #include "spend/spend.h"
 
 #include <ctype.h>
@@ -297,6 +298,10 @@ static void diagnose_next(struct health *h) {
                 return;
         if (today >= HEALTH_DIAGNOSES_PER_DAY) {
                 note_waiting(h, id, "not diagnosed: today's 8 diagnoses are used (tried again tomorrow, UTC)");
+                return;
+        }
+        if (!mind_ready(h->mind)) {
+                note_waiting(h, id, "not diagnosed: the Seed has no model to think with (no key)");
                 return;
         }
         if (h->spend && !spend_allows(h->spend, "health")) {

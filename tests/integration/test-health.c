@@ -354,6 +354,27 @@ static void test_daily_cap_and_budget(void **state) {
         mind_free(m);
 }
 
+static void test_no_model_key(void **state) {
+        reset();
+        _cleanup_(cfg_freep) struct cfg *c = config();
+        struct mind *m = NULL;
+        assert_int_equal(mind_new(&(struct mind_config){.cfg = c, .backoff_base_ms = 10}, &m), 0);
+        load_script("[{\"tool_calls\": [{\"name\": \"submit_diagnosis\", \"arguments\": {\"diagnosis\": \"d\"}}]}]");
+        struct health *h = new_health(m, c);
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/c", 500);
+        _cleanup_json_ json_t *l = list(h);
+        json_decref(l);
+        l = list(h);
+        json_t *inc = json_array_get(json_object_get(l, "incidents"), 0);
+        assert_string_equal(field(inc, "status"), "open");
+        assert_non_null(strstr(field(inc, "note"), "no model"));
+        assert_int_equal(json_integer_value(json_object_get(l, "diagnoses_today")), 0); /* the cap is not spent */
+        assert_int_equal(request_count(), 0);
+        health_free(h);
+        mind_free(m);
+}
+
 static int group_setup(void **state) {
         snprintf(pg_dir, sizeof pg_dir, "/tmp/seed-test-health-XXXXXX");
         snprintf(code_dir, sizeof code_dir, "/tmp/seed-test-health-code-XXXXXX");
@@ -393,6 +414,7 @@ int main(void) {
                 cmocka_unit_test(test_job_failures_and_ignore),
                 cmocka_unit_test(test_diagnosis_read_only),
                 cmocka_unit_test(test_daily_cap_and_budget),
+                cmocka_unit_test(test_no_model_key),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
