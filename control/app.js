@@ -1646,7 +1646,7 @@
         ', last ', time(Number(i.last_seen_at)));
       if (i.note) add('Note', i.note);
       if (i.fix_evolution) add('Fix', h('a', { href: '#evolution/' + i.fix_evolution, text: i.fix_evolution }));
-      clear(box).append(
+      clear(box).append(...[
         h('div', { class: 'card-head' }, h('h3', {}, h('code', { text: i.cause })),
           h('div', { class: 'row-actions' },
             h('button', { type: 'button', class: 'primary', id: 'incident-fix', text: 'Fix', disabled: !FIXABLE.has(i.status),
@@ -1663,7 +1663,7 @@
           ? h('p', { class: 'notice', id: 'incident-notice', role: 'status' },
             'The fix runs as ', h('a', { href: '#evolution/' + fixStarted.evolution, text: fixStarted.evolution }), '.')
           : null,
-        h('p', { class: 'error', id: 'incident-error', role: 'alert', hidden: true }));
+        h('p', { class: 'error', id: 'incident-error', role: 'alert', hidden: true })].filter(Boolean));
       box.hidden = false;
     } catch (e) {
       clear(box).append(h('p', { class: 'error', text: e.message }));

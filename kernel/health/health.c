@@ -63,7 +63,9 @@ static void queue_report(struct health *h, enum health_kind kind, enum health_ve
                 return;
         }
         struct health_pending *p = &h->pending[h->n_pending++];
-        *p = (struct health_pending){.kind = kind, .verdict = v, .at = health_now(h), .count = 1};
+        /* a new 5xx incident stands for the answers that opened it */
+        int count = kind == HEALTH_KIND_5XX && v == HEALTH_OPEN ? HEALTH_5XX_THRESHOLD : 1;
+        *p = (struct health_pending){.kind = kind, .verdict = v, .at = health_now(h), .count = count};
         snprintf(p->cause, sizeof p->cause, "%s", cause);
         p->detail = detail ? strndup(detail, DETAIL_MAX) : NULL;
         pthread_cond_signal(&h->wake);

@@ -93,6 +93,8 @@ test('the Health screen: the incident, its evidence and diagnosis as text', asyn
   assert.match(await page.textContent('#incident-evidence'), /<img src=x id=pwned-log/);
   assert.strictEqual(await page.textContent('#incident-diagnosis'), DIAGNOSIS);
   assert.strictEqual(await page.locator('#pwned-log, #pwned-diag').count(), 0); // text, never HTML
+  assert.doesNotMatch(await page.textContent('#health-detail'), /null|undefined/);
+  assert.match(await row.textContent(), /4 times/); // the 3 answers that opened it and one more
   assert.ok(await page.isEnabled('#incident-fix'));
   await shots(page, 'health');
 });
