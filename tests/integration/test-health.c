@@ -375,6 +375,90 @@ static void test_no_model_key(void **state) {
         mind_free(m);
 }
 
+/* A clock the test moves. */
+static int64_t fake_now;
+static int64_t fake_clock(void) { return fake_now; }
+
+static void evolution_in(const char *id, const char *state) {
+        const char *p[] = {id, state};
+        assert_int_equal(db_execp(g_db,
+                                  "INSERT INTO evolutions (id, intent, state, created_at, updated_at) "
+                                  "VALUES ($1, 'fix', $2, 1, 1) ON CONFLICT (id) DO UPDATE SET state = $2",
+                                  2, p, NULL),
+                         1);
+}
+
+static void incident_fixing(const char *cause, const char *evo) {
+        const char *p[] = {cause, evo};
+        assert_int_equal(db_execp(g_db, "UPDATE incidents SET status = 'fixing', fix_evolution = $2 WHERE cause = $1",
+                                  2, p, NULL),
+                         1);
+}
+
+static const char *status_of(json_t *l, const char *cause) {
+        json_t *o;
+        size_t i;
+        json_array_foreach(json_object_get(l, "incidents"), i, o) if (streq(field(o, "cause"), cause) &&
+                                                                      !streq(field(o, "status"), "resolved"))
+                return field(o, "status");
+        return NULL;
+}
+
+/* fixing → watching (30 min) → resolved; a failed fix is diagnosed again;
+ * the cause coming back while watched opens it again. */
+static void test_fix_watch_resolve(void **state) {
+        reset();
+        assert_int_equal(db_exec(g_db, "DELETE FROM evolutions WHERE intent = 'fix'", NULL), 0);
+        fake_now = 1796083200000LL;
+        struct health *h = NULL;
+        assert_int_equal(health_new(&(struct health_config){.seed_dir = code_dir, .kdb = g_db, .organism_log = log_path,
+                                                            .now_ms = fake_clock, .tick_ms = 20},
+                                    &h),
+                         0);
+        assert_int_equal(health_report_job_failure(h, "a", "x", 2), 1);
+        assert_int_equal(health_report_job_failure(h, "b", "x", 2), 1);
+        _cleanup_json_ json_t *l = list(h);
+        evolution_in("evo_00000000000000aa", "mutating");
+        evolution_in("evo_00000000000000bb", "failed");
+        incident_fixing("job a", "evo_00000000000000aa");
+        incident_fixing("job b", "evo_00000000000000bb");
+        json_decref(l);
+        l = list(h);
+        assert_string_equal(status_of(l, "job a"), "fixing"); /* its evolution runs */
+        assert_string_equal(status_of(l, "job b"), "diagnosed"); /* failed: diagnosed again */
+        evolution_in("evo_00000000000000aa", "complete");
+        json_decref(l);
+        l = list(h);
+        assert_string_equal(status_of(l, "job a"), "watching");
+        fake_now += 29 * 60 * 1000;
+        json_decref(l);
+        l = list(h);
+        assert_string_equal(status_of(l, "job a"), "watching");
+        fake_now += 60 * 1000 + 1;
+        json_decref(l);
+        l = list(h);
+        assert_null(status_of(l, "job a")); /* resolved after 30 minutes */
+        /* resolved: the same cause is a new incident */
+        assert_int_equal(health_report_job_failure(h, "a", "x", 2), 1);
+        json_decref(l);
+        l = list(h);
+        assert_string_equal(status_of(l, "job a"), "open");
+        assert_int_equal(json_array_size(json_object_get(l, "incidents")), 3);
+
+        /* while watched, the cause coming back opens it again */
+        evolution_in("evo_00000000000000cc", "complete");
+        assert_int_equal(db_exec(g_db, "UPDATE incidents SET status = 'diagnosed' WHERE cause = 'job b'", NULL), 0);
+        incident_fixing("job b", "evo_00000000000000cc");
+        json_decref(l);
+        l = list(h);
+        assert_string_equal(status_of(l, "job b"), "watching");
+        assert_int_equal(health_report_job_failure(h, "b", "again", 3), 1);
+        json_decref(l);
+        l = list(h);
+        assert_string_equal(status_of(l, "job b"), "open");
+        health_free(h);
+}
+
 static int group_setup(void **state) {
         snprintf(pg_dir, sizeof pg_dir, "/tmp/seed-test-health-XXXXXX");
         snprintf(code_dir, sizeof code_dir, "/tmp/seed-test-health-code-XXXXXX");
@@ -415,6 +499,7 @@ int main(void) {
                 cmocka_unit_test(test_diagnosis_read_only),
                 cmocka_unit_test(test_daily_cap_and_budget),
                 cmocka_unit_test(test_no_model_key),
+                cmocka_unit_test(test_fix_watch_resolve),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
