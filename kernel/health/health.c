@@ -20,6 +20,7 @@
 #define DETAIL_MAX 600
 #define INTENT_MAX (14 * 1024)
 #define DAY_MS (24LL * 3600 * 1000)
+_Static_assert(HEALTH_LIST_MAX == 100, "the list's LIMIT below says 100");
 
 static int64_t health_now(const struct health *h) { return h->now ? h->now() : wall_ms(); }
 

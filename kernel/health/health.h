@@ -65,7 +65,6 @@ struct spend;
 #define HEALTH_EVIDENCE_LINE_MAX 300
 #define HEALTH_EVIDENCE_MAX (16 * 1024) /* an incident's evidence text, at most */
 #define HEALTH_DIAGNOSIS_MAX (16 * 1024)
-#define HEALTH_ERROR_MAX 1024           /* a job's error as kept */
 #define HEALTH_LIST_MAX 100
 #define HEALTH_SETTING_AUTO_FIX "health.auto_fix"
 
