@@ -1712,6 +1712,114 @@
     }
   }
 
+  // ---- health: the doctor's incidents ----
+
+  const INCIDENT_KINDS = { '5xx': 'server errors', crash: 'crash', gave_up: 'gave up', job: 'job failing' };
+  const INCIDENT_STATUS = {
+    open: 'open', diagnosing: 'diagnosing …', diagnosed: 'diagnosed', fixing: 'fixing …',
+    watching: 'watching (30 min)', resolved: 'resolved', ignored: 'ignored',
+  };
+  const FIXABLE = new Set(['open', 'diagnosed']);
+  const INCIDENT_ENDED = new Set(['resolved', 'ignored']);
+  let fixStarted = null; // {id, evolution}: the fix this browser started, said on its incident
+
+
+  async function refreshHealth(id) {
+    const list = $('health-list');
+    try {
+      const data = await api('GET', 'incidents');
+      clear(list);
+      for (const i of data.incidents || []) {
+        list.append(h('li', { class: ['row', 'incident', i.id === id ? 'selected' : null], dataset: { incident: i.id, status: i.status } },
+          h('a', { class: 'row-main', href: '#health/' + i.id },
+            h('span', { class: 'row-title' }, h('code', { text: i.cause }),
+              h('span', { class: 'badge', dataset: { status: i.status }, text: INCIDENT_STATUS[i.status] || i.status })),
+            h('span', { class: 'row-sub' }, INCIDENT_KINDS[i.kind] || i.kind, ' · ', String(i.occurrences),
+              i.occurrences === 1 ? ' time · last ' : ' times · last ', time(Number(i.last_seen_at))))));
+      }
+      $('health-empty').hidden = list.children.length > 0;
+      $('health-today').textContent = data.diagnoses_today + ' of ' + data.diagnoses_per_day + ' diagnoses today';
+      const box = $('health-auto-fix');
+      if (document.activeElement !== box) box.checked = !!data.auto_fix;
+      showError($('health-error'), null);
+    } catch (e) {
+      showError($('health-error'), e);
+    }
+    if (id) await showIncident(id);
+    else $('health-detail').hidden = true;
+  }
+
+  // Evidence and diagnosis are text from logs and a model: shown as text in
+  // <pre>, never as HTML or Markdown.
+  async function showIncident(id) {
+    const box = $('health-detail');
+    try {
+      const i = await api('GET', 'incidents/' + encodeURIComponent(id));
+      const facts = h('dl', { class: 'facts' });
+      const add = (k, ...v) => facts.append(h('dt', { text: k }), h('dd', {}, ...v));
+      add('Status', INCIDENT_STATUS[i.status] || i.status);
+      add('What', INCIDENT_KINDS[i.kind] || i.kind);
+      add('Seen', String(i.occurrences) + (i.occurrences === 1 ? ' time, first ' : ' times, first '), time(Number(i.opened_at)),
+        ', last ', time(Number(i.last_seen_at)));
+      if (i.note) add('Note', i.note);
+      if (i.fix_evolution) add('Fix', h('a', { href: '#evolution/' + i.fix_evolution, text: i.fix_evolution }));
+      clear(box).append(...[
+        h('div', { class: 'card-head' }, h('h3', {}, h('code', { text: i.cause })),
+          h('div', { class: 'row-actions' },
+            h('button', { type: 'button', class: 'primary', id: 'incident-fix', text: 'Fix', disabled: !FIXABLE.has(i.status),
+              on: { click: () => fixIncident(i.id) } }),
+            h('button', { type: 'button', class: 'danger-quiet', id: 'incident-ignore', text: 'Ignore', disabled: INCIDENT_ENDED.has(i.status),
+              on: { click: () => ignoreIncident(i.id) } }))),
+        facts,
+        h('h4', { text: 'Evidence' }),
+        h('pre', { class: 'evidence', id: 'incident-evidence', text: i.evidence || '(none)' }),
+        h('h4', { text: 'Diagnosis' }),
+        i.diagnosis ? h('pre', { class: 'evidence', id: 'incident-diagnosis', text: i.diagnosis })
+          : h('p', { class: 'muted', id: 'incident-diagnosis', text: i.status === 'diagnosing' ? 'Being diagnosed …' : 'Not diagnosed yet.' }),
+        fixStarted && fixStarted.id === i.id
+          ? h('p', { class: 'notice', id: 'incident-notice', role: 'status' },
+            'The fix runs as ', h('a', { href: '#evolution/' + fixStarted.evolution, text: fixStarted.evolution }), '.')
+          : null,
+        h('p', { class: 'error', id: 'incident-error', role: 'alert', hidden: true })].filter(Boolean));
+      box.hidden = false;
+    } catch (e) {
+      clear(box).append(h('p', { class: 'error', text: e.message }));
+      box.hidden = false;
+    }
+  }
+
+  async function fixIncident(id) {
+    try {
+      const res = await api('POST', 'incidents/' + encodeURIComponent(id) + '/fix', {});
+      state.seenActive.add(res.evolution);
+      fixStarted = { id, evolution: res.evolution };
+      await refreshHealth(id);
+      refreshEvolutions();
+    } catch (e) {
+      showError($('incident-error'), e);
+    }
+  }
+
+  async function ignoreIncident(id) {
+    try {
+      await api('POST', 'incidents/' + encodeURIComponent(id) + '/ignore', {});
+      await refreshHealth(id);
+    } catch (e) {
+      showError($('incident-error'), e);
+    }
+  }
+
+  async function setAutoFix(ev) {
+    const box = ev.target;
+    try {
+      await api('POST', 'health', { auto_fix: box.checked });
+      showError($('health-error'), null);
+    } catch (e) {
+      box.checked = !box.checked;
+      showError($('health-error'), e);
+    }
+  }
+
   // ---- spending ----
 
   const money = (x) => '$' + Number(x || 0).toFixed(2);
@@ -2039,6 +2147,7 @@
     screens: { show: (arg) => { renderScreens(arg); refreshScreens(); } },
     routines: { show: () => refreshRoutines() },
     spending: { show: () => refreshSpend() },
+    health: { show: (arg) => refreshHealth(arg) },
     logs: { show: () => refreshLogs() },
     settings: { show: () => { renderIdentityFacts(); renderStatus(); renderMindCard(); refreshMind(); refreshSessions(); refreshBadge(); refreshOutbound(); refreshUsage(); refreshConfig(); } },
   };
@@ -2189,6 +2298,7 @@
 
   const refreshApprovalsSoon = debounce(refreshApprovals, 150);
   const refreshEvolutionsSoon = debounce(refreshEvolutions, 200);
+  const refreshHealthSoon = debounce(() => refreshHealth(parseHash().arg), 300);
   // What a finished evolution (or a kernel restart) may have changed: the
   // identity and theme, the status, and the data of the screen on show.
   function refreshVisible() {
@@ -2202,6 +2312,7 @@
     if (state.view === 'settings') views.settings.show();
     if (state.view === 'spending') refreshSpend();
     if (state.view === 'routines') refreshRoutines();
+    if (state.view === 'health') refreshHealth(parseHash().arg);
   }
   const afterEnd = debounce(refreshVisible, 300);
 
@@ -2214,6 +2325,7 @@
     const id = typeof data.evolution === 'string' ? data.evolution : null;
     if (!id) {
       if (kind === 'approval' || kind === 'question') refreshApprovalsSoon(); // the chat's
+      if (kind === 'incident' && state.view === 'health') refreshHealthSoon();
       return;
     }
     state.seenActive.add(id);
@@ -2277,6 +2389,7 @@
     $('evolve-button').addEventListener('click', startEvolution);
     $('outbound-form').addEventListener('submit', grantFromForm);
     $('backup-now').addEventListener('click', backupNow);
+    $('health-auto-fix').addEventListener('change', setAutoFix);
     $('spend-form').addEventListener('submit', budgetFromForm);
     $('spend-clear').addEventListener('click', () => { $('spend-budget').value = ''; setBudget(null); });
     $('lend-form').addEventListener('submit', lendFromBanner);

@@ -12,6 +12,7 @@
 #include "api/extensions.h"
 #include "api/spend.h"
 #include "api/routines.h"
+#include "api/health.h"
 #include "base/buf.h"
 #include "base/json.h"
 #include "base/log.h"
@@ -49,6 +50,7 @@ struct api {
         struct backups *backups;
         struct spend *spend;       /* NULL: spend routes answer 503 */
         struct routines *routines; /* NULL: routines routes answer 503 */
+        struct health *health;     /* NULL: incident routes answer 503 */
         pthread_mutex_t lock;
         pthread_cond_t cond;       /* CLOCK_MONOTONIC; broadcast on publish and shutdown */
         struct sse_sub *subs[API_SSE_SUBSCRIBERS];
@@ -907,6 +909,28 @@ static int h_spend_set(void *ud, const struct ctl_api_call *call, int *ret_statu
         return api_spend_h_set(((struct api *)ud)->spend, call, ret_status, ret_json);
 }
 
+/* ---- the doctor's incidents (api/health.c) ---- */
+
+static int h_incidents(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_health_h_list(((struct api *)ud)->health, call, ret_status, ret_json);
+}
+
+static int h_incident(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_health_h_get(((struct api *)ud)->health, call, ret_status, ret_json);
+}
+
+static int h_incident_fix(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_health_h_fix(((struct api *)ud)->health, call, ret_status, ret_json);
+}
+
+static int h_incident_ignore(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_health_h_ignore(((struct api *)ud)->health, call, ret_status, ret_json);
+}
+
+static int h_health_settings(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_health_h_settings(((struct api *)ud)->health, call, ret_status, ret_json);
+}
+
 /* ---- the Seed's mind (api/mind.c) ---- */
 
 #define NO_MIND "the model is not available in this kernel"
@@ -1043,6 +1067,11 @@ const struct ctl_api_route api_routes[] = {
         {"POST", "/_seed/api/jobs/*/pause", h_job_pause, NULL},
         {"POST", "/_seed/api/jobs/*/resume", h_job_resume, NULL},
         {"POST", "/_seed/api/jobs/*/run", h_job_run, NULL},
+        {"GET", "/_seed/api/incidents", h_incidents, NULL},
+        {"GET", "/_seed/api/incidents/*", h_incident, NULL},
+        {"POST", "/_seed/api/incidents/*/fix", h_incident_fix, NULL},
+        {"POST", "/_seed/api/incidents/*/ignore", h_incident_ignore, NULL},
+        {"POST", "/_seed/api/health", h_health_settings, NULL},
         {0},
 };
 
@@ -1068,6 +1097,7 @@ int api_new(const struct api_config *cfg, struct api **ret) {
         api->mind = cfg->mind;
         api->spend = cfg->spend;
         api->routines = cfg->routines;
+        api->health = cfg->health;
         if (cfg->refused && xasprintf(&api->refused, "evolutions are refused on this host: %s", cfg->refused) < 0) {
                 free(api->seed_dir);
                 free(api);

@@ -23,6 +23,8 @@
  *   GET|POST backups, POST backups/{id}/restore, GET backups/{id}/download
  *                                    the owner's backups (api/backups.h)
  *   GET|POST spend                   this month's spend and the budget (api/spend.h)
+ *   GET incidents[/{id}], POST incidents/{id}/fix|ignore, POST health
+ *                                    the doctor's incidents (api/health.h)
  *
  * Without a usable model (kernel/mind), POST evolutions and POST messages
  * answer 409 {"error": why, naming the variable to pass} and create nothing.
@@ -50,6 +52,7 @@ struct live;
 struct backups;
 struct spend;
 struct routines;
+struct health;
 
 struct api_config {
         const char *seed_dir;           /* the live Seed's folder (copied) */
@@ -67,6 +70,8 @@ struct api_config {
                                          * routes answer 503 */
         struct routines *routines;      /* routines and jobs (borrowed), for their routes and the
                                          * chat's create_routine; NULL: routes answer 503 */
+        struct health *health;          /* the doctor's incidents (borrowed); NULL: their routes
+                                         * answer 503 */
         const char *refused;            /* the start-up doctor's message when sandboxes cannot
                                          * run here: evolutions are refused with it (copied) */
         struct ask_drafts *drafts;      /* point and ask's pictures (borrowed, may be NULL): POST

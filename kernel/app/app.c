@@ -27,8 +27,10 @@
 #include "sandbox/sandbox.h"
 #include "secrets/secrets.h"
 #include "spend/spend.h"
+#include "health/health.h"
 
 #include <getopt.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/prctl.h>
@@ -69,6 +71,11 @@ struct app {
         pthread_mutex_t sync_lock;
         pthread_mutex_t sched_lock; /* a->sched for the organism's thread (app_note_sync) */
         char *sync_workspace;    /* the live workspace whose routines.yaml is to be synced, or NULL */
+        /* The doctor's incidents (kernel/health). The organism's, the
+         * proxy's and the scheduler's reports reach it under health_lock,
+         * so it is never freed under a report. */
+        struct health *health;
+        pthread_mutex_t health_lock;
         atomic_bool restart;     /* an applied generation changed the kernel: exit 75 */
         struct ctl *ctl;
         struct ctl_listen listen;  /* the supervisor's sockets until ctl_start took them */
@@ -438,12 +445,6 @@ static void app_note_sync(struct app *a, const char *workspace) {
         pthread_mutex_unlock(&a->sched_lock);
 }
 
-static void app_organism_state(void *userdata, enum organism_state state) {
-        struct app *a = userdata;
-        if (state == ORGANISM_RUNNING && a->organism)
-                app_note_sync(a, organism_workspace(a->organism));
-}
-
 static int app_sync_due(void *userdata, int64_t last_run_s, int64_t now_s, int64_t *ret_due_s) {
         struct app *a = userdata;
         pthread_mutex_lock(&a->sync_lock);
@@ -466,6 +467,74 @@ static int app_sync_run(void *userdata, char **ret_error) {
         if (r < 0 && ret_error)
                 *ret_error = strdup("organism/routines.yaml is not valid: see the Routines screen");
         return r;
+}
+
+/* ---- reports to the doctor (kernel/health) ---- */
+
+/* The organism's state changes, on its supervising thread: a healthy start
+ * (a deploy, a restart) syncs its jobs; a crash or giving up is the
+ * doctor's. */
+static void app_organism_state(void *userdata, enum organism_state state) {
+        struct app *a = userdata;
+        if (state == ORGANISM_RUNNING && a->organism)
+                app_note_sync(a, organism_workspace(a->organism));
+        if (state != ORGANISM_CRASHED && state != ORGANISM_DOWN)
+                return;
+        pthread_mutex_lock(&a->health_lock);
+        if (state == ORGANISM_CRASHED)
+                health_report_crash(a->health, "the live organism exited or stopped answering its health check; "
+                                               "the supervisor restarts it");
+        else
+                health_report_down(a->health, "the live organism is down: it crashed too often, or its build "
+                                              "failed, and is not restarted");
+        pthread_mutex_unlock(&a->health_lock);
+}
+
+static void app_on_5xx(void *userdata, const char *method, const char *path, int status) {
+        struct app *a = userdata;
+        pthread_mutex_lock(&a->health_lock);
+        health_report_5xx(a->health, method, path, status);
+        pthread_mutex_unlock(&a->health_lock);
+}
+
+static void app_sched_result(void *userdata, const char *job, int result, const char *error,
+                             unsigned consecutive_failures) {
+        struct app *a = userdata;
+        pthread_mutex_lock(&a->health_lock);
+        if (a->health)
+                health_sched_result(a->health, job, result, error, consecutive_failures);
+        pthread_mutex_unlock(&a->health_lock);
+}
+
+static void app_health_publish(void *userdata, const char *kind, const char *json) {
+        struct app *a = userdata;
+        api_publish(__atomic_load_n(&a->api, __ATOMIC_ACQUIRE), NULL, kind, json);
+}
+
+static int app_start_health(struct app *a) {
+        if (!a->kdb)
+                return 0;
+        _cleanup_free_ char *log_path = seed_path(a, ".seed/logs/organism.log");
+        struct health *h = NULL;
+        int r = health_new(&(struct health_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .cfg = a->cfg,
+                                                   .mind = a->mind, .spend = a->spend, .live = a->live,
+                                                   .organism_log = log_path, .publish = app_health_publish,
+                                                   .userdata = a},
+                           &h);
+        if (r < 0)
+                return log_error_errno(r, "cannot set up the doctor's incidents: %m");
+        health_set_orchestrator(h, a->orch);
+        pthread_mutex_lock(&a->health_lock);
+        a->health = h;
+        pthread_mutex_unlock(&a->health_lock);
+        return 0;
+}
+
+static void app_stop_health(struct app *a) {
+        pthread_mutex_lock(&a->health_lock);
+        struct health *h = TAKE_PTR(a->health);
+        pthread_mutex_unlock(&a->health_lock);
+        health_free(h); /* a diagnosis running is cancelled, its thread joined */
 }
 
 static int app_start_organism(struct app *a) {
@@ -492,6 +561,8 @@ static int app_start_organism(struct app *a) {
         if (r < 0)
                 return r;
         struct organism_config oc = {
+                .on_state = app_organism_state,
+                .userdata = a,
                 .seed_dir = a->opts->seed_dir,
                 .workspace = workspace, /* the live generation, even with the owner's commits on main */
                 .build_cmd = a->cfg->organism.build,
@@ -507,8 +578,6 @@ static int app_start_organism(struct app *a) {
                 .egress = a->egress,
                 .label = "live",
                 .extra_env = env,
-                .on_state = app_organism_state,
-                .userdata = a,
         };
         r = organism_new(&oc, &a->organism);
         if (r < 0)
@@ -612,7 +681,8 @@ static int app_start_schedule(struct app *a) {
                 {0},
         };
         struct scheduler *sched = NULL;
-        if ((r = sched_new(&(struct sched_config){.kdb = a->kdb}, a->pg ? jobs : jobs + 1, &sched)) < 0)
+        if ((r = sched_new(&(struct sched_config){.kdb = a->kdb, .on_result = app_sched_result, .userdata = a},
+                           a->pg ? jobs : jobs + 1, &sched)) < 0)
                 return r;
         pthread_mutex_lock(&a->sched_lock); /* the organism's thread may look (app_note_sync) */
         a->sched = sched;
@@ -652,11 +722,14 @@ static int app_start_ctl(struct app *a) {
         r = ask_drafts_new(a->cfg->server.ask_draft_seconds * 1000LL, &a->drafts);
         if (r < 0)
                 return log_error_errno(r, "cannot set up point and ask's drafts: %m");
+        if ((r = app_start_health(a)) < 0)
+                return r;
         r = api_new(&(struct api_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .orch = a->orch,
                                              .refused = a->doctor, .outbound = a->outbound, .live = a->live,
                                              .mind = a->mind, .cfg = a->cfg, .drafts = a->drafts,
                                              .backups = a->backups,
-                                             .spend = a->spend, .routines = a->routines},
+                                             .spend = a->spend, .routines = a->routines,
+                                             .health = a->health},
                         &api);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the evolution API: %m");
@@ -679,6 +752,8 @@ static int app_start_ctl(struct app *a) {
                 .userdata = a,
                 .api_routes = api_routes,
                 .api_userdata = api,
+                .on_5xx = app_on_5xx,
+                .on_5xx_userdata = a,
                 .refuse_own_addresses = a->opts->in_container,
                 .drafts = a->drafts,
         };
@@ -706,6 +781,7 @@ static void app_stop(struct app *a) {
         struct scheduler *sched = TAKE_PTR(a->sched);
         pthread_mutex_unlock(&a->sched_lock);
         sched_free(sched); /* waits for a run in progress (a daily backup) */
+        app_stop_health(a); /* before the orchestrator its fixes go to, the API and the live data it reads */
         orch_stop(a->orch);
         a->orch = NULL;
         api_free(__atomic_exchange_n(&a->api, NULL, __ATOMIC_ACQ_REL));
@@ -814,7 +890,8 @@ static int app_take_secrets(struct app *a) {
 int app_run(const struct app_options *o) {
         struct app a = {.opts = o, .started_ms = now_ms(), .pid = getpid(), .listen = CTL_LISTEN_INIT,
                         .status.lock = PTHREAD_MUTEX_INITIALIZER, .sync_lock = PTHREAD_MUTEX_INITIALIZER,
-                        .sched_lock = PTHREAD_MUTEX_INITIALIZER};
+                        .sched_lock = PTHREAD_MUTEX_INITIALIZER,
+                        .health_lock = PTHREAD_MUTEX_INITIALIZER};
         _cleanup_free_ char *cfg_path = NULL, *err = NULL, *log_path = NULL;
         int r;
 

@@ -111,6 +111,13 @@ struct ctl_config {
          * --in-container): connections from the container's own addresses,
          * loopback included, are refused at accept (own-addrs.h). */
         bool refuse_own_addresses;
+        /* Told of every 5xx answer of the live organism passed on (or made
+         * for it: 502, 504) to a client of /, with the request's method and
+         * path (the doctor counts them: kernel/health). Only 5xx answers
+         * call it, so the proxy's common path pays nothing. Called from
+         * the connection's thread; must be quick. May be NULL. */
+        void (*on_5xx)(void *userdata, const char *method, const char *path, int status);
+        void *on_5xx_userdata;
         /* Fills *ret_json with the status object (caller frees). */
         int (*status)(void *userdata, char **ret_json);
         void *userdata;

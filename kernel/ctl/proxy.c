@@ -241,8 +241,15 @@ static enum MHD_Result queue_busy(struct ctl_req *q, struct MHD_Connection *conn
         return queue_own(q, conn, 503, "busy", NULL, true, true);
 }
 
+/* A 5xx of the live organism (never the owner's preview of a candidate). */
+static void count_5xx(struct ctl_req *q, const struct ctl_proxy *px, int status) {
+        if (status >= 500 && status <= 599 && q->ctl->on_5xx && !px->preview)
+                q->ctl->on_5xx(q->ctl->on_5xx_userdata, q->method, q->path, status);
+}
+
 static enum MHD_Result queue_bad_gateway(struct ctl_req *q, struct MHD_Connection *conn,
                                          int status, const char *why) {
+        count_5xx(q, q->px, status);
         ctl_proxy_free(TAKE_PTR(q->px));
         log_limited(LOG_WARN, q->client_ip, "proxy: %s (%s %s, client %s)", why, q->method, q->path, q->client_ip);
         return queue_own(q, conn, status, status == 504 ? "My body took too long to answer"
@@ -617,6 +624,7 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
         if (px->up_done)
                 upstream_release(px);
         int status = px->up.status;
+        count_5xx(q, px, status);
         /* The owner's badge and, on the candidate's pages in the owner's
          * previewing browser, the preview bar: script tags in the app's pages
          * (never its admin origin, never a HEAD, an API answer, a partial,

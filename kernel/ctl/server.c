@@ -738,6 +738,8 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         c->userdata = cfg->userdata;
         c->api_routes = cfg->api_routes;
         c->api_userdata = cfg->api_userdata ? cfg->api_userdata : cfg->userdata;
+        c->on_5xx = cfg->on_5xx;
+        c->on_5xx_userdata = cfg->on_5xx_userdata;
         c->connection_limit = limit;
         c->proxy_limit = conns_limits(limit).proxied;
         c->refuse_own = cfg->refuse_own_addresses;

@@ -51,6 +51,8 @@ struct ctl {
         void *userdata;
         const struct ctl_api_route *api_routes;
         void *api_userdata;
+        void (*on_5xx)(void *userdata, const char *method, const char *path, int status);
+        void *on_5xx_userdata;
 
         char cookie_name[32];
         /* The owner's preview: the candidate's socket, tickets and grants (preview.h). */

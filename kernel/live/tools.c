@@ -212,7 +212,7 @@ const struct tool live_tools[] = {
                 .level = TOOL_SAFE,
                 .schema = SQL_SCHEMA,
                 .handler = tool_query_data,
-                .phases = TOOL_PHASE_CHAT,
+                .phases = TOOL_PHASE_CHAT | TOOL_PHASE_HEALTH, /* the doctor's diagnosis reads too */
                 .live_data = true,
         },
         {
@@ -222,7 +222,7 @@ const struct tool live_tools[] = {
                 .level = TOOL_SAFE,
                 .schema = "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}",
                 .handler = tool_describe_data,
-                .phases = TOOL_PHASE_CHAT,
+                .phases = TOOL_PHASE_CHAT | TOOL_PHASE_HEALTH, /* the doctor's diagnosis reads too */
                 .live_data = true,
         },
         {

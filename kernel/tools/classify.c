@@ -31,6 +31,8 @@ const char *tools_phase_name(enum tool_phase p) {
                 return "reflect";
         case TOOL_PHASE_CHAT:
                 return "chat";
+        case TOOL_PHASE_HEALTH:
+                return "health";
         }
         return "unknown";
 }

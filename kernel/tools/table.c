@@ -9,7 +9,7 @@
 #define P_MUTATE TOOL_PHASE_MUTATE
 #define P_REFLECT TOOL_PHASE_REFLECT
 #define P_CHAT TOOL_PHASE_CHAT
-#define P_READ (P_PLAN | P_MUTATE | P_REFLECT | P_CHAT)
+#define P_READ (P_PLAN | P_MUTATE | P_REFLECT | P_CHAT | TOOL_PHASE_HEALTH)
 
 #define NO_ARGS "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}"
 #define PATH_PROP(what)                                                                                        \

@@ -43,6 +43,8 @@ enum tool_phase {
         TOOL_PHASE_MUTATE = 1 << 1,  /* + writes, run, app/db tools, finish */
         TOOL_PHASE_REFLECT = 1 << 2, /* reads; writes only in knowledge/ and skills/; submit_reflection */
         TOOL_PHASE_CHAT = 1 << 3,    /* reads, start_evolution, list_evolutions */
+        TOOL_PHASE_HEALTH = 1 << 4,  /* the doctor's diagnosis (kernel/health): reads only, the
+                                      * live data's reads, read_log, submit_diagnosis */
 };
 
 struct tool;

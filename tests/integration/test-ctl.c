@@ -310,6 +310,10 @@ static bool org_reply(int fd, const char *path) {
                 send_all(fd, org_last_body, strlen(org_last_body));
                 pthread_mutex_unlock(&org_lock);
                 return true;
+        } else if (startswith(path, "/fail/")) {
+                const char *r = "HTTP/1.1 500 Internal Server Error\r\nContent-Length: 6\r\n\r\nbroken";
+                send_all(fd, r, strlen(r));
+                return true;
         } else if (streq(path, "/close")) {
                 const char *r = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\nuntil the end";
                 send_all(fd, r, strlen(r));
@@ -613,6 +617,28 @@ static int status_cb(void *userdata, char **ret_json) {
         return *ret_json ? 0 : -ENOMEM;
 }
 
+/* What the proxy told of 5xx answers (ctl_config.on_5xx). */
+static struct {
+        pthread_mutex_t lock;
+        int calls;
+        char last[256];
+} told_5xx = {PTHREAD_MUTEX_INITIALIZER, 0, ""};
+
+static void on_5xx(void *userdata, const char *method, const char *path, int status) {
+        pthread_mutex_lock(&told_5xx.lock);
+        told_5xx.calls++;
+        snprintf(told_5xx.last, sizeof told_5xx.last, "%s %s %d", method, path, status);
+        pthread_mutex_unlock(&told_5xx.lock);
+}
+
+static int told_5xx_calls(char *ret_last, size_t size) {
+        pthread_mutex_lock(&told_5xx.lock);
+        int n = told_5xx.calls;
+        snprintf(ret_last, size, "%s", told_5xx.last);
+        pthread_mutex_unlock(&told_5xx.lock);
+        return n;
+}
+
 static struct ctl_config ctl_cfg(const char *addr) {
         return (struct ctl_config){
                 .addr = addr,
@@ -626,6 +652,7 @@ static struct ctl_config ctl_cfg(const char *addr) {
                 .organism_socket_override = sock_path,
                 .status = status_cb,
                 .api_routes = ext_routes,
+                .on_5xx = on_5xx,
         };
 }
 
@@ -1640,6 +1667,35 @@ static void test_proxy_never_mixes(void **state) {
         for (int i = 0; i < 8; i++)
                 pthread_join(t[i], NULL);
         assert_int_equal(atomic_load(&mix_failures), 0);
+}
+
+/* The doctor is told of 5xx answers only (the app's own, and the proxy's
+ * 502 and 504 for it), with the method and the path without its query. */
+static void test_proxy_tells_5xx(void **state) {
+        if (org_listen_fd < 0)
+                org_start();
+        char last[256];
+        int before = told_5xx_calls(last, sizeof last);
+        struct resp r;
+        http("GET", "/echo", NULL, NULL, &r); /* 201 */
+        resp_done(&r);
+        http("GET", "/nothing-here", NULL, NULL, &r); /* 404 */
+        assert_int_equal(r.status, 404);
+        resp_done(&r);
+        assert_int_equal(told_5xx_calls(last, sizeof last), before);
+        http("GET", "/fail/42?secret=1", NULL, NULL, &r);
+        assert_int_equal(r.status, 500);
+        resp_done(&r);
+        assert_int_equal(told_5xx_calls(last, sizeof last), before + 1);
+        assert_string_equal(last, "GET /fail/42 500");
+        http("GET", "/bighead", NULL, NULL, &r); /* the proxy's own 502 for the app */
+        assert_int_equal(r.status, 502);
+        resp_done(&r);
+        assert_int_equal(told_5xx_calls(last, sizeof last), before + 2);
+        assert_string_equal(last, "GET /bighead 502");
+        http("GET", "/_seed/healthz", NULL, NULL, &r); /* never the control plane's */
+        resp_done(&r);
+        assert_int_equal(told_5xx_calls(last, sizeof last), before + 2);
 }
 
 static void test_proxy_upstream_down(void **state) {
@@ -3102,6 +3158,7 @@ int main(void) {
                 cmocka_unit_test(test_proxy),
                 cmocka_unit_test(test_proxy_keep_alive),
                 cmocka_unit_test(test_proxy_never_mixes),
+                cmocka_unit_test(test_proxy_tells_5xx),
                 cmocka_unit_test(test_proxy_upstream_down),
                 cmocka_unit_test(test_proxy_request_framing),
                 cmocka_unit_test(test_service_worker_on_seed),
