@@ -9,7 +9,7 @@
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert');
-const { TestSeed, launch, shots, waitUntil } = require('./lib.js');
+const { TestSeed, httpJson, launch, shots, waitUntil } = require('./lib.js');
 
 const HOSTILE = 'Show <img src=x onerror="window.__pwned=1"> a list';
 let s, browser, context, page;
@@ -77,6 +77,9 @@ test('Continue starts the next stage, opens it, and is disabled while it runs', 
   assert.ok(await page.isDisabled('#roadmap-continue'));
   await shots(page, 'roadmap-running');
   await s.api('/_seed/api/evolutions/' + id + '/cancel', { method: 'POST', body: '{}' });
-  await s.release && s.release('stage2');
+  await httpJson(s.modelBase + '/_release', {
+    method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ name: 'stage2' }),
+  });
+  await waitUntil(async () => ['cancelled', 'failed'].includes(await evolutionState(id)), { what: 'stage 2 to end' });
   assert.deepStrictEqual(problems, []);
 });
