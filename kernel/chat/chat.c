@@ -155,6 +155,19 @@ int chat_kernel_message(struct chat *c, const char *text) {
 
 /* ---- the chat's own tools ---- */
 
+/* An evolution this owner message started: listed in the reply, and the
+ * message linked to the first one. */
+static int started(struct chat_run *run, const char *id) {
+        if (strv_push(&run->started, id) < 0)
+                return -ENOMEM;
+        const char *p[] = {run->owner_id, id};
+        _cleanup_free_ char *err = NULL;
+        if (db_execp(run->c->kdb, "UPDATE messages SET evolution_id = $2 WHERE id = $1::bigint AND evolution_id IS NULL",
+                     2, p, &err) < 0)
+                log_warn("could not link the owner's message to %s: %s", id, err ? err : "?");
+        return 0;
+}
+
 static int queue_evolution(struct chat_run *run, const char *intent, char **ret_output) {
         if (!run->o)
                 return xasprintf(ret_output, "Evolutions are not available right now: the orchestrator is not "
@@ -171,13 +184,8 @@ static int queue_evolution(struct chat_run *run, const char *intent, char **ret_
         if (r < 0)
                 return log_error_errno(r, "the chat could not queue an evolution: %m");
         log_info("the chat queued evolution %s", id);
-        if (strv_push(&run->started, id) < 0)
-                return -ENOMEM;
-        const char *p[] = {run->owner_id, id};
-        _cleanup_free_ char *err = NULL;
-        if (db_execp(run->c->kdb, "UPDATE messages SET evolution_id = $2 WHERE id = $1::bigint AND evolution_id IS NULL",
-                     2, p, &err) < 0)
-                log_warn("could not link the owner's message to %s: %s", id, err ? err : "?");
+        if ((r = started(run, id)) < 0)
+                return r;
         return xasprintf(ret_output,
                          "Queued evolution %s. It runs in the background (plan, change, verify, apply); the owner "
                          "follows it in the control plane.",
@@ -219,8 +227,8 @@ static int tool_continue_roadmap(struct tool_ctx *ctx, const struct tool *t, jso
         if (r < 0)
                 return log_error_errno(r, "the chat could not continue the roadmap: %m");
         log_info("the chat queued evolution %s: the roadmap's next stage", id);
-        if (strv_push(&run->started, id) < 0)
-                return -ENOMEM;
+        if ((r = started(run, id)) < 0)
+                return r;
         return tool_result_printf(ret, false,
                                   "Queued evolution %s for the roadmap's next stage (knowledge/roadmap.md). It runs "
                                   "in the background; the owner follows it in the control plane.",

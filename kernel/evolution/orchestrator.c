@@ -56,6 +56,8 @@ struct orchestrator {
         pthread_t thread;
         bool thread_started;
         pthread_mutex_t lock;
+        pthread_mutex_t continuing; /* one orch_continue_roadmap() at a time: its check of the
+                                     * stage under way and its queueing are one step */
         pthread_cond_t cond;
         bool stopping;       /* under lock */
         bool kick;           /* under lock: something was queued */
@@ -1903,6 +1905,7 @@ int orch_start(const struct orch_config *cfg, struct orchestrator **ret) {
                 return -ENOMEM;
         o->c = *cfg;
         pthread_mutex_init(&o->lock, NULL);
+        pthread_mutex_init(&o->continuing, NULL);
         pthread_cond_init(&o->cond, NULL);
         atomic_init(&o->cancel, false);
         undo_cut_applies(o);
@@ -1917,6 +1920,7 @@ int orch_start(const struct orch_config *cfg, struct orchestrator **ret) {
         if (k != 0) {
                 pthread_cond_destroy(&o->cond);
                 pthread_mutex_destroy(&o->lock);
+        pthread_mutex_destroy(&o->continuing);
                 free(o);
                 return log_error_errno(-k, "cannot start the orchestrator: %m");
         }
@@ -1937,6 +1941,7 @@ void orch_stop(struct orchestrator *o) {
                 pthread_join(o->thread, NULL);
         pthread_cond_destroy(&o->cond);
         pthread_mutex_destroy(&o->lock);
+        pthread_mutex_destroy(&o->continuing);
         owner_forget(o);
         free(o);
 }
@@ -1993,9 +1998,16 @@ int orch_submit(struct orchestrator *o, const char *intent, const char *owner_wo
         return 0;
 }
 
+static void unlock_mutexp(pthread_mutex_t **m) {
+        if (*m)
+                pthread_mutex_unlock(*m);
+}
+
 int orch_continue_roadmap(struct orchestrator *o, char **ret_id, char **ret_error) {
         if (!o || !ret_id)
                 return -EINVAL;
+        pthread_mutex_lock(&o->continuing);
+        _cleanup_(unlock_mutexp) pthread_mutex_t *held = &o->continuing;
         _cleanup_free_ char *json = NULL, *running = NULL, *intent = NULL, *id = NULL;
         int k = roadmap_get_json(o->c.kdb, NULL, &json);
         if (k == -ENOENT)

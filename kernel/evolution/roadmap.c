@@ -90,8 +90,8 @@ int roadmap_markdown(json_t *roadmap, int done, char **ret) {
                 return -EINVAL;
         struct buf b = BUF_INIT(ROADMAP_MD_MAX);
         size_t i;
-        int r = buf_puts(&b, "# Roadmap\n\n<!-- Written by the Seed's kernel from its record of the goal; "
-                             "evolutions cannot change this file. -->\n\nGoal: ");
+        int r = buf_puts(&b, "# Roadmap\n\n_Kept by the Seed's kernel: a stage is ticked once its evolution is "
+                             "live. Evolutions cannot change this file._\n\nGoal: ");
         if (r >= 0)
                 r = put_line(&b, goal);
         if (r >= 0)

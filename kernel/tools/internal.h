@@ -24,7 +24,9 @@ int tools_check_write(const struct tool_ctx *ctx, const struct tool *t, json_t *
 /* submit_plan: goal and stages come together; declared checks well formed. */
 int tools_check_plan(const struct tool_ctx *ctx, const struct tool *t, json_t *args, char **ret_error);
 /* finish: declared checks well formed; refused when a declared write check
- * (the plan's or its own) expects 2xx and nothing changed under organism/. */
+ * (the plan's, ctx->plan_checks, or its own) expects 2xx and nothing changed
+ * under organism/ since ctx->base_oid. Should the worktree not compare (no
+ * repository), finish is taken: the verification's checks still decide. */
 int tools_check_finish(const struct tool_ctx *ctx, const struct tool *t, json_t *args, char **ret_error);
 
 /* Handlers (one file per family). */
