@@ -1176,7 +1176,9 @@
     const active = !ENDED.has(e.state);
     box.append(h('div', { class: 'card' },
       h('div', { class: 'card-head' }, h('h2', { text: evoName(e) }), badge(e.state)),
-      e.title && e.intent !== e.title ? h('p', { class: 'intent' }, h('span', { class: 'muted', text: 'Asked: ' }), e.intent) : null,
+      e.title && e.intent !== e.title ? h('p', { class: 'intent' }, h('span', { class: 'muted', text: e.owner_words ? 'Intent (the chat\'s): ' : 'Asked: ' }), e.intent) : null,
+      e.owner_words ? h('blockquote', { class: 'intent owner-words' }, h('span', { class: 'muted', text: 'Your words: ' }), e.owner_words) : null,
+      e.roadmap_id ? h('p', { class: 'muted' }, 'Stage ' + (Number(e.roadmap_stage) + 1) + ' of the ', h('a', { href: '#roadmap', text: 'roadmap' })) : null,
       h('p', { class: 'muted' }, e.id, ' · ', e.kind || 'evolve', ' · started ', time(Number(e.created_at)),
         e.from_generation ? ' · from generation ' + e.from_generation : '',
         generationOf(e) ? ' → generation ' + generationOf(e) : ''),
@@ -1584,6 +1586,47 @@
       docView(doc, f.path, f.size + ' bytes', f.content, /\.(md|markdown)$/i.test(f.path));
     } catch (e) {
       clear(doc).append(h('p', { class: 'error', text: e.message }));
+    }
+  }
+
+  // ---- the roadmap (staged goals; knowledge/roadmap.md, written by the kernel) ----
+
+  async function refreshRoadmap() {
+    const doc = $('roadmap-doc');
+    const status = $('roadmap-status');
+    const btn = $('roadmap-continue');
+    try {
+      const d = await api('GET', 'roadmap');
+      showError($('roadmap-error'), null);
+      clear(doc);
+      if (!d.roadmap) {
+        doc.append(h('p', { class: 'muted', text: 'No roadmap yet. When a goal is too large for one change, the Seed splits it into stages and keeps them here.' }));
+        status.textContent = '';
+        btn.hidden = true;
+        return;
+      }
+      doc.append(SeedMd.render(String(d.markdown || '')));
+      btn.hidden = false;
+      btn.disabled = !d.next || !!d.running;
+      clear(status);
+      if (d.running) status.append('Stage ', String(d.next ? d.next.stage : ''), ' is under way: ', h('a', { href: '#evolution/' + encodeURIComponent(d.running), text: d.running }), '.');
+      else if (d.next) status.append('Next: stage ' + d.next.stage + ', ' + d.next.text);
+      else status.append('The goal is reached: every stage is done.');
+    } catch (e) {
+      showError($('roadmap-error'), e);
+    }
+  }
+
+  async function continueRoadmap() {
+    const btn = $('roadmap-continue');
+    btn.disabled = true;
+    try {
+      const res = await api('POST', 'roadmap/continue', {});
+      showError($('roadmap-error'), null);
+      window.location.hash = '#evolution/' + encodeURIComponent(res.id);
+    } catch (e) {
+      showError($('roadmap-error'), e);
+      refreshRoadmap();
     }
   }
 
@@ -2143,6 +2186,7 @@
     generations: { show: () => { $('generations-notice').hidden = true; refreshGenerations(); } },
     backups: { show: () => { backupNotice(); refreshBackups(); } },
     knowledge: { show: (arg) => showKnowledge(arg) },
+    roadmap: { show: () => refreshRoadmap() },
     skills: { show: (arg) => showSkills(arg) },
     screens: { show: (arg) => { renderScreens(arg); refreshScreens(); } },
     routines: { show: () => refreshRoutines() },
@@ -2390,6 +2434,7 @@
     $('outbound-form').addEventListener('submit', grantFromForm);
     $('backup-now').addEventListener('click', backupNow);
     $('health-auto-fix').addEventListener('change', setAutoFix);
+    $('roadmap-continue').addEventListener('click', continueRoadmap);
     $('spend-form').addEventListener('submit', budgetFromForm);
     $('spend-clear').addEventListener('click', () => { $('spend-budget').value = ''; setBudget(null); });
     $('lend-form').addEventListener('submit', lendFromBanner);

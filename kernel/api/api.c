@@ -5,6 +5,7 @@
 #include "ask/drafts.h"
 #include "model/model.h"
 #include "api/reply.h"
+#include "api/roadmap.h"
 #include "api/backups.h"
 #include "api/outbound.h"
 #include "api/mind.h"
@@ -166,7 +167,7 @@ static int h_submit(void *ud, const struct ctl_api_call *call, int *ret_status, 
         if ((r = no_mind(api, ret_status, ret_json)) != 0)
                 return r < 0 ? r : 0;
         _cleanup_free_ char *id = NULL;
-        r = orch_submit(o, intent, &id);
+        r = orch_submit(o, intent, NULL, &id);
         if (r == -EINVAL)
                 return api_reply_error(400, "the intent was refused", ret_status, ret_json);
         if (r < 0)
@@ -931,6 +932,26 @@ static int h_health_settings(void *ud, const struct ctl_api_call *call, int *ret
         return api_health_h_settings(((struct api *)ud)->health, call, ret_status, ret_json);
 }
 
+/* ---- the roadmap (api/roadmap.c) ---- */
+
+static int h_roadmap(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        return api_roadmap_h_get(((struct api *)ud)->kdb, call, ret_status, ret_json);
+}
+
+static int h_roadmap_continue(void *ud, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
+        struct api *api = ud;
+        struct orchestrator *o = api_orch(api);
+        if (!o)
+                return no_orch(api, ret_status, ret_json);
+        _cleanup_json_ json_t *body = NULL;
+        int r = parse_body(call, &body, ret_status, ret_json);
+        if (r != 0)
+                return r < 0 ? r : 0;
+        if ((r = no_mind(api, ret_status, ret_json)) != 0)
+                return r < 0 ? r : 0;
+        return api_roadmap_h_continue(o, call, ret_status, ret_json);
+}
+
 /* ---- the Seed's mind (api/mind.c) ---- */
 
 #define NO_MIND "the model is not available in this kernel"
@@ -1027,6 +1048,8 @@ const struct ctl_api_route api_routes[] = {
         {"POST", "/_seed/api/evolutions/*/cancel", h_cancel, NULL},
         {"POST", "/_seed/api/evolutions/*/answer", h_answer, NULL},
         {"POST", "/_seed/api/evolutions/*/decide", h_evo_decide, NULL},
+        {"GET", "/_seed/api/roadmap", h_roadmap, NULL},
+        {"POST", "/_seed/api/roadmap/continue", h_roadmap_continue, NULL},
         {"GET", "/_seed/api/approvals", h_approvals, NULL},
         {"POST", "/_seed/api/approvals/*", h_decide, NULL},
         {"GET", "/_seed/api/generations", h_generations, NULL},

@@ -629,6 +629,12 @@ static void app_request_restart(void *userdata) {
         kill(getpid(), SIGTERM);
 }
 
+/* The orchestrator's records (a roadmap stage is live) go to the chat. */
+static int app_on_record(void *userdata, const char *text) {
+        struct app *a = userdata;
+        return api_kernel_message(__atomic_load_n(&a->api, __ATOMIC_ACQUIRE), text);
+}
+
 /* Every orchestrator event goes to the API's event stream subscribers. */
 static void app_on_event(void *userdata, const char *evo_id, const char *kind, const char *json) {
         struct app *a = userdata;
@@ -656,6 +662,7 @@ static int app_start_orchestrator(struct app *a) {
                 .outbound = a->outbound,
                 .request_restart = app_request_restart,
                 .on_event = app_on_event,
+                .on_record = app_on_record,
                 .on_preview = app_on_preview,
                 .userdata = a,
         };

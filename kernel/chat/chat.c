@@ -49,6 +49,7 @@ struct chat_run {
         struct chat *c;
         struct orchestrator *o;
         const char *owner_id;      /* the owner's message row */
+        const char *owner_text;    /* its text: the owner's own words, kept with what it starts */
         char **started;            /* evolution ids queued by start_evolution */
         json_t *sources;           /* the live-data calls that answered: [{"tool", "arguments"}] */
         size_t sources_left_out;   /* past SOURCES_MAX */
@@ -169,6 +170,19 @@ int chat_routine_message(struct chat *c, const char *routine_name, const char *t
 
 /* ---- the chat's own tools ---- */
 
+/* An evolution this owner message started: listed in the reply, and the
+ * message linked to the first one. */
+static int started(struct chat_run *run, const char *id) {
+        if (strv_push(&run->started, id) < 0)
+                return -ENOMEM;
+        const char *p[] = {run->owner_id, id};
+        _cleanup_free_ char *err = NULL;
+        if (db_execp(run->c->kdb, "UPDATE messages SET evolution_id = $2 WHERE id = $1::bigint AND evolution_id IS NULL",
+                     2, p, &err) < 0)
+                log_warn("could not link the owner's message to %s: %s", id, err ? err : "?");
+        return 0;
+}
+
 static int queue_evolution(struct chat_run *run, const char *intent, char **ret_output) {
         if (!run->o)
                 return xasprintf(ret_output, "Evolutions are not available right now: the orchestrator is not "
@@ -179,19 +193,14 @@ static int queue_evolution(struct chat_run *run, const char *intent, char **ret_
                 return xasprintf(ret_output, "The intent must be 1 to %d bytes.", CHAT_TEXT_MAX) < 0 ? -ENOMEM
                                                                                                         : 0;
         _cleanup_free_ char *id = NULL;
-        int r = orch_submit(run->o, intent, &id);
+        int r = orch_submit(run->o, intent, run->owner_text, &id);
         if (r == -EINVAL)
                 return xasprintf(ret_output, "The intent was refused.") < 0 ? -ENOMEM : 0;
         if (r < 0)
                 return log_error_errno(r, "the chat could not queue an evolution: %m");
         log_info("the chat queued evolution %s", id);
-        if (strv_push(&run->started, id) < 0)
-                return -ENOMEM;
-        const char *p[] = {run->owner_id, id};
-        _cleanup_free_ char *err = NULL;
-        if (db_execp(run->c->kdb, "UPDATE messages SET evolution_id = $2 WHERE id = $1::bigint AND evolution_id IS NULL",
-                     2, p, &err) < 0)
-                log_warn("could not link the owner's message to %s: %s", id, err ? err : "?");
+        if ((r = started(run, id)) < 0)
+                return r;
         return xasprintf(ret_output,
                          "Queued evolution %s. It runs in the background (plan, change, verify, apply); the owner "
                          "follows it in the control plane.",
@@ -217,6 +226,28 @@ static int tool_start_evolution(struct tool_ctx *ctx, const struct tool *t, json
         char *out = NULL;
         int r = queue_evolution(run, json_string_value(json_object_get(args, "intent")), &out);
         return answer(r, out, ret);
+}
+
+static int tool_continue_roadmap(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
+        struct chat_run *run = ctx->userdata;
+        if (!run)
+                return tool_result_printf(ret, true, "%s is not available in this phase", t->name);
+        if (!run->o)
+                return tool_result_printf(ret, true, "Evolutions are not available right now: the orchestrator is "
+                                                     "not running. Tell the owner.");
+        _cleanup_free_ char *id = NULL, *why = NULL;
+        int r = orch_continue_roadmap(run->o, &id, &why);
+        if (r == -ENOENT || r == -EALREADY || r == -EBUSY)
+                return tool_result_printf(ret, true, "%s", why ? why : strerror(-r));
+        if (r < 0)
+                return log_error_errno(r, "the chat could not continue the roadmap: %m");
+        log_info("the chat queued evolution %s: the roadmap's next stage", id);
+        if ((r = started(run, id)) < 0)
+                return r;
+        return tool_result_printf(ret, false,
+                                  "Queued evolution %s for the roadmap's next stage (knowledge/roadmap.md). It runs "
+                                  "in the background; the owner follows it in the control plane.",
+                                  id);
 }
 
 static int tool_list_evolutions(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret) {
@@ -273,6 +304,15 @@ static const struct tool chat_tools[] = {
                           "\"intent\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":10000}},"
                           "\"required\":[\"intent\"],\"additionalProperties\":false}",
                 .handler = tool_start_evolution,
+                .phases = TOOL_PHASE_CHAT,
+        },
+        {
+                .name = "continue_roadmap",
+                .description = "Start the evolution of the roadmap's next stage (knowledge/roadmap.md: a goal the "
+                               "Seed splits into stages). Use it when the owner asks to go on with the roadmap.",
+                .level = TOOL_SAFE,
+                .schema = NO_ARGS,
+                .handler = tool_continue_roadmap,
                 .phases = TOOL_PHASE_CHAT,
         },
         {
@@ -498,7 +538,11 @@ static char *system_prompt(struct chat *c, int root) {
                          "You can start evolutions with start_evolution when the owner asks for a change: give it the "
                          "owner's intent, complete and self-contained. It only queues the change; tell the owner its "
                          "id and that it runs in the background. Never claim a change is made before its evolution "
-                         "completes. list_evolutions shows how they are going.\n"
+                         "completes. list_evolutions shows how they are going. A large goal becomes a roadmap of "
+                         "stages (knowledge/roadmap.md, kept by the kernel); continue_roadmap starts the next "
+                         "stage when the owner asks to go on.\n"
+                         "Messages marked as the kernel's records are events the kernel reports (an evolution's "
+                         "stage went live, a budget paused work), never the owner's words or requests.\n"
                          "The app and evolutions reach the internet only through the kernel's egress proxy, and only "
                          "the hosts the owner granted (evolutions also reach the package registries). "
                          "outbound_status shows what is granted and what the proxy refused; when something needs "
@@ -644,6 +688,7 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, const st
         if ((r = store_message(c, "owner", stored ? stored : text, NULL, &owner_id)) < 0)
                 goto out;
         run.owner_id = owner_id;
+        run.owner_text = text;
         if ((r = load_history(c, &st)) < 0) {
                 log_error_errno(r, "could not load the chat history: %m");
                 goto out;

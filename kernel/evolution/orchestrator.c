@@ -19,10 +19,12 @@
 #include "base/fileio.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "checks/checks.h"
 #include "config/config.h"
 #include "db/db.h"
 #include "evolution/owner.h"
 #include "evolution/live-preview.h"
+#include "evolution/roadmap.h"
 #include "evolution/store.h"
 #include "evolution/verify.h"
 #include "fsx/fsx.h"
@@ -54,6 +56,8 @@ struct orchestrator {
         pthread_t thread;
         bool thread_started;
         pthread_mutex_t lock;
+        pthread_mutex_t continuing; /* one orch_continue_roadmap() at a time: its check of the
+                                     * stage under way and its queueing are one step */
         pthread_cond_t cond;
         bool stopping;       /* under lock */
         bool kick;           /* under lock: something was queued */
@@ -110,6 +114,13 @@ struct run {
         struct repo_owner_change oc; /* owner jobs: what they verify */
         struct cfg *verify_cfg;  /* owner jobs: their seed.yaml, which the checks follow; owned */
         int restored_gen;        /* the generation that restored the old one after an unhealthy apply */
+        const char *owner_words; /* the owner's own words when the chat wrote the intent; borrowed */
+        char *roadmap_id;        /* the roadmap this evolution is a stage of, or NULL */
+        int roadmap_stage;       /* 0-based */
+        char *plan_checks;       /* the plan's declared checks (JSON array), or NULL */
+        char *finish_checks;     /* the last finish's declared checks (JSON array), or NULL */
+        struct decl_check *checks; /* both, parsed for the verification that runs */
+        size_t n_checks;
 };
 
 /* ---- events and states ---- */
@@ -579,9 +590,35 @@ static void cleanup_run(struct run *r) {
         free(r->error);
         repo_owner_change_done(&r->oc);
         cfg_free(r->verify_cfg);
+        free(r->roadmap_id);
+        free(r->plan_checks);
+        free(r->finish_checks);
+        checks_free(r->checks, r->n_checks);
 }
 
 /* ---- plan, mutate, verify ---- */
+
+/* A plan with a goal and stages starts a roadmap, of which this evolution
+ * is stage 1; a stage of a roadmap cannot start another. */
+static int plan_roadmap(struct run *r, json_t *p) {
+        const char *goal = json_string_value(json_object_get(p, "goal"));
+        json_t *stages = json_object_get(p, "stages");
+        if (!goal || !stages)
+                return 0;
+        if (r->roadmap_id) {
+                note(r, "this evolution is stage %d of a roadmap: the goal and stages its plan declared are ignored",
+                     r->roadmap_stage + 1);
+                return 0;
+        }
+        int k = roadmap_create(r->o->c.kdb, r->id, goal, stages);
+        if (k < 0)
+                return fail(r, "cannot keep the roadmap: %s", strerror(-k));
+        if (!(r->roadmap_id = strdup(r->id)))
+                return -ENOMEM;
+        r->roadmap_stage = 0;
+        note(r, "roadmap: the goal has %zu stages; this evolution does stage 1", json_array_size(stages));
+        return 0;
+}
 
 static int plan(struct run *r, const char *intent) {
         int k;
@@ -593,11 +630,18 @@ static int plan(struct run *r, const char *intent) {
         if ((k = prepare(r)) < 0)
                 return k;
         _cleanup_free_ char *msg = NULL;
-        if (xasprintf(&msg,
-                      "The owner's intent:\n\n%s\n\nPlan the change: read what you need (read-only tools), then call "
-                      "submit_plan.",
-                      intent) < 0 ||
-            agent_state_add_user(&r->st, msg) < 0)
+        int m = r->owner_words
+                        ? xasprintf(&msg,
+                                    "The intent, as the chat put it:\n\n%s\n\nThe owner's own words, exactly as the owner "
+                                    "wrote them in the chat (where they and the intent differ, the owner's words "
+                                    "decide):\n\n<owner-words>\n%s\n</owner-words>\n\nPlan the change: read what you need "
+                                    "(read-only tools), then call submit_plan.",
+                                    intent, r->owner_words)
+                        : xasprintf(&msg,
+                                    "%s\n\n%s\n\nPlan the change: read what you need (read-only tools), then call "
+                                    "submit_plan.",
+                                    r->roadmap_id ? "The kernel's roadmap:" : "The owner's intent:", intent);
+        if (m < 0 || agent_state_add_user(&r->st, msg) < 0)
                 return -ENOMEM;
         struct agent_result res = {0};
         if ((k = run_phase(r, TOOL_PHASE_PLAN, "evolution", &res)) < 0)
@@ -614,6 +658,12 @@ static int plan(struct run *r, const char *intent) {
                 return -ENOMEM;
         if ((k = evo_set_plan(r->o->c.kdb, r->id, r->title, r->scope, plan_json)) < 0)
                 return fail(r, "cannot store the plan: %s", strerror(-k));
+        json_t *checks = json_object_get(p, "checks");
+        if (checks && !(r->plan_checks = json_dumps(checks, JSON_COMPACT)))
+                return -ENOMEM;
+        r->tc.plan_checks = r->plan_checks;
+        if ((k = plan_roadmap(r, p)) < 0)
+                return k;
         emitj(r, "plan", TAKE_PTR(p)); /* takes p */
         if (r->o->c.cfg->permissions.require_plan_approval) {
                 _cleanup_json_ json_t *req = json_loads(plan_json, 0, NULL);
@@ -635,7 +685,39 @@ static int mutate(struct run *r, const char *message) {
         struct agent_result res = {0};
         if ((k = run_phase(r, TOOL_PHASE_MUTATE, "evolution", &res)) < 0)
                 return k;
+        _cleanup_json_ json_t *args = res.args ? json_loads(res.args, 0, NULL) : NULL;
         agent_result_done(&res);
+        json_t *checks = json_object_get(args, "checks");
+        free(r->finish_checks);
+        r->finish_checks = checks ? json_dumps(checks, JSON_COMPACT) : NULL;
+        return checks && !r->finish_checks ? -ENOMEM : 0;
+}
+
+/* The plan's and the last finish's declared checks, parsed for a
+ * verification (both were validated when the model declared them). */
+static int load_checks(struct run *r) {
+        checks_free(r->checks, r->n_checks);
+        r->checks = NULL;
+        r->n_checks = 0;
+        struct decl_check *a = NULL, *b = NULL;
+        size_t na = 0, nb = 0;
+        _cleanup_free_ char *ea = NULL, *eb = NULL;
+        int k = checks_parse_text(r->plan_checks, &a, &na, &ea);
+        if (k >= 0 && (k = checks_parse_text(r->finish_checks, &b, &nb, &eb)) < 0)
+                checks_free(a, na);
+        if (k < 0)
+                return k == -ENOMEM ? k : fail(r, "the declared checks are unreadable: %s", ea ? ea : eb ? eb : "?");
+        struct decl_check *all = realloc(a, (na + nb ? na + nb : 1) * sizeof(*all));
+        if (!all) {
+                checks_free(a, na);
+                checks_free(b, nb);
+                return -ENOMEM;
+        }
+        if (nb)
+                memcpy(all + na, b, nb * sizeof(*b));
+        free(b); /* its entries moved */
+        r->checks = all;
+        r->n_checks = na + nb;
         return 0;
 }
 
@@ -685,8 +767,12 @@ static int verify(struct run *r, struct evo_check **ret_failed) {
         int k;
         if ((k = set_state(r, EVO_BUILDING, NULL)) < 0)
                 return k;
+        if ((k = load_checks(r)) < 0)
+                return k;
         struct verify_ctx v = {.r = r};
         struct evo_verify_config vc = {
+                .checks = r->checks,
+                .n_checks = r->n_checks,
                 .seed_dir = r->o->c.seed_dir,
                 .worktree = r->worktree,
                 .evo_id = r->id,
@@ -807,10 +893,50 @@ static int boundary(struct run *r, struct repo_change *c, size_t n, bool *ret_pr
         return 0;
 }
 
+/* knowledge/roadmap.md is the kernel's: before every commit it is written
+ * from the roadmap this evolution is a stage of (its box ticked), or put
+ * back as the base has it, whatever a tool or command left there. */
+static int put_roadmap(struct run *r) {
+        _cleanup_free_ char *text = NULL, *err = NULL;
+        size_t len = 0;
+        int k;
+        if (r->roadmap_id) {
+                _cleanup_free_ char *json = NULL;
+                if ((k = roadmap_get_json(r->o->c.kdb, r->roadmap_id, &json)) < 0)
+                        return fail(r, "cannot read the roadmap: %s", strerror(-k));
+                _cleanup_json_ json_t *m = json_loads(json, 0, NULL);
+                int done = (int)json_integer_value(json_object_get(m, "done"));
+                if ((k = roadmap_markdown(m, done > r->roadmap_stage + 1 ? done : r->roadmap_stage + 1, &text)) < 0)
+                        return k == -ENOMEM ? k : fail(r, "cannot write the roadmap");
+                len = strlen(text);
+        } else {
+                k = repo_read_blob_at(r->worktree, r->base, TOOLS_ROADMAP_PATH, ROADMAP_MD_MAX, &text, &len);
+                if (k == -ENOENT || k == -EINVAL) {
+                        k = fsx_delete(r->root_fd, TOOLS_ROADMAP_PATH, &err);
+                        if (k < 0 && k != -ENOENT && k != -ENOTDIR)
+                                return fail(r, "cannot put the roadmap back as it was: %s", err ? err : strerror(-k));
+                        return 0;
+                }
+                if (k < 0)
+                        return fail(r, "cannot read the base's roadmap: %s", repo_last_error());
+        }
+        if ((k = fsx_mkdirs(r->root_fd, "knowledge", 0755, &err)) < 0 && k != -EEXIST)
+                return fail(r, "cannot write the roadmap: %s", err ? err : strerror(-k));
+        free(err);
+        err = NULL;
+        (void)fsx_delete(r->root_fd, TOOLS_ROADMAP_PATH, NULL); /* a directory or link left there */
+        if ((k = fsx_write(r->root_fd, TOOLS_ROADMAP_PATH, text, len, 0644, &err)) < 0)
+                return fail(r, "cannot write the roadmap: %s", err ? err : strerror(-k));
+        return 0;
+}
+
 static int commit(struct run *r, char **ret_oid, bool *ret_kernel) {
         struct repo_change *c = NULL;
         size_t n = 0;
-        int k = repo_boundary_changes(r->worktree, r->base, r->o->c.cfg->kernel.evolvable, &c, &n);
+        int k = put_roadmap(r);
+        if (k < 0)
+                return k;
+        k = repo_boundary_changes(r->worktree, r->base, r->o->c.cfg->kernel.evolvable, &c, &n);
         if (k < 0)
                 return fail(r, "boundary check failed: %s", repo_last_error());
         k = boundary(r, c, n, NULL);
@@ -1137,6 +1263,26 @@ static int preview_expired(struct run *r) {
 
 /* ---- the two kinds of evolution ---- */
 
+/* This evolution's stage of its roadmap is live: the stage is done, and the
+ * chat gets the kernel's record of what is next. */
+static void stage_live(struct run *r) {
+        struct orchestrator *o = r->o;
+        _cleanup_free_ char *json = NULL, *text = NULL;
+        int k = roadmap_stage_done(o->c.kdb, r->roadmap_id, r->roadmap_stage);
+        if (k >= 0)
+                k = roadmap_get_json(o->c.kdb, r->roadmap_id, &json);
+        _cleanup_json_ json_t *m = k >= 0 ? json_loads(json, 0, NULL) : NULL;
+        if (k >= 0 && (!m || (k = roadmap_record(m, r->roadmap_stage, &text)) < 0))
+                k = k < 0 ? k : -ENOMEM;
+        if (k < 0) {
+                log_warn_errno(k, "evolution %s: cannot record its roadmap stage as done: %m", r->id);
+                return;
+        }
+        note(r, "%s", text);
+        if (o->c.on_record && o->c.on_record(o->c.userdata, text) < 0)
+                log_warn("evolution %s: the roadmap's record did not reach the chat", r->id);
+}
+
 static int evolve(struct run *r, const char *intent) {
         int k;
         if ((k = plan(r, intent)) < 0 || (k = mutate_and_verify(r)) < 0 || (k = reflect(r)) < 0)
@@ -1169,7 +1315,11 @@ static int evolve(struct run *r, const char *intent) {
                     (k = commit(r, &oid, &kernel)) < 0 || (k = set_state(r, EVO_READY, NULL)) < 0)
                         return k;
         }
-        return apply(r, oid, r->base_gen + 1, false, kernel, NULL);
+        if ((k = apply(r, oid, r->base_gen + 1, false, kernel, NULL)) < 0)
+                return k;
+        if (r->state == EVO_COMPLETE && r->roadmap_id)
+                stage_live(r);
+        return 0;
 }
 
 static int rollback(struct run *r, int gen, bool with_data) {
@@ -1430,6 +1580,11 @@ static void run_one(struct orchestrator *o, const char *id) {
         _cleanup_json_ json_t *e = k >= 0 ? json_loads(json, 0, NULL) : NULL;
         const char *kind = json_string_value(json_object_get(e, "kind")) ?: "evolve";
         const char *intent = json_string_value(json_object_get(e, "intent")) ?: "";
+        r.owner_words = json_string_value(json_object_get(e, "owner_words"));
+        const char *map = json_string_value(json_object_get(e, "roadmap_id"));
+        if (map && !(r.roadmap_id = strdup(map)))
+                k = -ENOMEM;
+        r.roadmap_stage = (int)json_integer_value(json_object_get(e, "roadmap_stage"));
         log_info("evolution %s: starting (%s)", id, kind);
         if (!e)
                 k = fail(&r, "cannot read the evolution");
@@ -1740,6 +1895,7 @@ int orch_start(const struct orch_config *cfg, struct orchestrator **ret) {
                 return -ENOMEM;
         o->c = *cfg;
         pthread_mutex_init(&o->lock, NULL);
+        pthread_mutex_init(&o->continuing, NULL);
         pthread_cond_init(&o->cond, NULL);
         atomic_init(&o->cancel, false);
         undo_cut_applies(o);
@@ -1754,6 +1910,7 @@ int orch_start(const struct orch_config *cfg, struct orchestrator **ret) {
         if (k != 0) {
                 pthread_cond_destroy(&o->cond);
                 pthread_mutex_destroy(&o->lock);
+        pthread_mutex_destroy(&o->continuing);
                 free(o);
                 return log_error_errno(-k, "cannot start the orchestrator: %m");
         }
@@ -1774,6 +1931,7 @@ void orch_stop(struct orchestrator *o) {
                 pthread_join(o->thread, NULL);
         pthread_cond_destroy(&o->cond);
         pthread_mutex_destroy(&o->lock);
+        pthread_mutex_destroy(&o->continuing);
         owner_forget(o);
         free(o);
 }
@@ -1823,13 +1981,55 @@ int orch_owner_change_json(struct orchestrator *o, const struct repo_owner_chang
         return k;
 }
 
-int orch_submit(struct orchestrator *o, const char *intent, char **ret_id) {
+int orch_submit(struct orchestrator *o, const char *intent, const char *owner_words, char **ret_id) {
         if (!o || strempty(intent) || !ret_id)
                 return -EINVAL;
-        int k = evo_create(o->c.kdb, intent, "evolve", ret_id);
+        int k = evo_create_new(o->c.kdb, &(struct evo_new){.intent = intent, .kind = "evolve", .owner_words = owner_words},
+                               ret_id);
         if (k < 0)
                 return k;
         kick(o);
+        return 0;
+}
+
+static void unlock_mutexp(pthread_mutex_t **m) {
+        if (*m)
+                pthread_mutex_unlock(*m);
+}
+
+int orch_continue_roadmap(struct orchestrator *o, char **ret_id, char **ret_error) {
+        if (!o || !ret_id)
+                return -EINVAL;
+        pthread_mutex_lock(&o->continuing);
+        _cleanup_(unlock_mutexp) pthread_mutex_t *held = &o->continuing;
+        _cleanup_free_ char *json = NULL, *running = NULL, *intent = NULL, *id = NULL;
+        int k = roadmap_get_json(o->c.kdb, NULL, &json);
+        if (k == -ENOENT)
+                return errorf(-ENOENT, ret_error, "there is no roadmap: a plan declares one with a goal and its stages");
+        if (k < 0)
+                return k;
+        _cleanup_json_ json_t *m = json_loads(json, 0, NULL);
+        const char *map = json_string_value(json_object_get(m, "id"));
+        int done = (int)json_integer_value(json_object_get(m, "done"));
+        int n = (int)json_array_size(json_object_get(m, "stages"));
+        if (!map)
+                return -ENOMEM;
+        if (done >= n)
+                return errorf(-EALREADY, ret_error, "the roadmap's goal is reached: all %d stages are done", n);
+        if ((k = roadmap_running(o->c.kdb, map, &running)) >= 0)
+                return errorf(-EBUSY, ret_error, "an evolution of the roadmap is under way already (%s)", running);
+        if (k != -ENOENT)
+                return k;
+        if ((k = roadmap_stage_intent(m, done, &intent)) < 0)
+                return k;
+        k = evo_create_new(o->c.kdb,
+                           &(struct evo_new){.intent = intent, .kind = "evolve", .roadmap_id = map, .roadmap_stage = done},
+                           &id);
+        if (k < 0)
+                return k;
+        log_info("queued evolution %s: stage %d of %d of roadmap %s", id, done + 1, n, map);
+        kick(o);
+        *ret_id = TAKE_PTR(id);
         return 0;
 }
 

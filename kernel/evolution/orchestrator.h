@@ -41,6 +41,10 @@ struct orch_config {
         /* An applied generation changed kernel files: the kernel should exit
          * 75 so `seed run` rebuilds it from its new source. */
         void (*request_restart)(void *userdata);
+        /* A record of the kernel's for the owner's chat (role "kernel", never
+         * the owner's words): e.g. a roadmap stage is live and what is next.
+         * May be NULL. */
+        int (*on_record)(void *userdata, const char *text);
         /* The owner's preview of evolution evo_id (its candidate is
          * generation) runs behind the bridge socket at socket_path
          * (live-preview.h), or ended (socket_path NULL): only the owner's
@@ -66,7 +70,12 @@ int orch_start(const struct orch_config *cfg, struct orchestrator **ret);
 void orch_stop(struct orchestrator *o);
 
 /* Queues an evolution for the owner's intent. *ret_id: caller frees. */
-int orch_submit(struct orchestrator *o, const char *intent, char **ret_id);
+int orch_submit(struct orchestrator *o, const char *intent, const char *owner_words, char **ret_id);
+/* Queues the next stage of the newest roadmap (roadmap.h) as an evolution
+ * whose intent is the goal, the stages done and this stage. -ENOENT no
+ * roadmap, -EALREADY every stage is done, -EBUSY one of its evolutions is
+ * under way; then *ret_error (caller frees) says so. */
+int orch_continue_roadmap(struct orchestrator *o, char **ret_id, char **ret_error);
 /* Queues a rollback: a new generation restoring generation n's tree and,
  * with_data, the live data as backed up last while n was live. */
 int orch_rollback(struct orchestrator *o, int generation, bool with_data, char **ret_id);

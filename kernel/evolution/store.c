@@ -56,30 +56,39 @@ int evo_event(struct db *db, const char *id, const char *kind, const char *data_
         return insert_event(db, id, kind, data_json);
 }
 
-int evo_create(struct db *db, const char *intent, const char *kind, char **ret_id) {
+int evo_create_new(struct db *db, const struct evo_new *n, char **ret_id) {
+        const char *intent = n->intent, *kind = n->kind;
         if (strempty(intent) || strlen(intent) > INTENT_MAX || !kind ||
-            (!streq(kind, "evolve") && !streq(kind, "rollback") && !streq(kind, "owner")))
+            (!streq(kind, "evolve") && !streq(kind, "rollback") && !streq(kind, "owner")) ||
+            (n->owner_words && strlen(n->owner_words) > INTENT_MAX) ||
+            (n->roadmap_id && (n->roadmap_stage < 0 || n->roadmap_stage >= 6)))
                 return -EINVAL;
         _cleanup_free_ char *id = NULL;
         int r = new_id("evo", &id);
         if (r < 0)
                 return r;
-        char now[32];
+        char now[32], stage[16];
         now_str(now);
-        const char *p[] = {id, intent, kind, now};
+        snprintf(stage, sizeof stage, "%d", n->roadmap_stage);
+        const char *p[] = {id, intent, kind, now, n->owner_words, n->roadmap_id, n->roadmap_id ? stage : NULL};
         r = db_execp(db,
-                     "INSERT INTO evolutions (id, intent, kind, state, created_at, updated_at) "
-                     "VALUES ($1, $2, $3, 'requested', $4, $4)",
-                     4, p, NULL);
+                     "INSERT INTO evolutions (id, intent, kind, state, created_at, updated_at, owner_words, "
+                     "roadmap_id, roadmap_stage) VALUES ($1, $2, $3, 'requested', $4, $4, $5, $6, $7::int)",
+                     7, p, NULL);
         if (r < 0)
                 return r;
-        _cleanup_json_ json_t *ev = json_pack("{s:s, s:s}", "to", "requested", "intent", intent);
+        _cleanup_json_ json_t *ev = json_pack("{s:s, s:s, s:s?}", "to", "requested", "intent", intent, "owner_words",
+                                              n->owner_words);
         _cleanup_free_ char *data = ev ? json_dumps(ev, JSON_COMPACT) : NULL;
         r = data ? insert_event(db, id, "phase", data) : -ENOMEM;
         if (r < 0)
                 return r;
         *ret_id = TAKE_PTR(id);
         return 0;
+}
+
+int evo_create(struct db *db, const char *intent, const char *kind, char **ret_id) {
+        return evo_create_new(db, &(struct evo_new){.intent = intent, .kind = kind}, ret_id);
 }
 
 static int read_state(struct db *db, const char *id, enum evo_state *ret_state, enum evo_state *ret_resume) {
@@ -180,7 +189,8 @@ int evo_get_json(struct db *db, const char *id, bool with_events, int64_t after_
         int r = db_query_json(db,
                               "SELECT id, intent, kind, state, resume_state, title, scope, plan, base_commit, "
                               "commit_oid, from_generation, to_generation, repair_attempts, error, created_at, "
-                              "updated_at, finished_at, " WAITING_FIELD " FROM evolutions WHERE id = $1",
+                              "updated_at, finished_at, owner_words, roadmap_id, roadmap_stage, " WAITING_FIELD
+                              " FROM evolutions WHERE id = $1",
                               1, p, &rows);
         if (r < 0)
                 return r;
@@ -222,8 +232,8 @@ int evo_list_json(struct db *db, int limit, char **ret_json) {
         const char *p[] = {lim};
         return db_query_json(db,
                              "SELECT id, intent, kind, state, title, scope, from_generation, to_generation, error, "
-                             "created_at, updated_at, finished_at, " WAITING_FIELD " FROM evolutions "
-                             "ORDER BY seq DESC LIMIT $1",
+                             "created_at, updated_at, finished_at, owner_words, roadmap_id, roadmap_stage, " WAITING_FIELD
+                             " FROM evolutions ORDER BY seq DESC LIMIT $1",
                              1, p, ret_json);
 }
 

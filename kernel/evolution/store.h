@@ -17,6 +17,17 @@ bool evo_event_kind_valid(const char *kind);
  * the verification of the owner's own commits on main); intent is the
  * owner's words (at most 16 KiB). *ret_id is "evo_<16 hex>"; caller frees. */
 int evo_create(struct db *db, const char *intent, const char *kind, char **ret_id);
+/* The same with what else a new evolution carries (migration 0010): the
+ * owner's own words when the intent is the chat agent's (≤ 16 KiB, or NULL),
+ * and the roadmap stage it is (roadmap_id NULL: none; stage 0-based). */
+struct evo_new {
+        const char *intent;
+        const char *kind;
+        const char *owner_words;
+        const char *roadmap_id;
+        int roadmap_stage;
+};
+int evo_create_new(struct db *db, const struct evo_new *n, char **ret_id);
 /* Moves id to `to` if the state machine allows it from its current state;
  * -EPERM if not (with *ret_error saying from → to), -ENOENT for an unknown id,
  * -EAGAIN if it changed under us. Entering needs_input remembers the state
@@ -34,7 +45,7 @@ int evo_set_generation(struct db *db, const char *id, const char *base_oid, cons
 /* Counts a repair attempt; returns the new count. */
 int evo_count_repair(struct db *db, const char *id);
 
-/* One evolution as a JSON object, with its events (after_event_id > 0: only
+/* One evolution as a JSON object (with owner_words, roadmap_id, roadmap_stage), with its events (after_event_id > 0: only
  * newer ones) and "usage" (its model calls' tokens, cached and uncached input
  * apart, and cost: db_usage_reference_json) when with_events. Its "waiting" is, while it is under way,
  * the data of its last "waiting" event not followed by "resumed"

@@ -2,6 +2,7 @@
 #include "base/buf.h"
 #include "base/fileio.h"
 #include "base/log.h"
+#include "checks/checks.h"
 #include "config/config.h"
 #include "fsx/fsx.h"
 #include "organism/migrations.h"
@@ -131,6 +132,54 @@ static char *log_tail(const char *path, size_t max) {
         return strdup(start);
 }
 
+#define CHECK_BODY_SHOWN 2000 /* bytes of a failing check's answer shown */
+
+/* The status of organism_http()'s answer text ("HTTP/1.1 201 Created\n…"), or -1. */
+static int answer_status(const char *text) {
+        const char *sp = strchr(text, ' ');
+        if (!startswith(text, "HTTP/") || !sp || sp[1] < '1' || sp[1] > '5')
+                return -1;
+        int st = 0;
+        for (int i = 1; i <= 3; i++) {
+                if (sp[i] < '0' || sp[i] > '9')
+                        return -1;
+                st = st * 10 + (sp[i] - '0');
+        }
+        return st;
+}
+
+/* One declared check against the launched app: the status, then the body
+ * (after the blank line ending the headers) must contain the substring. */
+static int declared_check(struct run *run, const char *socket, const struct decl_check *dc) {
+        int64_t started = now_ms();
+        _cleanup_free_ char *text = NULL, *err = NULL;
+        struct organism_http_request req = {.method = dc->method, .path = dc->path, .body = dc->send};
+        int k = organism_http(socket, &req, &text, &err);
+        if (k == -ENOMEM)
+                return k;
+        char *msg = NULL;
+        bool ok = false;
+        if (k < 0) {
+                (void)xasprintf(&msg, "%s %s: no answer: %s", dc->method, dc->path, err ? err : strerror(-k));
+                return step_done(run, dc->name, false, msg, started);
+        }
+        const char *body = strstr(text, "\n\n");
+        body = body ? body + 2 : "";
+        int st = answer_status(text);
+        if (st != dc->status)
+                (void)xasprintf(&msg, "%s %s answered %d, the check expects %d. The answer:\n%.*s", dc->method, dc->path,
+                                st, dc->status, CHECK_BODY_SHOWN, text);
+        else if (dc->contains && !strstr(body, dc->contains))
+                (void)xasprintf(&msg, "%s %s answered %d but its body does not contain \"%s\". The answer:\n%.*s",
+                                dc->method, dc->path, st, dc->contains, CHECK_BODY_SHOWN, text);
+        else {
+                ok = true;
+                (void)xasprintf(&msg, "%s %s answered %d%s", dc->method, dc->path, st,
+                                dc->contains ? " with the expected text" : "");
+        }
+        return step_done(run, dc->name, ok, msg, started);
+}
+
 /* Launches the worktree's organism on its own fresh database, like the live
  * one (private network, no cache), waits for health and probes it. */
 static int launch(struct run *run, const char *database_url) {
@@ -202,6 +251,8 @@ static int launch(struct run *run, const char *database_url) {
                 if ((r = step_done(run, probes[i].name, p == 0, msg, t)) < 0)
                         break;
         }
+        for (size_t i = 0; r == 0 && i < c->n_checks; i++)
+                r = declared_check(run, organism_socket(o), &c->checks[i]);
 out:
         organism_stop(o);
         organism_free(o);

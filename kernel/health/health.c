@@ -664,7 +664,7 @@ static int queue_fix(struct health *h, const char *id, char **ret_evo_id) {
         _cleanup_free_ char *intent = fix_intent(o), *evo = NULL;
         if (!intent)
                 return -ENOMEM;
-        if ((r = orch_submit(orch, intent, &evo)) < 0)
+        if ((r = orch_submit(orch, intent, NULL, &evo)) < 0)
                 return log_error_errno(r, "health: could not queue the fix of %s: %m", id);
         r = incident_move(h, id, st, HEALTH_ST_FIXING, NULL, "the fix's evolution runs", evo, 0, NULL);
         if (r < 0)

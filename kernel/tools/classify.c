@@ -106,3 +106,17 @@ int tools_classify(const struct tool_ctx *ctx, const struct tool *t, json_t *arg
         *ret = l > t->level ? l : t->level;
         return 0;
 }
+
+int tools_check_write(const struct tool_ctx *ctx, const struct tool *t, json_t *args, char **ret_error) {
+        const char *path = tool_arg_str(args, "path"); /* normalised by the call path */
+        if (!path)
+                return 0;
+        size_t n = strlen(path);
+        bool above = streq(path, ".") || (strncmp(TOOLS_ROADMAP_PATH, path, n) == 0 && TOOLS_ROADMAP_PATH[n] == '/');
+        if (streq(path, TOOLS_ROADMAP_PATH) || above)
+                return errorf(-EINVAL, ret_error,
+                              "%s is the roadmap, which only the kernel writes (declare a goal and its stages in "
+                              "submit_plan instead)%s",
+                              TOOLS_ROADMAP_PATH, above ? "; this path holds it" : "");
+        return 0;
+}

@@ -19,6 +19,16 @@ bool tool_arg_bool(json_t *args, const char *key, bool dflt);
  * evolvable dirs, dangerous elsewhere; a bad path is -EINVAL/-EPERM. */
 int tools_classify_write(const struct tool_ctx *ctx, const struct tool *t, json_t *args, enum tool_level *ret);
 
+/* Refuses a write at TOOLS_ROADMAP_PATH or a directory above it. */
+int tools_check_write(const struct tool_ctx *ctx, const struct tool *t, json_t *args, char **ret_error);
+/* submit_plan: goal and stages come together; declared checks well formed. */
+int tools_check_plan(const struct tool_ctx *ctx, const struct tool *t, json_t *args, char **ret_error);
+/* finish: declared checks well formed; refused when a declared write check
+ * (the plan's, ctx->plan_checks, or its own) expects 2xx and nothing changed
+ * under organism/ since ctx->base_oid. Should the worktree not compare (no
+ * repository), finish is taken: the verification's checks still decide. */
+int tools_check_finish(const struct tool_ctx *ctx, const struct tool *t, json_t *args, char **ret_error);
+
 /* Handlers (one file per family). */
 int tools_read_file(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);
 int tools_list_dir(struct tool_ctx *ctx, const struct tool *t, json_t *args, struct tool_result *ret);

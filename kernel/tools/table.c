@@ -4,11 +4,14 @@
  * JSON schema of the arguments, handler, the phases offering it, terminal. */
 #include "tools/internal.h"
 #include "base/buf.h"
+#include "checks/checks.h"
 
 #define P_PLAN TOOL_PHASE_PLAN
 #define P_MUTATE TOOL_PHASE_MUTATE
 #define P_REFLECT TOOL_PHASE_REFLECT
 #define P_CHAT TOOL_PHASE_CHAT
+#define STR_(x) #x
+#define STRINGIFY(x) STR_(x)
 #define P_READ (P_PLAN | P_MUTATE | P_REFLECT | P_CHAT | TOOL_PHASE_HEALTH)
 
 #define NO_ARGS "{\"type\":\"object\",\"properties\":{},\"additionalProperties\":false}"
@@ -107,6 +110,7 @@ const struct tool tools_table[] = {
                                "approval.",
                 .level = TOOL_REVIEW,
                 .classify = tools_classify_write,
+                .check = tools_check_write,
                 .schema = "{\"type\":\"object\",\"properties\":{" PATH_PROP("file path relative to the repository root") ","
                           "\"content\":{\"type\":\"string\",\"maxLength\":1048576}},"
                           "\"required\":[\"path\",\"content\"],\"additionalProperties\":false}",
@@ -120,6 +124,7 @@ const struct tool tools_table[] = {
                                "match the file exactly (whitespace included) and only once: include enough context.",
                 .level = TOOL_REVIEW,
                 .classify = tools_classify_write,
+                .check = tools_check_write,
                 .schema = "{\"type\":\"object\",\"properties\":{" PATH_PROP("file path relative to the repository root") ","
                           "\"old_text\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1048576},"
                           "\"new_text\":{\"type\":\"string\",\"maxLength\":1048576}},"
@@ -133,6 +138,7 @@ const struct tool tools_table[] = {
                 .description = "Delete a file, or a directory with everything in it.",
                 .level = TOOL_REVIEW,
                 .classify = tools_classify_write,
+                .check = tools_check_write,
                 .schema = "{\"type\":\"object\",\"properties\":{" PATH_PROP("file or directory relative to the repository root") "},"
                           "\"required\":[\"path\"],\"additionalProperties\":false}",
                 .handler = tools_delete_path,
@@ -158,27 +164,39 @@ const struct tool tools_table[] = {
         {
                 .name = "submit_plan",
                 .description = "Submit the plan and end planning. scope is a short slug for the commit "
-                               "(lowercase letters, digits, '-').",
+                               "(lowercase letters, digits, '-'). A goal too large for one change: give goal and "
+                               "its stages (2 to 6, in order) and plan only the first stage; the kernel keeps the "
+                               "roadmap in knowledge/roadmap.md. checks: HTTP checks the kernel runs against the "
+                               "launched app (e.g. {\"request\":\"http:POST /api/items\",\"status\":201,"
+                               "\"send\":\"{\\\"name\\\":\\\"a\\\"}\",\"body_contains\":\"a\"}).",
                 .level = TOOL_SAFE,
                 .schema = "{\"type\":\"object\",\"properties\":{"
                           "\"title\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":120},"
                           "\"scope\":{\"type\":\"string\",\"pattern\":\"^[a-z0-9-]{1,40}$\"},"
                           "\"summary\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":4000},"
                           "\"steps\":{\"type\":\"array\",\"minItems\":1,\"maxItems\":30,\"items\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1000}},"
-                          "\"risks\":{\"type\":\"array\",\"maxItems\":20,\"items\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1000}}},"
+                          "\"risks\":{\"type\":\"array\",\"maxItems\":20,\"items\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":1000}},"
+                          "\"goal\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":" STRINGIFY(TOOLS_GOAL_MAX) ",\"description\":\"a goal too large for one "
+                          "change: with stages, the kernel keeps a roadmap and this evolution does stage 1\"},"
+                          "\"stages\":{\"type\":\"array\",\"minItems\":" STRINGIFY(TOOLS_STAGES_MIN) ",\"maxItems\":" STRINGIFY(TOOLS_STAGES_MAX) ",\"description\":\"the goal's stages in "
+                          "order, each one evolution (this one is the first)\",\"items\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":" STRINGIFY(TOOLS_STAGE_MAX) "}},"
+                          "\"checks\":" CHECKS_SCHEMA "},"
                           "\"required\":[\"title\",\"scope\",\"summary\",\"steps\"],\"additionalProperties\":false}",
+                .check = tools_check_plan,
                 .handler = tools_submit_plan,
                 .phases = P_PLAN,
                 .terminal = true,
         },
         {
                 .name = "finish",
-                .description = "End the change: the kernel then builds, tests, launches and checks the app. "
-                               "Summarise what you changed.",
+                .description = "End the change: the kernel then builds, tests, launches and checks the app "
+                               "(with the plan's checks and any you declare here). Summarise what you changed.",
                 .level = TOOL_SAFE,
                 .schema = "{\"type\":\"object\",\"properties\":{"
-                          "\"summary\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":10000}},"
+                          "\"summary\":{\"type\":\"string\",\"minLength\":1,\"maxLength\":10000},"
+                          "\"checks\":" CHECKS_SCHEMA "},"
                           "\"required\":[\"summary\"],\"additionalProperties\":false}",
+                .check = tools_check_finish,
                 .handler = tools_finish,
                 .phases = P_MUTATE,
                 .terminal = true,

@@ -33,6 +33,16 @@ struct json_t;
 #define TOOLS_DANGEROUS_INPUT_MAX 16384 /* dangerous calls with larger arguments are refused */
 #define TOOLS_ARGS_MAX (2 * 1024 * 1024) /* arguments text of any call */
 
+/* A staged goal in submit_plan (the roadmap, kernel/evolution/roadmap.h). */
+#define TOOLS_GOAL_MAX 1000   /* bytes of the goal */
+#define TOOLS_STAGES_MIN 2
+#define TOOLS_STAGES_MAX 6
+#define TOOLS_STAGE_MAX 500   /* bytes of one stage */
+/* Written by the kernel only (the roadmap): the write tools refuse it and
+ * any directory holding it, and the kernel puts its own content back before
+ * every commit (so a shell command's write is undone too). */
+#define TOOLS_ROADMAP_PATH "knowledge/roadmap.md"
+
 /* Fail closed by construction: the zero value is no level, so a table entry
  * that names none is refused by tools_classify() (never run), not "safe". */
 enum tool_level { TOOL_LEVEL_UNSET, TOOL_SAFE, TOOL_REVIEW, TOOL_DANGEROUS, _TOOL_LEVEL_MAX };
@@ -164,6 +174,8 @@ struct tool_ctx {
                                           * describe_data, change_data and call_api
                                           * (kernel/live); NULL: they answer "not available" */
         const struct tool_hooks *hooks;  /* may be NULL */
+        const char *plan_checks;         /* the plan's declared checks (JSON array text, kernel/checks),
+                                          * which finish weighs with its own; NULL: none */
         const char *approval_id;         /* set by the call path while the handler of a call the
                                           * owner approved runs (that approval's id), else NULL */
         void *userdata;                  /* the hooks' and the set's own handlers' (the

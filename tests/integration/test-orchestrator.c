@@ -161,7 +161,7 @@ static void dump_events(const char *id) {
 
 static enum evo_state run_evolution(const char *intent, char **ret_id) {
         char *id = NULL;
-        assert_int_equal(orch_submit(g_orch, intent, &id), 0);
+        assert_int_equal(orch_submit(g_orch, intent, NULL, &id), 0);
         enum evo_state s = wait_final(id, 240000);
         *ret_id = id;
         return s;
@@ -443,7 +443,7 @@ static void test_kernel_write_denied(void **state) {
                     "{\"path\": \"knowledge/denied.md\", \"content\": \"the owner said no\\n\"}}]},"
                     FINISH "," REFLECT "]");
         char *id = NULL;
-        assert_int_equal(orch_submit(g_orch, "Write to the kernel", &id), 0);
+        assert_int_equal(orch_submit(g_orch, "Write to the kernel", NULL, &id), 0);
         _cleanup_free_ char *aid = wait_approval("kernel/x.txt");
         /* The approval is stored just before the state moves to needs_input
          * (ask_owner_decision): poll, as a slower build (ASan) shows. */
@@ -475,7 +475,7 @@ static void test_kernel_write_approved(void **state) {
                     CALL("write_file", "{\"path\": \"kernel/x.txt\", \"content\": \"from the model\\n\"}") ","
                     FINISH "," REFLECT "]");
         char *id = NULL;
-        assert_int_equal(orch_submit(g_orch, "Write to the kernel", &id), 0);
+        assert_int_equal(orch_submit(g_orch, "Write to the kernel", NULL, &id), 0);
         _cleanup_free_ char *aid = wait_approval("kernel/x.txt");
         assert_int_equal(orch_decide(g_orch, aid, true, NULL), 0);
         enum evo_state s = wait_final(id, 240000);
@@ -516,7 +516,7 @@ static void test_cancel_while_waiting(void **state) {
         load_script("[" PLAN("Touch the kernel", "kernel") ","
                     CALL("write_file", "{\"path\": \"kernel/y.txt\", \"content\": \"y\\n\"}") "]");
         char *id = NULL;
-        assert_int_equal(orch_submit(g_orch, "Wait forever", &id), 0);
+        assert_int_equal(orch_submit(g_orch, "Wait forever", NULL, &id), 0);
         _cleanup_free_ char *aid = wait_approval("kernel/y.txt");
         assert_true(worktree_exists(id));
         assert_int_equal(orch_cancel(g_orch, id), 0);
@@ -583,7 +583,7 @@ static void test_question_and_approvals(void **state) {
                     CALL("write_file", "{\"path\": \"knowledge/colour.md\", \"content\": \"green\\n\"}") ","
                     FINISH "," REFLECT "]");
         char *id = NULL;
-        assert_int_equal(orch_submit(g_orch, "Pick a colour", &id), 0);
+        assert_int_equal(orch_submit(g_orch, "Pick a colour", NULL, &id), 0);
         _cleanup_free_ char *q = wait_approval("Which colour?");
         assert_int_equal(orch_decide(g_orch, q, true, "green"), 0);
         _cleanup_free_ char *plan = wait_approval("Green notes");
@@ -621,7 +621,7 @@ static void test_three_questions_at_most(void **state) {
                     CALL("write_file", "{\"path\": \"knowledge/answers.md\", \"content\": \"one two three\\n\"}") ","
                     FINISH "," REFLECT "]");
         char *id = NULL;
-        assert_int_equal(orch_submit(g_orch, "Ask me things", &id), 0);
+        assert_int_equal(orch_submit(g_orch, "Ask me things", NULL, &id), 0);
         static const char *const q[][2] = {{"First?", "one"}, {"Second?", "two"}, {"Third?", "three"}};
         for (size_t i = 0; i < 3; i++) {
                 _cleanup_free_ char *a = wait_approval(q[i][0]);
@@ -887,7 +887,7 @@ static void test_preview_changes_make_one_commit(void **state) {
                     FINISH "," REFLECT ","
                     MCALL("asks for changes", "write_file", "{\"path\": \"organism/ROUND.txt\", \"content\": \"second\\n\"}") ","
                     FINISH "," REFLECT "]");
-        assert_int_equal(orch_submit(g_orch, "Two rounds", &id), 0);
+        assert_int_equal(orch_submit(g_orch, "Two rounds", NULL, &id), 0);
         decide_when_previewing(id, ORCH_PREVIEW_CHANGES, "Say second.");
         decide_when_previewing(id, ORCH_PREVIEW_APPLY, NULL);
         enum evo_state s = wait_final(id, 600000);
@@ -921,7 +921,7 @@ static void test_preview_expires_without_a_decision(void **state) {
         load_script("[" PLAN("Undecided", "undecided") ","
                     CALL("write_file", "{\"path\": \"organism/UNDECIDED.txt\", \"content\": \"maybe\\n\"}") ","
                     FINISH "," REFLECT "]");
-        assert_int_equal(orch_submit(g_orch, "Undecided", &id), 0);
+        assert_int_equal(orch_submit(g_orch, "Undecided", NULL, &id), 0);
         enum evo_state s = wait_final(id, 600000);
         assert_int_equal(evo_preview_set(g_db, false), 0);
         g_cfg->evolution.preview_wait_seconds = 43200;
@@ -1066,7 +1066,7 @@ static void test_live_organism_serves_new_generation(void **state) {
                                       "SharedArrayBuffer(4)), 0, 0, 2000);\"}") ","
                     FINISH "," REFLECT "]");
         _cleanup_free_ char *id = NULL;
-        assert_int_equal(orch_submit(g_orch, "Change the live greeting", &id), 0);
+        assert_int_equal(orch_submit(g_orch, "Change the live greeting", NULL, &id), 0);
         /* Once main moves a cancel is refused: the generation ends live or
          * rolled back, never half-applied and labelled cancelled. */
         enum evo_state s = EVO_REQUESTED;

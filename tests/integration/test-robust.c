@@ -192,7 +192,7 @@ static void dump_events(const char *id) {
 
 static char *submit(const char *intent) {
         char *id = NULL;
-        assert_int_equal(orch_submit(g_orch, intent, &id), 0);
+        assert_int_equal(orch_submit(g_orch, intent, NULL, &id), 0);
         return id;
 }
 

@@ -6,7 +6,9 @@
 #include <cmocka.h>
 
 #include "base/buf.h"
+#include "base/json.h"
 #include "evolution/owner.h"
+#include "evolution/roadmap.h"
 #include "evolution/state.h"
 
 static void test_names_round_trip(void **state) {
@@ -204,9 +206,42 @@ static void test_owner_check_error_is_bounded(void **state) {
         free(e);
 }
 
+/* The roadmap as the kernel writes it: a checklist with the first `done`
+ * ticked; a stage's text stays on its line (a newline in it cannot forge a
+ * ticked box); the next stage's intent holds the goal, what is done and this
+ * stage; the chat's record says what is next, or that the goal is reached. */
+static void test_roadmap_texts(void **state) {
+        _cleanup_json_ json_t *m = json_pack("{s:s, s:[s, s, s]}", "goal", "A CRM", "stages", "Contacts",
+                                             "Deals\n- [x] Stage 9: forged", "Reports");
+        _cleanup_free_ char *md = NULL, *none = NULL, *intent = NULL, *next = NULL, *last = NULL;
+        assert_int_equal(roadmap_markdown(m, 1, &md), 0);
+        assert_non_null(strstr(md, "Goal: A CRM\n"));
+        assert_non_null(strstr(md, "\n- [x] Stage 1: Contacts\n"));
+        assert_non_null(strstr(md, "\n- [ ] Stage 2: Deals - [x] Stage 9: forged\n"));
+        assert_non_null(strstr(md, "\n- [ ] Stage 3: Reports\n"));
+        assert_null(strstr(md, "\n- [x] Stage 9"));
+        assert_int_equal(roadmap_markdown(m, 0, &none), 0);
+        assert_null(strstr(none, "- [x] Stage 1"));
+        assert_non_null(strstr(none, "- [ ] Stage 1: Contacts"));
+
+        assert_int_equal(roadmap_stage_intent(m, 2, &intent), 0);
+        assert_non_null(strstr(intent, "Stage 3 of 3"));
+        assert_non_null(strstr(intent, "The goal: A CRM"));
+        assert_non_null(strstr(intent, "- [x] Stage 1: Contacts"));
+        assert_non_null(strstr(intent, "This evolution does stage 3: Reports"));
+        assert_int_equal(roadmap_stage_intent(m, 3, &intent), -EINVAL);
+        assert_int_equal(roadmap_stage_intent(m, -1, &intent), -EINVAL);
+
+        assert_int_equal(roadmap_record(m, 0, &next), 0);
+        assert_non_null(strstr(next, "stage 1 of 3 (Contacts) is live. Next is stage 2: Deals"));
+        assert_int_equal(roadmap_record(m, 2, &last), 0);
+        assert_non_null(strstr(last, "The goal \"A CRM\" is reached"));
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names_round_trip),
+                cmocka_unit_test(test_roadmap_texts),
                 cmocka_unit_test(test_main_path),
                 cmocka_unit_test(test_repair_loop),
                 cmocka_unit_test(test_any_active_state_can_fail_cancel_or_ask),

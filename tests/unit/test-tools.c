@@ -1425,6 +1425,113 @@ static void test_git_tools(void **state) {
         rm_rf(tmpl);
 }
 
+/* Issue 19 "Reach": the roadmap is the kernel's (no write tool reaches it or
+ * a directory holding it); a goal comes with 2..6 stages; declared checks
+ * are validated; finish is refused while a declared write check expects 2xx
+ * and nothing under organism/ changed, and taken once something did. */
+static void test_reach_tools(void **state) {
+        char tmpl[] = "/tmp/utest-tools-reach.XXXXXX";
+        assert_non_null(mkdtemp(tmpl));
+        _cleanup_free_ char *dir = NULL, *f = NULL, *err = NULL, *wt = NULL, *base = NULL;
+        assert_true(xasprintf(&dir, "%s/organism", tmpl) >= 0);
+        assert_int_equal(mkdir_p(dir, 0755), 0);
+        assert_true(xasprintf(&f, "%s/organism/app.txt", tmpl) >= 0);
+        assert_int_equal(write_file_atomic(f, "one\n", 4, 0644), 0);
+        if (repo_init_commit(tmpl, "seed: generation 1", "seed/gen-1", &err) < 0)
+                fail_msg("repo_init_commit: %s", err);
+        assert_int_equal(repo_worktree_add(tmpl, "r1", &wt), 0);
+        assert_int_equal(repo_head(wt, &base), 0);
+        int fd = -1;
+        assert_int_equal(fsx_open_root(wt, &fd), 0);
+        struct tool_ctx ctx = make_ctx(TOOL_PHASE_MUTATE);
+        ctx.root_fd = fd;
+        ctx.root_path = wt;
+        ctx.base_oid = base;
+
+        static const char *const refused[] = {
+                "{\"path\":\"knowledge/roadmap.md\",\"content\":\"- [x] all\"}",
+                "{\"path\":\"./knowledge//roadmap.md\",\"content\":\"x\"}",
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(refused); i++) {
+                struct tool_result r = call(&ctx, "write_file", refused[i]);
+                assert_true(r.is_error);
+                assert_contains(r.output, "only the kernel writes");
+                tool_result_done(&r);
+        }
+        struct tool_result r = call(&ctx, "edit_file", "{\"path\":\"knowledge/roadmap.md\",\"old_text\":\"a\",\"new_text\":\"b\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "only the kernel writes");
+        tool_result_done(&r);
+        r = call(&ctx, "delete_path", "{\"path\":\"knowledge\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "this path holds it");
+        tool_result_done(&r);
+        r = call(&ctx, "write_file", "{\"path\":\"knowledge/roadmap.md.bak\",\"content\":\"x\"}");
+        assert_false(r.is_error);
+        tool_result_done(&r);
+        _cleanup_free_ char *rp = NULL;
+        assert_true(xasprintf(&rp, "%s/knowledge/roadmap.md", wt) >= 0);
+        assert_int_equal(access(rp, F_OK), -1);
+
+        /* the plan: a goal with its stages, validated */
+        ctx.phase = TOOL_PHASE_PLAN;
+        r = call(&ctx, "submit_plan", "{\"title\":\"T\",\"scope\":\"t\",\"summary\":\"s\",\"steps\":[\"x\"],"
+                                      "\"goal\":\"G\",\"stages\":[\"a\",\"b\",\"c\"],"
+                                      "\"checks\":[{\"request\":\"http:POST /items\",\"status\":201}]}");
+        assert_false(r.is_error);
+        assert_true(r.terminal);
+        tool_result_done(&r);
+        r = call(&ctx, "submit_plan", "{\"title\":\"T\",\"scope\":\"t\",\"summary\":\"s\",\"steps\":[\"x\"],\"goal\":\"G\"}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "a goal needs its stages (2 to 6)");
+        tool_result_done(&r);
+        r = call(&ctx, "submit_plan", "{\"title\":\"T\",\"scope\":\"t\",\"summary\":\"s\",\"steps\":[\"x\"],"
+                                      "\"goal\":\"G\",\"stages\":[\"a\"]}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "$.stages: needs at least 2 items");
+        tool_result_done(&r);
+        r = call(&ctx, "submit_plan", "{\"title\":\"T\",\"scope\":\"t\",\"summary\":\"s\",\"steps\":[\"x\"],"
+                                      "\"goal\":\"G\",\"stages\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\",\"7\"]}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "$.stages");
+        tool_result_done(&r);
+        r = call(&ctx, "submit_plan", "{\"title\":\"T\",\"scope\":\"t\",\"summary\":\"s\",\"steps\":[\"x\"],"
+                                      "\"checks\":[{\"request\":\"http:TRACE /\",\"status\":200}]}");
+        assert_true(r.is_error);
+        assert_contains(r.output, "check 1: the method must be one of GET, HEAD, POST, PUT, PATCH, DELETE");
+        tool_result_done(&r);
+
+        /* finish: the plan's write check expects 2xx and nothing changed under organism/ */
+        ctx.phase = TOOL_PHASE_MUTATE;
+        ctx.plan_checks = "[{\"request\":\"http:POST /items\",\"status\":201}]";
+        r = call(&ctx, "finish", "{\"summary\":\"done\"}");
+        assert_true(r.is_error);
+        assert_false(r.terminal);
+        assert_contains(r.output, "nothing under organism/ changed");
+        tool_result_done(&r);
+        /* a finish's own write check weighs the same; a 4xx one does not */
+        ctx.plan_checks = NULL;
+        r = call(&ctx, "finish", "{\"summary\":\"d\",\"checks\":[{\"request\":\"http:PUT /x\",\"status\":204}]}");
+        assert_true(r.is_error);
+        tool_result_done(&r);
+        r = call(&ctx, "finish", "{\"summary\":\"d\",\"checks\":[{\"request\":\"http:DELETE /x\",\"status\":404}]}");
+        assert_false(r.is_error);
+        assert_true(r.terminal);
+        tool_result_done(&r);
+        ctx.plan_checks = "[{\"request\":\"http:POST /items\",\"status\":201}]";
+        r = call(&ctx, "write_file", "{\"path\":\"organism/items.txt\",\"content\":\"items\\n\"}");
+        assert_false(r.is_error);
+        tool_result_done(&r);
+        r = call(&ctx, "finish", "{\"summary\":\"done\"}");
+        if (r.is_error)
+                fail_msg("finish: %s", r.output);
+        assert_true(r.terminal);
+        tool_result_done(&r);
+        close(fd);
+        assert_int_equal(repo_worktree_remove(tmpl, "r1"), 0);
+        rm_rf(tmpl);
+}
+
 /* --- run, in a real sandbox --- */
 
 static void test_run(void **state) {
@@ -1522,6 +1629,7 @@ int main(void) {
                 cmocka_unit_test_setup_teardown(test_ask_owner, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_chat_and_app_tools, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_git_tools, setup, teardown),
+                cmocka_unit_test_setup_teardown(test_reach_tools, setup, teardown),
                 cmocka_unit_test_setup_teardown(test_run, setup, teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
