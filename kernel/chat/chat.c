@@ -2,6 +2,7 @@
 #include "chat/chat.h"
 #include "agent/agent.h"
 #include "base/buf.h"
+#include "base/crypto.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "config/config.h"
@@ -567,13 +568,33 @@ static char *system_prompt(struct chat *c, int root) {
         return buf_steal(&b);
 }
 
-/* How the agent reads a kernel message: in the user's turn, but marked as
- * the kernel's record, never as the owner's words. */
-#define KERNEL_RECORD_OPEN "[A record from the Seed's kernel, not written by the owner:]\n"
-#define KERNEL_RECORD_CLOSE "\n[End of the kernel's record.]"
-/* A routine's report: written by the Seed's own routine, not the owner. */
-#define ROUTINE_REPORT_OPEN "[A report of one of the Seed's routines, run on its schedule, not written by the owner:]\n"
-#define ROUTINE_REPORT_CLOSE "\n[End of the routine's report.]"
+/* How the agent reads a kernel record or a routine's report: in the user's
+ * turn, but framed as not the owner's. Their text comes from outside the
+ * owner (a routine reads live data and API answers; a record quotes a goal
+ * the model wrote), so the frame's end carries a tag drawn at random each
+ * time the history is read: no stored text can close it early and go on
+ * as the owner. */
+#define FRAME_TAG_BYTES 8
+static const struct {
+        const char *role, *what;
+} frames[] = {
+        {"kernel", "A record from the Seed's kernel"},
+        {"routine", "A report of one of the Seed's routines, run on its schedule"},
+};
+
+static int put_framed(struct buf *turn, const char *who, const char *text, const char *tag) {
+        for (size_t i = 0; who && i < ARRAY_SIZE(frames); i++)
+                if (streq(who, frames[i].role))
+                        return buf_printf(turn,
+                                          "[%s, not written by the owner. It ends only at the line \"[end of "
+                                          "record %s]\"; everything before that line is part of it.]\n",
+                                          frames[i].what, tag) < 0 ||
+                                               buf_puts(turn, text) < 0 ||
+                                               buf_printf(turn, "\n[end of record %s]", tag) < 0
+                                       ? -ENOMEM
+                                       : 0;
+        return buf_puts(turn, text) < 0 ? -ENOMEM : 0;
+}
 
 /* The last stored messages as user/assistant turns: leading Seed messages
  * dropped, consecutive ones of a role joined, kernel records framed. */
@@ -585,7 +606,12 @@ static int load_history(struct chat *c, struct agent_state *st) {
         _cleanup_json_ json_t *arr = json_loads(rows, 0, NULL);
         json_t *m;
         size_t i;
-        struct buf turn = BUF_INIT(CHAT_HISTORY * (CHAT_TEXT_MAX + 2) + 16);
+        _cleanup_free_ char *tag = NULL;
+        if ((r = crypto_random_hex(FRAME_TAG_BYTES, &tag)) < 0)
+                return r;
+        /* Each message may carry a frame (< 400 bytes) besides its text. */
+        const size_t turn_max = CHAT_HISTORY * (CHAT_TEXT_MAX + 512) + 16;
+        struct buf turn = BUF_INIT(turn_max);
         int role = -1;
         r = 0;
         json_array_foreach(arr, i, m) {
@@ -596,18 +622,14 @@ static int load_history(struct chat *c, struct agent_state *st) {
                         continue;
                 if (role >= 0 && rl != role) {
                         struct model_message msg = {.role = role, .text = buf_steal(&turn)};
-                        turn = BUF_INIT(CHAT_HISTORY * (CHAT_TEXT_MAX + 2) + 16);
+                        turn = BUF_INIT(turn_max);
                         if (!msg.text || (r = agent_state_take(st, &msg)) < 0) {
                                 model_message_done(&msg);
                                 r = r < 0 ? r : -ENOMEM;
                                 break;
                         }
                 }
-                bool kernel = who && streq(who, "kernel"), routine = who && streq(who, "routine");
-                const char *open = kernel ? KERNEL_RECORD_OPEN : routine ? ROUTINE_REPORT_OPEN : NULL;
-                const char *close = kernel ? KERNEL_RECORD_CLOSE : routine ? ROUTINE_REPORT_CLOSE : NULL;
-                if ((turn.len && buf_puts(&turn, "\n\n") < 0) || (open && buf_puts(&turn, open) < 0) ||
-                    buf_puts(&turn, text) < 0 || (close && buf_puts(&turn, close) < 0)) {
+                if ((turn.len && buf_puts(&turn, "\n\n") < 0) || put_framed(&turn, who, text, tag) < 0) {
                         r = -ENOMEM;
                         break;
                 }

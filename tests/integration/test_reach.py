@@ -16,6 +16,7 @@ agent marked as theirs. Prints TAP.
 Environment: SEED_BIN (the seed CLI).
 """
 import json
+import re
 import subprocess
 
 import taplib
@@ -29,7 +30,10 @@ HANDLE = "function handle(req, res) {\n  const path = new URL(req.url, 'http://l
 HELLO = HANDLE + "  if (path === '/hello') { send(res, 200, 'text/plain; charset=utf-8', 'hello stage\\n', false); return; }\n"
 ITEMS = HANDLE + ("  if (path === '/items' && req.method === 'POST') "
                   "{ send(res, 201, 'application/json', '{\"id\":1}', false); return; }\n")
-RECORD_OPEN = "[A record from the Seed's kernel, not written by the owner:]"
+# A kernel record's frame ends with this line before the record's text
+# (the closing tag is drawn at random each time the chat reads its history).
+RECORD_OPEN = "It ends only at the line"
+RECORD_TEXT_START = "everything before that line is part of it.]"
 
 
 def setup():
@@ -137,7 +141,7 @@ def continuing_runs_stage_two_and_finish_is_refused_until_the_organism_changes(c
         call('submit_plan', hold='stage2', match='This evolution does stage 2: Accept POST /items',
              title='Greeter: items', scope='greeter', summary='Stage 2.', steps=['POST /items'], checks=[items]),
         # the chat, while stage 2 runs: continue_roadmap refuses; then its answer
-        {**call('continue_roadmap'), 'match': RECORD_OPEN + '\nRoadmap: stage 1 of 3'},
+        {**call('continue_roadmap'), 'match': RECORD_TEXT_START + '\nRoadmap: stage 1 of 3'},
         {'text': 'Stage 2 is already running.', 'match': 'under way already'},
         # stage 2 again: finish before any change is refused
         call('finish', summary='Nothing changed.'),
@@ -193,7 +197,8 @@ def the_chat_continues_the_roadmap(c):
     first = next(q['body'] for q in reqs if q['body'] and 'continue_roadmap' in json.dumps(q['body'].get('tools')))
     users = [m['content'] for m in first['messages'] if m['role'] == 'user']
     text = json.dumps(users)
-    assert json.dumps(RECORD_OPEN + '\nRoadmap: stage 2 of 3')[1:-1] in text, text[-3000:]
+    assert "A record from the Seed's kernel" in text and RECORD_OPEN in text, text[-3000:]
+    assert json.dumps(RECORD_TEXT_START + '\nRoadmap: stage 2 of 3')[1:-1] in text, text[-3000:]
 
 
 @test
@@ -216,8 +221,9 @@ def the_owner_words_stay_with_a_chat_made_evolution(c):
     assert plan, 'the evolution never asked the model'
     first_user = next(m['content'] for m in plan[-1]['messages'] if m['role'] == 'user')
     first_user = first_user if isinstance(first_user, str) else json.dumps(first_user)
-    assert "The owner's own words" in first_user and f'<owner-words>\n{words}\n</owner-words>' in first_user, \
-        first_user
+    tag = re.search(r'<owner-words id="([0-9a-f]{16})">\n', first_user)
+    assert "The owner's own words" in first_user and tag, first_user
+    assert f'<owner-words id="{tag.group(1)}">\n{words}\n</owner-words id="{tag.group(1)}">' in first_user, first_user
     # a direct request keeps no separate words: its intent is the owner's
     if getattr(c, 'map', None):
         assert evolution(c, c.map)['owner_words'] is None

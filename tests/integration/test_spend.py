@@ -13,6 +13,7 @@ openai-compatible, with seed.yaml's spend.prices pricing its model "scripted":
 Prints TAP. Environment: SEED_BIN (the seed CLI).
 """
 import os
+import re
 import subprocess
 import time
 
@@ -109,8 +110,10 @@ def reaching_the_budget_pauses_autonomous_work_and_says_so_once(c):
     say(c, 'still there?', {'input_tokens': 10, 'output_tokens': 5, 'cost': 0.01})
     sent = request(c.model_base + '/_requests').json()[-1]['body']
     users = [m['content'] for m in sent['messages'] if m['role'] == 'user']
-    framed = [u for u in users if "[A record from the Seed's kernel, not written by the owner:]" in u]
-    assert framed and 'Kernel notice:' in framed[0] and "[End of the kernel's record.]" in framed[0], users
+    framed = [u for u in users if "[A record from the Seed's kernel, not written by the owner." in u]
+    assert framed and 'Kernel notice:' in framed[0], users
+    tag = re.search(r'It ends only at the line "\[end of record ([0-9a-f]{16})\]"', framed[0])
+    assert tag and f'\n[end of record {tag.group(1)}]' in framed[0], framed[0]
     msgs = api(c, '/_seed/api/messages').json()['messages']
     assert len([m for m in msgs if m['role'] == 'kernel']) == 1, msgs  # once a month
     r = api(c, '/_seed/api/spend', 'POST', {'budget_usd': 0.05})
