@@ -130,6 +130,10 @@ struct routines_config {
          * opens an incident at 2). May be NULL. From a scheduler worker. */
         void (*on_job_failure)(void *userdata, const char *job, const char *error, unsigned consecutive);
         void *userdata;
+        /* Optional; 0 means the default (what the kernel uses; tests set
+         * short ones). Negative: routines_new() says -EINVAL. */
+        int job_timeout_ms;      /* a job's request; ROUTINES_JOB_TIMEOUT_MS */
+        int routine_timeout_ms;  /* a routine's run; ROUTINES_RUN_TIMEOUT_MS */
 };
 
 struct routines;
