@@ -498,6 +498,12 @@ static void test_at_most_4_jobs_at_once(void **state) {
 static void test_a_hung_job_times_out(void **state) {
         require_organism();
         reset_limits(g_org, NULL, 2000, 0);
+        struct routines *bad = NULL;
+        assert_int_equal(routines_new(&(struct routines_config){.seed_dir = code_dir, .cfg = g_mcfg, .kdb = g_db,
+                                                                .sched = g_sched, .job_token = "t", .job_timeout_ms = -1},
+                                      &bad),
+                         -EINVAL);
+        assert_null(bad);
         write_jobs_in(code_dir, "jobs:\n  - name: hang\n    method: GET\n    path: /jobs/hang\n    schedule: every 1d\n");
         assert_int_equal(routines_run_now(g_r, ROUTINES_JOB, "hang"), 0);
         wait_value("SELECT outcome || ': ' || error FROM routine_runs WHERE job_name = 'hang'",
