@@ -218,13 +218,14 @@ struct watchdog {
         bool done;
         atomic_bool cancel;
         const atomic_bool *stop;
+        int64_t timeout_ms;
 };
 
 static void *watchdog_main(void *userdata) {
         struct watchdog *w = userdata;
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
-        int64_t until = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + ROUTINES_RUN_TIMEOUT_MS;
+        int64_t until = (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000 + w->timeout_ms;
         pthread_mutex_lock(&w->lock);
         while (!w->done) {
                 clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -274,7 +275,7 @@ static int routine_agent(struct routines *r, const struct entry *e, const char *
                  * anything above safe (call_api with POST) is denied. */
                 .decisions = {[TOOL_SAFE] = CFG_ALLOW, [TOOL_REVIEW] = CFG_DENY, [TOOL_DANGEROUS] = CFG_DENY},
         };
-        struct watchdog w = {.stop = &r->cancel};
+        struct watchdog w = {.stop = &r->cancel, .timeout_ms = r->c.routine_timeout_ms};
         pthread_mutex_init(&w.lock, NULL);
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
@@ -311,8 +312,13 @@ static int routine_agent(struct routines *r, const struct entry *e, const char *
                 goto out;
         }
         if (res.outcome == AGENT_CANCELLED) {
-                (void)xasprintf(ret_error, "%s", atomic_load(&r->cancel) ? "stopped: the kernel stopped"
-                                                                         : "stopped after 30 minutes");
+                int t = r->c.routine_timeout_ms;
+                if (atomic_load(&r->cancel))
+                        (void)xasprintf(ret_error, "stopped: the kernel stopped");
+                else if (t % 60000 == 0)
+                        (void)xasprintf(ret_error, "stopped after %d minutes", t / 60000);
+                else
+                        (void)xasprintf(ret_error, "stopped after %d ms", t);
                 k = -ETIMEDOUT;
         } else if (res.outcome != AGENT_REPLIED || strempty(res.text)) {
                 (void)xasprintf(ret_error, "no answer (%s): %.*s", agent_outcome_name(res.outcome), ROUTINES_ERROR_MAX,
@@ -417,7 +423,7 @@ static int job_run(void *userdata, char **ret_error) {
                 _cleanup_json_ json_t *h = json_pack("{s:s}", ROUTINES_JOB_TOKEN_HEADER, r->job_token);
                 struct organism_http_request req = {.method = e->method, .path = e->path, .headers = h,
                                                     .body = streq(e->method, "GET") ? NULL : "",
-                                                    .timeout_ms = ROUTINES_JOB_TIMEOUT_MS};
+                                                    .timeout_ms = r->c.job_timeout_ms};
                 k = h ? organism_http(organism_socket(r->c.organism), &req, &text, &error) : -ENOMEM;
                 if (k >= 0) {
                         int code = status_of(text, line, sizeof line);
@@ -487,7 +493,8 @@ static int load_jobs(struct routines *r) {
 }
 
 int routines_new(const struct routines_config *cfg, struct routines **ret) {
-        if (!cfg || !cfg->kdb || !cfg->sched || !cfg->cfg || strempty(cfg->seed_dir) || strempty(cfg->job_token))
+        if (!cfg || !cfg->kdb || !cfg->sched || !cfg->cfg || strempty(cfg->seed_dir) || strempty(cfg->job_token) ||
+            cfg->job_timeout_ms < 0 || cfg->routine_timeout_ms < 0)
                 return -EINVAL;
         struct routines *r = calloc(1, sizeof *r);
         if (!r)
@@ -500,6 +507,10 @@ int routines_new(const struct routines_config *cfg, struct routines **ret) {
         }
         r->c.seed_dir = r->seed_dir;
         r->c.job_token = NULL; /* only r->job_token */
+        if (!r->c.job_timeout_ms)
+                r->c.job_timeout_ms = ROUTINES_JOB_TIMEOUT_MS;
+        if (!r->c.routine_timeout_ms)
+                r->c.routine_timeout_ms = ROUTINES_RUN_TIMEOUT_MS;
         pthread_mutex_init(&r->lock, NULL);
         pthread_mutex_init(&r->routine_run, NULL);
         pthread_mutex_init(&r->jobs_lock, NULL);

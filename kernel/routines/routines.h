@@ -6,7 +6,8 @@
  * agent with the chat's read-only tools only (the safe ones, offered in the
  * chat phase: reading files, describe_data, query_data, call_api with GET,
  * outbound_status; every other decision is deny and no approval is ever
- * asked), never start_evolution, for at most ROUTINES_RUN_TIMEOUT_MS, one
+ * asked), never start_evolution, for at most ROUTINES_RUN_TIMEOUT_MS (a
+ * stopped run is recorded as failed, saying so), one
  * routine at a time. Before each run spend_allows(spend, "routine") is asked:
  * over the month's budget the run is recorded as skipped (the budget's notice
  * is posted once by kernel/spend). The model is asked to answer exactly
@@ -24,7 +25,8 @@
  * (organism_http), with the header ROUTINES_JOB_TOKEN_HEADER: the per-Seed
  * job token, which the organism gets in its environment as
  * ROUTINES_JOB_TOKEN_ENV so the app can tell the kernel's call from anyone
- * else's. A 2xx answer within ROUTINES_JOB_TIMEOUT_MS is a success; at most
+ * else's. A 2xx answer within ROUTINES_JOB_TIMEOUT_MS is a success (none by
+ * then: a failed run, saying so); at most
  * ROUTINES_JOBS_AT_ONCE run at a time. Each failure is told to
  * cfg.on_job_failure with the count of failures in a row.
  *
@@ -130,6 +132,10 @@ struct routines_config {
          * opens an incident at 2). May be NULL. From a scheduler worker. */
         void (*on_job_failure)(void *userdata, const char *job, const char *error, unsigned consecutive);
         void *userdata;
+        /* Optional; 0 means the default (what the kernel uses; tests set
+         * short ones). Negative: routines_new() says -EINVAL. */
+        int job_timeout_ms;      /* a job's request; ROUTINES_JOB_TIMEOUT_MS */
+        int routine_timeout_ms;  /* a routine's run; ROUTINES_RUN_TIMEOUT_MS */
 };
 
 struct routines;

@@ -4,7 +4,16 @@
  * organism/routines.yaml synced (a bad file changes nothing and its error is
  * kept; a job's pause survives a sync of the same job); a failed job run
  * recorded and told to the failure hook with the count in a row; the last
- * 100 runs kept; a run missed while nothing ran runs once (a fake clock). Runs as the unprivileged 'seed' account (drops root first). */
+ * 100 runs kept; a run missed while nothing ran runs once (a fake clock).
+ * The limits of issue 18, each with a stand-in that holds what it is asked
+ * until the test lets it go: at most ROUTINES_JOBS_AT_ONCE job requests in
+ * flight (a real organism — real bwrap and seed-bridge — whose job paths
+ * answer only when released), one routine run at a time (the scripted model
+ * server holding the first routine's model call), and the two timeouts
+ * (shortened through routines_config: a job whose request is never answered
+ * fails with a timeout recorded in its run; a routine whose model call never
+ * ends is stopped and recorded as failed). Runs as the unprivileged 'seed'
+ * account (drops root first). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,9 +28,18 @@
 #include "base/priv.h"
 #include "config/config.h"
 #include "db/db.h"
+#include "mind/mind.h"
+#include "organism/organism.h"
 #include "pg/pg.h"
+#include "repo/repo.h"
 #include "routines/routines.h"
+#include "sandbox/sandbox.h"
 #include "schedule/schedule.h"
+
+#pragma GCC diagnostic ignored "-Wunused-function" /* model-server.h helpers this file does not use */
+#include "model-server.h"
+
+#define BRIDGE SEED_BUILD_ROOT "/cmd/seed-bridge/seed-bridge"
 
 static char seed_dir[64];
 static struct pg *g_pg;
@@ -29,6 +47,11 @@ static struct db *g_db;
 static struct cfg *g_cfg;
 static struct scheduler *g_sched;
 static struct routines *g_r;
+static char code_dir[64];         /* a Seed's folder (a git repository) with the stand-in organism */
+static struct cfg *g_mcfg;        /* seed.yaml with the scripted model server as the model */
+static struct mind *g_mind;
+static struct organism *g_org;    /* NULL when no sandbox can run here (why: no_organism) */
+static char *no_organism;
 
 /* The scheduler's clock: the real one moved on by skip seconds. */
 static atomic_llong skip;
@@ -233,7 +256,8 @@ static void test_a_failed_job_is_told_and_the_last_100_runs_kept(void **state) {
         failed.calls = 0;
         assert_int_equal(routines_run_now(g_r, ROUTINES_JOB, "ping"), 0);
         wait_value("SELECT count(*) FROM routine_runs WHERE outcome = 'failed'", "1");
-        assert_value("SELECT count(*) FROM routine_runs", "100");
+        /* The oldest go just after the new run is stored (a second statement). */
+        wait_value("SELECT count(*) FROM routine_runs", "100");
         assert_value("SELECT min(started_at) FROM routine_runs WHERE outcome = 'ok'", "6");
         assert_value("SELECT error FROM routine_runs WHERE outcome = 'failed'", "the organism is not running");
         for (int i = 0; i < 6000 && sched_running(g_sched, "job.ping"); i++)
@@ -293,6 +317,267 @@ static void test_a_missed_run_runs_once(void **state) {
         atomic_store(&skip, 0);
 }
 
+
+/* ---- the limits ---- */
+
+/* The organism for the limits: GET /jobs/hold* is held until GET /release
+ * answers the oldest held one; /jobs/hang is never answered; /stats says how
+ * many job requests arrived, are in flight (held), and the most in flight at
+ * once. GET /open answers every held (and hung) one and from then on holds nothing
+ * (so that a failed test leaves no run waiting); GET /close holds again,
+ * counting from 0. */
+static const char jobs_js[] =
+        "'use strict';\n"
+        "const http = require('node:http');\n"
+        "let inFlight = 0, max = 0, arrived = 0, open = false;\n"
+        "const held = [], hung = [];\n"
+        "const json = (res, o) => { res.writeHead(200, {'Content-Type': 'application/json'}); res.end(JSON.stringify(o)); };\n"
+        "http.createServer((req, res) => {\n"
+        "  const p = req.url;\n"
+        "  if (p === '/healthz') return json(res, {ok: true});\n"
+        "  if (p === '/stats') return json(res, {arrived, in_flight: inFlight, max});\n"
+        "  if (p === '/release') {\n"
+        "    const h = held.shift();\n"
+        "    if (h) { inFlight--; json(h, {ok: true}); }\n"
+        "    return json(res, {released: !!h});\n"
+        "  }\n"
+        "  if (p === '/open') {\n"
+        "    open = true;\n"
+        "    while (held.length) { inFlight--; json(held.shift(), {ok: true}); }\n"
+        "    while (hung.length) json(hung.shift(), {ok: true});\n"
+        "    return json(res, {open});\n"
+        "  }\n"
+        "  if (p === '/close') { open = false; arrived = 0; max = 0; return json(res, {open}); }\n"
+        "  if (p.startsWith('/jobs/hold') && open) return json(res, {ok: true});\n"
+        "  if (p.startsWith('/jobs/hold')) {\n"
+        "    arrived++; inFlight++; max = Math.max(max, inFlight);\n"
+        "    console.log(`job ${p} arrived, ${inFlight} in flight`);\n"
+        "    held.push(res);\n"
+        "    return;\n"
+        "  }\n"
+        "  if (p === '/jobs/hang') { console.log('job /jobs/hang arrived: never answered'); hung.push(res); return; }\n"
+        "  res.writeHead(404); res.end();\n"
+        "}).listen(Number(process.env.PORT), '127.0.0.1');\n";
+
+static json_t *org_get(const char *path);
+
+/* Lets every held job request and model call go (a test that failed
+ * midway leaves them held), so that routines_free() does not wait on them. */
+static void let_all_go(void) {
+        if (g_org && organism_state(g_org) == ORGANISM_RUNNING)
+                json_decref(org_get("/open"));
+        load_script("[]");
+}
+
+/* A fresh routines object over empty tables, on the Seed's folder code_dir
+ * (a repository: routine runs read it), with the organism, the mind and
+ * the timeouts given. */
+static void reset_limits(struct organism *o, struct mind *m, int job_timeout_ms, int routine_timeout_ms) {
+        let_all_go();
+        routines_free(g_r);
+        g_r = NULL;
+        assert_int_equal(db_exec(g_db, "DELETE FROM routine_runs; DELETE FROM routines; DELETE FROM routine_jobs", NULL),
+                         0);
+        assert_int_equal(routines_new(&(struct routines_config){.seed_dir = code_dir, .cfg = g_mcfg, .kdb = g_db,
+                                                                .sched = g_sched, .mind = m, .organism = o,
+                                                                .job_token = "0123456789abcdef0123456789abcdef",
+                                                                .job_timeout_ms = job_timeout_ms,
+                                                                .routine_timeout_ms = routine_timeout_ms},
+                                      &g_r),
+                         0);
+}
+
+static void require_organism(void) {
+        if (no_organism) {
+                print_message("# SKIP %s\n", no_organism);
+                skip();
+        }
+        assert_int_equal(organism_wait_ready(g_org, 90000), 0);
+}
+
+/* GET path of the stand-in organism; its body as JSON. */
+static json_t *org_get(const char *path) {
+        _cleanup_free_ char *text = NULL, *err = NULL;
+        int k = organism_http(organism_socket(g_org), &(struct organism_http_request){.method = "GET", .path = path},
+                              &text, &err);
+        if (k < 0)
+                fail_msg("GET %s: %s", path, err ? err : strerror(-k));
+        const char *body = strstr(text, "\n\n");
+        json_t *j = body ? json_loads(body + 2, 0, NULL) : NULL;
+        if (!j)
+                fail_msg("GET %s: not JSON: %.300s", path, text);
+        return j;
+}
+
+static long long stat_of(const char *key) {
+        _cleanup_json_ json_t *j = org_get("/stats");
+        return json_integer_value(json_object_get(j, key));
+}
+
+static void release_one(void) {
+        _cleanup_json_ json_t *j = org_get("/release");
+        assert_true(json_is_true(json_object_get(j, "released")));
+}
+
+#define POLL(cond, what)                                                                                           \
+        do {                                                                                                       \
+                int64_t deadline_ = now_ms() + 60000;                                                              \
+                while (!(cond)) {                                                                                  \
+                        if (now_ms() > deadline_)                                                                  \
+                                fail_msg("not within 60 s: %s", what);                                             \
+                        sleep_ms(10);                                                                              \
+                }                                                                                                  \
+        } while (0)
+
+/* While the limit keeps the rest waiting, nothing more may get in: looked
+ * at for a while (a limit that is not kept lets the next one in at once). */
+#define NEVER(cond, what)                                                                                          \
+        do {                                                                                                       \
+                for (int i_ = 0; i_ < 50; i_++) {                                                                  \
+                        if (cond)                                                                                  \
+                                fail_msg("%s", what);                                                              \
+                        sleep_ms(10);                                                                              \
+                }                                                                                                  \
+        } while (0)
+
+static void write_jobs_in(const char *dir, const char *text) {
+        _cleanup_free_ char *org = path_join(dir, "organism"), *file = path_join(org, "routines.yaml");
+        assert_int_equal(mkdir_p(org, 0755), 0);
+        assert_int_equal(write_file_atomic(file, text, strlen(text), 0644), 0);
+        assert_int_equal(routines_jobs_sync(g_r, dir), 0);
+}
+
+static bool all_running(int n) {
+        char name[32];
+        for (int i = 1; i <= n; i++) {
+                snprintf(name, sizeof name, "job.hold%d", i);
+                if (!sched_running(g_sched, name))
+                        return false;
+        }
+        return true;
+}
+
+/* Six jobs run now at once: four requests reach the organism, the other two
+ * wait; each answer lets exactly one more in; all six succeed. */
+static void test_at_most_4_jobs_at_once(void **state) {
+        require_organism();
+        reset_limits(g_org, NULL, 0, 0);
+        enum { N = ROUTINES_JOBS_AT_ONCE + 2 };
+        char yaml[2048] = "jobs:\n", name[32];
+        for (int i = 1; i <= N; i++) {
+                size_t n = strlen(yaml);
+                snprintf(yaml + n, sizeof yaml - n, "  - name: hold%d\n    method: GET\n    path: /jobs/hold%d\n"
+                                                   "    schedule: every 1d\n", i, i);
+        }
+        write_jobs_in(code_dir, yaml);
+        json_decref(org_get("/close"));
+        for (int i = 1; i <= N; i++) {
+                snprintf(name, sizeof name, "hold%d", i);
+                assert_int_equal(routines_run_now(g_r, ROUTINES_JOB, name), 0);
+        }
+        POLL(stat_of("arrived") >= ROUTINES_JOBS_AT_ONCE && all_running(N),
+             "4 job requests in flight, all 6 jobs running");
+        NEVER(stat_of("in_flight") > ROUTINES_JOBS_AT_ONCE, "more than 4 job requests in flight at once");
+        assert_int_equal(stat_of("arrived"), ROUTINES_JOBS_AT_ONCE);
+        /* One answered: the fifth gets in; another: the sixth. */
+        for (int more = 1; more <= N - ROUTINES_JOBS_AT_ONCE; more++) {
+                release_one();
+                POLL(stat_of("arrived") == ROUTINES_JOBS_AT_ONCE + more, "one more job request after an answer");
+                NEVER(stat_of("in_flight") > ROUTINES_JOBS_AT_ONCE, "more than 4 job requests in flight at once");
+        }
+        for (int i = 0; i < ROUTINES_JOBS_AT_ONCE; i++)
+                release_one();
+        wait_value("SELECT count(*) FROM routine_runs WHERE outcome = 'ok'", "6");
+        assert_value("SELECT count(*) FROM routine_runs", "6");
+        assert_int_equal(stat_of("max"), ROUTINES_JOBS_AT_ONCE);
+        assert_int_equal(stat_of("in_flight"), 0);
+}
+
+/* A job whose request is never answered fails at its timeout, said so in
+ * its run (and told to the failure hook). */
+static void test_a_hung_job_times_out(void **state) {
+        require_organism();
+        reset_limits(g_org, NULL, 2000, 0);
+        struct routines *bad = NULL;
+        assert_int_equal(routines_new(&(struct routines_config){.seed_dir = code_dir, .cfg = g_mcfg, .kdb = g_db,
+                                                                .sched = g_sched, .job_token = "t", .job_timeout_ms = -1},
+                                      &bad),
+                         -EINVAL);
+        assert_null(bad);
+        write_jobs_in(code_dir, "jobs:\n  - name: hang\n    method: GET\n    path: /jobs/hang\n    schedule: every 1d\n");
+        assert_int_equal(routines_run_now(g_r, ROUTINES_JOB, "hang"), 0);
+        wait_value("SELECT outcome || ': ' || error FROM routine_runs WHERE job_name = 'hang'",
+                   "failed: GET /jobs/hang: no complete answer within 2 s");
+        assert_value("SELECT (ended_at - started_at >= 2000)::text FROM routine_runs", "true");
+}
+
+static json_t *model_state(void) {
+        return control("GET", "/_state", NULL);
+}
+
+static bool holding(const char *name) {
+        _cleanup_json_ json_t *s = model_state();
+        size_t i;
+        json_t *v;
+        json_array_foreach(json_object_get(s, "holding"), i, v)
+                if (streq(json_string_value(v), name))
+                        return true;
+        return false;
+}
+
+static void release_model(const char *name) {
+        char body[128];
+        snprintf(body, sizeof body, "{\"name\": \"%s\"}", name);
+        json_decref(control("POST", "/_release", body));
+}
+
+/* Two routines run now at once: the second calls the model only after the
+ * first's run has ended. */
+static void test_one_routine_at_a_time(void **state) {
+        reset_limits(NULL, g_mind, 0, 0);
+        load_script("[{\"text\": \"The first one's report.\", \"hold\": \"first\"},"
+                    " {\"text\": \"NOTHING_TO_REPORT\"}]");
+        _cleanup_free_ char *a = NULL, *b = NULL, *sb = NULL;
+        assert_int_equal(routines_create(g_r, "first", "First: anything new?", "every 1h", NULL, NULL, &a, NULL), 0);
+        assert_int_equal(routines_create(g_r, "second", "Second: anything new?", "every 1h", NULL, NULL, &b, NULL), 0);
+        assert_true(xasprintf(&sb, "routine.%s", b) >= 0);
+        assert_int_equal(routines_run_now(g_r, ROUTINES_ROUTINE, a), 0);
+        POLL(holding("first"), "the first routine's model call");
+        assert_int_equal(routines_run_now(g_r, ROUTINES_ROUTINE, b), 0);
+        POLL(sched_running(g_sched, sb), "the second routine running");
+        NEVER(request_count() > 1, "the second routine called the model while the first one ran");
+        release_model("first");
+        wait_value("SELECT count(*) FROM routine_runs", "2");
+        char sql[256];
+        snprintf(sql, sizeof sql, "SELECT outcome || ': ' || coalesce(text, '') FROM routine_runs WHERE routine_id = %s", a);
+        assert_value(sql, "reported: The first one's report.");
+        snprintf(sql, sizeof sql, "SELECT outcome FROM routine_runs WHERE routine_id = %s", b);
+        assert_value(sql, "quiet");
+        /* The second's model call began after the first's was answered. */
+        _cleanup_json_ json_t *reqs = requests();
+        assert_int_equal(json_array_size(reqs), 2);
+        json_t *r0 = json_array_get(reqs, 0), *r1 = json_array_get(reqs, 1);
+        _cleanup_free_ char *body0 = json_dumps(json_object_get(r0, "body"), 0);
+        assert_non_null(body0);
+        assert_non_null(strstr(body0, "First: anything new?"));
+        double end0 = json_real_value(json_object_get(r0, "started_at")) +
+                      json_number_value(json_object_get(r0, "duration_ms")) / 1000.0;
+        assert_true(json_real_value(json_object_get(r1, "started_at")) >= end0);
+}
+
+/* A routine whose model call never ends is stopped at its timeout and
+ * recorded as failed, saying so. */
+static void test_a_hung_routine_times_out(void **state) {
+        reset_limits(NULL, g_mind, 0, 1500);
+        load_script("[{\"text\": \"Too late.\", \"hold\": \"forever\"}]");
+        _cleanup_free_ char *id = NULL;
+        assert_int_equal(routines_create(g_r, "hung", "Anything new?", "every 1h", NULL, NULL, &id, NULL), 0);
+        assert_int_equal(routines_run_now(g_r, ROUTINES_ROUTINE, id), 0);
+        wait_value("SELECT outcome || ': ' || error FROM routine_runs", "failed: stopped after 1500 ms");
+        assert_value("SELECT (ended_at - started_at >= 1500)::text FROM routine_runs", "true");
+        release_model("forever");
+}
+
 static int group_setup(void **state) {
         snprintf(seed_dir, sizeof seed_dir, "/tmp/seed-test-routines-XXXXXX");
         if (!mkdtemp(seed_dir) || pg_start(seed_dir, &g_pg) < 0)
@@ -304,11 +589,54 @@ static int group_setup(void **state) {
             sched_new(&(struct sched_config){.kdb = g_db, .now_s = fake_now}, NULL, &g_sched) < 0 ||
             sched_start(g_sched) < 0)
                 return -1;
+        /* The limits' Seed folder: a repository with the stand-in organism. */
+        snprintf(code_dir, sizeof code_dir, "/tmp/seed-test-routines-code-XXXXXX");
+        _cleanup_free_ char *bin = NULL, *js = NULL, *err = NULL;
+        if (!mkdtemp(code_dir) || !(bin = path_join(code_dir, "organism/bin")) || mkdir_p(bin, 0755) < 0 ||
+            !(js = path_join(bin, "jobs.js")) || write_file_atomic(js, jobs_js, strlen(jobs_js), 0644) < 0 ||
+            repo_init_commit(code_dir, "Initial seed", "seed/gen-1", &err) < 0)
+                return -1;
+        start_server(state);
+        char url[160];
+        snprintf(url, sizeof url, "%s/v1", base);
+        if (cfg_new_default(&g_mcfg) < 0)
+                return -1;
+        free(g_mcfg->model.provider);
+        free(g_mcfg->model.name);
+        free(g_mcfg->model.base_url);
+        free(g_mcfg->model.api_key_env);
+        g_mcfg->model.api_key_env = NULL; /* openai-compatible: no key needed */
+        if (!(g_mcfg->model.provider = strdup("openai-compatible")) || !(g_mcfg->model.name = strdup("scripted")) ||
+            !(g_mcfg->model.base_url = strdup(url)) ||
+            mind_new(&(struct mind_config){.cfg = g_mcfg, .backoff_base_ms = 10}, &g_mind) < 0)
+                return -1;
+        char *msg = NULL;
+        if (sandbox_check(&msg) < 0)
+                no_organism = msg ? msg : strdup("no sandbox can run here");
+        else if (access(BRIDGE, X_OK) < 0)
+                no_organism = strdup("seed-bridge is not built: " BRIDGE);
+        else if (access("/usr/bin/node", X_OK) < 0)
+                no_organism = strdup("node is not installed at /usr/bin/node");
+        if (no_organism)
+                return 0;
+        free(msg);
+        struct organism_config oc = {.seed_dir = code_dir, .build_cmd = "true", .run_cmd = "node organism/bin/jobs.js",
+                                     .health_path = "/healthz", .port = 8080, .bridge_path = BRIDGE,
+                                     .backoff_ms_base = 100, .health_timeout_ms = 30000};
+        if (organism_new(&oc, &g_org) < 0 || organism_start(g_org) < 0)
+                return -1;
         return 0;
 }
 
 static int group_teardown(void **state) {
+        let_all_go();
         routines_free(g_r);
+        organism_free(g_org);
+        mind_free(g_mind);
+        cfg_free(g_mcfg);
+        free(no_organism);
+        stop_server(state);
+        rm_rf(code_dir);
         sched_free(g_sched);
         cfg_free(g_cfg);
         db_close(g_db);
@@ -329,6 +657,10 @@ int main(void) {
                 cmocka_unit_test(test_jobs_sync),
                 cmocka_unit_test(test_a_failed_job_is_told_and_the_last_100_runs_kept),
                 cmocka_unit_test(test_a_missed_run_runs_once),
+                cmocka_unit_test(test_at_most_4_jobs_at_once),
+                cmocka_unit_test(test_a_hung_job_times_out),
+                cmocka_unit_test(test_one_routine_at_a_time),
+                cmocka_unit_test(test_a_hung_routine_times_out),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
