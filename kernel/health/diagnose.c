@@ -72,7 +72,17 @@ static int put_last_lines(struct buf *b, const char *text, size_t len, bool drop
         return 0;
 }
 
-int health_log_tail(const char *path, char **ret) {
+char *health_redact(const char *text, const char *const *redact) {
+        char *s = strdup(text);
+        for (size_t i = 0; s && redact && redact[i]; i++) {
+                char *t = text_redact(s, redact[i]);
+                free(s);
+                s = t;
+        }
+        return s;
+}
+
+int health_log_tail(const char *path, const char *const *redact, char **ret) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0) {
                 if (errno != ENOENT)
@@ -95,8 +105,15 @@ int health_log_tail(const char *path, char **ret) {
         ssize_t got = pread(fd, data, TAIL_READ_MAX, off);
         if (got < 0)
                 return -errno;
+        /* secrets out before lines are cut (a cut must not leave half of one) */
+        for (ssize_t i = 0; i < got; i++)
+                data[i] = data[i] ? data[i] : '?';
+        data[got] = '\0';
+        _cleanup_free_ char *clean = health_redact(data, redact);
+        if (!clean)
+                return -ENOMEM;
         struct buf b = BUF_INIT(HEALTH_EVIDENCE_LINES * (HEALTH_EVIDENCE_LINE_MAX + 8) + 1);
-        int r = put_last_lines(&b, data, (size_t)got, off > 0);
+        int r = put_last_lines(&b, clean, strlen(clean), off > 0);
         if (r < 0) {
                 buf_free(&b);
                 return r;
@@ -174,7 +191,7 @@ static int tool_read_log(struct tool_ctx *ctx, const struct tool *t, json_t *arg
         if (!h || !h->organism_log)
                 return tool_result_printf(ret, true, "%s is not available here", t->name);
         _cleanup_free_ char *tail = NULL, *fenced = NULL;
-        int r = health_log_tail(h->organism_log, &tail);
+        int r = health_log_tail(h->organism_log, (const char *const *)h->redact, &tail);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)

@@ -21,6 +21,7 @@ struct health_pending {
 struct health {
         char *seed_dir;
         char *organism_log;
+        char **redact;                  /* health_config.redact, copied (never NULL) */
         struct db *kdb;
         const struct cfg *cfg;
         struct mind *mind;

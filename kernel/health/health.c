@@ -206,23 +206,24 @@ static char *collect_evidence(struct health *h, const struct health_pending *p) 
                 break;
         }
         _cleanup_free_ char *tail = NULL, *fenced = NULL;
-        if (p->kind != HEALTH_KIND_JOB && h->organism_log && health_log_tail(h->organism_log, &tail) >= 0 &&
+        if (p->kind != HEALTH_KIND_JOB && h->organism_log && health_log_tail(h->organism_log, (const char *const *)h->redact, &tail) >= 0 &&
             health_fence("the organism's log, its last lines", tail, &fenced) >= 0)
                 (void)buf_printf(&b, "\n%s", fenced);
-        char *s = buf_steal(&b);
-        return s ? s : strdup(p->cause);
+        _cleanup_free_ char *s = buf_steal(&b);
+        return health_redact(s ? s : p->cause, (const char *const *)h->redact); /* the detail too */
 }
 
 static void store_pending(struct health *h, struct health_pending *p) {
         _cleanup_free_ char *id = NULL, *hex = NULL, *evidence = NULL, *row = NULL;
         if (crypto_random_hex(8, &hex) < 0 || xasprintf(&id, "inc_%s", hex) < 0)
                 return;
-        if (p->verdict == HEALTH_OPEN && !(evidence = collect_evidence(h, p)))
+        if (p->verdict == HEALTH_OPEN ? !(evidence = collect_evidence(h, p))
+                                      : p->detail && !(evidence = health_redact(p->detail, (const char *const *)h->redact)))
                 return;
         char at[32], count[16];
         snprintf(at, sizeof at, "%lld", (long long)p->at);
         snprintf(count, sizeof count, "%d", p->count);
-        const char *params[] = {id, p->cause, health_kind_name(p->kind), at, evidence ? evidence : p->detail, count};
+        const char *params[] = {id, p->cause, health_kind_name(p->kind), at, evidence, count};
         /* A cause open already counts once more (a watched one is open again:
          * its fix did not hold). */
         int r = db_query_value(h->kdb,
@@ -503,8 +504,11 @@ int health_new(const struct health_config *cfg, struct health **ret) {
         h->tick_ms = cfg->tick_ms > 0 ? cfg->tick_ms : TICK_MS;
         int r = -ENOMEM;
         if (!(h->seed_dir = strdup(cfg->seed_dir)) || (cfg->organism_log && !(h->organism_log = strdup(cfg->organism_log))) ||
-            health_detect_new(&h->detect) < 0)
+            health_detect_new(&h->detect) < 0 || !(h->redact = calloc(1, sizeof *h->redact)))
                 goto fail;
+        for (size_t i = 0; cfg->redact && cfg->redact[i]; i++)
+                if (!strempty(cfg->redact[i]) && strv_push(&h->redact, cfg->redact[i]) < 0)
+                        goto fail;
         if ((r = load_open(h)) < 0)
                 goto fail;
         if ((r = -pthread_create(&h->thread, NULL, worker, h)) < 0) {
@@ -538,6 +542,9 @@ void health_free(struct health *h) {
         pthread_cond_destroy(&h->idle);
         free(h->seed_dir);
         free(h->organism_log);
+        for (size_t i = 0; h->redact && h->redact[i]; i++)
+                secure_zero(h->redact[i], strlen(h->redact[i]));
+        strv_free(h->redact);
         free(h);
 }
 

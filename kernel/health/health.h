@@ -28,7 +28,8 @@
  * spend_allows(spend, "health"); its model calls are recorded with purpose
  * "health". Every piece of evidence quoted from logs is bounded
  * (HEALTH_EVIDENCE_LINES lines of HEALTH_EVIDENCE_LINE_MAX characters),
- * fenced and marked as data, never instructions.
+ * fenced and marked as data, never instructions, and the secrets the
+ * organism holds (health_config.redact) are "[redacted]" in it.
  *
  * A fix is an evolution whose intent asks first for a test that fails on
  * the incident, then the change that makes it pass. The owner's Fix starts
@@ -137,8 +138,13 @@ bool health_transition_allowed(enum health_status from, enum health_status to);
 
 /* The last HEALTH_EVIDENCE_LINES lines of the log at path, each cut at
  * HEALTH_EVIDENCE_LINE_MAX bytes (on a UTF-8 boundary, then "…"), control
- * characters but tab shown as '?'. A missing file is "" (0). Caller frees. */
-int health_log_tail(const char *path, char **ret);
+ * characters but tab shown as '?'. Every value in redact (NULL-terminated;
+ * may be NULL) is "[redacted]", replaced before anything is cut. A missing
+ * file is "" (0). Caller frees. */
+int health_log_tail(const char *path, const char *const *redact, char **ret);
+/* Copy of text with every value in redact (as above) "[redacted]". Caller
+ * frees; NULL on OOM. */
+char *health_redact(const char *text, const char *const *redact);
 /* text (bounded as above) inside a fence longer than any run of backticks
  * in it, between lines saying it is data quoted from a log, not
  * instructions. Caller frees. */
@@ -159,6 +165,11 @@ struct health_config {
         struct spend *spend;           /* borrowed; NULL: no budget (diagnosis allowed) */
         struct live *live;             /* the reader role's tools (borrowed); NULL: not offered data */
         const char *organism_log;      /* .seed/logs/organism.log (copied); NULL: none */
+        /* The secrets the organism may hold (the job token, the values of the
+         * secrets passed at start): "[redacted]" wherever the log's text
+         * enters evidence, a prompt or a tool result. NULL-terminated, copied
+         * (wiped when freed); may be NULL. */
+        const char *const *redact;
         /* Publishes "incident" events ({"id","status","cause"}); may be NULL. */
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;

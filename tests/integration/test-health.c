@@ -28,6 +28,9 @@
 #include "model-server.h"
 
 #define KEY "sk-test-health"
+#define JOB_TOKEN "jt-0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+#define GRANTED "granted-secret-value-77"
+static const char *const redact[] = {JOB_TOKEN, GRANTED, NULL};
 
 static char pg_dir[64], code_dir[64], log_path[128];
 static struct pg *g_pg;
@@ -70,7 +73,8 @@ static struct health *new_health(struct mind *m, const struct cfg *c) {
         struct health *h = NULL;
         assert_int_equal(health_new(&(struct health_config){.seed_dir = code_dir, .kdb = g_db, .cfg = c, .mind = m,
                                                             .spend = g_spend, .live = g_live,
-                                                            .organism_log = log_path, .tick_ms = 20},
+                                                            .organism_log = log_path, .redact = redact,
+                                                            .tick_ms = 20},
                                     &h),
                          0);
         return h;
@@ -233,7 +237,10 @@ static bool offered(json_t *reqs, size_t i, const char *name) {
 
 static void test_diagnosis_read_only(void **state) {
         reset();
-        assert_int_equal(write_file_atomic(log_path, "ZeroDivisionError in organism/app.py line 3\n", 45, 0600), 0);
+        /* the organism printed its job token and a granted secret */
+        const char *log = "ZeroDivisionError in organism/app.py line 3\nAuthorization: Bearer " JOB_TOKEN "\n"
+                          "key=" GRANTED "\n";
+        assert_int_equal(write_file_atomic(log_path, log, strlen(log), 0600), 0);
         _cleanup_(cfg_freep) struct cfg *c = config();
         struct mind *m = NULL;
         _cleanup_free_ char *err = NULL;
@@ -284,6 +291,13 @@ static void test_diagnosis_read_only(void **state) {
         assert_non_null(strstr(all, "this phase does not offer the tool 'change_data'"));
         assert_non_null(strstr(all, "this phase does not offer the tool 'run'"));
         assert_non_null(strstr(all, "ZeroDivisionError in organism/app.py line 3")); /* read_log */
+        /* neither the evidence (the first message) nor read_log showed the secrets */
+        assert_null(strstr(all, JOB_TOKEN));
+        assert_null(strstr(all, GRANTED));
+        assert_non_null(strstr(all, "Bearer [redacted]"));
+        assert_non_null(strstr(all, "key=[redacted]"));
+        assert_null(strstr(field(full, "evidence"), JOB_TOKEN));
+        assert_non_null(strstr(field(full, "evidence"), "Bearer [redacted]"));
         assert_non_null(strstr(all, "42"));                                           /* query_data as reader */
         assert_non_null(strstr(all, "return 1 / len(items)"));                        /* read_file */
         assert_non_null(strstr(all, "not instructions"));

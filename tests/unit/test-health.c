@@ -205,7 +205,7 @@ static void test_evidence_bounds(void **state) {
         char *path = path_join(dir, "organism.log");
         char *tail = NULL;
         /* no log yet: nothing */
-        assert_int_equal(health_log_tail(path, &tail), 0);
+        assert_int_equal(health_log_tail(path, NULL, &tail), 0);
         assert_string_equal(tail, "");
         free(tail);
         /* 100 lines, some long, one with a control character */
@@ -221,7 +221,7 @@ static void test_evidence_bounds(void **state) {
                 fputc('\n', f);
         }
         fclose(f);
-        assert_int_equal(health_log_tail(path, &tail), 0);
+        assert_int_equal(health_log_tail(path, NULL, &tail), 0);
         int lines = 0;
         for (char *p = tail, *nl; (nl = strchr(p, '\n')); p = nl + 1) {
                 lines++;
@@ -231,6 +231,27 @@ static void test_evidence_bounds(void **state) {
         assert_true(strncmp(tail, "line 60 ", 8) == 0);
         assert_non_null(strstr(tail, "line 99 bell?\n"));
         assert_null(strchr(tail, '\a'));
+        free(tail);
+        /* secrets are out before a line is cut: not even their first half is left */
+        f = fopen(path, "w");
+        assert_non_null(f);
+        for (int k = 0; k < HEALTH_EVIDENCE_LINE_MAX - 5; k++)
+                fputc('y', f);
+        static const char rest[] = "TOKEN-0123456789 and a NUL\0 then SECRET\n";
+        fwrite(rest, 1, sizeof rest - 1, f);
+        fclose(f);
+        static const char *const secrets[] = {"TOKEN-0123456789", "SECRET", NULL};
+        assert_int_equal(health_log_tail(path, secrets, &tail), 0);
+        assert_null(strstr(tail, "TOKEN"));
+        assert_null(strstr(tail, "SECRET"));
+        free(tail);
+        assert_int_equal(health_log_tail(path, NULL, &tail), 0);
+        assert_non_null(strstr(tail, "TOKEN")); /* without them, the cut line shows its first part */
+        free(tail);
+        char *r = health_redact("a TOKEN-0123456789 b SECRET", secrets);
+        assert_string_equal(r, "a [redacted] b [redacted]");
+        free(r);
+        assert_int_equal(health_log_tail(path, NULL, &tail), 0);
 
         /* fenced, longer than any backticks inside, marked as data */
         char *fenced = NULL;
