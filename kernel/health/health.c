@@ -345,10 +345,15 @@ static void diagnose_next(struct health *h) {
         if (incident_move(h, id, HEALTH_ST_DIAGNOSING, HEALTH_ST_DIAGNOSED, text, NULL, NULL, 0, NULL) < 0)
                 return;
         bool autofix = false;
-        if (health_auto_fix_get(h, &autofix) >= 0 && autofix) {
-                _cleanup_free_ char *evo = NULL;
-                (void)queue_fix(h, id, &evo); /* logs */
+        if (health_auto_fix_get(h, &autofix) < 0 || !autofix)
+                return;
+        /* a fix is an evolution: autonomous work the budget may have paused */
+        if (h->spend && !spend_allows(h->spend, "health")) {
+                note_waiting(h, id, "not fixed automatically: the monthly budget is reached (the owner's Fix starts it)");
+                return;
         }
+        _cleanup_free_ char *evo = NULL;
+        (void)queue_fix(h, id, &evo); /* logs */
 }
 
 /* Fixes whose evolution ended; watches that ran out. */

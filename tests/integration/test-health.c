@@ -38,9 +38,13 @@ static struct db *g_db;
 static struct live *g_live;
 static struct spend *g_spend;
 
+static bool budget_spent_by_a_call; /* a model call reaches the budget (a budget of 0 from then on) */
+
 static void usage(void *userdata, const char *purpose, const char *reference, const char *model,
                   const struct model_usage *u) {
         (void)spend_record(g_spend, wall_ms(), purpose, reference, model, u);
+        if (budget_spent_by_a_call)
+                (void)spend_budget_set(g_spend, true, 0, wall_ms());
 }
 
 static struct cfg *config(void) {
@@ -368,6 +372,35 @@ static void test_daily_cap_and_budget(void **state) {
         mind_free(m);
 }
 
+/* Automatic fixing is autonomous work: a diagnosis that reaches the budget
+ * queues no fix, and the incident says why. */
+static void test_auto_fix_within_budget(void **state) {
+        reset();
+        _cleanup_(cfg_freep) struct cfg *c = config();
+        struct mind *m = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(mind_new(&(struct mind_config){.cfg = c, .backoff_base_ms = 10, .usage_fn = usage}, &m), 0);
+        assert_int_equal(mind_lend_key(m, "openai-compatible", KEY, &err), 0);
+        load_script("[{\"tool_calls\": [{\"name\": \"submit_diagnosis\", \"arguments\": {\"diagnosis\": \"d\"}}]}]");
+        struct health *h = new_health(m, c);
+        assert_int_equal(health_auto_fix_set(h, true), 0);
+        budget_spent_by_a_call = true;
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/d", 500);
+        _cleanup_json_ json_t *l = list(h);
+        json_decref(l);
+        l = list(h);
+        budget_spent_by_a_call = false;
+        json_t *inc = json_array_get(json_object_get(l, "incidents"), 0);
+        assert_string_equal(field(inc, "status"), "diagnosed");
+        assert_non_null(field(inc, "note"));
+        assert_non_null(strstr(field(inc, "note"), "not fixed automatically: the monthly budget is reached"));
+        assert_int_equal(request_count(), 1);
+        assert_int_equal(spend_budget_set(g_spend, false, 0, wall_ms()), 0);
+        health_free(h);
+        mind_free(m);
+}
+
 static void test_no_model_key(void **state) {
         reset();
         _cleanup_(cfg_freep) struct cfg *c = config();
@@ -513,6 +546,7 @@ int main(void) {
                 cmocka_unit_test(test_diagnosis_read_only),
                 cmocka_unit_test(test_daily_cap_and_budget),
                 cmocka_unit_test(test_no_model_key),
+                cmocka_unit_test(test_auto_fix_within_budget),
                 cmocka_unit_test(test_fix_watch_resolve),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
