@@ -160,7 +160,8 @@ static int incident_move(struct health *h, const char *id, enum health_status fr
         int r = db_query_value(h->kdb,
                                "UPDATE incidents SET status = $3, updated_at = $4::bigint, "
                                "diagnosis = COALESCE($5, diagnosis), note = $6, "
-                               "fix_evolution = COALESCE($7, fix_evolution), watch_until = $8::bigint "
+                               "fix_evolution = CASE WHEN $3 = 'fixing' THEN $7 ELSE COALESCE($7, fix_evolution) END, "
+                               "watch_until = $8::bigint "
                                "WHERE id = $1 AND status = $2 RETURNING cause",
                                8, p, &cause);
         if (r == -ENOENT)
@@ -676,11 +677,23 @@ static int queue_fix(struct health *h, const char *id, char **ret_evo_id) {
         _cleanup_free_ char *intent = fix_intent(o), *evo = NULL;
         if (!intent)
                 return -ENOMEM;
-        if ((r = orch_submit(orch, intent, NULL, &evo)) < 0)
-                return log_error_errno(r, "health: could not queue the fix of %s: %m", id);
-        r = incident_move(h, id, st, HEALTH_ST_FIXING, NULL, "the fix's evolution runs", evo, 0, NULL);
+        /* Claimed before anything is queued: a second Fix (a double click,
+         * the automatic one) finds it fixing and queues nothing. */
+        r = incident_move(h, id, st, HEALTH_ST_FIXING, NULL, "the fix's evolution is being queued", NULL, 0, NULL);
         if (r < 0)
+                return r == -ESTALE ? -EBUSY : r;
+        if ((r = orch_submit(orch, intent, NULL, &evo)) < 0) {
+                log_error_errno(r, "health: could not queue the fix of %s: %m", id);
+                (void)incident_move(h, id, HEALTH_ST_FIXING, st, NULL, "the fix's evolution could not be queued", NULL,
+                                    0, NULL);
                 return r;
+        }
+        const char *p[] = {id, evo};
+        if ((r = db_execp(h->kdb,
+                          "UPDATE incidents SET fix_evolution = $2, note = 'the fix''s evolution runs' "
+                          "WHERE id = $1 AND status = 'fixing'",
+                          2, p, NULL)) < 0)
+                return log_error_errno(r, "health: the fix of %s is evolution %s, which it cannot record: %m", id, evo);
         log_info("health: the fix of incident %s is evolution %s", id, evo);
         *ret_evo_id = TAKE_PTR(evo);
         return 0;

@@ -211,9 +211,10 @@ int health_list_json(struct health *h, char **ret_json);
  * id (^inc_[0-9a-f]{16}$). Caller frees. */
 int health_get_json(struct health *h, const char *id, char **ret_json);
 /* The owner's Fix: queues the fix evolution (*ret_evo_id, caller frees).
- * -ENOENT unknown, -EINVAL bad id, -EBUSY its status allows no fix
- * (resolved, ignored, fixing, watching, diagnosing), -ENODEV no
- * orchestrator. */
+ * The incident is fixing before the evolution is queued (and back where it
+ * was when queueing fails), so two Fixes at once queue one. -ENOENT
+ * unknown, -EINVAL bad id, -EBUSY its status allows no fix (resolved,
+ * ignored, fixing, watching, diagnosing), -ENODEV no orchestrator. */
 int health_fix(struct health *h, const char *id, char **ret_evo_id);
 /* The owner's Ignore: -ENOENT, -EINVAL, -EALREADY it has ended. */
 int health_ignore(struct health *h, const char *id);

@@ -5,12 +5,14 @@
  * tries to write is refused, nothing is written), recorded with purpose
  * "health"; the daily cap and the budget hold it back; Ignore and Fix follow
  * the status edges. Runs as the unprivileged 'seed' account. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
 #include "base/fileio.h"
+#include "evolution/orchestrator.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/priv.h"
@@ -506,6 +508,62 @@ static void test_fix_watch_resolve(void **state) {
         health_free(h);
 }
 
+static struct health *racing_h;
+static char racing_id[32];
+static int racing_rc[2];
+static pthread_barrier_t racing_start;
+
+static void *racing_fix(void *arg) {
+        int i = (int)(intptr_t)arg;
+        _cleanup_free_ char *evo = NULL;
+        pthread_barrier_wait(&racing_start);
+        racing_rc[i] = health_fix(racing_h, racing_id, &evo);
+        return NULL;
+}
+
+/* Two Fixes at once (a double click, or Fix racing the automatic one)
+ * start one evolution: the other is told the incident is busy. */
+static void test_fix_once(void **state) {
+        reset();
+        _cleanup_(cfg_freep) struct cfg *c = config();
+        struct orchestrator *o = NULL;
+        assert_int_equal(orch_start(&(struct orch_config){.seed_dir = code_dir, .cfg = c, .kdb = g_db, .pg = g_pg}, &o),
+                         0);
+        racing_h = new_health(NULL, NULL);
+        health_set_orchestrator(racing_h, o);
+        for (int round = 0; round < 8; round++) {
+                char job[16];
+                snprintf(job, sizeof job, "race%d", round);
+                assert_int_equal(health_report_job_failure(racing_h, job, "x", 2), 1);
+                _cleanup_json_ json_t *l = list(racing_h);
+                char cause[32];
+                snprintf(cause, sizeof cause, "job %s", job);
+                json_t *inc;
+                size_t k;
+                json_array_foreach(json_object_get(l, "incidents"), k, inc) if (streq(field(inc, "cause"), cause))
+                        snprintf(racing_id, sizeof racing_id, "%s", field(inc, "id"));
+                assert_string_equal(status_of(l, cause), "open");
+                pthread_t t[2];
+                assert_int_equal(pthread_barrier_init(&racing_start, NULL, 2), 0);
+                for (intptr_t i = 0; i < 2; i++)
+                        assert_int_equal(pthread_create(&t[i], NULL, racing_fix, (void *)i), 0);
+                for (int i = 0; i < 2; i++)
+                        pthread_join(t[i], NULL);
+                pthread_barrier_destroy(&racing_start);
+                if ((racing_rc[0] == 0) == (racing_rc[1] == 0))
+                        fail_msg("round %d: the two Fixes answered %d and %d", round, racing_rc[0], racing_rc[1]);
+                assert_int_equal(racing_rc[0] == 0 ? racing_rc[1] : racing_rc[0], -EBUSY);
+                char like[64];
+                snprintf(like, sizeof like, "Fix incident %s %%", racing_id);
+                const char *p[] = {like};
+                _cleanup_free_ char *n = NULL;
+                assert_int_equal(db_query_value(g_db, "SELECT count(*) FROM evolutions WHERE intent LIKE $1", 1, p, &n), 0);
+                assert_string_equal(n, "1");
+        }
+        health_free(racing_h);
+        orch_stop(o);
+}
+
 static int group_setup(void **state) {
         snprintf(pg_dir, sizeof pg_dir, "/tmp/seed-test-health-XXXXXX");
         snprintf(code_dir, sizeof code_dir, "/tmp/seed-test-health-code-XXXXXX");
@@ -547,6 +605,7 @@ int main(void) {
                 cmocka_unit_test(test_daily_cap_and_budget),
                 cmocka_unit_test(test_no_model_key),
                 cmocka_unit_test(test_auto_fix_within_budget),
+                cmocka_unit_test(test_fix_once),
                 cmocka_unit_test(test_fix_watch_resolve),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -169,7 +169,7 @@ static void test_status_edges(void **state) {
                 {HEALTH_ST_DIAGNOSED, HEALTH_ST_FIXING, true},    {HEALTH_ST_FIXING, HEALTH_ST_WATCHING, true},
                 {HEALTH_ST_WATCHING, HEALTH_ST_RESOLVED, true},   {HEALTH_ST_WATCHING, HEALTH_ST_OPEN, true},
                 {HEALTH_ST_FIXING, HEALTH_ST_DIAGNOSED, true},    {HEALTH_ST_DIAGNOSING, HEALTH_ST_OPEN, true},
-                {HEALTH_ST_OPEN, HEALTH_ST_FIXING, true},
+                {HEALTH_ST_OPEN, HEALTH_ST_FIXING, true},         {HEALTH_ST_FIXING, HEALTH_ST_OPEN, true},
                 {HEALTH_ST_OPEN, HEALTH_ST_IGNORED, true},        {HEALTH_ST_WATCHING, HEALTH_ST_IGNORED, true},
                 /* never skipping the fix or the watch */
                 {HEALTH_ST_OPEN, HEALTH_ST_RESOLVED, false},      {HEALTH_ST_DIAGNOSED, HEALTH_ST_RESOLVED, false},
