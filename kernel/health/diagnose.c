@@ -72,6 +72,16 @@ static int put_last_lines(struct buf *b, const char *text, size_t len, bool drop
         return 0;
 }
 
+char *health_cut(const char *s, size_t max) {
+        size_t len = strlen(s);
+        if (len > max) {
+                len = max;
+                while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
+                        len--;
+        }
+        return strndup(s, len);
+}
+
 char *health_redact(const char *text, const char *const *redact) {
         char *s = strdup(text);
         for (size_t i = 0; s && redact && redact[i]; i++) {
@@ -317,15 +327,16 @@ int health_diagnose(struct health *h, const char *id, const char *cause, const c
                 goto out;
         }
         if (res.outcome != AGENT_TERMINAL || !res.tool || !streq(res.tool, "submit_diagnosis")) {
-                if (xasprintf(ret_error, "no diagnosis was submitted (%s): %.500s", agent_outcome_name(res.outcome),
-                              res.error ? res.error : "no reason given") < 0)
+                _cleanup_free_ char *why = health_cut(res.error ? res.error : "no reason given", 500);
+                if (!why || xasprintf(ret_error, "no diagnosis was submitted (%s): %s", agent_outcome_name(res.outcome),
+                                      why) < 0)
                         *ret_error = NULL;
                 r = -EREMOTEIO;
                 goto out;
         }
         args = json_loads(res.args ? res.args : "{}", 0, NULL);
         const char *text = json_string_value(json_object_get(args, "diagnosis"));
-        if (strempty(text) || !(*ret_text = strndup(text, HEALTH_DIAGNOSIS_MAX))) {
+        if (strempty(text) || !(*ret_text = health_cut(text, HEALTH_DIAGNOSIS_MAX))) {
                 r = strempty(text) ? -EBADMSG : -ENOMEM;
                 goto out;
         }

@@ -48,6 +48,10 @@ struct health {
         atomic_bool cancel;             /* a diagnosis stops at its next call */
 };
 
+/* Copy of at most max bytes of s, cut on a UTF-8 character boundary (the
+ * database refuses half a character). Caller frees; NULL on OOM. */
+char *health_cut(const char *s, size_t max);
+
 /* Runs the diagnosis of the incident (its row as a JSON object) and fills
  * *ret_text (caller frees) with what the agent submitted; -EREMOTEIO with
  * *ret_error (caller frees) when it submitted none, -ECANCELED stopping. */

@@ -336,15 +336,20 @@ static void diagnose_next(struct health *h) {
         (void)db_execp(h->kdb, "UPDATE incident_diagnoses SET ended_at = $2::bigint, outcome = left($3, 1024) "
                                "WHERE id = $1::bigint", 3, ep, NULL);
         if (r < 0) {
-                _cleanup_free_ char *note = NULL;
-                if (xasprintf(&note, "the diagnosis did not finish: %.900s", error ? error : strerror(-r)) < 0)
+                _cleanup_free_ char *why = health_cut(error ? error : strerror(-r), 900), *note = NULL;
+                if (!why || xasprintf(&note, "the diagnosis did not finish: %s", why) < 0)
                         note = NULL;
                 (void)incident_move(h, id, HEALTH_ST_DIAGNOSING, HEALTH_ST_OPEN, NULL,
                                     note ? note : "the diagnosis did not finish", NULL, 0, NULL);
                 return;
         }
-        if (incident_move(h, id, HEALTH_ST_DIAGNOSING, HEALTH_ST_DIAGNOSED, text, NULL, NULL, 0, NULL) < 0)
+        if ((r = incident_move(h, id, HEALTH_ST_DIAGNOSING, HEALTH_ST_DIAGNOSED, text, NULL, NULL, 0, NULL)) < 0) {
+                /* not left diagnosing until a restart: open again, tried again later */
+                if (r != -ESTALE)
+                        (void)incident_move(h, id, HEALTH_ST_DIAGNOSING, HEALTH_ST_OPEN, NULL,
+                                            "the diagnosis could not be stored", NULL, 0, NULL);
                 return;
+        }
         bool autofix = false;
         if (health_auto_fix_get(h, &autofix) < 0 || !autofix)
                 return;

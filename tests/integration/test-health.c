@@ -11,6 +11,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "base/buf.h"
 #include "base/fileio.h"
 #include "evolution/orchestrator.h"
 #include "base/json.h"
@@ -403,6 +404,40 @@ static void test_auto_fix_within_budget(void **state) {
         mind_free(m);
 }
 
+/* A diagnosis longer than HEALTH_DIAGNOSIS_MAX bytes is cut between
+ * characters (the database refuses half of one) and stored. */
+static void test_long_diagnosis(void **state) {
+        reset();
+        _cleanup_(cfg_freep) struct cfg *c = config();
+        struct mind *m = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(mind_new(&(struct mind_config){.cfg = c, .backoff_base_ms = 10, .usage_fn = usage}, &m), 0);
+        assert_int_equal(mind_lend_key(m, "openai-compatible", KEY, &err), 0);
+        /* "x" then 9000 "é": 18001 bytes, and byte 16384 is the middle of an "é" */
+        struct buf b = BUF_INIT(SIZE_MAX);
+        assert_int_equal(buf_puts(&b, "[{\"tool_calls\": [{\"name\": \"submit_diagnosis\", \"arguments\": "
+                                      "{\"diagnosis\": \"x"),
+                         0);
+        for (int i = 0; i < 9000; i++)
+                assert_int_equal(buf_puts(&b, "é"), 0);
+        assert_int_equal(buf_puts(&b, "\"}}]}]"), 0);
+        load_script(b.data);
+        buf_free(&b);
+        struct health *h = new_health(m, c);
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/long", 500);
+        _cleanup_json_ json_t *l = list(h);
+        json_decref(l);
+        l = list(h);
+        json_t *inc = json_array_get(json_object_get(l, "incidents"), 0);
+        assert_string_equal(field(inc, "status"), "diagnosed");
+        _cleanup_json_ json_t *full = one(h, field(inc, "id"));
+        size_t n = strlen(field(full, "diagnosis"));
+        assert_int_equal(n, HEALTH_DIAGNOSIS_MAX - 1); /* "x" and 8191 "é" */
+        health_free(h);
+        mind_free(m);
+}
+
 static void test_no_model_key(void **state) {
         reset();
         _cleanup_(cfg_freep) struct cfg *c = config();
@@ -604,6 +639,7 @@ int main(void) {
                 cmocka_unit_test(test_diagnosis_read_only),
                 cmocka_unit_test(test_daily_cap_and_budget),
                 cmocka_unit_test(test_no_model_key),
+                cmocka_unit_test(test_long_diagnosis),
                 cmocka_unit_test(test_auto_fix_within_budget),
                 cmocka_unit_test(test_fix_once),
                 cmocka_unit_test(test_fix_watch_resolve),
