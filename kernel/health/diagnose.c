@@ -28,7 +28,8 @@
 /* ---- evidence ---- */
 
 /* One line into b: cut at HEALTH_EVIDENCE_LINE_MAX bytes on a UTF-8
- * boundary, controls but tab as '?'. */
+ * boundary, controls but tab as '?', invalid UTF-8 as U+FFFD (the database
+ * takes UTF-8 only). */
 static int put_line(struct buf *b, const char *p, size_t n) {
         bool cut = n > HEALTH_EVIDENCE_LINE_MAX;
         if (cut) {
@@ -36,12 +37,13 @@ static int put_line(struct buf *b, const char *p, size_t n) {
                 while (n > 0 && ((unsigned char)p[n] & 0xC0) == 0x80)
                         n--;
         }
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n;) {
                 unsigned char c = (unsigned char)p[i];
-                char ch = (c < 0x20 && c != '\t') || c == 0x7f ? '?' : (char)c;
-                int r = buf_append(b, &ch, 1);
+                size_t k = (c < 0x20 && c != '\t') || c == 0x7f ? 0 : utf8_seq((const unsigned char *)p + i, n - i);
+                int r = k ? buf_append(b, p + i, k) : buf_puts(b, c < 0x80 ? "?" : "\xEF\xBF\xBD");
                 if (r < 0)
                         return r;
+                i += k ? k : 1;
         }
         return buf_puts(b, cut ? "…\n" : "\n");
 }

@@ -6,6 +6,7 @@
 #include "base/crypto.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "db/db.h"
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
@@ -181,6 +182,13 @@ static int incident_move(struct health *h, const char *id, enum health_status fr
         return 0;
 }
 
+/* What the organism said, fit to store and quote: its secrets redacted,
+ * invalid UTF-8 (a Latin-1 path, a cut character) as U+FFFD. */
+static char *clean_text(struct health *h, const char *s) {
+        _cleanup_free_ char *r = health_redact(s, (const char *const *)h->redact);
+        return r ? text_utf8_sanitize(r) : NULL;
+}
+
 /* The evidence of a new incident: what happened, then the organism's log
  * (or the job's error), fenced as data. */
 static char *collect_evidence(struct health *h, const struct health_pending *p) {
@@ -211,16 +219,16 @@ static char *collect_evidence(struct health *h, const struct health_pending *p) 
             health_fence("the organism's log, its last lines", tail, &fenced) >= 0)
                 (void)buf_printf(&b, "\n%s", fenced);
         _cleanup_free_ char *s = buf_steal(&b);
-        return health_redact(s ? s : p->cause, (const char *const *)h->redact); /* the detail too */
+        return clean_text(h, s ? s : p->cause); /* the detail too */
 }
 
-static void store_pending(struct health *h, struct health_pending *p) {
+static int store_row(struct health *h, struct health_pending *p) {
         _cleanup_free_ char *id = NULL, *hex = NULL, *evidence = NULL, *row = NULL;
         if (crypto_random_hex(8, &hex) < 0 || xasprintf(&id, "inc_%s", hex) < 0)
-                return;
+                return -ENOMEM;
         if (p->verdict == HEALTH_OPEN ? !(evidence = collect_evidence(h, p))
-                                      : p->detail && !(evidence = health_redact(p->detail, (const char *const *)h->redact)))
-                return;
+                                      : p->detail && !(evidence = clean_text(h, p->detail)))
+                return -ENOMEM;
         char at[32], count[16];
         snprintf(at, sizeof at, "%lld", (long long)p->at);
         snprintf(count, sizeof count, "%d", p->count);
@@ -239,17 +247,25 @@ static void store_pending(struct health *h, struct health_pending *p) {
                                "ELSE i.note END "
                                "RETURNING i.id || ' ' || i.status",
                                6, params, &row);
-        if (r < 0) {
-                log_error_errno(r, "health: could not record the incident '%s': %m", p->cause);
-                return;
-        }
+        if (r < 0)
+                return log_error_errno(r, "health: could not record the incident '%s': %m", p->cause);
         char *status = strchr(row, ' ');
         if (!status)
-                return;
+                return -EBADMSG;
         *status++ = '\0';
         if (streq(row, id))
                 log_warn("health: incident %s opened: %s", id, p->cause);
         publish(h, row, status, p->cause);
+        return 0;
+}
+
+static void store_pending(struct health *h, struct health_pending *p) {
+        if (store_row(h, p) >= 0 || p->verdict != HEALTH_OPEN)
+                return;
+        /* not recorded: the cause is not open, so its next report opens it */
+        pthread_mutex_lock(&h->lock);
+        health_detect_closed(h->detect, p->cause);
+        pthread_mutex_unlock(&h->lock);
 }
 
 /* ---- diagnosis and fixes ---- */

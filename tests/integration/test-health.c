@@ -150,6 +150,32 @@ static void test_5xx_and_evidence(void **state) {
         health_free(h);
 }
 
+/* Latin-1 from the organism (a log line, a request path) is stored, as
+ * U+FFFD: the incident is not lost. */
+static void test_invalid_utf8(void **state) {
+        reset();
+        const char *log = "na\xefve caf\xe9 failed\n";
+        assert_int_equal(write_file_atomic(log_path, log, strlen(log), 0600), 0);
+        struct health *h = new_health(NULL, NULL);
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/caf\xe9", 500);
+        assert_int_equal(health_report_job_failure(h, "latin", "HTTP 500: caf\xe9", 2), 1);
+        _cleanup_json_ json_t *l = list(h);
+        json_t *arr = json_object_get(l, "incidents");
+        assert_int_equal(json_array_size(arr), 2);
+        for (size_t i = 0; i < 2; i++) {
+                _cleanup_json_ json_t *full = one(h, field(json_array_get(arr, i), "id"));
+                const char *ev = field(full, "evidence");
+                if (streq(field(full, "kind"), "5xx")) {
+                        assert_string_equal(field(full, "cause"), "5xx GET /caf~");
+                        assert_non_null(strstr(ev, "GET /caf\xef\xbf\xbd answered 500"));
+                        assert_non_null(strstr(ev, "na\xef\xbf\xbdve caf\xef\xbf\xbd failed"));
+                } else
+                        assert_non_null(strstr(ev, "HTTP 500: caf\xef\xbf\xbd"));
+        }
+        health_free(h);
+}
+
 static void test_crash_and_giving_up(void **state) {
         reset();
         struct health *h = new_health(NULL, NULL);
@@ -634,6 +660,7 @@ int main(void) {
         }
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_5xx_and_evidence),
+                cmocka_unit_test(test_invalid_utf8),
                 cmocka_unit_test(test_crash_and_giving_up),
                 cmocka_unit_test(test_job_failures_and_ignore),
                 cmocka_unit_test(test_diagnosis_read_only),
