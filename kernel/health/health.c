@@ -146,6 +146,23 @@ void health_sched_result(void *userdata, const char *job, int result, const char
         "id, cause, kind, status, opened_at, updated_at, last_seen_at, occurrences, note, fix_evolution, "   \
         "watch_until, diagnosis IS NOT NULL AS diagnosed"
 
+/* Only the newest HEALTH_ENDED_KEPT ended incidents are kept (not one
+ * diagnosed within the last day: the daily cap counts its diagnosis). */
+static void prune_ended(struct health *h) {
+        char keep[16], since[32];
+        snprintf(keep, sizeof keep, "%d", HEALTH_ENDED_KEPT);
+        snprintf(since, sizeof since, "%lld", (long long)(health_now(h) - DAY_MS));
+        const char *p[] = {keep, since};
+        int r = db_execp(h->kdb,
+                         "DELETE FROM incidents i WHERE status IN ('resolved', 'ignored') AND id NOT IN "
+                         "(SELECT id FROM incidents WHERE status IN ('resolved', 'ignored') "
+                         "ORDER BY updated_at DESC, id DESC LIMIT $1::int) AND NOT EXISTS "
+                         "(SELECT 1 FROM incident_diagnoses d WHERE d.incident_id = i.id AND d.started_at >= $2::bigint)",
+                         2, p, NULL);
+        if (r < 0)
+                log_error_errno(r, "health: cannot forget the oldest ended incidents: %m");
+}
+
 static int incident_move(struct health *h, const char *id, enum health_status from, enum health_status to,
                          const char *diagnosis, const char *note, const char *fix_evo, int64_t watch_until,
                          char **ret_cause) {
@@ -176,6 +193,7 @@ static int incident_move(struct health *h, const char *id, enum health_status fr
                 pthread_mutex_lock(&h->lock);
                 health_detect_closed(h->detect, cause);
                 pthread_mutex_unlock(&h->lock);
+                prune_ended(h);
         }
         if (ret_cause)
                 *ret_cause = TAKE_PTR(cause);
@@ -186,7 +204,8 @@ static int incident_move(struct health *h, const char *id, enum health_status fr
  * invalid UTF-8 (a Latin-1 path, a cut character) as U+FFFD. */
 static char *clean_text(struct health *h, const char *s) {
         _cleanup_free_ char *r = health_redact(s, (const char *const *)h->redact);
-        return r ? text_utf8_sanitize(r) : NULL;
+        _cleanup_free_ char *cut = r ? health_cut(r, HEALTH_EVIDENCE_MAX) : NULL; /* "[redacted]" may be longer */
+        return cut ? text_utf8_sanitize(cut) : NULL;
 }
 
 /* The evidence of a new incident: what happened, then the organism's log

@@ -15,7 +15,11 @@
  *     scheduler's on_result may call through health_sched_result).
  * One incident per cause while it is not resolved or ignored: a cause that
  * happens again counts as an occurrence of the open incident (the database
- * holds that with a unique index, and the detector in memory too).
+ * holds that with a unique index, and the detector in memory too). Any
+ * visitor can make routes fail, so at most HEALTH_5XX_OPEN_MAX routes have
+ * an incident of their own at once; a route past that counts in the one
+ * incident HEALTH_5XX_MANY. Of the incidents that ended, the newest
+ * HEALTH_ENDED_KEPT are kept.
  *
  * Statuses (status.c, a table of edges like kernel/evolution/state.c):
  * open → diagnosing → diagnosed → fixing → watching (30 min) → resolved, or
@@ -56,6 +60,9 @@ struct spend;
 #define HEALTH_CRASH_GIVE_UP 3          /* more than this many crashes within the window */
 #define HEALTH_JOB_FAILURES 2           /* consecutive failures of a job */
 #define HEALTH_ROUTES_MAX 64            /* routes counted at once (the oldest is forgotten) */
+#define HEALTH_5XX_OPEN_MAX 16          /* open incidents of one route each; past it: HEALTH_5XX_MANY */
+#define HEALTH_5XX_MANY "5xx (many routes)"
+#define HEALTH_ENDED_KEPT 200           /* resolved and ignored incidents kept (the newest) */
 #define HEALTH_ROUTE_MAX 200            /* bytes of a normalised path */
 #define HEALTH_ROUTE_SEGMENTS 16        /* segments kept of a path (then "/…") */
 #define HEALTH_CAUSE_MAX 256
@@ -102,7 +109,9 @@ void health_detect_free(struct health_detect *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct health_detect *, health_detect_free)
 
 /* Every verdict writes the cause ("5xx GET /items/:id", "crash",
- * "gave_up", "job <name>") into ret_cause (HEALTH_CAUSE_MAX + 1 bytes). */
+ * "gave_up", "job <name>", HEALTH_5XX_MANY when HEALTH_5XX_OPEN_MAX routes'
+ * causes are open and this one is not) into ret_cause (HEALTH_CAUSE_MAX + 1
+ * bytes). */
 enum health_verdict health_detect_5xx(struct health_detect *d, const char *method, const char *path, int64_t now_ms,
                                       char *ret_cause);
 /* A crash: HEALTH_OPEN or HEALTH_AGAIN for "crash"; *ret_gave_up when this

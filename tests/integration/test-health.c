@@ -176,6 +176,49 @@ static void test_invalid_utf8(void **state) {
         health_free(h);
 }
 
+/* Routes past HEALTH_5XX_OPEN_MAX count in one incident; of the ended
+ * incidents the newest HEALTH_ENDED_KEPT are kept. */
+static void test_many_routes_and_pruning(void **state) {
+        reset();
+        struct health *h = new_health(NULL, NULL);
+        for (int i = 0; i < HEALTH_5XX_OPEN_MAX + 4; i++) {
+                char path[32];
+                snprintf(path, sizeof path, "/p/a%c%c", 'a' + i / 26, 'a' + i % 26);
+                for (int k = 0; k < HEALTH_5XX_THRESHOLD; k++)
+                        health_report_5xx(h, "GET", path, 500);
+        }
+        _cleanup_json_ json_t *l = list(h);
+        json_t *arr = json_object_get(l, "incidents");
+        assert_int_equal(json_array_size(arr), HEALTH_5XX_OPEN_MAX + 1);
+        json_t *inc;
+        size_t i;
+        bool many = false;
+        json_array_foreach(arr, i, inc) if (streq(field(inc, "cause"), HEALTH_5XX_MANY)) {
+                many = true;
+                /* the 3 answers that opened it, then one for each route after */
+                assert_int_equal(json_integer_value(json_object_get(inc, "occurrences")), HEALTH_5XX_THRESHOLD + 3);
+        }
+        assert_true(many);
+        /* 250 ended long ago; ignoring one more keeps the newest 200 */
+        assert_int_equal(db_exec(g_db,
+                                 "INSERT INTO incidents (id, cause, kind, status, opened_at, updated_at, last_seen_at) "
+                                 "SELECT 'inc_' || lpad(to_hex(n), 16, '0'), 'job old' || n, 'job', 'resolved', n, n, n "
+                                 "FROM generate_series(1, 250) n",
+                                 NULL),
+                         0);
+        assert_int_equal(health_ignore(h, field(json_array_get(arr, 0), "id")), 0);
+        _cleanup_free_ char *n = NULL, *oldest = NULL;
+        assert_int_equal(db_query_value(g_db, "SELECT count(*) FROM incidents WHERE status IN ('resolved', 'ignored')",
+                                        0, NULL, &n),
+                         0);
+        assert_string_equal(n, "200");
+        assert_int_equal(db_query_value(g_db, "SELECT min(updated_at) FROM incidents WHERE status = 'resolved'", 0, NULL,
+                                        &oldest),
+                         0);
+        assert_string_equal(oldest, "52"); /* 51 of the oldest went, the one just ignored stays */
+        health_free(h);
+}
+
 static void test_crash_and_giving_up(void **state) {
         reset();
         struct health *h = new_health(NULL, NULL);
@@ -661,6 +704,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_5xx_and_evidence),
                 cmocka_unit_test(test_invalid_utf8),
+                cmocka_unit_test(test_many_routes_and_pruning),
                 cmocka_unit_test(test_crash_and_giving_up),
                 cmocka_unit_test(test_job_failures_and_ignore),
                 cmocka_unit_test(test_diagnosis_read_only),

@@ -112,6 +112,37 @@ static void test_5xx_many_routes(void **state) {
         assert_int_equal(health_detect_5xx(d, "GET", "/rcl", t + 3 * MIN, cause), HEALTH_OPEN);
 }
 
+/* Letter-only slugs are no ids: a visitor can fail route after route. At
+ * most HEALTH_5XX_OPEN_MAX routes open an incident each; the rest count in
+ * one, and a route whose incident ended makes room again. */
+static void test_5xx_open_cap(void **state) {
+        (void)state;
+        _cleanup_(health_detect_freep) struct health_detect *d = NULL;
+        char cause[HEALTH_CAUSE_MAX + 1], path[64], first[HEALTH_CAUSE_MAX + 1] = "";
+        assert_int_equal(health_detect_new(&d), 0);
+        int64_t t = 1000 * MIN;
+        health_detect_mark_open(d, "crash"); /* not a route: not counted */
+        for (int i = 0; i < HEALTH_5XX_OPEN_MAX + 5; i++) {
+                snprintf(path, sizeof path, "/p/aa%c%c", 'a' + i / 26, 'a' + i % 26);
+                for (int k = 0; k < HEALTH_5XX_THRESHOLD - 1; k++)
+                        assert_int_equal(health_detect_5xx(d, "GET", path, t, cause), HEALTH_NOTHING);
+                enum health_verdict v = health_detect_5xx(d, "GET", path, t, cause);
+                if (i < HEALTH_5XX_OPEN_MAX) {
+                        assert_int_equal(v, HEALTH_OPEN);
+                        assert_true(startswith(cause, "5xx GET /p/aa"));
+                        if (i == 0)
+                                snprintf(first, sizeof first, "%s", cause);
+                } else {
+                        assert_int_equal(v, i == HEALTH_5XX_OPEN_MAX ? HEALTH_OPEN : HEALTH_AGAIN);
+                        assert_string_equal(cause, HEALTH_5XX_MANY);
+                }
+        }
+        health_detect_closed(d, first);
+        for (int k = 0; k < HEALTH_5XX_THRESHOLD; k++)
+                (void)health_detect_5xx(d, "GET", "/q", t, cause);
+        assert_string_equal(cause, "5xx GET /q");
+}
+
 static void test_crash_give_up(void **state) {
         (void)state;
         _cleanup_(health_detect_freep) struct health_detect *d = NULL;
@@ -288,6 +319,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_route_normalise), cmocka_unit_test(test_5xx_threshold),
                 cmocka_unit_test(test_5xx_window),      cmocka_unit_test(test_5xx_many_routes),
+                cmocka_unit_test(test_5xx_open_cap),
                 cmocka_unit_test(test_crash_give_up),   cmocka_unit_test(test_job_failures),
                 cmocka_unit_test(test_status_edges),    cmocka_unit_test(test_evidence_bounds),
         };
