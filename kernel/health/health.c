@@ -722,7 +722,7 @@ static int queue_fix(struct health *h, const char *id, char **ret_evo_id) {
         r = incident_move(h, id, st, HEALTH_ST_FIXING, NULL, "the fix's evolution is being queued", NULL, 0, NULL);
         if (r < 0)
                 return r == -ESTALE ? -EBUSY : r;
-        if ((r = orch_submit(orch, intent, NULL, &evo)) < 0) {
+        if ((r = orch_submit_fix(orch, intent, &evo)) < 0) {
                 log_error_errno(r, "health: could not queue the fix of %s: %m", id);
                 (void)incident_move(h, id, HEALTH_ST_FIXING, st, NULL, "the fix's evolution could not be queued", NULL,
                                     0, NULL);

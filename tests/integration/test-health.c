@@ -6,6 +6,7 @@
  * "health"; the daily cap and the budget hold it back; Ignore and Fix follow
  * the status edges. Runs as the unprivileged 'seed' account. */
 #include <pthread.h>
+#include <time.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -14,6 +15,7 @@
 #include "base/buf.h"
 #include "base/fileio.h"
 #include "evolution/orchestrator.h"
+#include "evolution/store.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/priv.h"
@@ -668,6 +670,48 @@ static void test_fix_once(void **state) {
         orch_stop(o);
 }
 
+/* The planner is shown a fix's intent as the kernel's incident fix, never as
+ * the owner's intent. */
+static void test_fix_shown_as_the_kernels(void **state) {
+        reset();
+        _cleanup_(cfg_freep) struct cfg *c = config();
+        struct mind *m = NULL;
+        _cleanup_free_ char *err = NULL, *evo = NULL;
+        assert_int_equal(mind_new(&(struct mind_config){.cfg = c, .backoff_base_ms = 10}, &m), 0);
+        assert_int_equal(mind_lend_key(m, "openai-compatible", KEY, &err), 0);
+        load_script("[]"); /* the planner's first request is recorded, then answered 400 */
+        struct orchestrator *o = NULL;
+        assert_int_equal(orch_start(&(struct orch_config){.seed_dir = code_dir, .cfg = c, .kdb = g_db, .pg = g_pg,
+                                                          .mind = m},
+                                    &o),
+                         0);
+        struct health *h = new_health(NULL, NULL);
+        health_set_orchestrator(h, o);
+        assert_int_equal(health_report_job_failure(h, "shown", "x", 2), 1);
+        _cleanup_json_ json_t *l = list(h);
+        assert_int_equal(health_fix(h, field(json_array_get(json_object_get(l, "incidents"), 0), "id"), &evo), 0);
+        enum evo_state st = EVO_REQUESTED;
+        for (int64_t until = now_ms() + 60000; now_ms() < until;) {
+                assert_int_equal(evo_get_state(g_db, evo, &st), 0);
+                if (evo_state_is_final(st))
+                        break;
+                nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000L}, NULL);
+        }
+        assert_true(evo_state_is_final(st));
+        const char *p[] = {evo};
+        _cleanup_free_ char *kind = NULL;
+        assert_int_equal(db_query_value(g_db, "SELECT kind FROM evolutions WHERE id = $1", 1, p, &kind), 0);
+        assert_string_equal(kind, "fix");
+        _cleanup_json_ json_t *reqs = requests();
+        assert_true(json_array_size(reqs) >= 1);
+        _cleanup_free_ char *first = json_dumps(json_array_get(reqs, 0), 0);
+        assert_non_null(strstr(first, "The kernel's incident fix"));
+        assert_null(strstr(first, "The owner's intent:"));
+        health_free(h);
+        orch_stop(o);
+        mind_free(m);
+}
+
 static int group_setup(void **state) {
         snprintf(pg_dir, sizeof pg_dir, "/tmp/seed-test-health-XXXXXX");
         snprintf(code_dir, sizeof code_dir, "/tmp/seed-test-health-code-XXXXXX");
@@ -713,6 +757,7 @@ int main(void) {
                 cmocka_unit_test(test_long_diagnosis),
                 cmocka_unit_test(test_auto_fix_within_budget),
                 cmocka_unit_test(test_fix_once),
+                cmocka_unit_test(test_fix_shown_as_the_kernels),
                 cmocka_unit_test(test_fix_watch_resolve),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
