@@ -234,7 +234,8 @@ static char *collect_evidence(struct health *h, const struct health_pending *p) 
                 break;
         }
         _cleanup_free_ char *tail = NULL, *fenced = NULL;
-        if (p->kind != HEALTH_KIND_JOB && h->organism_log && health_log_tail(h->organism_log, (const char *const *)h->redact, &tail) >= 0 &&
+        if (p->kind != HEALTH_KIND_JOB && h->organism_log &&
+            health_log_tail(h->organism_log, (const char *const *)h->redact, &tail) >= 0 &&
             health_fence("the organism's log, its last lines", tail, &fenced) >= 0)
                 (void)buf_printf(&b, "\n%s", fenced);
         _cleanup_free_ char *s = buf_steal(&b);
