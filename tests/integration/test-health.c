@@ -178,6 +178,34 @@ static void test_invalid_utf8(void **state) {
         health_free(h);
 }
 
+/* An incident the database refused is not taken as open: the cause's next
+ * reports open it, with its evidence. */
+static void test_refused_incident_opens_again(void **state) {
+        reset();
+        assert_int_equal(db_exec(g_db,
+                                 "CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                                 "RAISE EXCEPTION 'refused by the test'; END $$; "
+                                 "CREATE TRIGGER test_refuse BEFORE INSERT ON incidents FOR EACH ROW "
+                                 "EXECUTE FUNCTION test_refuse()",
+                                 NULL),
+                         0);
+        struct health *h = new_health(NULL, NULL);
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/refused", 500);
+        _cleanup_json_ json_t *l = list(h);
+        assert_int_equal(db_exec(g_db, "DROP TRIGGER test_refuse ON incidents; DROP FUNCTION test_refuse()", NULL), 0);
+        assert_int_equal(json_array_size(json_object_get(l, "incidents")), 0);
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/refused", 500);
+        json_decref(l);
+        l = list(h);
+        json_t *inc = json_array_get(json_object_get(l, "incidents"), 0);
+        assert_non_null(inc);
+        _cleanup_json_ json_t *full = one(h, field(inc, "id"));
+        assert_non_null(strstr(field(full, "evidence"), "5xx answers on this route")); /* opened, not counted again */
+        health_free(h);
+}
+
 /* Routes past HEALTH_5XX_OPEN_MAX count in one incident; of the ended
  * incidents the newest HEALTH_ENDED_KEPT are kept. */
 static void test_many_routes_and_pruning(void **state) {
@@ -749,6 +777,7 @@ int main(void) {
                 cmocka_unit_test(test_5xx_and_evidence),
                 cmocka_unit_test(test_invalid_utf8),
                 cmocka_unit_test(test_many_routes_and_pruning),
+                cmocka_unit_test(test_refused_incident_opens_again),
                 cmocka_unit_test(test_crash_and_giving_up),
                 cmocka_unit_test(test_job_failures_and_ignore),
                 cmocka_unit_test(test_diagnosis_read_only),
