@@ -515,11 +515,25 @@ static int app_start_health(struct app *a) {
         if (!a->kdb)
                 return 0;
         _cleanup_free_ char *log_path = seed_path(a, ".seed/logs/organism.log");
+        /* What the organism may print to its log and no prompt may see: the
+         * job token and the secrets passed at start (any may be granted to
+         * it). Not the owner's password, which the organism never gets and
+         * the control plane wipes (only pointers here: the doctor copies). */
+        size_t n = secrets_count(a->secrets);
+        _cleanup_free_ const char **redact = calloc(n + 2, sizeof *redact);
+        if (!log_path || !redact)
+                return -ENOMEM;
+        size_t k = 0;
+        if (a->job_token)
+                redact[k++] = a->job_token;
+        for (size_t i = 0; i < n; i++)
+                if (!streq(secrets_name(a->secrets, i), "SEED_OWNER_PASSWORD"))
+                        redact[k++] = secrets_get(a->secrets, secrets_name(a->secrets, i));
         struct health *h = NULL;
         int r = health_new(&(struct health_config){.seed_dir = a->opts->seed_dir, .kdb = a->kdb, .cfg = a->cfg,
                                                    .mind = a->mind, .spend = a->spend, .live = a->live,
-                                                   .organism_log = log_path, .publish = app_health_publish,
-                                                   .userdata = a},
+                                                   .organism_log = log_path, .redact = redact,
+                                                   .publish = app_health_publish, .userdata = a},
                            &h);
         if (r < 0)
                 return log_error_errno(r, "cannot set up the doctor's incidents: %m");

@@ -1,5 +1,7 @@
 /* text.c — see text.h. */
 #include "base/text.h"
+#include "base/base.h"
+#include "base/buf.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -84,4 +86,41 @@ int percent_decode(const char *s, size_t len, bool plus_is_space, char **ret) {
         *o = 0;
         *ret = out;
         return 0;
+}
+
+char *text_utf8_sanitize(const char *s) {
+        size_t len = strlen(s);
+        struct buf b = BUF_INIT(SIZE_MAX);
+        const unsigned char *p = (const unsigned char *)s;
+        for (size_t i = 0; i < len;) {
+                size_t n = utf8_seq(p + i, len - i);
+                int r = n ? buf_append(&b, p + i, n) : buf_append(&b, "\xef\xbf\xbd", 3);
+                if (r < 0) {
+                        buf_free(&b);
+                        return NULL;
+                }
+                i += n ? n : 1;
+        }
+        return buf_steal(&b);
+}
+
+char *text_redact(const char *s, const char *secret) {
+        if (strempty(secret))
+                return strdup(s);
+        struct buf b = BUF_INIT(SIZE_MAX);
+        size_t sl = strlen(secret);
+        for (const char *p = s;;) {
+                const char *hit = strstr(p, secret);
+                int r = buf_append(&b, p, hit ? (size_t)(hit - p) : strlen(p));
+                if (r >= 0 && hit)
+                        r = buf_puts(&b, "[redacted]");
+                if (r < 0) {
+                        buf_free(&b);
+                        return NULL;
+                }
+                if (!hit)
+                        break;
+                p = hit + sl;
+        }
+        return buf_steal(&b);
 }

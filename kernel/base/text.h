@@ -1,5 +1,5 @@
 /* text.h — the small text facts several modules check: UTF-8 sequences,
- * hex digits, HTTP tokens and field values. */
+ * hex digits, HTTP tokens and field values; UTF-8 repair and redaction. */
 #pragma once
 
 #include <stdbool.h>
@@ -10,6 +10,13 @@
  * surrogates, nothing above U+10FFFF, no C0/C1 lead bytes. NUL is a valid
  * one-byte sequence: callers that refuse it check it themselves. */
 size_t utf8_seq(const unsigned char *s, size_t n);
+
+/* Copy of s with every byte of invalid UTF-8 replaced by U+FFFD. Caller
+ * frees; NULL on OOM. */
+char *text_utf8_sanitize(const char *s);
+/* Copy of s with every occurrence of secret replaced by "[redacted]"
+ * (secret NULL or empty: a plain copy). Caller frees; NULL on OOM. */
+char *text_redact(const char *s, const char *secret);
 
 /* The value of a hex digit (either case), or -1. */
 int hex_digit(char c);

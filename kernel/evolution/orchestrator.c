@@ -117,6 +117,7 @@ struct run {
         int restored_gen;        /* the generation that restored the old one after an unhealthy apply */
         const char *owner_words; /* the owner's own words when the chat wrote the intent; borrowed */
         char *roadmap_id;        /* the roadmap this evolution is a stage of, or NULL */
+        const char *kind;        /* "evolve", "rollback", "owner" or "fix" (borrowed, as owner_words) */
         int roadmap_stage;       /* 0-based */
         char *plan_checks;       /* the plan's declared checks (JSON array), or NULL */
         char *finish_checks;     /* the last finish's declared checks (JSON array), or NULL */
@@ -647,7 +648,7 @@ static int plan(struct run *r, const char *intent) {
                         : xasprintf(&msg,
                                     "%s\n\n%s\n\nPlan the change: read what you need (read-only tools), then call "
                                     "submit_plan.",
-                                    r->roadmap_id ? "The kernel's roadmap:" : "The owner's intent:", intent);
+                                    orch_intent_label(r->kind, r->roadmap_id != NULL), intent);
         if (m < 0 || agent_state_add_user(&r->st, msg) < 0)
                 return -ENOMEM;
         struct agent_result res = {0};
@@ -1586,6 +1587,7 @@ static void run_one(struct orchestrator *o, const char *id) {
         int k = evo_get_json(o->c.kdb, id, false, 0, &json);
         _cleanup_json_ json_t *e = k >= 0 ? json_loads(json, 0, NULL) : NULL;
         const char *kind = json_string_value(json_object_get(e, "kind")) ?: "evolve";
+        r.kind = kind;
         const char *intent = json_string_value(json_object_get(e, "intent")) ?: "";
         r.owner_words = json_string_value(json_object_get(e, "owner_words"));
         const char *map = json_string_value(json_object_get(e, "roadmap_id"));
@@ -1988,15 +1990,30 @@ int orch_owner_change_json(struct orchestrator *o, const struct repo_owner_chang
         return k;
 }
 
-int orch_submit(struct orchestrator *o, const char *intent, const char *owner_words, char **ret_id) {
+static int submit(struct orchestrator *o, const char *intent, const char *kind, const char *owner_words,
+                  char **ret_id) {
         if (!o || strempty(intent) || !ret_id)
                 return -EINVAL;
-        int k = evo_create_new(o->c.kdb, &(struct evo_new){.intent = intent, .kind = "evolve", .owner_words = owner_words},
+        int k = evo_create_new(o->c.kdb, &(struct evo_new){.intent = intent, .kind = kind, .owner_words = owner_words},
                                ret_id);
         if (k < 0)
                 return k;
         kick(o);
         return 0;
+}
+
+int orch_submit(struct orchestrator *o, const char *intent, const char *owner_words, char **ret_id) {
+        return submit(o, intent, "evolve", owner_words, ret_id);
+}
+
+int orch_submit_fix(struct orchestrator *o, const char *intent, char **ret_id) {
+        return submit(o, intent, "fix", NULL, ret_id);
+}
+
+const char *orch_intent_label(const char *kind, bool roadmap_stage) {
+        if (kind && streq(kind, "fix"))
+                return "The kernel's incident fix (the doctor's, not the owner's words):";
+        return roadmap_stage ? "The kernel's roadmap:" : "The owner's intent:";
 }
 
 static void unlock_mutexp(pthread_mutex_t **m) {

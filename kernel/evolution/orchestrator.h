@@ -71,6 +71,13 @@ void orch_stop(struct orchestrator *o);
 
 /* Queues an evolution for the owner's intent. *ret_id: caller frees. */
 int orch_submit(struct orchestrator *o, const char *intent, const char *owner_words, char **ret_id);
+/* Queues the doctor's fix of an incident (kernel/health): an evolution of
+ * kind "fix", whose intent the planner is shown as the kernel's, not as the
+ * owner's. *ret_id: caller frees. */
+int orch_submit_fix(struct orchestrator *o, const char *intent, char **ret_id);
+/* How the planner is shown an evolution's intent: the owner's, a stage of
+ * the kernel's roadmap, the kernel's incident fix (kind "fix"). Static. */
+const char *orch_intent_label(const char *kind, bool roadmap_stage);
 /* Queues the next stage of the newest roadmap (roadmap.h) as an evolution
  * whose intent is the goal, the stages done and this stage. -ENOENT no
  * roadmap, -EALREADY every stage is done, -EBUSY one of its evolutions is

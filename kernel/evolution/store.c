@@ -59,7 +59,7 @@ int evo_event(struct db *db, const char *id, const char *kind, const char *data_
 int evo_create_new(struct db *db, const struct evo_new *n, char **ret_id) {
         const char *intent = n->intent, *kind = n->kind;
         if (strempty(intent) || strlen(intent) > INTENT_MAX || !kind ||
-            (!streq(kind, "evolve") && !streq(kind, "rollback") && !streq(kind, "owner")) ||
+            (!streq(kind, "evolve") && !streq(kind, "rollback") && !streq(kind, "owner") && !streq(kind, "fix")) ||
             (n->owner_words && strlen(n->owner_words) > INTENT_MAX) ||
             (n->roadmap_id && (n->roadmap_stage < 0 || n->roadmap_stage >= 6)))
                 return -EINVAL;

@@ -13,9 +13,10 @@ struct db;
  * reached and the evolution waits it out; kernel/agent). */
 bool evo_event_kind_valid(const char *kind);
 
-/* A new evolution in state requested (kind "evolve", "rollback" or "owner":
- * the verification of the owner's own commits on main); intent is the
- * owner's words (at most 16 KiB). *ret_id is "evo_<16 hex>"; caller frees. */
+/* A new evolution in state requested (kind "evolve", "rollback", "owner":
+ * the verification of the owner's own commits on main, or "fix": the
+ * doctor's fix of an incident, which evolves like "evolve"); intent is the
+ * owner's words, or the kernel's for "fix" (at most 16 KiB). *ret_id is "evo_<16 hex>"; caller frees. */
 int evo_create(struct db *db, const char *intent, const char *kind, char **ret_id);
 /* The same with what else a new evolution carries (migration 0010): the
  * owner's own words when the intent is the chat agent's (≤ 16 KiB, or NULL),

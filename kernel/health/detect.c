@@ -148,6 +148,14 @@ void health_detect_closed(struct health_detect *d, const char *cause) {
                 memcpy(d->open[i], d->open[d->n_open], sizeof d->open[i]);
 }
 
+/* Routes with an incident of their own open now. */
+static size_t open_routes(const struct health_detect *d) {
+        size_t n = 0;
+        for (size_t i = 0; i < d->n_open; i++)
+                n += startswith(d->open[i], "5xx ") && !streq(d->open[i], HEALTH_5XX_MANY);
+        return n;
+}
+
 /* A cause seen: AGAIN when it is open, else OPEN (and now it is). */
 static enum health_verdict open_or_again(struct health_detect *d, const char *cause) {
         if (open_find(d, cause) >= 0)
@@ -215,6 +223,8 @@ enum health_verdict health_detect_5xx(struct health_detect *d, const char *metho
         if (s->n < HEALTH_5XX_THRESHOLD)
                 return HEALTH_NOTHING;
         *s = (struct route_slot){0}; /* counted in the incident from now on */
+        if (open_routes(d) >= HEALTH_5XX_OPEN_MAX)
+                snprintf(ret_cause, HEALTH_CAUSE_MAX + 1, "%s", HEALTH_5XX_MANY);
         return open_or_again(d, ret_cause);
 }
 

@@ -28,7 +28,8 @@
 /* ---- evidence ---- */
 
 /* One line into b: cut at HEALTH_EVIDENCE_LINE_MAX bytes on a UTF-8
- * boundary, controls but tab as '?'. */
+ * boundary, controls but tab as '?', invalid UTF-8 as U+FFFD (the database
+ * takes UTF-8 only). */
 static int put_line(struct buf *b, const char *p, size_t n) {
         bool cut = n > HEALTH_EVIDENCE_LINE_MAX;
         if (cut) {
@@ -36,12 +37,13 @@ static int put_line(struct buf *b, const char *p, size_t n) {
                 while (n > 0 && ((unsigned char)p[n] & 0xC0) == 0x80)
                         n--;
         }
-        for (size_t i = 0; i < n; i++) {
+        for (size_t i = 0; i < n;) {
                 unsigned char c = (unsigned char)p[i];
-                char ch = (c < 0x20 && c != '\t') || c == 0x7f ? '?' : (char)c;
-                int r = buf_append(b, &ch, 1);
+                size_t k = (c < 0x20 && c != '\t') || c == 0x7f ? 0 : utf8_seq((const unsigned char *)p + i, n - i);
+                int r = k ? buf_append(b, p + i, k) : buf_puts(b, c < 0x80 ? "?" : "\xEF\xBF\xBD");
                 if (r < 0)
                         return r;
+                i += k ? k : 1;
         }
         return buf_puts(b, cut ? "…\n" : "\n");
 }
@@ -72,7 +74,27 @@ static int put_last_lines(struct buf *b, const char *text, size_t len, bool drop
         return 0;
 }
 
-int health_log_tail(const char *path, char **ret) {
+char *health_cut(const char *s, size_t max) {
+        size_t len = strlen(s);
+        if (len > max) {
+                len = max;
+                while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
+                        len--;
+        }
+        return strndup(s, len);
+}
+
+char *health_redact(const char *text, const char *const *redact) {
+        char *s = strdup(text);
+        for (size_t i = 0; s && redact && redact[i]; i++) {
+                char *t = text_redact(s, redact[i]);
+                free(s);
+                s = t;
+        }
+        return s;
+}
+
+int health_log_tail(const char *path, const char *const *redact, char **ret) {
         _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
         if (fd < 0) {
                 if (errno != ENOENT)
@@ -95,8 +117,15 @@ int health_log_tail(const char *path, char **ret) {
         ssize_t got = pread(fd, data, TAIL_READ_MAX, off);
         if (got < 0)
                 return -errno;
+        /* secrets out before lines are cut (a cut must not leave half of one) */
+        for (ssize_t i = 0; i < got; i++)
+                data[i] = data[i] ? data[i] : '?';
+        data[got] = '\0';
+        _cleanup_free_ char *clean = health_redact(data, redact);
+        if (!clean)
+                return -ENOMEM;
         struct buf b = BUF_INIT(HEALTH_EVIDENCE_LINES * (HEALTH_EVIDENCE_LINE_MAX + 8) + 1);
-        int r = put_last_lines(&b, data, (size_t)got, off > 0);
+        int r = put_last_lines(&b, clean, strlen(clean), off > 0);
         if (r < 0) {
                 buf_free(&b);
                 return r;
@@ -174,7 +203,7 @@ static int tool_read_log(struct tool_ctx *ctx, const struct tool *t, json_t *arg
         if (!h || !h->organism_log)
                 return tool_result_printf(ret, true, "%s is not available here", t->name);
         _cleanup_free_ char *tail = NULL, *fenced = NULL;
-        int r = health_log_tail(h->organism_log, &tail);
+        int r = health_log_tail(h->organism_log, (const char *const *)h->redact, &tail);
         if (r == -ENOMEM)
                 return r;
         if (r < 0)
@@ -300,15 +329,16 @@ int health_diagnose(struct health *h, const char *id, const char *cause, const c
                 goto out;
         }
         if (res.outcome != AGENT_TERMINAL || !res.tool || !streq(res.tool, "submit_diagnosis")) {
-                if (xasprintf(ret_error, "no diagnosis was submitted (%s): %.500s", agent_outcome_name(res.outcome),
-                              res.error ? res.error : "no reason given") < 0)
+                _cleanup_free_ char *why = health_cut(res.error ? res.error : "no reason given", 500);
+                if (!why || xasprintf(ret_error, "no diagnosis was submitted (%s): %s", agent_outcome_name(res.outcome),
+                                      why) < 0)
                         *ret_error = NULL;
                 r = -EREMOTEIO;
                 goto out;
         }
         args = json_loads(res.args ? res.args : "{}", 0, NULL);
         const char *text = json_string_value(json_object_get(args, "diagnosis"));
-        if (strempty(text) || !(*ret_text = strndup(text, HEALTH_DIAGNOSIS_MAX))) {
+        if (strempty(text) || !(*ret_text = health_cut(text, HEALTH_DIAGNOSIS_MAX))) {
                 r = strempty(text) ? -EBADMSG : -ENOMEM;
                 goto out;
         }

@@ -21,6 +21,7 @@ struct health_pending {
 struct health {
         char *seed_dir;
         char *organism_log;
+        char **redact;                  /* health_config.redact, copied (never NULL) */
         struct db *kdb;
         const struct cfg *cfg;
         struct mind *mind;
@@ -46,6 +47,10 @@ struct health {
         bool started;
         atomic_bool cancel;             /* a diagnosis stops at its next call */
 };
+
+/* Copy of at most max bytes of s, cut on a UTF-8 character boundary (the
+ * database refuses half a character). Caller frees; NULL on OOM. */
+char *health_cut(const char *s, size_t max);
 
 /* Runs the diagnosis of the incident (its row as a JSON object) and fills
  * *ret_text (caller frees) with what the agent submitted; -EREMOTEIO with

@@ -6,6 +6,7 @@
 #include "base/crypto.h"
 #include "base/json.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "db/db.h"
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
@@ -145,6 +146,23 @@ void health_sched_result(void *userdata, const char *job, int result, const char
         "id, cause, kind, status, opened_at, updated_at, last_seen_at, occurrences, note, fix_evolution, "   \
         "watch_until, diagnosis IS NOT NULL AS diagnosed"
 
+/* Only the newest HEALTH_ENDED_KEPT ended incidents are kept (not one
+ * diagnosed within the last day: the daily cap counts its diagnosis). */
+static void prune_ended(struct health *h) {
+        char keep[16], since[32];
+        snprintf(keep, sizeof keep, "%d", HEALTH_ENDED_KEPT);
+        snprintf(since, sizeof since, "%lld", (long long)(health_now(h) - DAY_MS));
+        const char *p[] = {keep, since};
+        int r = db_execp(h->kdb,
+                         "DELETE FROM incidents i WHERE status IN ('resolved', 'ignored') AND id NOT IN "
+                         "(SELECT id FROM incidents WHERE status IN ('resolved', 'ignored') "
+                         "ORDER BY updated_at DESC, id DESC LIMIT $1::int) AND NOT EXISTS "
+                         "(SELECT 1 FROM incident_diagnoses d WHERE d.incident_id = i.id AND d.started_at >= $2::bigint)",
+                         2, p, NULL);
+        if (r < 0)
+                log_error_errno(r, "health: cannot forget the oldest ended incidents: %m");
+}
+
 static int incident_move(struct health *h, const char *id, enum health_status from, enum health_status to,
                          const char *diagnosis, const char *note, const char *fix_evo, int64_t watch_until,
                          char **ret_cause) {
@@ -160,7 +178,8 @@ static int incident_move(struct health *h, const char *id, enum health_status fr
         int r = db_query_value(h->kdb,
                                "UPDATE incidents SET status = $3, updated_at = $4::bigint, "
                                "diagnosis = COALESCE($5, diagnosis), note = $6, "
-                               "fix_evolution = COALESCE($7, fix_evolution), watch_until = $8::bigint "
+                               "fix_evolution = CASE WHEN $3 = 'fixing' THEN $7 ELSE COALESCE($7, fix_evolution) END, "
+                               "watch_until = $8::bigint "
                                "WHERE id = $1 AND status = $2 RETURNING cause",
                                8, p, &cause);
         if (r == -ENOENT)
@@ -174,10 +193,19 @@ static int incident_move(struct health *h, const char *id, enum health_status fr
                 pthread_mutex_lock(&h->lock);
                 health_detect_closed(h->detect, cause);
                 pthread_mutex_unlock(&h->lock);
+                prune_ended(h);
         }
         if (ret_cause)
                 *ret_cause = TAKE_PTR(cause);
         return 0;
+}
+
+/* What the organism said, fit to store and quote: its secrets redacted,
+ * invalid UTF-8 (a Latin-1 path, a cut character) as U+FFFD. */
+static char *clean_text(struct health *h, const char *s) {
+        _cleanup_free_ char *r = health_redact(s, (const char *const *)h->redact);
+        _cleanup_free_ char *cut = r ? health_cut(r, HEALTH_EVIDENCE_MAX) : NULL; /* "[redacted]" may be longer */
+        return cut ? text_utf8_sanitize(cut) : NULL;
 }
 
 /* The evidence of a new incident: what happened, then the organism's log
@@ -206,23 +234,25 @@ static char *collect_evidence(struct health *h, const struct health_pending *p) 
                 break;
         }
         _cleanup_free_ char *tail = NULL, *fenced = NULL;
-        if (p->kind != HEALTH_KIND_JOB && h->organism_log && health_log_tail(h->organism_log, &tail) >= 0 &&
+        if (p->kind != HEALTH_KIND_JOB && h->organism_log &&
+            health_log_tail(h->organism_log, (const char *const *)h->redact, &tail) >= 0 &&
             health_fence("the organism's log, its last lines", tail, &fenced) >= 0)
                 (void)buf_printf(&b, "\n%s", fenced);
-        char *s = buf_steal(&b);
-        return s ? s : strdup(p->cause);
+        _cleanup_free_ char *s = buf_steal(&b);
+        return clean_text(h, s ? s : p->cause); /* the detail too */
 }
 
-static void store_pending(struct health *h, struct health_pending *p) {
+static int store_row(struct health *h, struct health_pending *p) {
         _cleanup_free_ char *id = NULL, *hex = NULL, *evidence = NULL, *row = NULL;
         if (crypto_random_hex(8, &hex) < 0 || xasprintf(&id, "inc_%s", hex) < 0)
-                return;
-        if (p->verdict == HEALTH_OPEN && !(evidence = collect_evidence(h, p)))
-                return;
+                return -ENOMEM;
+        if (p->verdict == HEALTH_OPEN ? !(evidence = collect_evidence(h, p))
+                                      : p->detail && !(evidence = clean_text(h, p->detail)))
+                return -ENOMEM;
         char at[32], count[16];
         snprintf(at, sizeof at, "%lld", (long long)p->at);
         snprintf(count, sizeof count, "%d", p->count);
-        const char *params[] = {id, p->cause, health_kind_name(p->kind), at, evidence ? evidence : p->detail, count};
+        const char *params[] = {id, p->cause, health_kind_name(p->kind), at, evidence, count};
         /* A cause open already counts once more (a watched one is open again:
          * its fix did not hold). */
         int r = db_query_value(h->kdb,
@@ -237,17 +267,25 @@ static void store_pending(struct health *h, struct health_pending *p) {
                                "ELSE i.note END "
                                "RETURNING i.id || ' ' || i.status",
                                6, params, &row);
-        if (r < 0) {
-                log_error_errno(r, "health: could not record the incident '%s': %m", p->cause);
-                return;
-        }
+        if (r < 0)
+                return log_error_errno(r, "health: could not record the incident '%s': %m", p->cause);
         char *status = strchr(row, ' ');
         if (!status)
-                return;
+                return -EBADMSG;
         *status++ = '\0';
         if (streq(row, id))
                 log_warn("health: incident %s opened: %s", id, p->cause);
         publish(h, row, status, p->cause);
+        return 0;
+}
+
+static void store_pending(struct health *h, struct health_pending *p) {
+        if (store_row(h, p) >= 0 || p->verdict != HEALTH_OPEN)
+                return;
+        /* not recorded: the cause is not open, so its next report opens it */
+        pthread_mutex_lock(&h->lock);
+        health_detect_closed(h->detect, p->cause);
+        pthread_mutex_unlock(&h->lock);
 }
 
 /* ---- diagnosis and fixes ---- */
@@ -334,20 +372,30 @@ static void diagnose_next(struct health *h) {
         (void)db_execp(h->kdb, "UPDATE incident_diagnoses SET ended_at = $2::bigint, outcome = left($3, 1024) "
                                "WHERE id = $1::bigint", 3, ep, NULL);
         if (r < 0) {
-                _cleanup_free_ char *note = NULL;
-                if (xasprintf(&note, "the diagnosis did not finish: %.900s", error ? error : strerror(-r)) < 0)
+                _cleanup_free_ char *why = health_cut(error ? error : strerror(-r), 900), *note = NULL;
+                if (!why || xasprintf(&note, "the diagnosis did not finish: %s", why) < 0)
                         note = NULL;
                 (void)incident_move(h, id, HEALTH_ST_DIAGNOSING, HEALTH_ST_OPEN, NULL,
                                     note ? note : "the diagnosis did not finish", NULL, 0, NULL);
                 return;
         }
-        if (incident_move(h, id, HEALTH_ST_DIAGNOSING, HEALTH_ST_DIAGNOSED, text, NULL, NULL, 0, NULL) < 0)
+        if ((r = incident_move(h, id, HEALTH_ST_DIAGNOSING, HEALTH_ST_DIAGNOSED, text, NULL, NULL, 0, NULL)) < 0) {
+                /* not left diagnosing until a restart: open again, tried again later */
+                if (r != -ESTALE)
+                        (void)incident_move(h, id, HEALTH_ST_DIAGNOSING, HEALTH_ST_OPEN, NULL,
+                                            "the diagnosis could not be stored", NULL, 0, NULL);
                 return;
-        bool autofix = false;
-        if (health_auto_fix_get(h, &autofix) >= 0 && autofix) {
-                _cleanup_free_ char *evo = NULL;
-                (void)queue_fix(h, id, &evo); /* logs */
         }
+        bool autofix = false;
+        if (health_auto_fix_get(h, &autofix) < 0 || !autofix)
+                return;
+        /* a fix is an evolution: autonomous work the budget may have paused */
+        if (h->spend && !spend_allows(h->spend, "health")) {
+                note_waiting(h, id, "not fixed automatically: the monthly budget is reached (the owner's Fix starts it)");
+                return;
+        }
+        _cleanup_free_ char *evo = NULL;
+        (void)queue_fix(h, id, &evo); /* logs */
 }
 
 /* Fixes whose evolution ended; watches that ran out. */
@@ -503,8 +551,11 @@ int health_new(const struct health_config *cfg, struct health **ret) {
         h->tick_ms = cfg->tick_ms > 0 ? cfg->tick_ms : TICK_MS;
         int r = -ENOMEM;
         if (!(h->seed_dir = strdup(cfg->seed_dir)) || (cfg->organism_log && !(h->organism_log = strdup(cfg->organism_log))) ||
-            health_detect_new(&h->detect) < 0)
+            health_detect_new(&h->detect) < 0 || !(h->redact = calloc(1, sizeof *h->redact)))
                 goto fail;
+        for (size_t i = 0; cfg->redact && cfg->redact[i]; i++)
+                if (!strempty(cfg->redact[i]) && strv_push(&h->redact, cfg->redact[i]) < 0)
+                        goto fail;
         if ((r = load_open(h)) < 0)
                 goto fail;
         if ((r = -pthread_create(&h->thread, NULL, worker, h)) < 0) {
@@ -538,6 +589,9 @@ void health_free(struct health *h) {
         pthread_cond_destroy(&h->idle);
         free(h->seed_dir);
         free(h->organism_log);
+        for (size_t i = 0; h->redact && h->redact[i]; i++)
+                secure_zero(h->redact[i], strlen(h->redact[i]));
+        strv_free(h->redact);
         free(h);
 }
 
@@ -664,11 +718,23 @@ static int queue_fix(struct health *h, const char *id, char **ret_evo_id) {
         _cleanup_free_ char *intent = fix_intent(o), *evo = NULL;
         if (!intent)
                 return -ENOMEM;
-        if ((r = orch_submit(orch, intent, NULL, &evo)) < 0)
-                return log_error_errno(r, "health: could not queue the fix of %s: %m", id);
-        r = incident_move(h, id, st, HEALTH_ST_FIXING, NULL, "the fix's evolution runs", evo, 0, NULL);
+        /* Claimed before anything is queued: a second Fix (a double click,
+         * the automatic one) finds it fixing and queues nothing. */
+        r = incident_move(h, id, st, HEALTH_ST_FIXING, NULL, "the fix's evolution is being queued", NULL, 0, NULL);
         if (r < 0)
+                return r == -ESTALE ? -EBUSY : r;
+        if ((r = orch_submit_fix(orch, intent, &evo)) < 0) {
+                log_error_errno(r, "health: could not queue the fix of %s: %m", id);
+                (void)incident_move(h, id, HEALTH_ST_FIXING, st, NULL, "the fix's evolution could not be queued", NULL,
+                                    0, NULL);
                 return r;
+        }
+        const char *p[] = {id, evo};
+        if ((r = db_execp(h->kdb,
+                          "UPDATE incidents SET fix_evolution = $2, note = 'the fix''s evolution runs' "
+                          "WHERE id = $1 AND status = 'fixing'",
+                          2, p, NULL)) < 0)
+                return log_error_errno(r, "health: the fix of %s is evolution %s, which it cannot record: %m", id, evo);
         log_info("health: the fix of incident %s is evolution %s", id, evo);
         *ret_evo_id = TAKE_PTR(evo);
         return 0;

@@ -15,7 +15,11 @@
  *     scheduler's on_result may call through health_sched_result).
  * One incident per cause while it is not resolved or ignored: a cause that
  * happens again counts as an occurrence of the open incident (the database
- * holds that with a unique index, and the detector in memory too).
+ * holds that with a unique index, and the detector in memory too). Any
+ * visitor can make routes fail, so at most HEALTH_5XX_OPEN_MAX routes have
+ * an incident of their own at once; a route past that counts in the one
+ * incident HEALTH_5XX_MANY. Of the incidents that ended, the newest
+ * HEALTH_ENDED_KEPT are kept.
  *
  * Statuses (status.c, a table of edges like kernel/evolution/state.c):
  * open → diagnosing → diagnosed → fixing → watching (30 min) → resolved, or
@@ -28,7 +32,8 @@
  * spend_allows(spend, "health"); its model calls are recorded with purpose
  * "health". Every piece of evidence quoted from logs is bounded
  * (HEALTH_EVIDENCE_LINES lines of HEALTH_EVIDENCE_LINE_MAX characters),
- * fenced and marked as data, never instructions.
+ * fenced and marked as data, never instructions, and the secrets the
+ * organism holds (health_config.redact) are "[redacted]" in it.
  *
  * A fix is an evolution whose intent asks first for a test that fails on
  * the incident, then the change that makes it pass. The owner's Fix starts
@@ -55,6 +60,9 @@ struct spend;
 #define HEALTH_CRASH_GIVE_UP 3          /* more than this many crashes within the window */
 #define HEALTH_JOB_FAILURES 2           /* consecutive failures of a job */
 #define HEALTH_ROUTES_MAX 64            /* routes counted at once (the oldest is forgotten) */
+#define HEALTH_5XX_OPEN_MAX 16          /* open incidents of one route each; past it: HEALTH_5XX_MANY */
+#define HEALTH_5XX_MANY "5xx (many routes)"
+#define HEALTH_ENDED_KEPT 200           /* resolved and ignored incidents kept (the newest) */
 #define HEALTH_ROUTE_MAX 200            /* bytes of a normalised path */
 #define HEALTH_ROUTE_SEGMENTS 16        /* segments kept of a path (then "/…") */
 #define HEALTH_CAUSE_MAX 256
@@ -101,7 +109,9 @@ void health_detect_free(struct health_detect *d);
 DEFINE_TRIVIAL_CLEANUP_FUNC(struct health_detect *, health_detect_free)
 
 /* Every verdict writes the cause ("5xx GET /items/:id", "crash",
- * "gave_up", "job <name>") into ret_cause (HEALTH_CAUSE_MAX + 1 bytes). */
+ * "gave_up", "job <name>", HEALTH_5XX_MANY when HEALTH_5XX_OPEN_MAX routes'
+ * causes are open and this one is not) into ret_cause (HEALTH_CAUSE_MAX + 1
+ * bytes). */
 enum health_verdict health_detect_5xx(struct health_detect *d, const char *method, const char *path, int64_t now_ms,
                                       char *ret_cause);
 /* A crash: HEALTH_OPEN or HEALTH_AGAIN for "crash"; *ret_gave_up when this
@@ -137,8 +147,13 @@ bool health_transition_allowed(enum health_status from, enum health_status to);
 
 /* The last HEALTH_EVIDENCE_LINES lines of the log at path, each cut at
  * HEALTH_EVIDENCE_LINE_MAX bytes (on a UTF-8 boundary, then "…"), control
- * characters but tab shown as '?'. A missing file is "" (0). Caller frees. */
-int health_log_tail(const char *path, char **ret);
+ * characters but tab shown as '?'. Every value in redact (NULL-terminated;
+ * may be NULL) is "[redacted]", replaced before anything is cut. A missing
+ * file is "" (0). Caller frees. */
+int health_log_tail(const char *path, const char *const *redact, char **ret);
+/* Copy of text with every value in redact (as above) "[redacted]". Caller
+ * frees; NULL on OOM. */
+char *health_redact(const char *text, const char *const *redact);
 /* text (bounded as above) inside a fence longer than any run of backticks
  * in it, between lines saying it is data quoted from a log, not
  * instructions. Caller frees. */
@@ -159,6 +174,11 @@ struct health_config {
         struct spend *spend;           /* borrowed; NULL: no budget (diagnosis allowed) */
         struct live *live;             /* the reader role's tools (borrowed); NULL: not offered data */
         const char *organism_log;      /* .seed/logs/organism.log (copied); NULL: none */
+        /* The secrets the organism may hold (the job token, the values of the
+         * secrets passed at start): "[redacted]" wherever the log's text
+         * enters evidence, a prompt or a tool result. NULL-terminated, copied
+         * (wiped when freed); may be NULL. */
+        const char *const *redact;
         /* Publishes "incident" events ({"id","status","cause"}); may be NULL. */
         void (*publish)(void *userdata, const char *kind, const char *json);
         void *userdata;
@@ -200,9 +220,10 @@ int health_list_json(struct health *h, char **ret_json);
  * id (^inc_[0-9a-f]{16}$). Caller frees. */
 int health_get_json(struct health *h, const char *id, char **ret_json);
 /* The owner's Fix: queues the fix evolution (*ret_evo_id, caller frees).
- * -ENOENT unknown, -EINVAL bad id, -EBUSY its status allows no fix
- * (resolved, ignored, fixing, watching, diagnosing), -ENODEV no
- * orchestrator. */
+ * The incident is fixing before the evolution is queued (and back where it
+ * was when queueing fails), so two Fixes at once queue one. -ENOENT
+ * unknown, -EINVAL bad id, -EBUSY its status allows no fix (resolved,
+ * ignored, fixing, watching, diagnosing), -ENODEV no orchestrator. */
 int health_fix(struct health *h, const char *id, char **ret_evo_id);
 /* The owner's Ignore: -ENOENT, -EINVAL, -EALREADY it has ended. */
 int health_ignore(struct health *h, const char *id);

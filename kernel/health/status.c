@@ -23,6 +23,7 @@ static const struct {
         {HEALTH_ST_DIAGNOSED, HEALTH_ST_FIXING, "the owner's Fix, or the automatic one"},
         {HEALTH_ST_FIXING, HEALTH_ST_WATCHING, "the fix's evolution completed"},
         {HEALTH_ST_FIXING, HEALTH_ST_DIAGNOSED, "the fix's evolution failed or was cancelled"},
+        {HEALTH_ST_FIXING, HEALTH_ST_OPEN, "the fix's evolution could not be queued (Fix before any diagnosis)"},
         {HEALTH_ST_WATCHING, HEALTH_ST_RESOLVED, "30 minutes without the cause"},
         {HEALTH_ST_WATCHING, HEALTH_ST_OPEN, "the cause happened again after the fix"},
 };

@@ -100,11 +100,6 @@ struct model_text_calls {
 int model_text_calls_parse(const char *text, struct model_text_calls *ret, char **ret_error);
 void model_text_calls_done(struct model_text_calls *t);
 
-/* Copy of s with every occurrence of secret replaced by "[redacted]"
- * (secret NULL or empty: a plain copy). Caller frees; NULL on OOM. */
-char *model_redact(const char *s, const char *secret);
-/* Copy of s with invalid UTF-8 replaced by U+FFFD. Caller frees. */
-char *model_utf8_sanitize(const char *s);
 
 /* The endpoint this model posts to, and the one it lists models at (borrowed). */
 const char *model_endpoint(const struct model *m);

@@ -3,6 +3,7 @@
 #include "model/model-internal.h"
 #include "base/crypto.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "httpc/httpc.h"
 
 #include <limits.h>
@@ -358,7 +359,7 @@ static int fail(const struct model *m, int r, char **ret_error, const char *fmt,
         int k = xvasprintf(&what, fmt, ap);
         va_end(ap);
         if (k >= 0 && xasprintf(&full, "%s: %s", m->provider->name, what) >= 0 && ret_error)
-                *ret_error = model_redact(full, m->api_key);
+                *ret_error = text_redact(full, m->api_key);
         free(what);
         if (full)
                 secure_zero(full, strlen(full));
@@ -423,7 +424,7 @@ int model_complete(struct model *m, const struct model_request *req, struct mode
                         r = -ETIMEDOUT;
                         break;
                 }
-                _cleanup_free_ char *safe = model_redact(a.error ? a.error : "", m->api_key);
+                _cleanup_free_ char *safe = text_redact(a.error ? a.error : "", m->api_key);
                 log_warn("model %s (%s): attempt %d of %d failed: %s; retrying in %lld ms", m->name,
                          m->provider->name, attempt, m->max_attempts, safe ? safe : "", (long long)delay);
                 r = sleep_ms(delay, req);

@@ -1,6 +1,7 @@
 /* models.c — the wire format of a provider's list of models, the one parser
  * of it (see model_wire_parse_models in model-internal.h). */
 #include "model/wire-json.h"
+#include "base/text.h"
 
 #define NAME_MAX_BYTES 256
 
@@ -27,7 +28,7 @@ static int display_name(const char *s, char **ret) {
         for (char *p = raw; *p; p++)
                 if ((unsigned char)*p < 0x20 || *p == 0x7f)
                         *p = ' ';
-        return (*ret = model_utf8_sanitize(raw)) ? 0 : -ENOMEM;
+        return (*ret = text_utf8_sanitize(raw)) ? 0 : -ENOMEM;
 }
 
 /* 1: supported_parameters holds "tools"; 0: it is a list without it; -1: not said. */

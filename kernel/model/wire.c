@@ -6,43 +6,6 @@
 
 #include <stdarg.h>
 
-char *model_utf8_sanitize(const char *s) {
-        size_t len = strlen(s);
-        struct buf b = BUF_INIT(SIZE_MAX);
-        const unsigned char *p = (const unsigned char *)s;
-        for (size_t i = 0; i < len;) {
-                size_t n = utf8_seq(p + i, len - i);
-                int r = n ? buf_append(&b, p + i, n) : buf_append(&b, "\xef\xbf\xbd", 3);
-                if (r < 0) {
-                        buf_free(&b);
-                        return NULL;
-                }
-                i += n ? n : 1;
-        }
-        return buf_steal(&b);
-}
-
-char *model_redact(const char *s, const char *secret) {
-        if (strempty(secret))
-                return strdup(s);
-        struct buf b = BUF_INIT(SIZE_MAX);
-        size_t sl = strlen(secret);
-        for (const char *p = s;;) {
-                const char *hit = strstr(p, secret);
-                int r = buf_append(&b, p, hit ? (size_t)(hit - p) : strlen(p));
-                if (r >= 0 && hit)
-                        r = buf_puts(&b, "[redacted]");
-                if (r < 0) {
-                        buf_free(&b);
-                        return NULL;
-                }
-                if (!hit)
-                        break;
-                p = hit + sl;
-        }
-        return buf_steal(&b);
-}
-
 /* A printable excerpt of len bytes at s: control characters become spaces,
  * at most MODEL_ERROR_EXCERPT bytes, valid UTF-8. */
 static char *excerpt(const char *s, size_t len) {
@@ -64,7 +27,7 @@ static char *excerpt(const char *s, size_t len) {
                 o += 3;
         }
         raw[o] = 0;
-        return model_utf8_sanitize(raw);
+        return text_utf8_sanitize(raw);
 }
 
 json_t *wire_str(const char *s) {
@@ -73,7 +36,7 @@ json_t *wire_str(const char *s) {
         json_t *j = json_string(s);
         if (j)
                 return j;
-        _cleanup_free_ char *clean = model_utf8_sanitize(s);
+        _cleanup_free_ char *clean = text_utf8_sanitize(s);
         return clean ? json_string(clean) : NULL;
 }
 

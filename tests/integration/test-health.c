@@ -5,12 +5,17 @@
  * tries to write is refused, nothing is written), recorded with purpose
  * "health"; the daily cap and the budget hold it back; Ignore and Fix follow
  * the status edges. Runs as the unprivileged 'seed' account. */
+#include <pthread.h>
+#include <time.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "base/buf.h"
 #include "base/fileio.h"
+#include "evolution/orchestrator.h"
+#include "evolution/store.h"
 #include "base/json.h"
 #include "base/log.h"
 #include "base/priv.h"
@@ -28,6 +33,9 @@
 #include "model-server.h"
 
 #define KEY "sk-test-health"
+#define JOB_TOKEN "jt-0f1e2d3c4b5a69788796a5b4c3d2e1f0"
+#define GRANTED "granted-secret-value-77"
+static const char *const redact[] = {JOB_TOKEN, GRANTED, NULL};
 
 static char pg_dir[64], code_dir[64], log_path[128];
 static struct pg *g_pg;
@@ -35,9 +43,13 @@ static struct db *g_db;
 static struct live *g_live;
 static struct spend *g_spend;
 
+static bool budget_spent_by_a_call; /* a model call reaches the budget (a budget of 0 from then on) */
+
 static void usage(void *userdata, const char *purpose, const char *reference, const char *model,
                   const struct model_usage *u) {
         (void)spend_record(g_spend, wall_ms(), purpose, reference, model, u);
+        if (budget_spent_by_a_call)
+                (void)spend_budget_set(g_spend, true, 0, wall_ms());
 }
 
 static struct cfg *config(void) {
@@ -70,7 +82,8 @@ static struct health *new_health(struct mind *m, const struct cfg *c) {
         struct health *h = NULL;
         assert_int_equal(health_new(&(struct health_config){.seed_dir = code_dir, .kdb = g_db, .cfg = c, .mind = m,
                                                             .spend = g_spend, .live = g_live,
-                                                            .organism_log = log_path, .tick_ms = 20},
+                                                            .organism_log = log_path, .redact = redact,
+                                                            .tick_ms = 20},
                                     &h),
                          0);
         return h;
@@ -136,6 +149,103 @@ static void test_5xx_and_evidence(void **state) {
         arr = json_object_get(l, "incidents");
         assert_int_equal(json_array_size(arr), 1);
         assert_int_equal(json_integer_value(json_object_get(json_array_get(arr, 0), "occurrences")), 504);
+        health_free(h);
+}
+
+/* Latin-1 from the organism (a log line, a request path) is stored, as
+ * U+FFFD: the incident is not lost. */
+static void test_invalid_utf8(void **state) {
+        reset();
+        const char *log = "na\xefve caf\xe9 failed\n";
+        assert_int_equal(write_file_atomic(log_path, log, strlen(log), 0600), 0);
+        struct health *h = new_health(NULL, NULL);
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/caf\xe9", 500);
+        assert_int_equal(health_report_job_failure(h, "latin", "HTTP 500: caf\xe9", 2), 1);
+        _cleanup_json_ json_t *l = list(h);
+        json_t *arr = json_object_get(l, "incidents");
+        assert_int_equal(json_array_size(arr), 2);
+        for (size_t i = 0; i < 2; i++) {
+                _cleanup_json_ json_t *full = one(h, field(json_array_get(arr, i), "id"));
+                const char *ev = field(full, "evidence");
+                if (streq(field(full, "kind"), "5xx")) {
+                        assert_string_equal(field(full, "cause"), "5xx GET /caf~");
+                        assert_non_null(strstr(ev, "GET /caf\xef\xbf\xbd answered 500"));
+                        assert_non_null(strstr(ev, "na\xef\xbf\xbdve caf\xef\xbf\xbd failed"));
+                } else
+                        assert_non_null(strstr(ev, "HTTP 500: caf\xef\xbf\xbd"));
+        }
+        health_free(h);
+}
+
+/* An incident the database refused is not taken as open: the cause's next
+ * reports open it, with its evidence. */
+static void test_refused_incident_opens_again(void **state) {
+        reset();
+        assert_int_equal(db_exec(g_db,
+                                 "CREATE FUNCTION test_refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                                 "RAISE EXCEPTION 'refused by the test'; END $$; "
+                                 "CREATE TRIGGER test_refuse BEFORE INSERT ON incidents FOR EACH ROW "
+                                 "EXECUTE FUNCTION test_refuse()",
+                                 NULL),
+                         0);
+        struct health *h = new_health(NULL, NULL);
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/refused", 500);
+        _cleanup_json_ json_t *l = list(h);
+        assert_int_equal(db_exec(g_db, "DROP TRIGGER test_refuse ON incidents; DROP FUNCTION test_refuse()", NULL), 0);
+        assert_int_equal(json_array_size(json_object_get(l, "incidents")), 0);
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/refused", 500);
+        json_decref(l);
+        l = list(h);
+        json_t *inc = json_array_get(json_object_get(l, "incidents"), 0);
+        assert_non_null(inc);
+        _cleanup_json_ json_t *full = one(h, field(inc, "id"));
+        assert_non_null(strstr(field(full, "evidence"), "5xx answers on this route")); /* opened, not counted again */
+        health_free(h);
+}
+
+/* Routes past HEALTH_5XX_OPEN_MAX count in one incident; of the ended
+ * incidents the newest HEALTH_ENDED_KEPT are kept. */
+static void test_many_routes_and_pruning(void **state) {
+        reset();
+        struct health *h = new_health(NULL, NULL);
+        for (int i = 0; i < HEALTH_5XX_OPEN_MAX + 4; i++) {
+                char path[32];
+                snprintf(path, sizeof path, "/p/a%c%c", 'a' + i / 26, 'a' + i % 26);
+                for (int k = 0; k < HEALTH_5XX_THRESHOLD; k++)
+                        health_report_5xx(h, "GET", path, 500);
+        }
+        _cleanup_json_ json_t *l = list(h);
+        json_t *arr = json_object_get(l, "incidents");
+        assert_int_equal(json_array_size(arr), HEALTH_5XX_OPEN_MAX + 1);
+        json_t *inc;
+        size_t i;
+        bool many = false;
+        json_array_foreach(arr, i, inc) if (streq(field(inc, "cause"), HEALTH_5XX_MANY)) {
+                many = true;
+                /* the 3 answers that opened it, then one for each route after */
+                assert_int_equal(json_integer_value(json_object_get(inc, "occurrences")), HEALTH_5XX_THRESHOLD + 3);
+        }
+        assert_true(many);
+        /* 250 ended long ago; ignoring one more keeps the newest 200 */
+        assert_int_equal(db_exec(g_db,
+                                 "INSERT INTO incidents (id, cause, kind, status, opened_at, updated_at, last_seen_at) "
+                                 "SELECT 'inc_' || lpad(to_hex(n), 16, '0'), 'job old' || n, 'job', 'resolved', n, n, n "
+                                 "FROM generate_series(1, 250) n",
+                                 NULL),
+                         0);
+        assert_int_equal(health_ignore(h, field(json_array_get(arr, 0), "id")), 0);
+        _cleanup_free_ char *n = NULL, *oldest = NULL;
+        assert_int_equal(db_query_value(g_db, "SELECT count(*) FROM incidents WHERE status IN ('resolved', 'ignored')",
+                                        0, NULL, &n),
+                         0);
+        assert_string_equal(n, "200");
+        assert_int_equal(db_query_value(g_db, "SELECT min(updated_at) FROM incidents WHERE status = 'resolved'", 0, NULL,
+                                        &oldest),
+                         0);
+        assert_string_equal(oldest, "52"); /* 51 of the oldest went, the one just ignored stays */
         health_free(h);
 }
 
@@ -233,7 +343,10 @@ static bool offered(json_t *reqs, size_t i, const char *name) {
 
 static void test_diagnosis_read_only(void **state) {
         reset();
-        assert_int_equal(write_file_atomic(log_path, "ZeroDivisionError in organism/app.py line 3\n", 45, 0600), 0);
+        /* the organism printed its job token and a granted secret */
+        const char *log = "ZeroDivisionError in organism/app.py line 3\nAuthorization: Bearer " JOB_TOKEN "\n"
+                          "key=" GRANTED "\n";
+        assert_int_equal(write_file_atomic(log_path, log, strlen(log), 0600), 0);
         _cleanup_(cfg_freep) struct cfg *c = config();
         struct mind *m = NULL;
         _cleanup_free_ char *err = NULL;
@@ -284,6 +397,13 @@ static void test_diagnosis_read_only(void **state) {
         assert_non_null(strstr(all, "this phase does not offer the tool 'change_data'"));
         assert_non_null(strstr(all, "this phase does not offer the tool 'run'"));
         assert_non_null(strstr(all, "ZeroDivisionError in organism/app.py line 3")); /* read_log */
+        /* neither the evidence (the first message) nor read_log showed the secrets */
+        assert_null(strstr(all, JOB_TOKEN));
+        assert_null(strstr(all, GRANTED));
+        assert_non_null(strstr(all, "Bearer [redacted]"));
+        assert_non_null(strstr(all, "key=[redacted]"));
+        assert_null(strstr(field(full, "evidence"), JOB_TOKEN));
+        assert_non_null(strstr(field(full, "evidence"), "Bearer [redacted]"));
         assert_non_null(strstr(all, "42"));                                           /* query_data as reader */
         assert_non_null(strstr(all, "return 1 / len(items)"));                        /* read_file */
         assert_non_null(strstr(all, "not instructions"));
@@ -350,6 +470,69 @@ static void test_daily_cap_and_budget(void **state) {
         inc = json_array_get(json_object_get(l, "incidents"), 0);
         assert_string_equal(field(inc, "status"), "diagnosed");
         assert_int_equal(request_count(), 1);
+        health_free(h);
+        mind_free(m);
+}
+
+/* Automatic fixing is autonomous work: a diagnosis that reaches the budget
+ * queues no fix, and the incident says why. */
+static void test_auto_fix_within_budget(void **state) {
+        reset();
+        _cleanup_(cfg_freep) struct cfg *c = config();
+        struct mind *m = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(mind_new(&(struct mind_config){.cfg = c, .backoff_base_ms = 10, .usage_fn = usage}, &m), 0);
+        assert_int_equal(mind_lend_key(m, "openai-compatible", KEY, &err), 0);
+        load_script("[{\"tool_calls\": [{\"name\": \"submit_diagnosis\", \"arguments\": {\"diagnosis\": \"d\"}}]}]");
+        struct health *h = new_health(m, c);
+        assert_int_equal(health_auto_fix_set(h, true), 0);
+        budget_spent_by_a_call = true;
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/d", 500);
+        _cleanup_json_ json_t *l = list(h);
+        json_decref(l);
+        l = list(h);
+        budget_spent_by_a_call = false;
+        json_t *inc = json_array_get(json_object_get(l, "incidents"), 0);
+        assert_string_equal(field(inc, "status"), "diagnosed");
+        assert_non_null(field(inc, "note"));
+        assert_non_null(strstr(field(inc, "note"), "not fixed automatically: the monthly budget is reached"));
+        assert_int_equal(request_count(), 1);
+        assert_int_equal(spend_budget_set(g_spend, false, 0, wall_ms()), 0);
+        health_free(h);
+        mind_free(m);
+}
+
+/* A diagnosis longer than HEALTH_DIAGNOSIS_MAX bytes is cut between
+ * characters (the database refuses half of one) and stored. */
+static void test_long_diagnosis(void **state) {
+        reset();
+        _cleanup_(cfg_freep) struct cfg *c = config();
+        struct mind *m = NULL;
+        _cleanup_free_ char *err = NULL;
+        assert_int_equal(mind_new(&(struct mind_config){.cfg = c, .backoff_base_ms = 10, .usage_fn = usage}, &m), 0);
+        assert_int_equal(mind_lend_key(m, "openai-compatible", KEY, &err), 0);
+        /* "x" then 9000 "é": 18001 bytes, and byte 16384 is the middle of an "é" */
+        struct buf b = BUF_INIT(SIZE_MAX);
+        assert_int_equal(buf_puts(&b, "[{\"tool_calls\": [{\"name\": \"submit_diagnosis\", \"arguments\": "
+                                      "{\"diagnosis\": \"x"),
+                         0);
+        for (int i = 0; i < 9000; i++)
+                assert_int_equal(buf_puts(&b, "é"), 0);
+        assert_int_equal(buf_puts(&b, "\"}}]}]"), 0);
+        load_script(b.data);
+        buf_free(&b);
+        struct health *h = new_health(m, c);
+        for (int i = 0; i < 3; i++)
+                health_report_5xx(h, "GET", "/long", 500);
+        _cleanup_json_ json_t *l = list(h);
+        json_decref(l);
+        l = list(h);
+        json_t *inc = json_array_get(json_object_get(l, "incidents"), 0);
+        assert_string_equal(field(inc, "status"), "diagnosed");
+        _cleanup_json_ json_t *full = one(h, field(inc, "id"));
+        size_t n = strlen(field(full, "diagnosis"));
+        assert_int_equal(n, HEALTH_DIAGNOSIS_MAX - 1); /* "x" and 8191 "é" */
         health_free(h);
         mind_free(m);
 }
@@ -459,6 +642,104 @@ static void test_fix_watch_resolve(void **state) {
         health_free(h);
 }
 
+static struct health *racing_h;
+static char racing_id[32];
+static int racing_rc[2];
+static pthread_barrier_t racing_start;
+
+static void *racing_fix(void *arg) {
+        int i = (int)(intptr_t)arg;
+        _cleanup_free_ char *evo = NULL;
+        pthread_barrier_wait(&racing_start);
+        racing_rc[i] = health_fix(racing_h, racing_id, &evo);
+        return NULL;
+}
+
+/* Two Fixes at once (a double click, or Fix racing the automatic one)
+ * start one evolution: the other is told the incident is busy. */
+static void test_fix_once(void **state) {
+        reset();
+        _cleanup_(cfg_freep) struct cfg *c = config();
+        struct orchestrator *o = NULL;
+        assert_int_equal(orch_start(&(struct orch_config){.seed_dir = code_dir, .cfg = c, .kdb = g_db, .pg = g_pg}, &o),
+                         0);
+        racing_h = new_health(NULL, NULL);
+        health_set_orchestrator(racing_h, o);
+        for (int round = 0; round < 8; round++) {
+                char job[16];
+                snprintf(job, sizeof job, "race%d", round);
+                assert_int_equal(health_report_job_failure(racing_h, job, "x", 2), 1);
+                _cleanup_json_ json_t *l = list(racing_h);
+                char cause[32];
+                snprintf(cause, sizeof cause, "job %s", job);
+                json_t *inc;
+                size_t k;
+                json_array_foreach(json_object_get(l, "incidents"), k, inc) if (streq(field(inc, "cause"), cause))
+                        snprintf(racing_id, sizeof racing_id, "%s", field(inc, "id"));
+                assert_string_equal(status_of(l, cause), "open");
+                pthread_t t[2];
+                assert_int_equal(pthread_barrier_init(&racing_start, NULL, 2), 0);
+                for (intptr_t i = 0; i < 2; i++)
+                        assert_int_equal(pthread_create(&t[i], NULL, racing_fix, (void *)i), 0);
+                for (int i = 0; i < 2; i++)
+                        pthread_join(t[i], NULL);
+                pthread_barrier_destroy(&racing_start);
+                if ((racing_rc[0] == 0) == (racing_rc[1] == 0))
+                        fail_msg("round %d: the two Fixes answered %d and %d", round, racing_rc[0], racing_rc[1]);
+                assert_int_equal(racing_rc[0] == 0 ? racing_rc[1] : racing_rc[0], -EBUSY);
+                char like[64];
+                snprintf(like, sizeof like, "Fix incident %s %%", racing_id);
+                const char *p[] = {like};
+                _cleanup_free_ char *n = NULL;
+                assert_int_equal(db_query_value(g_db, "SELECT count(*) FROM evolutions WHERE intent LIKE $1", 1, p, &n), 0);
+                assert_string_equal(n, "1");
+        }
+        health_free(racing_h);
+        orch_stop(o);
+}
+
+/* The planner is shown a fix's intent as the kernel's incident fix, never as
+ * the owner's intent. */
+static void test_fix_shown_as_the_kernels(void **state) {
+        reset();
+        _cleanup_(cfg_freep) struct cfg *c = config();
+        struct mind *m = NULL;
+        _cleanup_free_ char *err = NULL, *evo = NULL;
+        assert_int_equal(mind_new(&(struct mind_config){.cfg = c, .backoff_base_ms = 10}, &m), 0);
+        assert_int_equal(mind_lend_key(m, "openai-compatible", KEY, &err), 0);
+        load_script("[]"); /* the planner's first request is recorded, then answered 400 */
+        struct orchestrator *o = NULL;
+        assert_int_equal(orch_start(&(struct orch_config){.seed_dir = code_dir, .cfg = c, .kdb = g_db, .pg = g_pg,
+                                                          .mind = m},
+                                    &o),
+                         0);
+        struct health *h = new_health(NULL, NULL);
+        health_set_orchestrator(h, o);
+        assert_int_equal(health_report_job_failure(h, "shown", "x", 2), 1);
+        _cleanup_json_ json_t *l = list(h);
+        assert_int_equal(health_fix(h, field(json_array_get(json_object_get(l, "incidents"), 0), "id"), &evo), 0);
+        enum evo_state st = EVO_REQUESTED;
+        for (int64_t until = now_ms() + 60000; now_ms() < until;) {
+                assert_int_equal(evo_get_state(g_db, evo, &st), 0);
+                if (evo_state_is_final(st))
+                        break;
+                nanosleep(&(struct timespec){.tv_nsec = 20 * 1000000L}, NULL);
+        }
+        assert_true(evo_state_is_final(st));
+        const char *p[] = {evo};
+        _cleanup_free_ char *kind = NULL;
+        assert_int_equal(db_query_value(g_db, "SELECT kind FROM evolutions WHERE id = $1", 1, p, &kind), 0);
+        assert_string_equal(kind, "fix");
+        _cleanup_json_ json_t *reqs = requests();
+        assert_true(json_array_size(reqs) >= 1);
+        _cleanup_free_ char *first = json_dumps(json_array_get(reqs, 0), 0);
+        assert_non_null(strstr(first, "The kernel's incident fix"));
+        assert_null(strstr(first, "The owner's intent:"));
+        health_free(h);
+        orch_stop(o);
+        mind_free(m);
+}
+
 static int group_setup(void **state) {
         snprintf(pg_dir, sizeof pg_dir, "/tmp/seed-test-health-XXXXXX");
         snprintf(code_dir, sizeof code_dir, "/tmp/seed-test-health-code-XXXXXX");
@@ -494,11 +775,18 @@ int main(void) {
         }
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_5xx_and_evidence),
+                cmocka_unit_test(test_invalid_utf8),
+                cmocka_unit_test(test_many_routes_and_pruning),
+                cmocka_unit_test(test_refused_incident_opens_again),
                 cmocka_unit_test(test_crash_and_giving_up),
                 cmocka_unit_test(test_job_failures_and_ignore),
                 cmocka_unit_test(test_diagnosis_read_only),
                 cmocka_unit_test(test_daily_cap_and_budget),
                 cmocka_unit_test(test_no_model_key),
+                cmocka_unit_test(test_long_diagnosis),
+                cmocka_unit_test(test_auto_fix_within_budget),
+                cmocka_unit_test(test_fix_once),
+                cmocka_unit_test(test_fix_shown_as_the_kernels),
                 cmocka_unit_test(test_fix_watch_resolve),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -112,6 +112,37 @@ static void test_5xx_many_routes(void **state) {
         assert_int_equal(health_detect_5xx(d, "GET", "/rcl", t + 3 * MIN, cause), HEALTH_OPEN);
 }
 
+/* Letter-only slugs are no ids: a visitor can fail route after route. At
+ * most HEALTH_5XX_OPEN_MAX routes open an incident each; the rest count in
+ * one, and a route whose incident ended makes room again. */
+static void test_5xx_open_cap(void **state) {
+        (void)state;
+        _cleanup_(health_detect_freep) struct health_detect *d = NULL;
+        char cause[HEALTH_CAUSE_MAX + 1], path[64], first[HEALTH_CAUSE_MAX + 1] = "";
+        assert_int_equal(health_detect_new(&d), 0);
+        int64_t t = 1000 * MIN;
+        health_detect_mark_open(d, "crash"); /* not a route: not counted */
+        for (int i = 0; i < HEALTH_5XX_OPEN_MAX + 5; i++) {
+                snprintf(path, sizeof path, "/p/aa%c%c", 'a' + i / 26, 'a' + i % 26);
+                for (int k = 0; k < HEALTH_5XX_THRESHOLD - 1; k++)
+                        assert_int_equal(health_detect_5xx(d, "GET", path, t, cause), HEALTH_NOTHING);
+                enum health_verdict v = health_detect_5xx(d, "GET", path, t, cause);
+                if (i < HEALTH_5XX_OPEN_MAX) {
+                        assert_int_equal(v, HEALTH_OPEN);
+                        assert_true(startswith(cause, "5xx GET /p/aa"));
+                        if (i == 0)
+                                snprintf(first, sizeof first, "%s", cause);
+                } else {
+                        assert_int_equal(v, i == HEALTH_5XX_OPEN_MAX ? HEALTH_OPEN : HEALTH_AGAIN);
+                        assert_string_equal(cause, HEALTH_5XX_MANY);
+                }
+        }
+        health_detect_closed(d, first);
+        for (int k = 0; k < HEALTH_5XX_THRESHOLD; k++)
+                (void)health_detect_5xx(d, "GET", "/q", t, cause);
+        assert_string_equal(cause, "5xx GET /q");
+}
+
 static void test_crash_give_up(void **state) {
         (void)state;
         _cleanup_(health_detect_freep) struct health_detect *d = NULL;
@@ -169,7 +200,7 @@ static void test_status_edges(void **state) {
                 {HEALTH_ST_DIAGNOSED, HEALTH_ST_FIXING, true},    {HEALTH_ST_FIXING, HEALTH_ST_WATCHING, true},
                 {HEALTH_ST_WATCHING, HEALTH_ST_RESOLVED, true},   {HEALTH_ST_WATCHING, HEALTH_ST_OPEN, true},
                 {HEALTH_ST_FIXING, HEALTH_ST_DIAGNOSED, true},    {HEALTH_ST_DIAGNOSING, HEALTH_ST_OPEN, true},
-                {HEALTH_ST_OPEN, HEALTH_ST_FIXING, true},
+                {HEALTH_ST_OPEN, HEALTH_ST_FIXING, true},         {HEALTH_ST_FIXING, HEALTH_ST_OPEN, true},
                 {HEALTH_ST_OPEN, HEALTH_ST_IGNORED, true},        {HEALTH_ST_WATCHING, HEALTH_ST_IGNORED, true},
                 /* never skipping the fix or the watch */
                 {HEALTH_ST_OPEN, HEALTH_ST_RESOLVED, false},      {HEALTH_ST_DIAGNOSED, HEALTH_ST_RESOLVED, false},
@@ -205,7 +236,7 @@ static void test_evidence_bounds(void **state) {
         char *path = path_join(dir, "organism.log");
         char *tail = NULL;
         /* no log yet: nothing */
-        assert_int_equal(health_log_tail(path, &tail), 0);
+        assert_int_equal(health_log_tail(path, NULL, &tail), 0);
         assert_string_equal(tail, "");
         free(tail);
         /* 100 lines, some long, one with a control character */
@@ -221,7 +252,7 @@ static void test_evidence_bounds(void **state) {
                 fputc('\n', f);
         }
         fclose(f);
-        assert_int_equal(health_log_tail(path, &tail), 0);
+        assert_int_equal(health_log_tail(path, NULL, &tail), 0);
         int lines = 0;
         for (char *p = tail, *nl; (nl = strchr(p, '\n')); p = nl + 1) {
                 lines++;
@@ -231,6 +262,27 @@ static void test_evidence_bounds(void **state) {
         assert_true(strncmp(tail, "line 60 ", 8) == 0);
         assert_non_null(strstr(tail, "line 99 bell?\n"));
         assert_null(strchr(tail, '\a'));
+        free(tail);
+        /* secrets are out before a line is cut: not even their first half is left */
+        f = fopen(path, "w");
+        assert_non_null(f);
+        for (int k = 0; k < HEALTH_EVIDENCE_LINE_MAX - 5; k++)
+                fputc('y', f);
+        static const char rest[] = "TOKEN-0123456789 and a NUL\0 then SECRET\n";
+        fwrite(rest, 1, sizeof rest - 1, f);
+        fclose(f);
+        static const char *const secrets[] = {"TOKEN-0123456789", "SECRET", NULL};
+        assert_int_equal(health_log_tail(path, secrets, &tail), 0);
+        assert_null(strstr(tail, "TOKEN"));
+        assert_null(strstr(tail, "SECRET"));
+        free(tail);
+        assert_int_equal(health_log_tail(path, NULL, &tail), 0);
+        assert_non_null(strstr(tail, "TOKEN")); /* without them, the cut line shows its first part */
+        free(tail);
+        char *r = health_redact("a TOKEN-0123456789 b SECRET", secrets);
+        assert_string_equal(r, "a [redacted] b [redacted]");
+        free(r);
+        assert_int_equal(health_log_tail(path, NULL, &tail), 0);
 
         /* fenced, longer than any backticks inside, marked as data */
         char *fenced = NULL;
@@ -267,6 +319,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_route_normalise), cmocka_unit_test(test_5xx_threshold),
                 cmocka_unit_test(test_5xx_window),      cmocka_unit_test(test_5xx_many_routes),
+                cmocka_unit_test(test_5xx_open_cap),
                 cmocka_unit_test(test_crash_give_up),   cmocka_unit_test(test_job_failures),
                 cmocka_unit_test(test_status_edges),    cmocka_unit_test(test_evidence_bounds),
         };

@@ -12,6 +12,7 @@
 
 #include "base/buf.h"
 #include "base/crypto.h"
+#include "base/text.h"
 #include "model/model-internal.h"
 
 #define KEY "sk-test-SECRET-0123456789abcdef"
@@ -234,7 +235,7 @@ static void test_build_invalid_utf8(void **state) {
         char *json = build(&w, &(struct model_request){.messages = &m, .n_messages = 1});
         assert_non_null(strstr(json, "\"a\xef\xbf\xbd" "b\xef\xbf\xbd\""));
         free(json);
-        char *s = model_utf8_sanitize("ok \xe2\x82\xac \xed\xa0\x80 \xc0\xaf");
+        char *s = text_utf8_sanitize("ok \xe2\x82\xac \xed\xa0\x80 \xc0\xaf");
         assert_string_equal(s, "ok \xe2\x82\xac \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd");
         free(s);
 }
@@ -933,10 +934,10 @@ static void test_models_parse(void **state) {
 }
 
 static void test_redact(void **state) {
-        char *s = model_redact("a " KEY " b " KEY, KEY);
+        char *s = text_redact("a " KEY " b " KEY, KEY);
         assert_string_equal(s, "a [redacted] b [redacted]");
         free(s);
-        s = model_redact("nothing", NULL);
+        s = text_redact("nothing", NULL);
         assert_string_equal(s, "nothing");
         free(s);
 }
