@@ -23,6 +23,7 @@
 #include "config/config.h"
 #include "db/db.h"
 #include "evolution/orchestrator.h"
+#include "evolution/roadmap.h"
 #include "evolution/store.h"
 #include "httpc/httpc.h"
 #include "mind/mind.h"
@@ -602,6 +603,32 @@ static void test_question_and_approvals(void **state) {
         free(id);
 }
 
+/* A staged plan the owner refuses leaves no roadmap: nothing for
+ * continue_roadmap to start. */
+static void test_refused_staged_plan_keeps_no_roadmap(void **state) {
+        g_cfg->permissions.require_plan_approval = true;
+        load_script("[{\"tool_calls\": [{\"name\": \"submit_plan\", \"arguments\": {\"title\": \"Greeter\", "
+                    "\"scope\": \"greeter\", \"summary\": \"s\", \"steps\": [\"x\"], \"goal\": \"A greeter\", "
+                    "\"stages\": [\"Say hello\", \"Say goodbye\"]}}]}]");
+        char *id = NULL;
+        assert_int_equal(orch_submit(g_orch, "Become a greeter", NULL, &id), 0);
+        _cleanup_free_ char *plan = wait_approval("A greeter");
+        assert_int_equal(orch_decide(g_orch, plan, false, NULL), 0);
+        enum evo_state s = wait_final(id, 60000);
+        g_cfg->permissions.require_plan_approval = false;
+        if (s != EVO_FAILED)
+                dump_events(id);
+        assert_int_equal(s, EVO_FAILED);
+        _cleanup_free_ char *map = NULL, *err = evo_field(id, "error");
+        assert_non_null(err);
+        assert_non_null(strstr(err, "the owner did not approve the plan"));
+        assert_int_equal(roadmap_get_json(g_db, id, &map), -ENOENT);
+        assert_null(evo_field(id, "roadmap_id"));
+        _cleanup_free_ char *evo_id = NULL, *why = NULL;
+        assert_int_equal(orch_continue_roadmap(g_orch, &evo_id, &why), -ENOENT);
+        free(id);
+}
+
 /* ask_owner is the orchestrator's own tool with its own limit: three
  * questions an evolution; the fourth is answered by the kernel (decide
  * yourself), not put to the owner. Each "match" step checks what the model
@@ -1093,6 +1120,8 @@ static void test_live_organism_serves_new_generation(void **state) {
 }
 
 int main(void) {
+        if (getenv("ORCH_TEST_FILTER")) /* e.g. "test_refused*": one test (those needing no earlier ones) */
+                cmocka_set_test_filter(getenv("ORCH_TEST_FILTER"));
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_evolution_completes),
                 cmocka_unit_test(test_build_failure_is_repaired),
@@ -1104,6 +1133,7 @@ int main(void) {
                 cmocka_unit_test(test_no_model),
                 cmocka_unit_test(test_rollback),
                 cmocka_unit_test(test_question_and_approvals),
+                cmocka_unit_test(test_refused_staged_plan_keeps_no_roadmap),
                 cmocka_unit_test(test_three_questions_at_most),
                 cmocka_unit_test(test_boot_recovery),
                 cmocka_unit_test(test_boot_removes_leftovers_without_worktree),
