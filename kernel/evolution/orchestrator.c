@@ -912,7 +912,7 @@ static int put_roadmap(struct run *r) {
                         return k == -ENOMEM ? k : fail(r, "cannot write the roadmap");
                 len = strlen(text);
         } else {
-                k = repo_read_blob_at(r->worktree, r->base, TOOLS_ROADMAP_PATH, ROADMAP_MD_MAX, &text, &len);
+                k = repo_read_blob_at(r->worktree, r->base, TOOLS_ROADMAP_PATH, ROADMAP_BASE_MAX, &text, &len);
                 if (k == -ENOENT || k == -EINVAL) {
                         k = fsx_delete(r->root_fd, TOOLS_ROADMAP_PATH, &err);
                         if (k < 0 && k != -ENOENT && k != -ENOTDIR)
