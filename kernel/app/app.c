@@ -428,11 +428,11 @@ static int app_start_outbound(struct app *a) {
         return 0;
 }
 
-/* The organism's jobs are synced from the workspace it runs (a deploy, a
- * restart): noted here, on the supervising thread while the workspace
- * cannot change, and done by the scheduler's job "routines.sync". */
 #define SYNC_JOB "routines.sync"
 
+/* The organism's jobs are synced from the workspace it runs (a deploy, a
+ * restart): noted here, on the supervising thread while the workspace
+ * cannot change, and done by the scheduler's job SYNC_JOB. */
 static void app_note_sync(struct app *a, const char *workspace) {
         char *copy = workspace ? strdup(workspace) : NULL;
         if (!copy)
