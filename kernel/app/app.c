@@ -428,9 +428,11 @@ static int app_start_outbound(struct app *a) {
         return 0;
 }
 
+#define SYNC_JOB "routines.sync"
+
 /* The organism's jobs are synced from the workspace it runs (a deploy, a
  * restart): noted here, on the supervising thread while the workspace
- * cannot change, and done by the scheduler's job "routines.sync". */
+ * cannot change, and done by the scheduler's job SYNC_JOB. */
 static void app_note_sync(struct app *a, const char *workspace) {
         char *copy = workspace ? strdup(workspace) : NULL;
         if (!copy)
@@ -698,7 +700,7 @@ static int app_start_schedule(struct app *a) {
         const struct sched_job jobs[] = {
                 {.name = BACKUPS_JOB_DAILY, .next_due = backups_daily_due, .run = backups_daily_run,
                  .userdata = a->backups},
-                {.name = "routines.sync", .next_due = app_sync_due, .run = app_sync_run, .userdata = a},
+                {.name = SYNC_JOB, .next_due = app_sync_due, .run = app_sync_run, .userdata = a},
                 {0},
         };
         struct scheduler *sched = NULL;
@@ -795,12 +797,15 @@ static void app_stop(struct app *a) {
         if (a->ctl)
                 ctl_stop(a->ctl);
         ctl_listen_close(&a->listen);
-        /* No request runs any more: the routines' jobs go (a routine's run
-         * stops at its next call), then the scheduler. */
-        routines_free(__atomic_exchange_n(&a->routines, NULL, __ATOMIC_ACQ_REL));
+        /* No request runs any more: the jobs' sync goes (sched_remove waits
+         * for a sync in progress: it uses the routines), then the routines'
+         * jobs (a routine's run stops at its next call), then the scheduler. */
         pthread_mutex_lock(&a->sched_lock);
         struct scheduler *sched = TAKE_PTR(a->sched);
         pthread_mutex_unlock(&a->sched_lock);
+        if (sched)
+                (void)sched_remove(sched, SYNC_JOB);
+        routines_free(__atomic_exchange_n(&a->routines, NULL, __ATOMIC_ACQ_REL));
         sched_free(sched); /* waits for a run in progress (a daily backup) */
         app_stop_health(a); /* before the orchestrator its fixes go to, the API and the live data it reads */
         orch_stop(a->orch);

@@ -38,6 +38,16 @@ size_t utf8_seq(const unsigned char *s, size_t n) {
         return len;
 }
 
+size_t utf8_cut(const char *s, size_t max) {
+        size_t n = strnlen(s, max + 1);
+        if (n <= max)
+                return n;
+        n = max;
+        while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+                n--;
+        return n;
+}
+
 int hex_digit(char c) {
         if (c >= '0' && c <= '9')
                 return c - '0';

@@ -10,6 +10,10 @@
  * surrogates, nothing above U+10FFFF, no C0/C1 lead bytes. NUL is a valid
  * one-byte sequence: callers that refuse it check it themselves. */
 size_t utf8_seq(const unsigned char *s, size_t n);
+/* The length of s cut to at most max bytes without splitting a UTF-8
+ * character: strlen(s) when it fits, else max less the continuation bytes
+ * a cut at max would strand. */
+size_t utf8_cut(const char *s, size_t max);
 
 /* Copy of s with every byte of invalid UTF-8 replaced by U+FFFD. Caller
  * frees; NULL on OOM. */

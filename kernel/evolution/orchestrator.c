@@ -670,9 +670,7 @@ static int plan(struct run *r, const char *intent) {
         if (checks && !(r->plan_checks = json_dumps(checks, JSON_COMPACT)))
                 return -ENOMEM;
         r->tc.plan_checks = r->plan_checks;
-        if ((k = plan_roadmap(r, p)) < 0)
-                return k;
-        emitj(r, "plan", TAKE_PTR(p)); /* takes p */
+        emitj(r, "plan", json_incref(p)); /* takes a reference */
         if (r->o->c.cfg->permissions.require_plan_approval) {
                 _cleanup_json_ json_t *req = json_loads(plan_json, 0, NULL);
                 k = ask_owner_decision(r, "plan", NULL, NULL, req, "approval", NULL, NULL);
@@ -681,6 +679,10 @@ static int plan(struct run *r, const char *intent) {
                 if (k == 0)
                         return fail(r, "the owner did not approve the plan");
         }
+        /* Only an approved plan's goal becomes a roadmap: a refused one
+         * leaves nothing for continue_roadmap to start. */
+        if ((k = plan_roadmap(r, p)) < 0)
+                return k;
         return set_state(r, EVO_PLANNED, NULL);
 }
 
@@ -918,7 +920,7 @@ static int put_roadmap(struct run *r) {
                         return k == -ENOMEM ? k : fail(r, "cannot write the roadmap");
                 len = strlen(text);
         } else {
-                k = repo_read_blob_at(r->worktree, r->base, TOOLS_ROADMAP_PATH, ROADMAP_MD_MAX, &text, &len);
+                k = repo_read_blob_at(r->worktree, r->base, TOOLS_ROADMAP_PATH, ROADMAP_BASE_MAX, &text, &len);
                 if (k == -ENOENT || k == -EINVAL) {
                         k = fsx_delete(r->root_fd, TOOLS_ROADMAP_PATH, &err);
                         if (k < 0 && k != -ENOENT && k != -ENOTDIR)

@@ -3,8 +3,11 @@
 #include "evolution/roadmap.h"
 #include "base/buf.h"
 #include "base/json.h"
+#include "base/text.h"
 #include "db/db.h"
 #include "tools/tools.h"
+
+#define RECORD_QUOTE_MAX 300 /* bytes of one text quoted in the chat's record */
 
 static bool stages_valid(json_t *stages) {
         size_t n = json_array_size(stages), i;
@@ -152,17 +155,21 @@ int roadmap_record(json_t *roadmap, int stage, char **ret) {
         int n = (int)json_array_size(stages);
         if (!goal || stage < 0 || stage >= n)
                 return -EINVAL;
+        /* Each text cut to RECORD_QUOTE_MAX bytes on a character boundary:
+         * the record goes to the chat, which takes only valid UTF-8. */
         const char *done = json_string_value(json_array_get(stages, (size_t)stage)) ?: "";
+        int nd = (int)utf8_cut(done, RECORD_QUOTE_MAX), ng = (int)utf8_cut(goal, RECORD_QUOTE_MAX);
         if (stage + 1 >= n)
-                return xasprintf(ret, "Roadmap: stage %d of %d (%.300s) is live. The goal \"%.300s\" is reached: every "
+                return xasprintf(ret, "Roadmap: stage %d of %d (%.*s) is live. The goal \"%.*s\" is reached: every "
                                       "stage is done.",
-                                 stage + 1, n, done, goal) < 0
+                                 stage + 1, n, nd, done, ng, goal) < 0
                                ? -ENOMEM
                                : 0;
         const char *next = json_string_value(json_array_get(stages, (size_t)stage + 1)) ?: "";
-        return xasprintf(ret, "Roadmap: stage %d of %d (%.300s) is live. Next is stage %d: %.300s. Continue the "
+        int nn = (int)utf8_cut(next, RECORD_QUOTE_MAX);
+        return xasprintf(ret, "Roadmap: stage %d of %d (%.*s) is live. Next is stage %d: %.*s. Continue the "
                               "roadmap (the Continue button, or ask) to start it.",
-                         stage + 1, n, done, stage + 2, next) < 0
+                         stage + 1, n, nd, done, stage + 2, nn, next) < 0
                        ? -ENOMEM
                        : 0;
 }

@@ -14,6 +14,10 @@ struct db;
 struct json_t;
 
 #define ROADMAP_MD_MAX (16 * 1024)
+/* The base's knowledge/roadmap.md when no roadmap is in play (one the owner
+ * wrote, of any size), put back as it was: as large as a commit takes one
+ * file (repo's 100 MiB), not the kernel's own ROADMAP_MD_MAX. */
+#define ROADMAP_BASE_MAX (100u * 1024 * 1024)
 
 /* A new roadmap of id (the declaring evolution's), goal and stages (a JSON
  * array of 2..6 strings, validated by submit_plan's schema; checked again

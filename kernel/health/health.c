@@ -11,6 +11,7 @@
 #include "evolution/orchestrator.h"
 #include "evolution/store.h"
 #include "mind/mind.h"
+#include "schedule/schedule.h"
 #include "spend/spend.h"
 
 #include <ctype.h>
@@ -111,8 +112,10 @@ void health_report_down(struct health *h, const char *reason) {
         pthread_mutex_unlock(&h->lock);
 }
 
+/* Every name the scheduler takes (schedule.h: [a-z0-9_.-], at most
+ * SCHED_JOB_NAME_MAX). */
 static bool job_name_ok(const char *job) {
-        if (strempty(job) || strlen(job) > 48)
+        if (strempty(job) || strlen(job) > SCHED_JOB_NAME_MAX)
                 return false;
         for (const char *c = job; *c; c++)
                 if (!islower((unsigned char)*c) && !isdigit((unsigned char)*c) && !strchr("_.-", *c))

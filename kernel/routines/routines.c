@@ -350,6 +350,12 @@ static int routine_run(void *userdata, char **ret_error) {
         struct routines *r = e->r;
         int64_t started = wall_ms();
         pthread_mutex_lock(&r->routine_run); /* one at a time: the next waits its turn */
+        if (atomic_load(&r->cancel)) { /* the kernel stopped while it waited: not run (nor recorded) */
+                pthread_mutex_unlock(&r->routine_run);
+                if (ret_error)
+                        *ret_error = strdup("not run: the kernel stopped");
+                return -ECANCELED;
+        }
         _cleanup_free_ char *prompt = NULL, *text = NULL, *error = NULL;
         const char *p[] = {e->id};
         int k = db_query_value(r->c.kdb, "SELECT prompt FROM routines WHERE id = $1::bigint", 1, p, &prompt);

@@ -54,6 +54,7 @@ struct spend;
 #define ROUTINES_MIN_GAP_S (15 * 60)
 #define ROUTINES_GAP_SAMPLES 64              /* next runs the 15-minute rule looks at */
 #define ROUTINES_NAME_MAX 48                 /* [a-z0-9][a-z0-9_-]* */
+#define ROUTINES_JOB_NAME_MAX 44             /* "job.<name>" is its scheduler name (SCHED_JOB_NAME_MAX 48) */
 #define ROUTINES_PROMPT_MAX 8000
 #define ROUTINES_RUN_TIMEOUT_MS (30 * 60 * 1000)
 #define ROUTINES_MAX_TURNS 20
@@ -78,7 +79,7 @@ struct spend;
  * around it and one final full stop — and nothing else. */
 bool routines_quiet(const char *answer);
 /* A routine's or job's name: 1..ROUTINES_NAME_MAX of [a-z0-9_-], starting
- * with a letter or digit. */
+ * with a letter or digit (a job's also at most ROUTINES_JOB_NAME_MAX). */
 bool routines_name_valid(const char *name);
 /* A schedule (kernel/schedule's text) in tz (NULL or "": UTC): -EINVAL with
  * *ret_error (caller frees) when it does not parse or, for a routine, when
@@ -88,7 +89,7 @@ int routines_schedule_check(const char *schedule, const char *tz, bool routine, 
 
 /* One job of organism/routines.yaml. */
 struct routines_job {
-        char *name;      /* routines_name_valid */
+        char *name;      /* routines_name_valid, ≤ ROUTINES_JOB_NAME_MAX */
         char *method;    /* GET, POST, PUT, PATCH or DELETE (default POST) */
         char *path;      /* "/" then [A-Za-z0-9/._~%!$&'()*+,;=:@?-], ≤ ROUTINES_JOB_PATH_MAX */
         char *schedule;  /* kernel/schedule's text */

@@ -7,6 +7,11 @@
 
 #include <ctype.h>
 
+/* The scheduler names entries "job.<name>" and "routine.<id>" (id: a
+ * bigint, at most 19 digits): both must fit its limit. */
+_Static_assert(sizeof "job." - 1 + ROUTINES_JOB_NAME_MAX <= SCHED_JOB_NAME_MAX, "a job's scheduler name fits");
+_Static_assert(sizeof "routine." - 1 + 19 <= SCHED_JOB_NAME_MAX, "a routine's scheduler name fits");
+
 bool routines_quiet(const char *answer) {
         if (!answer)
                 return false;
@@ -100,8 +105,12 @@ static int job_take(struct cfg_record *rec, struct routines_job *all, size_t n, 
         const char *bad = NULL;
         if (!v[K_NAME] || !v[K_PATH] || !v[K_SCHEDULE])
                 bad = "a job needs a name, a path and a schedule";
-        else if (!routines_name_valid(v[K_NAME]))
-                bad = "the name must be 1 to 48 of a-z, 0-9, '-' and '_', starting with a letter or digit";
+        else if (!routines_name_valid(v[K_NAME]) || strlen(v[K_NAME]) > ROUTINES_JOB_NAME_MAX) {
+                if (xasprintf(&why, "the name must be 1 to %d of a-z, 0-9, '-' and '_', starting with a letter or "
+                                    "digit", ROUTINES_JOB_NAME_MAX) < 0)
+                        return -ENOMEM;
+                bad = why;
+        }
         else if (!path_valid(v[K_PATH]))
                 bad = "the path must start with '/' and hold only URL path and query characters (at most 512, no "
                       "'//' or '..')";

@@ -11,6 +11,20 @@ int tools_check_plan(const struct tool_ctx *ctx, const struct tool *t, json_t *a
         if (goal != stages)
                 return errorf(-EINVAL, ret_error, "a goal needs its stages (%d to %d) and stages need their goal",
                               TOOLS_STAGES_MIN, TOOLS_STAGES_MAX);
+        /* The schema counts characters; the roadmap keeps bytes (roadmap.h):
+         * refuse the call here, so the model can shorten it, rather than
+         * fail the evolution when the roadmap cannot be kept. */
+        const char *g = json_string_value(json_object_get(args, "goal"));
+        if (g && strlen(g) > TOOLS_GOAL_MAX)
+                return errorf(-EINVAL, ret_error, "the goal is %zu bytes of UTF-8: at most %d; say it shorter",
+                              strlen(g), TOOLS_GOAL_MAX);
+        size_t i;
+        json_t *s;
+        json_array_foreach(json_object_get(args, "stages"), i, s)
+                if (json_string_length(s) > TOOLS_STAGE_MAX)
+                        return errorf(-EINVAL, ret_error,
+                                      "stage %zu is %zu bytes of UTF-8: at most %d; say it shorter", i + 1,
+                                      json_string_length(s), TOOLS_STAGE_MAX);
         struct decl_check *c = NULL;
         size_t n = 0;
         int r = checks_parse(json_object_get(args, "checks"), &c, &n, ret_error);

@@ -23,6 +23,7 @@
 #include "config/config.h"
 #include "db/db.h"
 #include "evolution/orchestrator.h"
+#include "evolution/roadmap.h"
 #include "evolution/store.h"
 #include "httpc/httpc.h"
 #include "mind/mind.h"
@@ -602,6 +603,68 @@ static void test_question_and_approvals(void **state) {
         free(id);
 }
 
+/* A staged plan the owner refuses leaves no roadmap: nothing for
+ * continue_roadmap to start. */
+static void test_refused_staged_plan_keeps_no_roadmap(void **state) {
+        g_cfg->permissions.require_plan_approval = true;
+        load_script("[{\"tool_calls\": [{\"name\": \"submit_plan\", \"arguments\": {\"title\": \"Greeter\", "
+                    "\"scope\": \"greeter\", \"summary\": \"s\", \"steps\": [\"x\"], \"goal\": \"A greeter\", "
+                    "\"stages\": [\"Say hello\", \"Say goodbye\"]}}]}]");
+        char *id = NULL;
+        assert_int_equal(orch_submit(g_orch, "Become a greeter", NULL, &id), 0);
+        _cleanup_free_ char *plan = wait_approval("A greeter");
+        assert_int_equal(orch_decide(g_orch, plan, false, NULL), 0);
+        enum evo_state s = wait_final(id, 60000);
+        g_cfg->permissions.require_plan_approval = false;
+        if (s != EVO_FAILED)
+                dump_events(id);
+        assert_int_equal(s, EVO_FAILED);
+        _cleanup_free_ char *map = NULL, *err = evo_field(id, "error");
+        assert_non_null(err);
+        assert_non_null(strstr(err, "the owner did not approve the plan"));
+        assert_int_equal(roadmap_get_json(g_db, id, &map), -ENOENT);
+        assert_null(evo_field(id, "roadmap_id"));
+        _cleanup_free_ char *evo_id = NULL, *why = NULL;
+        assert_int_equal(orch_continue_roadmap(g_orch, &evo_id, &why), -ENOENT);
+        free(id);
+}
+
+/* The owner's own knowledge/roadmap.md, larger than the kernel ever writes
+ * one (ROADMAP_MD_MAX), committed on main: an ordinary evolution completes
+ * and keeps it as it was. */
+static void test_owner_roadmap_over_16k_is_kept(void **state) {
+        int before = current_gen();
+        _cleanup_free_ char *dir = path_join(seed_dir, "knowledge"), *file = path_join(seed_dir, "knowledge/roadmap.md");
+        (void)mkdir(dir, 0755);
+        size_t n = ROADMAP_MD_MAX + 4096;
+        char *text = malloc(n + 1);
+        assert_non_null(text);
+        memset(text, 'r', n);
+        for (size_t i = 79; i < n; i += 80)
+                text[i] = '\n';
+        const char *tail = "\nThe owner's own last line.\n";
+        memcpy(text + n - strlen(tail), tail, strlen(tail));
+        text[n] = 0;
+        assert_int_equal(write_file_atomic(file, text, n, 0644), 0);
+        free(text);
+        char *add[] = {"/usr/bin/git", "-C", seed_dir, "add", "knowledge/roadmap.md", NULL};
+        run_cmd(add, NULL);
+        char *commit[] = {"/usr/bin/git", "-C", seed_dir, "-c", "user.name=Owner", "-c", "user.email=owner@example.com",
+                          "commit", "-q", "-m", "My own roadmap", NULL};
+        run_cmd(commit, NULL);
+        load_script("[" PLAN("Notes", "notes") ","
+                    CALL("write_file", "{\"path\": \"knowledge/notes.md\", \"content\": \"notes\\n\"}") ","
+                    FINISH "," REFLECT "]");
+        _cleanup_free_ char *id = NULL;
+        enum evo_state s = run_evolution("Keep notes", &id);
+        if (s != EVO_COMPLETE)
+                dump_events(id);
+        assert_int_equal(s, EVO_COMPLETE);
+        assert_true(current_gen() > before); /* the owner's commit may become a generation of its own first */
+        assert_true(seed_file_contains("knowledge/notes.md", "notes"));
+        assert_true(seed_file_contains("knowledge/roadmap.md", "The owner's own last line."));
+}
+
 /* ask_owner is the orchestrator's own tool with its own limit: three
  * questions an evolution; the fourth is answered by the kernel (decide
  * yourself), not put to the owner. Each "match" step checks what the model
@@ -1093,6 +1156,8 @@ static void test_live_organism_serves_new_generation(void **state) {
 }
 
 int main(void) {
+        if (getenv("ORCH_TEST_FILTER")) /* e.g. "test_refused*": one test (those needing no earlier ones) */
+                cmocka_set_test_filter(getenv("ORCH_TEST_FILTER"));
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_evolution_completes),
                 cmocka_unit_test(test_build_failure_is_repaired),
@@ -1104,6 +1169,8 @@ int main(void) {
                 cmocka_unit_test(test_no_model),
                 cmocka_unit_test(test_rollback),
                 cmocka_unit_test(test_question_and_approvals),
+                cmocka_unit_test(test_refused_staged_plan_keeps_no_roadmap),
+                cmocka_unit_test(test_owner_roadmap_over_16k_is_kept),
                 cmocka_unit_test(test_three_questions_at_most),
                 cmocka_unit_test(test_boot_recovery),
                 cmocka_unit_test(test_boot_removes_leftovers_without_worktree),

@@ -4,7 +4,8 @@
  * organism/routines.yaml synced (a bad file changes nothing and its error is
  * kept; a job's pause survives a sync of the same job); a failed job run
  * recorded and told to the failure hook with the count in a row; the last
- * 100 runs kept; a run missed while nothing ran runs once (a fake clock).
+ * 100 runs kept; a run missed while nothing ran runs once (a fake clock); a
+ * routine waiting its turn does not start once the kernel stops.
  * The limits of issue 18, each with a stand-in that holds what it is asked
  * until the test lets it go: at most ROUTINES_JOBS_AT_ONCE job requests in
  * flight (a real organism — real bwrap and seed-bridge — whose job paths
@@ -578,6 +579,76 @@ static void test_a_hung_routine_times_out(void **state) {
         release_model("forever");
 }
 
+static void *free_routines(void *arg) {
+        routines_free(arg);
+        return NULL;
+}
+
+/* The kernel stops while routine B waits its turn behind routine A: B does
+ * not start (no model run, no run recorded). A is held inside its turn by a
+ * lock on the routines table, taken on a second connection. */
+static void test_a_routine_waiting_its_turn_does_not_start_after_stop(void **state) {
+        reset();
+        _cleanup_free_ char *a = NULL, *b = NULL, *ci = NULL, *name_a = NULL, *name_b = NULL, *sql = NULL;
+        assert_int_equal(routines_create(g_r, "first", "Look.", "every 1h", "UTC", NULL, &a, NULL), 0);
+        assert_int_equal(routines_create(g_r, "second", "Look.", "every 1h", "UTC", NULL, &b, NULL), 0);
+        assert_true(xasprintf(&name_a, "routine.%s", a) >= 0 && xasprintf(&name_b, "routine.%s", b) >= 0);
+        assert_int_equal(pg_conninfo(g_pg, "postgres", PG_KERNEL_DB, &ci), 0);
+        _cleanup_(db_closep) struct db *locker = NULL;
+        assert_int_equal(db_connect(ci, &locker), 0);
+        /* (a failed assertion below leaves the transaction: the server ends it
+         * after a while, so the teardown is not blocked for good) */
+        assert_int_equal(db_exec(locker,
+                                 "BEGIN; SET LOCAL idle_in_transaction_session_timeout = '120s'; "
+                                 "LOCK TABLE routines IN ACCESS EXCLUSIVE MODE",
+                                 NULL),
+                         0);
+        /* A takes its turn and waits for the table */
+        assert_int_equal(routines_run_now(g_r, ROUTINES_ROUTINE, a), 0);
+        int64_t deadline = wall_ms() + 30000;
+        for (;;) {
+                _cleanup_free_ char *n = NULL;
+                assert_int_equal(db_query_value(locker,
+                                                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
+                                                "AND query LIKE 'SELECT prompt FROM routines%'",
+                                                0, NULL, &n),
+                                 0);
+                if (streq(n, "1"))
+                        break;
+                if (wall_ms() > deadline)
+                        fail_msg("routine A never waited for the table");
+                struct timespec ts = {0, 20 * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+        /* B waits its turn; then the kernel stops (routines_free removes B
+         * first, the newest, once it has set cancel) */
+        assert_int_equal(routines_run_now(g_r, ROUTINES_ROUTINE, b), 0);
+        deadline = wall_ms() + 30000;
+        while (!sched_running(g_sched, name_b)) {
+                if (wall_ms() > deadline)
+                        fail_msg("routine B never began");
+                struct timespec ts = {0, 20 * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+        pthread_t th;
+        assert_int_equal(pthread_create(&th, NULL, free_routines, g_r), 0);
+        g_r = NULL;
+        deadline = wall_ms() + 30000;
+        while (sched_running(g_sched, name_b)) { /* false once removed: cancel is set */
+                if (wall_ms() > deadline)
+                        fail_msg("routine B was never removed");
+                struct timespec ts = {0, 20 * 1000000L};
+                nanosleep(&ts, NULL);
+        }
+        assert_int_equal(db_exec(locker, "ROLLBACK", NULL), 0);
+        pthread_join(th, NULL);
+        assert_true(xasprintf(&sql, "SELECT count(*) FROM routine_runs WHERE routine_id = %s", a) >= 0);
+        assert_value(sql, "1"); /* A had begun: it ends (no model here) */
+        free(sql);
+        assert_true(xasprintf(&sql, "SELECT count(*) FROM routine_runs WHERE routine_id = %s", b) >= 0);
+        assert_value(sql, "0"); /* B never started */
+}
+
 static int group_setup(void **state) {
         snprintf(seed_dir, sizeof seed_dir, "/tmp/seed-test-routines-XXXXXX");
         if (!mkdtemp(seed_dir) || pg_start(seed_dir, &g_pg) < 0)
@@ -657,6 +728,7 @@ int main(void) {
                 cmocka_unit_test(test_jobs_sync),
                 cmocka_unit_test(test_a_failed_job_is_told_and_the_last_100_runs_kept),
                 cmocka_unit_test(test_a_missed_run_runs_once),
+                cmocka_unit_test(test_a_routine_waiting_its_turn_does_not_start_after_stop),
                 cmocka_unit_test(test_at_most_4_jobs_at_once),
                 cmocka_unit_test(test_a_hung_job_times_out),
                 cmocka_unit_test(test_one_routine_at_a_time),

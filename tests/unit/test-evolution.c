@@ -9,6 +9,7 @@
 #include "base/json.h"
 #include "evolution/owner.h"
 #include "evolution/roadmap.h"
+#include "base/text.h"
 #include "evolution/state.h"
 
 static void test_names_round_trip(void **state) {
@@ -238,10 +239,40 @@ static void test_roadmap_texts(void **state) {
         assert_non_null(strstr(last, "The goal \"A CRM\" is reached"));
 }
 
+/* The chat's record quotes at most 300 bytes of each text, cut on a
+ * character boundary: a long CJK goal and stage leave valid UTF-8 (the
+ * chat refuses anything else), ending on a whole character. */
+static void test_roadmap_record_cuts_whole_characters(void **state) {
+        char goal[1 + 150 * 3 + 1] = "a", stage[1 + 150 * 3 + 1] = "b";
+        for (int i = 0; i < 150; i++) {
+                memcpy(goal + 1 + i * 3, "\xe8\xaa\x9e", 3); /* 語 */
+                memcpy(stage + 1 + i * 3, "\xe8\xaa\x9e", 3);
+        }
+        goal[sizeof goal - 1] = stage[sizeof stage - 1] = '\0';
+        _cleanup_json_ json_t *m = json_pack("{s:s, s:[s, s]}", "goal", goal, "stages", stage, stage);
+        assert_non_null(m);
+        _cleanup_free_ char *next = NULL, *last = NULL;
+        assert_int_equal(roadmap_record(m, 0, &next), 0);
+        assert_int_equal(roadmap_record(m, 1, &last), 0);
+        _cleanup_json_ json_t *a = json_string(next), *b = json_string(last); /* NULL unless valid UTF-8 */
+        assert_non_null(a);
+        assert_non_null(b);
+        /* 1 + 99 characters of 3 bytes: 298 bytes, the 300th would split one */
+        char cut[1 + 99 * 3 + 3];
+        snprintf(cut, sizeof cut, "(%.298s)", stage);
+        assert_non_null(strstr(next, cut));
+        snprintf(cut, sizeof cut, "\"%.298s\"", goal);
+        assert_non_null(strstr(last, cut));
+        assert_int_equal(utf8_cut("ab", 5), 2);
+        assert_int_equal(utf8_cut("a\xe8\xaa\x9e", 3), 1);
+        assert_int_equal(utf8_cut("a\xe8\xaa\x9e", 4), 4);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_names_round_trip),
                 cmocka_unit_test(test_roadmap_texts),
+                cmocka_unit_test(test_roadmap_record_cuts_whole_characters),
                 cmocka_unit_test(test_main_path),
                 cmocka_unit_test(test_repair_loop),
                 cmocka_unit_test(test_any_active_state_can_fail_cancel_or_ask),

@@ -96,6 +96,12 @@ static void test_jobs_good(void **state) {
         assert_string_equal(jobs[1].tz, "UTC");
         assert_int_equal(jobs[1].line, 7);
         routines_jobs_free(jobs, n);
+        /* The longest name: "job.<name>" is 48, what the scheduler takes. */
+        const char *longest = "jobs:\n  - name: a2345678901234567890123456789012345678901234\n    path: /a\n"
+                              "    schedule: every 1h\n";
+        assert_int_equal(routines_jobs_parse(longest, strlen(longest), NOW, &jobs, &n, NULL), 0);
+        assert_int_equal(strlen(jobs[0].name), ROUTINES_JOB_NAME_MAX);
+        routines_jobs_free(jobs, n);
         /* Empty and null: no jobs. */
         const char *none[] = {"", "jobs:\n", "jobs: []\n", "# nothing yet\n"};
         for (size_t i = 0; i < ARRAY_SIZE(none); i++) {
@@ -132,6 +138,10 @@ static void test_jobs_bad(void **state) {
         assert_bad("jobs:\n  - name: a\n    schedule: every 1h\n", "organism/routines.yaml:2:", "needs a name, a path");
         assert_bad("jobs:\n  - name: Bad Name\n    path: /a\n    schedule: every 1h\n", "organism/routines.yaml:2:",
                    "the name must be");
+        /* "job.<name>" is the scheduler's name: at most 48, so a job's name at most 44 */
+        assert_bad("jobs:\n  - name: a\n    path: /a\n    schedule: every 1h\n"
+                   "  - name: a23456789012345678901234567890123456789012345\n    path: /a\n    schedule: every 1h\n",
+                   "organism/routines.yaml:5:", "the name must be 1 to 44 of");
         assert_bad("jobs:\n  - name: a\n    path: jobs/a\n    schedule: every 1h\n", "organism/routines.yaml:2:",
                    "the path must start with '/'");
         assert_bad("jobs:\n  - name: a\n    path: /a b\n    schedule: every 1h\n", "organism/routines.yaml:2:",

@@ -6,6 +6,7 @@
 #include <stddef.h>
 #include <cmocka.h>
 
+#include "base/buf.h"
 #include "base/fileio.h"
 #include "base/priv.h"
 #include "chat/chat.h"
@@ -1495,6 +1496,29 @@ static void test_reach_tools(void **state) {
         assert_true(r.is_error);
         assert_contains(r.output, "$.stages");
         tool_result_done(&r);
+        /* the schema counts characters, the roadmap bytes: a goal or a stage
+         * within the characters but over the bytes is refused by the call */
+        {
+                _cleanup_free_ char *cjk = NULL, *args = NULL;
+                struct buf b = BUF_INIT(1 << 16);
+                for (int i = 0; i < 400; i++)
+                        assert_int_equal(buf_puts(&b, "\xe8\xaa\x9e"), 0); /* 語: 400 characters, 1200 bytes */
+                assert_non_null(cjk = buf_steal(&b));
+                assert_true(xasprintf(&args, "{\"title\":\"T\",\"scope\":\"t\",\"summary\":\"s\",\"steps\":[\"x\"],"
+                                             "\"goal\":\"%s\",\"stages\":[\"a\",\"b\"]}", cjk) >= 0);
+                r = call(&ctx, "submit_plan", args);
+                assert_true(r.is_error);
+                assert_contains(r.output, "the goal is 1200 bytes of UTF-8: at most 1000");
+                tool_result_done(&r);
+                free(args);
+                cjk[300 * 3] = '\0'; /* 300 characters, 900 bytes: a fine goal, too long a stage */
+                assert_true(xasprintf(&args, "{\"title\":\"T\",\"scope\":\"t\",\"summary\":\"s\",\"steps\":[\"x\"],"
+                                             "\"goal\":\"%s\",\"stages\":[\"a\",\"%s\"]}", cjk, cjk) >= 0);
+                r = call(&ctx, "submit_plan", args);
+                assert_true(r.is_error);
+                assert_contains(r.output, "stage 2 is 900 bytes of UTF-8: at most 500");
+                tool_result_done(&r);
+        }
         r = call(&ctx, "submit_plan", "{\"title\":\"T\",\"scope\":\"t\",\"summary\":\"s\",\"steps\":[\"x\"],"
                                       "\"checks\":[{\"request\":\"http:TRACE /\",\"status\":200}]}");
         assert_true(r.is_error);
