@@ -1049,7 +1049,12 @@ class Ctx:
 
     def live_env_clean(self, ctx, a):
         env = self.live(a.key, 'env')
-        extra = sorted(k for k in env if k.startswith('SEED_') and k != 'SEED_ENV')
+        # SEED_ENV says where it runs; SEED_JOB_TOKEN is the organism's own:
+        # the kernel sends it with the requests of the jobs the app declared
+        # (organism/routines.yaml), so the app can tell them from a visitor's.
+        # It opens nothing in the kernel; anything else named SEED_ is the
+        # kernel's or the owner's.
+        extra = sorted(k for k in env if k.startswith('SEED_') and k not in ('SEED_ENV', 'SEED_JOB_TOKEN'))
         if extra or any(k.startswith('ESCAPE_') for k in env):
             return f'kernel or owner variables in the environment: {extra or [k for k in env if "ESCAPE" in k]}'
         if env.get('SEED_ENV') != 'live':
