@@ -232,6 +232,17 @@ static void test_jobs_sync(void **state) {
         assert_int_equal(routines_run_now(g_r, ROUTINES_JOB, "ping"), -ENOENT);
 }
 
+/* Polls cond every 10 ms until it holds; fails after 60 s. */
+#define POLL(cond, what)                                                                                           \
+        do {                                                                                                       \
+                int64_t deadline_ = now_ms() + 60000;                                                              \
+                while (!(cond)) {                                                                                  \
+                        if (now_ms() > deadline_)                                                                  \
+                                fail_msg("not within 60 s: %s", what);                                             \
+                        sleep_ms(10);                                                                              \
+                }                                                                                                  \
+        } while (0)
+
 /* Polls (no fixed sleep) until the query answers want, for at most 60 s. */
 static void wait_value(const char *sql, const char *want) {
         for (int i = 0; i < 6000; i++) {
@@ -261,12 +272,10 @@ static void test_a_failed_job_is_told_and_the_last_100_runs_kept(void **state) {
         wait_value("SELECT count(*) FROM routine_runs", "100");
         assert_value("SELECT min(started_at) FROM routine_runs WHERE outcome = 'ok'", "6");
         assert_value("SELECT error FROM routine_runs WHERE outcome = 'failed'", "the organism is not running");
-        for (int i = 0; i < 6000 && sched_running(g_sched, "job.ping"); i++)
-                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        POLL(!sched_running(g_sched, "job.ping"), "the run to end");
         assert_int_equal(routines_run_now(g_r, ROUTINES_JOB, "ping"), 0);
         wait_value("SELECT count(*) FROM routine_runs WHERE outcome = 'failed'", "2");
-        for (int i = 0; i < 6000 && sched_running(g_sched, "job.ping"); i++)
-                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        POLL(!sched_running(g_sched, "job.ping"), "the run to end");
         pthread_mutex_lock(&failed.lock);
         assert_int_equal(failed.calls, 2);
         assert_int_equal(failed.last_consecutive, 2);
@@ -308,8 +317,7 @@ static void test_a_missed_run_runs_once(void **state) {
         atomic_store(&skip, 3 * 3600 + 120);
         sched_wake(g_sched);
         wait_value("SELECT count(*) FROM routine_runs WHERE routine_id IS NOT NULL", "1");
-        for (int i = 0; i < 6000 && sched_running(g_sched, name); i++)
-                nanosleep(&(struct timespec){.tv_nsec = 10 * 1000 * 1000}, NULL);
+        POLL(!sched_running(g_sched, name), "the run to end");
         assert_value("SELECT outcome || ': ' || error FROM routine_runs", "failed: no model to think with (no key)");
         _cleanup_json_ json_t *after = sched_entry(name);
         assert_int_equal(json_integer_value(json_object_get(after, "runs")), 1);
@@ -420,15 +428,6 @@ static void release_one(void) {
         assert_true(json_is_true(json_object_get(j, "released")));
 }
 
-#define POLL(cond, what)                                                                                           \
-        do {                                                                                                       \
-                int64_t deadline_ = now_ms() + 60000;                                                              \
-                while (!(cond)) {                                                                                  \
-                        if (now_ms() > deadline_)                                                                  \
-                                fail_msg("not within 60 s: %s", what);                                             \
-                        sleep_ms(10);                                                                              \
-                }                                                                                                  \
-        } while (0)
 
 /* While the limit keeps the rest waiting, nothing more may get in: looked
  * at for a while (a limit that is not kept lets the next one in at once). */
