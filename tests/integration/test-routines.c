@@ -593,8 +593,12 @@ static void test_a_routine_waiting_its_turn_does_not_start_after_stop(void **sta
         assert_int_equal(routines_create(g_r, "second", "Look.", "every 1h", "UTC", NULL, &b, NULL), 0);
         assert_true(xasprintf(&name_a, "routine.%s", a) >= 0 && xasprintf(&name_b, "routine.%s", b) >= 0);
         assert_int_equal(pg_conninfo(g_pg, "postgres", PG_KERNEL_DB, &ci), 0);
-        _cleanup_(db_closep) struct db *locker = NULL;
+        /* The watcher asks pg_stat_activity outside the locker's transaction:
+         * inside one, PostgreSQL answers every read with the snapshot of the
+         * first, so a poll that came before A waited would never see it. */
+        _cleanup_(db_closep) struct db *locker = NULL, *watcher = NULL;
         assert_int_equal(db_connect(ci, &locker), 0);
+        assert_int_equal(db_connect(ci, &watcher), 0);
         /* (a failed assertion below leaves the transaction: the server ends it
          * after a while, so the teardown is not blocked for good) */
         assert_int_equal(db_exec(locker,
@@ -607,7 +611,7 @@ static void test_a_routine_waiting_its_turn_does_not_start_after_stop(void **sta
         int64_t deadline = wall_ms() + 30000;
         for (;;) {
                 _cleanup_free_ char *n = NULL;
-                assert_int_equal(db_query_value(locker,
+                assert_int_equal(db_query_value(watcher,
                                                 "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' "
                                                 "AND query LIKE 'SELECT prompt FROM routines%'",
                                                 0, NULL, &n),
