@@ -5,6 +5,8 @@
 #include "base/fileio.h"
 
 #include <fcntl.h>
+#include <poll.h>
+#include <stdatomic.h>
 #include <sys/inotify.h>
 
 /* Where the refs that decide both live: HEAD and packed-refs in .git itself,
@@ -16,7 +18,7 @@ static const char *const watched[] = {".git", ".git/refs", ".git/refs/heads", ".
          IN_DELETE_SELF | IN_MOVE_SELF)
 
 int repo_refs_cache_init(struct repo_refs_cache *c, const char *seed_dir) {
-        *c = (struct repo_refs_cache){.inotify_fd = -1};
+        *c = (struct repo_refs_cache){.inotify_fd = -1, .seq = 1};
         if (!seed_dir || !(c->seed_dir = strdup(seed_dir)))
                 return -ENOMEM;
         pthread_mutex_init(&c->lock, NULL);
@@ -36,8 +38,16 @@ void repo_refs_cache_done(struct repo_refs_cache *c) {
         *c = (struct repo_refs_cache){.inotify_fd = -1};
 }
 
+/* Under c->lock: from here the way past the lock is closed (seq odd). */
+static void seq_close(struct repo_refs_cache *c) {
+        uint64_t s = atomic_load(&c->seq);
+        if (s % 2 == 0)
+                atomic_store(&c->seq, s + 1);
+}
+
 void repo_refs_cache_invalidate(struct repo_refs_cache *c) {
         pthread_mutex_lock(&c->lock);
+        seq_close(c);
         c->valid = false;
         pthread_mutex_unlock(&c->lock);
 }
@@ -74,12 +84,26 @@ static bool arm(struct repo_refs_cache *c) {
         return all;
 }
 
+/* Whether the watch has events waiting (they stay queued for
+ * refresh_locked to drain); an error counts as yes. */
+static bool watch_pending(int fd) {
+        struct pollfd p = {.fd = fd, .events = POLLIN};
+        int k;
+        do
+                k = poll(&p, 1, 0);
+        while (k < 0 && errno == EINTR);
+        return k != 0;
+}
+
 /* Under c->lock: reads the repository again unless nothing moved since the
  * last read and it is recent. */
 static void refresh_locked(struct repo_refs_cache *c) {
         int64_t now = now_ms();
-        if (c->inotify_fd >= 0 && c->valid && now - c->read_ms < REPO_REFS_CACHE_MAX_MS && !refs_moved(c->inotify_fd))
-                return;
+        if (c->inotify_fd >= 0 && c->valid && now - c->read_ms < REPO_REFS_CACHE_MAX_MS && !watch_pending(c->inotify_fd))
+                return; /* (the events stay queued until seq is closed below) */
+        /* Closed before the watch is drained: a question that polled it
+         * empty meanwhile sees seq move and asks under the lock. */
+        seq_close(c);
         /* Armed (and drained) before reading: a change while we read is
          * seen by the next question. */
         bool trusted = c->inotify_fd >= 0 && arm(c);
@@ -96,9 +120,24 @@ static void refresh_locked(struct repo_refs_cache *c) {
         c->read_ms = now;
         c->valid = trusted;
         c->reads++;
+        atomic_store(&c->reads_seen, c->reads);
+        atomic_store(&c->read_ms_seen, now);
+        if (trusted) /* opened again: even */
+                atomic_store(&c->seq, atomic_load(&c->seq) + 1);
 }
 
 uint64_t repo_refs_cache_version(struct repo_refs_cache *c) {
+        /* Past the lock: what was read stands if the watch is quiet and
+         * nobody began to drain it or invalidate meanwhile (seq the same
+         * before and after; sequentially consistent atomics order the
+         * poll between the two loads). */
+        uint64_t s1 = atomic_load(&c->seq);
+        if (s1 % 2 == 0 && now_ms() - atomic_load(&c->read_ms_seen) < REPO_REFS_CACHE_MAX_MS &&
+            !watch_pending(c->inotify_fd)) {
+                uint64_t v = atomic_load(&c->reads_seen);
+                if (atomic_load(&c->seq) == s1)
+                        return v;
+        }
         pthread_mutex_lock(&c->lock);
         refresh_locked(c);
         uint64_t v = c->reads;

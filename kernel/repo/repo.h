@@ -96,6 +96,13 @@ struct repo_refs_cache {
         int oc_r;                              /* repo_owner_change's result */
         struct repo_owner_change oc;
         uint64_t reads;                        /* of the repository, so far */
+        /* repo_refs_cache_version's way past the lock (a seqlock): even
+         * while what was read stands and is watched, odd from the moment
+         * a refresh or an invalidation begins; the copies of reads and
+         * read_ms it answers from are written only while it is odd. */
+        _Atomic uint64_t seq;
+        _Atomic uint64_t reads_seen;
+        _Atomic int64_t read_ms_seen;
 };
 /* seed_dir is copied. */
 int repo_refs_cache_init(struct repo_refs_cache *c, const char *seed_dir);
@@ -109,7 +116,9 @@ int repo_refs_cache_owner_change(struct repo_refs_cache *c, struct repo_owner_ch
 void repo_refs_cache_invalidate(struct repo_refs_cache *c);
 /* Looks whether the refs moved, as the questions above do, and says how
  * many times the repository was read: while that stays the same, so do
- * their answers (a cache of them is exact when it reads this first). */
+ * their answers (a cache of them is exact when it reads this first).
+ * While nothing moved it takes no lock (one poll of the watch), so the
+ * status calls of many connections do not queue behind each other. */
 uint64_t repo_refs_cache_version(struct repo_refs_cache *c);
 
 /* The message of the commit that records the owner's commits as a

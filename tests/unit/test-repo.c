@@ -7,6 +7,8 @@
 #include <dirent.h>
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 
 /* Only to craft an index entry no file can make (a gitlink). */
@@ -1042,6 +1044,60 @@ static void test_refs_cache(void **state) {
         rm_rf(seed);
 }
 
+/* The version is read past the lock while nothing moved: the same number
+ * while the refs stand, a new one at once after a commit or an
+ * invalidation — also while other threads keep asking (and so draining the
+ * watch) at the same time: a question that begins after a commit returned
+ * never answers from before it. */
+struct version_askers {
+        struct repo_refs_cache *cache;
+        atomic_bool stop;
+};
+
+static void *ask_versions(void *arg) {
+        struct version_askers *a = arg;
+        while (!atomic_load(&a->stop))
+                (void)repo_refs_cache_version(a->cache);
+        return NULL;
+}
+
+static void test_refs_cache_version(void **state) {
+        _cleanup_free_ char *base = NULL;
+        _cleanup_free_ char *seed = make_seed(&base);
+        struct repo_refs_cache cache;
+        assert_int_equal(repo_refs_cache_init(&cache, seed), 0);
+        uint64_t v = repo_refs_cache_version(&cache);
+        assert_int_equal(repo_refs_cache_version(&cache), v);
+        assert_int_equal(repo_refs_cache_version(&cache), v);
+        repo_refs_cache_invalidate(&cache);
+        uint64_t w = repo_refs_cache_version(&cache);
+        assert_true(w != v);
+
+        struct version_askers a = {.cache = &cache};
+        pthread_t th[3];
+        for (size_t i = 0; i < ARRAY_SIZE(th); i++)
+                assert_int_equal(pthread_create(&th[i], NULL, ask_versions, &a), 0);
+        for (int i = 0; i < 40; i++) {
+                char content[64], msg[32];
+                snprintf(content, sizeof content, "name: t\n# change %d\n", i);
+                snprintf(msg, sizeof msg, "Change %d", i);
+                uint64_t before = repo_refs_cache_version(&cache);
+                free(owner_commit(seed, "seed.yaml", content, msg));
+                uint64_t after = repo_refs_cache_version(&cache);
+                if (after == before)
+                        fail_msg("commit %d: the version did not move (%llu)", i, (unsigned long long)after);
+        }
+        atomic_store(&a.stop, true);
+        for (size_t i = 0; i < ARRAY_SIZE(th); i++)
+                pthread_join(th[i], NULL);
+        struct repo_owner_change oc;
+        assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
+        assert_string_equal(oc.subject, "Change 39");
+        repo_owner_change_done(&oc);
+        repo_refs_cache_done(&cache);
+        rm_rf(seed);
+}
+
 static void test_owner_change_detection(void **state) {
         _cleanup_free_ char *base = NULL, *c1 = NULL, *c2 = NULL;
         _cleanup_free_ char *seed = make_seed(&base);
@@ -1278,6 +1334,7 @@ int main(void) {
                 cmocka_unit_test(test_restore_generation),
                 cmocka_unit_test(test_owner_change_detection),
                 cmocka_unit_test(test_refs_cache),
+                cmocka_unit_test(test_refs_cache_version),
                 cmocka_unit_test(test_owner_generation_commit),
                 cmocka_unit_test(test_export_generation),
         };
