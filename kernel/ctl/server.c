@@ -12,18 +12,15 @@
 #include <stdarg.h>
 #include <sys/socket.h>
 
-/* Each connection's memory, which bounds the request head (431 past it).
- * libmicrohttpd zeroes all of it after every request, so its size is paid
- * per request (with 1 MiB, a quarter of the CPU of a small answer) and stays
- * resident per connection. On the control plane's own origin nothing of the
- * organism's reaches the head (its cookies live on other hosts: the
- * browser-signin test's cookie bomb), and 64 KiB is twice what nginx takes
- * by default. On a shared origin (control_host "") the organism's script
- * can fill the jar the control plane's requests carry: room for a whole one
- * (about 180 cookies of 4 KiB), so a cookie bomb cannot keep a sign-in link
- * from being answered (and its cookies from being expired). */
-#define CONNECTION_MEMORY_OWN_ORIGIN (64 * 1024)
-#define CONNECTION_MEMORY_SHARED_ORIGIN (1024 * 1024)
+/* Bounds the request head (431 past it). Room for a browser's whole cookie
+ * jar (about 180 cookies of 4 KiB), so a cookie bomb cannot keep a sign-in
+ * link from being answered (and its cookies from being expired) — also on
+ * the control plane's own origin: cookies ignore ports, so any server on
+ * seed.localhost:<another port>, another local account's included, can fill
+ * the jar this origin's requests carry (integration-attack's cookie bomb).
+ * The price: libmicrohttpd zeroes the whole pool after every request (about
+ * a quarter of a small answer's CPU) and a kept-alive connection holds it. */
+#define CONNECTION_MEMORY (1024 * 1024)
 
 /* Per connection: the request in flight, so a request that never reached the
  * access handler (e.g. a head too large) is still freed on close; and its id
@@ -513,8 +510,7 @@ static struct MHD_Daemon *start_daemon(struct ctl *c, int fd) {
                 MHD_OPTION_LISTEN_SOCKET, fd,
                 MHD_OPTION_CONNECTION_LIMIT, c->connection_limit,
                 MHD_OPTION_CONNECTION_TIMEOUT, CTL_HEAD_TIMEOUT_S,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-                (size_t)(c->control_host ? CONNECTION_MEMORY_OWN_ORIGIN : CONNECTION_MEMORY_SHARED_ORIGIN),
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, c,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, c,
                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, c,

@@ -769,46 +769,6 @@ static int healthz_status(int family, uint16_t port) {
         return st;
 }
 
-/* The status of GET /_seed/healthz on port with a header of n bytes. */
-static int status_with_header_of(uint16_t port, size_t n) {
-        int fd = connect_tcp(AF_INET, port);
-        if (fd < 0)
-                return fd;
-        _cleanup_free_ char *big = malloc(n + 1);
-        assert_non_null(big);
-        memset(big, 'a', n);
-        big[n] = 0;
-        _cleanup_free_ char *req = NULL;
-        assert_true(xasprintf(&req, "GET /_seed/healthz HTTP/1.1\r\nHost: 127.0.0.1:%u\r\nX-Big: %s\r\n"
-                                    "Connection: close\r\n\r\n",
-                              port, big) >= 0);
-        send_all(fd, req, strlen(req));
-        struct resp r;
-        read_response(fd, &r);
-        close(fd);
-        int st = r.status;
-        resp_done(&r);
-        return st;
-}
-
-/* A connection's memory bounds the request head: on the control plane's own
- * origin 64 KiB (the organism's cookies never reach it), on a shared origin
- * 1 MiB (room for a whole cookie jar the organism could fill). */
-static void test_head_room_by_origin(void **state) {
-        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
-        cfg.control_host = "seed.localhost";
-        struct ctl *c = NULL;
-        assert_int_equal(ctl_start(&cfg, &c), 0);
-        assert_int_equal(status_with_header_of(ctl_port(c), 40 * 1024), 200);
-        assert_int_equal(status_with_header_of(ctl_port(c), 100 * 1024), 431);
-        ctl_stop(c);
-        cfg.control_host = NULL;
-        assert_int_equal(ctl_start(&cfg, &c), 0);
-        assert_int_equal(status_with_header_of(ctl_port(c), 900 * 1024), 200);
-        assert_int_equal(status_with_header_of(ctl_port(c), 1100 * 1024), 431);
-        ctl_stop(c);
-}
-
 /* A Seed keeps its port: taken on either loopback family, the start fails
  * (no next free port, which another account could be waiting for). */
 static void test_port_taken_refuses(void **state) {
@@ -3164,7 +3124,6 @@ int main(void) {
                 cmocka_unit_test(test_start_and_healthz),
                 cmocka_unit_test(test_port_taken_refuses),
                 cmocka_unit_test(test_own_addresses_refused_in_container),
-                cmocka_unit_test(test_head_room_by_origin),
                 cmocka_unit_test(test_loopback_serves_both_families),
                 cmocka_unit_test(test_given_sockets_outlive_ctl),
                 cmocka_unit_test(test_ipv6),
