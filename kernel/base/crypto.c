@@ -73,17 +73,66 @@ void crypto_sha256_hex(const void *data, size_t len, char out[SHA256_HEX_LEN + 1
         crypto_hex(md, 32, out);
 }
 
+/* A new HMAC-SHA-256 context keyed with key, or NULL. */
+static EVP_MAC_CTX *hmac_new(const void *key, size_t keylen) {
+        EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(hmac_mac);
+        OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
+                               OSSL_PARAM_construct_end()};
+        if (ctx && !EVP_MAC_init(ctx, key, keylen, params)) {
+                EVP_MAC_CTX_free(ctx);
+                ctx = NULL;
+        }
+        return ctx;
+}
+
+/* The process's few HMAC keys (the session key, the owner key), each keyed
+ * once: a call copies its context instead of fetching SHA-256 and hashing
+ * the key's pads again (an API call of a browser checks one HMAC). Keys
+ * past HMAC_KEYS_MAX, or longer than a slot holds, are keyed per call.
+ * Never freed: they live as long as the process, like the fetches. */
+#define HMAC_KEYS_MAX 4
+#define HMAC_KEY_MAX 128
+static struct hmac_key {
+        size_t len;
+        unsigned char key[HMAC_KEY_MAX];
+        EVP_MAC_CTX *ctx;
+} hmac_keys[HMAC_KEYS_MAX];
+static pthread_mutex_t hmac_keys_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static EVP_MAC_CTX *hmac_keyed(const void *key, size_t keylen) {
+        if (keylen > HMAC_KEY_MAX)
+                return hmac_new(key, keylen);
+        EVP_MAC_CTX *ctx = NULL;
+        struct hmac_key *free_slot = NULL;
+        pthread_mutex_lock(&hmac_keys_lock);
+        for (size_t i = 0; i < HMAC_KEYS_MAX; i++) {
+                struct hmac_key *k = &hmac_keys[i];
+                if (!k->ctx) {
+                        if (!free_slot)
+                                free_slot = k;
+                } else if (k->len == keylen && CRYPTO_memcmp(k->key, key, keylen) == 0) {
+                        ctx = EVP_MAC_CTX_dup(k->ctx);
+                        pthread_mutex_unlock(&hmac_keys_lock);
+                        return ctx;
+                }
+        }
+        if (free_slot && (free_slot->ctx = hmac_new(key, keylen))) {
+                free_slot->len = keylen;
+                memcpy(free_slot->key, key, keylen);
+                ctx = EVP_MAC_CTX_dup(free_slot->ctx);
+        }
+        pthread_mutex_unlock(&hmac_keys_lock);
+        return ctx ? ctx : hmac_new(key, keylen);
+}
+
 /* HMAC-SHA-256 with the MAC fetched once; false if that cannot be had. */
 static bool hmac_fetched(const void *key, size_t keylen, const void *msg, size_t len, unsigned char md[32]) {
         pthread_once(&fetch_once, fetch_algorithms);
         if (!hmac_mac)
                 return false;
-        EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(hmac_mac);
-        OSSL_PARAM params[] = {OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, (char *)"SHA256", 0),
-                               OSSL_PARAM_construct_end()};
+        EVP_MAC_CTX *ctx = hmac_keyed(key, keylen);
         size_t mdlen = 0;
-        bool ok = ctx && EVP_MAC_init(ctx, key, keylen, params) && EVP_MAC_update(ctx, msg, len) &&
-                  EVP_MAC_final(ctx, md, &mdlen, 32) && mdlen == 32;
+        bool ok = ctx && EVP_MAC_update(ctx, msg, len) && EVP_MAC_final(ctx, md, &mdlen, 32) && mdlen == 32;
         EVP_MAC_CTX_free(ctx);
         return ok;
 }

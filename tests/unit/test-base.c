@@ -230,6 +230,75 @@ static void test_crypto_hex_and_hashes(void **state) {
         assert_string_equal(out, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
 }
 
+/* RFC 4231's test cases 1 to 4 and 6: more keys than the kept contexts,
+ * one longer than a slot, asked in turns and from four threads at once. */
+struct hmac_case {
+        unsigned char key[131];
+        size_t keylen;
+        unsigned char msg[64];
+        size_t len;
+        const char *want;
+};
+
+static struct hmac_case hmac_cases[5];
+
+static void hmac_cases_init(void) {
+        struct hmac_case *c = hmac_cases;
+        memset(c[0].key, 0x0b, c[0].keylen = 20);
+        memcpy(c[0].msg, "Hi There", c[0].len = 8);
+        c[0].want = "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7";
+        memcpy(c[1].key, "Jefe", c[1].keylen = 4);
+        memcpy(c[1].msg, "what do ya want for nothing?", c[1].len = 28);
+        c[1].want = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843";
+        memset(c[2].key, 0xaa, c[2].keylen = 20);
+        memset(c[2].msg, 0xdd, c[2].len = 50);
+        c[2].want = "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe";
+        for (c[3].keylen = 0; c[3].keylen < 25; c[3].keylen++)
+                c[3].key[c[3].keylen] = (unsigned char)(c[3].keylen + 1);
+        memset(c[3].msg, 0xcd, c[3].len = 50);
+        c[3].want = "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b";
+        memset(c[4].key, 0xaa, c[4].keylen = 131);
+        memcpy(c[4].msg, "Test Using Larger Than Block-Size Key - Hash Key First", c[4].len = 54);
+        c[4].want = "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54";
+}
+
+static void *hmac_rounds(void *arg) {
+        size_t start = (size_t)(uintptr_t)arg;
+        char out[SHA256_HEX_LEN + 1];
+        for (size_t i = 0; i < 500; i++) {
+                const struct hmac_case *c = &hmac_cases[(start + i) % ARRAY_SIZE(hmac_cases)];
+                crypto_hmac_sha256_hex(c->key, c->keylen, c->msg, c->len, out);
+                if (strcmp(out, c->want) != 0)
+                        return (void *)c->want;
+        }
+        return NULL;
+}
+
+static void test_crypto_hmac_keys(void **state) {
+        hmac_cases_init();
+        char out[SHA256_HEX_LEN + 1], other[SHA256_HEX_LEN + 1];
+        for (int round = 0; round < 3; round++)
+                for (size_t i = 0; i < ARRAY_SIZE(hmac_cases); i++) {
+                        const struct hmac_case *c = &hmac_cases[i];
+                        crypto_hmac_sha256_hex(c->key, c->keylen, c->msg, c->len, out);
+                        assert_string_equal(out, c->want);
+                }
+        /* A key one byte off, or one byte shorter, is another key. */
+        crypto_hmac_sha256_hex("Jeff", 4, hmac_cases[1].msg, hmac_cases[1].len, out);
+        crypto_hmac_sha256_hex("Jef", 3, hmac_cases[1].msg, hmac_cases[1].len, other);
+        assert_string_not_equal(out, hmac_cases[1].want);
+        assert_string_not_equal(other, hmac_cases[1].want);
+        assert_string_not_equal(out, other);
+        pthread_t th[4];
+        for (size_t i = 0; i < ARRAY_SIZE(th); i++)
+                assert_int_equal(pthread_create(&th[i], NULL, hmac_rounds, (void *)(uintptr_t)i), 0);
+        for (size_t i = 0; i < ARRAY_SIZE(th); i++) {
+                void *bad = NULL;
+                pthread_join(th[i], &bad);
+                assert_null(bad);
+        }
+}
+
 static bool all_lower_hex(const char *s) {
         for (; *s; s++)
                 if (!((*s >= '0' && *s <= '9') || (*s >= 'a' && *s <= 'f')))
@@ -1078,6 +1147,7 @@ int main(void) {
                 cmocka_unit_test(test_headtail_head_and_tail),
                 cmocka_unit_test(test_headtail_tiny_and_zero_tail),
                 cmocka_unit_test(test_crypto_hex_and_hashes),
+                cmocka_unit_test(test_crypto_hmac_keys),
                 cmocka_unit_test(test_crypto_random),
                 cmocka_unit_test(test_crypto_streq_ct),
                 cmocka_unit_test(test_read_file),
