@@ -845,6 +845,7 @@ static void app_stop(struct app *a) {
         if (a->session_key)
                 secure_zero(a->session_key, strlen(a->session_key));
         free(a->session_key);
+        crypto_hmac_forget(); /* its keyed copies */
         if (a->live_url)
                 secure_zero(a->live_url, strlen(a->live_url));
         free(a->live_url);

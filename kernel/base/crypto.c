@@ -125,6 +125,15 @@ static EVP_MAC_CTX *hmac_keyed(const void *key, size_t keylen) {
         return ctx ? ctx : hmac_new(key, keylen);
 }
 
+void crypto_hmac_forget(void) {
+        pthread_mutex_lock(&hmac_keys_lock);
+        for (size_t i = 0; i < HMAC_KEYS_MAX; i++) {
+                EVP_MAC_CTX_free(hmac_keys[i].ctx); /* OpenSSL wipes the key it holds */
+                secure_zero(&hmac_keys[i], sizeof hmac_keys[i]);
+        }
+        pthread_mutex_unlock(&hmac_keys_lock);
+}
+
 /* HMAC-SHA-256 with the MAC fetched once; false if that cannot be had. */
 static bool hmac_fetched(const void *key, size_t keylen, const void *msg, size_t len, unsigned char md[32]) {
         pthread_once(&fetch_once, fetch_algorithms);

@@ -13,9 +13,13 @@ int crypto_random_hex(size_t nbytes, char **ret);
 void crypto_hex(const void *data, size_t len, char *out);
 /* SHA-256 of data as 64 hex chars + NUL in out. */
 void crypto_sha256_hex(const void *data, size_t len, char out[SHA256_HEX_LEN + 1]);
-/* HMAC-SHA-256(key, msg) as 64 hex chars + NUL in out. */
+/* HMAC-SHA-256(key, msg) as 64 hex chars + NUL in out. The first few keys
+ * are kept, keyed, in memory until crypto_hmac_forget(). */
 void crypto_hmac_sha256_hex(const void *key, size_t keylen, const void *msg, size_t len,
                             char out[SHA256_HEX_LEN + 1]);
+/* Drops (and wipes) the keys kept by crypto_hmac_sha256_hex: when the
+ * process is done with its secrets. Later calls work, keying anew. */
+void crypto_hmac_forget(void);
 /* Constant-time comparison of two strings of any lengths. */
 bool crypto_streq_ct(const char *a, const char *b);
 /* Standard base64 (RFC 4648, padded) of data; at most 64 MiB in. Caller frees. */

@@ -289,6 +289,10 @@ static void test_crypto_hmac_keys(void **state) {
         assert_string_not_equal(out, hmac_cases[1].want);
         assert_string_not_equal(other, hmac_cases[1].want);
         assert_string_not_equal(out, other);
+        /* Forgotten keys are keyed anew. */
+        crypto_hmac_forget();
+        crypto_hmac_sha256_hex(hmac_cases[0].key, hmac_cases[0].keylen, hmac_cases[0].msg, hmac_cases[0].len, out);
+        assert_string_equal(out, hmac_cases[0].want);
         pthread_t th[4];
         for (size_t i = 0; i < ARRAY_SIZE(th); i++)
                 assert_int_equal(pthread_create(&th[i], NULL, hmac_rounds, (void *)(uintptr_t)i), 0);
