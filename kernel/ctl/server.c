@@ -4,6 +4,7 @@
  * allowlist on every request, and the split between /_seed (routes.c) and
  * the organism (proxy.c). */
 #include "ctl/mhd.h"
+#include "ctl/front.h"
 #include "ctl/guard.h"
 #include "base/log.h"
 
@@ -12,15 +13,19 @@
 #include <stdarg.h>
 #include <sys/socket.h>
 
-/* Bounds the request head (431 past it). Room for a browser's whole cookie
- * jar (about 180 cookies of 4 KiB), so a cookie bomb cannot keep a sign-in
- * link from being answered (and its cookies from being expired) — also on
- * the control plane's own origin: cookies ignore ports, so any server on
- * seed.localhost:<another port>, another local account's included, can fill
- * the jar this origin's requests carry (integration-attack's cookie bomb).
- * The price: libmicrohttpd zeroes the whole pool after every request (about
- * a quarter of a small answer's CPU) and a kept-alive connection holds it. */
-#define CONNECTION_MEMORY (1024 * 1024)
+/* A connection's memory pool bounds its request head (431 past it), and
+ * libmicrohttpd zeroes the whole pool after every request, so there are two
+ * daemons (front.h chooses for each connection). The large pool has room for
+ * a browser's whole cookie jar (about 180 cookies of 4 KiB), so a cookie bomb
+ * cannot keep a sign-in link from being answered (and its cookies from being
+ * expired) on the control plane's own origin: cookies ignore ports, so any
+ * server on seed.localhost:<another port>, another local account's included,
+ * can fill the jar this origin's requests carry (integration-attack's cookie
+ * bomb). The small pool serves the organism's origins: a first head of at
+ * most CTL_FRONT_PEEK and room for the largest response head the proxy
+ * passes on (CTL_PROXY_MAX_HEAD) with the kernel's own headers. */
+#define LARGE_CONNECTION_MEMORY (1024 * 1024)
+#define SMALL_CONNECTION_MEMORY (128 * 1024)
 
 /* Per connection: the request in flight, so a request that never reached the
  * access handler (e.g. a head too large) is still freed on close; and its id
@@ -135,15 +140,25 @@ static bool from_inside(struct ctl *c, const struct sockaddr *sa) {
         return true;
 }
 
-/* Before a connection is accepted (after libmicrohttpd's own limit): closed
- * at once, before it can hold a thread, only when every connection is taken
- * by signed-in or proxied requests (otherwise the oldest anonymous one makes
- * room: on_connection). */
-static enum MHD_Result on_accept(void *cls, const struct sockaddr *sa, socklen_t len) {
-        struct ctl *c = cls;
-        if (c->refuse_own && from_inside(c, sa))
-                return MHD_NO;
-        return ctl_conns_admit(c->conns) ? MHD_YES : MHD_NO;
+/* At accept (front.h): inside the Seed's container, its own addresses are
+ * refused before they can hold anything. */
+static bool front_accept(void *userdata, const struct sockaddr *sa, socklen_t len) {
+        struct ctl *c = userdata;
+        return !(c->refuse_own && from_inside(c, sa));
+}
+
+/* To a daemon, once front.h chose its pool: closed at once, before it can
+ * hold a thread, only when every connection is taken by signed-in or
+ * proxied requests (otherwise the oldest anonymous one makes room:
+ * on_connection). libmicrohttpd closes fd when it cannot take it. */
+static void front_hand(void *userdata, int fd, const struct sockaddr *sa, socklen_t len, bool large) {
+        struct ctl *c = userdata;
+        if (!ctl_conns_admit(c->conns)) {
+                close(fd);
+                return;
+        }
+        if (MHD_add_connection(large ? c->large : c->small, fd, sa, len) != MHD_YES)
+                log_limited(LOG_WARN, "front-add", "could not take a connection: %m");
 }
 
 static void conn_open(struct ctl *c, struct MHD_Connection *conn, struct ctl_conn *cc) {
@@ -162,8 +177,8 @@ static void conn_open(struct ctl *c, struct MHD_Connection *conn, struct ctl_con
         ctl_conns_log(c, r, capped ? &client : NULL);
 }
 
-/* STARTED and CLOSED run on the listening thread; libmicrohttpd closes the
- * socket only after CLOSED, so ctl.conns never cuts a reused fd. */
+/* libmicrohttpd closes the socket only after CLOSED, so ctl.conns never
+ * cuts a reused fd. */
 static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
                           enum MHD_ConnectionNotificationCode code) {
         struct ctl *c = cls;
@@ -492,58 +507,38 @@ static int listen_sockets(const struct ctl_config *cfg, struct ctl_listen *ret) 
         return 0;
 }
 
-static int socket_family(int fd) {
-        int v = 0;
-        socklen_t vl = sizeof v;
-        return getsockopt(fd, SOL_SOCKET, SO_DOMAIN, &v, &vl) < 0 ? -errno : v;
-}
-
-/* One daemon on fd, which it owns from here (on failure too). */
-static struct MHD_Daemon *start_daemon(struct ctl *c, int fd) {
-        /* MHD_USE_ITC: stopping wakes the listening thread through a pipe,
-         * not by shutting the listening socket down, which would also end
-         * the supervisor's copy of it (and so free the port). */
+/* One daemon without a listening socket of its own: front.h hands it its
+ * connections. MHD_USE_ITC: stopping wakes its thread through a pipe. */
+static struct MHD_Daemon *start_daemon(struct ctl *c, size_t pool) {
         unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                         MHD_USE_ERROR_LOG | MHD_USE_ITC | (socket_family(fd) == AF_INET6 ? MHD_USE_IPv6 : 0);
-        struct MHD_Daemon *d = MHD_start_daemon(
-                flags, 0, on_accept, c, on_request, c,
-                MHD_OPTION_LISTEN_SOCKET, fd,
+                         MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET;
+        return MHD_start_daemon(
+                flags, 0, NULL, NULL, on_request, c,
                 MHD_OPTION_CONNECTION_LIMIT, c->connection_limit,
                 MHD_OPTION_CONNECTION_TIMEOUT, CTL_HEAD_TIMEOUT_S,
-                MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+                MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool,
                 MHD_OPTION_URI_LOG_CALLBACK, on_uri, c,
                 MHD_OPTION_NOTIFY_COMPLETED, on_completed, c,
                 MHD_OPTION_NOTIFY_CONNECTION, on_connection, c,
                 MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, c,
                 MHD_OPTION_END);
-        if (!d)
-                close(fd);
-        return d;
-}
-
-/* Stops accepting first, so the daemon hands the socket back instead of
- * shutting it down, then closes only our descriptor of it. */
-static void stop_daemon(struct MHD_Daemon *d) {
-        MHD_socket fd = MHD_quiesce_daemon(d);
-        MHD_stop_daemon(d);
-        if (fd != MHD_INVALID_SOCKET)
-                close(fd);
 }
 
 static int start_daemons(struct ctl *c, const struct ctl_config *cfg) {
+        c->large = start_daemon(c, LARGE_CONNECTION_MEMORY);
+        c->small = start_daemon(c, SMALL_CONNECTION_MEMORY);
+        if (!c->large || !c->small)
+                return log_error_errno(-EIO, "could not start the HTTP server");
         struct ctl_listen l = CTL_LISTEN_INIT;
         int r = listen_sockets(cfg, &l);
         if (r < 0)
                 return r;
         c->port = l.port;
-        for (size_t i = 0; i < l.n; i++) {
-                c->daemon[i] = start_daemon(c, TAKE_FD(l.fd[i]));
-                if (!c->daemon[i]) {
-                        ctl_listen_close(&l); /* the ones not handed over yet */
-                        return log_error_errno(-EIO, "could not start the HTTP server");
-                }
-                c->n_daemons = i + 1;
-        }
+        c->n_listen = l.n;
+        const struct ctl_front_ops ops = {.accept = front_accept, .hand = front_hand, .userdata = c};
+        r = ctl_front_start(l.fd, l.n, c->control_host, &ops, &c->front); /* takes the sockets */
+        if (r < 0)
+                return log_error_errno(r, "could not start accepting connections: %m");
         return 0;
 }
 
@@ -774,7 +769,7 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
                 return r;
         }
         log_info("control plane listening on port %u%s", c->port,
-                 c->n_daemons > 1 ? " of 127.0.0.1 and [::1]" : "");
+                 c->n_listen > 1 ? " of 127.0.0.1 and [::1]" : "");
         *ret = c;
         return 0;
 }
@@ -793,7 +788,10 @@ void ctl_stop(struct ctl *c) {
                         shutdown(c->upstream[i], SHUT_RDWR);
         pthread_mutex_unlock(&c->lock);
         ctl_upool_close_all(&c->pool); /* a connection put back from now on is closed */
-        for (size_t i = 0; i < c->n_daemons; i++)
-                stop_daemon(c->daemon[i]);
+        ctl_front_stop(TAKE_PTR(c->front)); /* no new connections */
+        if (c->large)
+                MHD_stop_daemon(c->large);
+        if (c->small)
+                MHD_stop_daemon(c->small);
         ctl_free(c);
 }

@@ -80,11 +80,14 @@ struct ctl {
         unsigned reaper_cuts;
         int64_t reaper_logged_ms;
 
-        /* One daemon per listening socket (127.0.0.1 and [::1] for a
-         * loopback address), all sharing this state and its callbacks. Each
-         * has connection_limit on its own. */
-        struct MHD_Daemon *daemon[CTL_LISTEN_MAX];
-        size_t n_daemons;
+        /* The listening sockets (127.0.0.1 and [::1] for a loopback
+         * address) are accepted by front, which gives each connection to
+         * the daemon of large or small memory pools (front.h); both share
+         * this state and its callbacks, and each has connection_limit on
+         * its own (conns enforces the total). */
+        struct ctl_front *front;
+        struct MHD_Daemon *large, *small;
+        size_t n_listen;
         uint16_t port;
 
         /* At most connection_limit connections (one thread each); at most
@@ -94,7 +97,7 @@ struct ctl {
         unsigned connection_limit, proxy_limit;
 
         /* Inside the Seed's container: the container's own addresses, whose
-         * connections are refused (own-addrs.h). Listening thread only. */
+         * connections are refused (own-addrs.h). Front thread only. */
         bool refuse_own;
         struct ctl_own_addrs own;
 

@@ -23,6 +23,7 @@
 #include "base/log.h"
 #include "base/priv.h"
 #include "ctl/ctl.h"
+#include "ctl/front.h"
 #include "ctl/listen.h"
 #include "ctl/limit.h"
 #include "db/db.h"
@@ -319,6 +320,19 @@ static bool org_reply(int fd, const char *path) {
                 send_all(fd, r, strlen(r));
         } else if (streq(path, "/drop")) {
                 /* closes without an answer */
+        } else if (streq(path, "/wide")) {
+                /* A response head just under the proxy's 64 KiB. */
+                const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n";
+                send_all(fd, r, strlen(r));
+                char line[1000];
+                for (int i = 0; i < 64; i++) {
+                        int k = snprintf(line, sizeof line, "X-Wide-%02d: ", i);
+                        memset(line + k, 'w', sizeof line - (size_t)k - 2);
+                        memcpy(line + sizeof line - 2, "\r\n", 2);
+                        send_all(fd, line, sizeof line);
+                }
+                send_all(fd, "\r\nwide", 6);
+                return true;
         } else if (streq(path, "/bighead")) {
                 const char *r = "HTTP/1.1 200 OK\r\n";
                 send_all(fd, r, strlen(r));
@@ -3083,6 +3097,116 @@ static void test_slowloris_leaves_the_owner_room(void **state) {
         assert_int_equal(answered, OWNER_CALLS);
 }
 
+/* The last answer kept_alive_status read. */
+static char kept_alive_answer[256 * 1024];
+
+/* The status of one answer read from a kept-alive connection (Content-Length
+ * framing); 0 when the connection ended first. */
+static int kept_alive_status(int fd, const char *req, size_t req_len) {
+        send_all(fd, req, req_len);
+        char *buf = kept_alive_answer;
+        size_t len = 0;
+        for (;;) {
+                ssize_t k = recv(fd, buf + len, sizeof kept_alive_answer - 1 - len, 0);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k <= 0)
+                        break;
+                len += (size_t)k;
+                buf[len] = 0;
+                const char *end = strstr(buf, "\r\n\r\n");
+                const char *cl = end ? strcasestr(buf, "\r\nContent-Length:") : NULL;
+                if (cl && cl < end && len >= (size_t)(end + 4 - buf) + strtoul(cl + 17, NULL, 10))
+                        break;
+        }
+        buf[len] = 0;
+        int status = 0;
+        return sscanf(buf, "HTTP/1.%*d %d", &status) == 1 ? status : 0;
+}
+
+/* A request for host with a Cookie header of cookie_bytes (0: none). */
+static size_t head_with_cookie(const char *target, const char *host, size_t cookie_bytes, char **ret) {
+        struct buf b = BUF_INIT(1 << 20);
+        assert_int_equal(buf_printf(&b, "GET %s HTTP/1.1\r\nHost: %s\r\n", target, host), 0);
+        if (cookie_bytes > 0) {
+                assert_int_equal(buf_puts(&b, "Cookie: bomb="), 0);
+                for (size_t i = 0; i < cookie_bytes; i++)
+                        assert_int_equal(buf_append(&b, "b", 1), 0);
+                assert_int_equal(buf_puts(&b, "\r\n"), 0);
+        }
+        assert_int_equal(buf_puts(&b, "\r\n"), 0);
+        *ret = (char *)b.data;
+        return b.len;
+}
+
+static int status_on(int fd, const char *target, const char *host, size_t cookie_bytes) {
+        _cleanup_free_ char *req = NULL;
+        size_t n = head_with_cookie(target, host, cookie_bytes, &req);
+        return kept_alive_status(fd, req, n);
+}
+
+/* front.h: a connection to the organism's origin whose first head is small
+ * gets a small pool, so a far larger head later on it is refused (431); one
+ * to the control plane's own origin, or whose first head is large, or that
+ * waited past the most connections held for a first head, has room for a
+ * cookie bomb. A small connection still passes the largest response head
+ * the proxy allows. */
+static void test_pools_by_first_head(void **state) {
+        org_start();
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        cfg.control_host = "seed.localhost";
+        cfg.trusted_proxies = NULL;
+        struct ctl *c = NULL;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        uint16_t port = ctl_port(c);
+        char app[64], own[64];
+        snprintf(app, sizeof app, "127.0.0.1:%u", port);
+        snprintf(own, sizeof own, "seed.localhost:%u", port);
+        const size_t bomb = 200 * 1024;
+
+        /* The organism's origin, a small first head: a small pool. */
+        int fd = connect_tcp(AF_INET, port);
+        assert_int_equal(status_on(fd, "/id/small", app, 0), 200);
+        assert_int_equal(status_on(fd, "/id/small", app, bomb), 431);
+        close(fd);
+        /* The largest response head the proxy passes on fits in it. */
+        fd = connect_tcp(AF_INET, port);
+        assert_int_equal(status_on(fd, "/id/first", app, 0), 200);
+        assert_int_equal(status_on(fd, "/wide", app, 0), 200);
+        assert_non_null(strstr(kept_alive_answer, "\r\nX-Wide-63: www"));
+        assert_non_null(strstr(kept_alive_answer, "\r\n\r\nwide"));
+        close(fd);
+
+        /* The control plane's own origin: a large pool from the start. */
+        fd = connect_tcp(AF_INET, port);
+        assert_int_equal(status_on(fd, "/_seed/healthz", own, 0), 200);
+        assert_int_equal(status_on(fd, "/_seed/healthz", own, bomb), 200);
+        close(fd);
+        /* A large first head, on any origin. */
+        fd = connect_tcp(AF_INET, port);
+        assert_int_equal(status_on(fd, "/_seed/healthz", own, CTL_FRONT_PEEK), 200);
+        close(fd);
+        fd = connect_tcp(AF_INET, port);
+        int first = status_on(fd, "/id/large", app, CTL_FRONT_PEEK);
+        assert_true(first != 0 && first != 431);
+        assert_int_equal(status_on(fd, "/_seed/healthz", own, bomb), 200);
+        close(fd);
+
+        /* More silent connections than are held for a first head: the
+         * oldest go on (large) and new ones are still answered. */
+        int quiet[CTL_FRONT_PENDING + 4];
+        for (size_t i = 0; i < ARRAY_SIZE(quiet); i++)
+                assert_true((quiet[i] = connect_tcp(AF_INET, port)) >= 0);
+        fd = connect_tcp(AF_INET, port);
+        assert_int_equal(status_on(fd, "/id/after", app, 0), 200);
+        close(fd);
+        assert_int_equal(status_on(quiet[0], "/_seed/healthz", own, bomb), 200);
+        assert_int_equal(status_on(quiet[ARRAY_SIZE(quiet) - 1], "/id/last", app, 0), 200);
+        for (size_t i = 0; i < ARRAY_SIZE(quiet); i++)
+                close(quiet[i]);
+        ctl_stop(c);
+}
+
 /* A head sent a byte every half second is cut once its 10 s are up: the
  * deadline is total, not idle. */
 static void test_trickled_head_is_cut(void **state) {
@@ -3170,6 +3294,7 @@ int main(void) {
                 cmocka_unit_test(test_held_organism_answers_leave_the_cli_room),
                 cmocka_unit_test(test_slowloris_leaves_the_owner_room),
                 cmocka_unit_test(test_trickled_head_is_cut),
+                cmocka_unit_test(test_pools_by_first_head),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
