@@ -2470,40 +2470,46 @@ static void test_badge_path(void **state) {
 }
 
 /* front.h: the pool from a connection's first bytes. */
-static enum ctl_front_pool choose(const char *head) {
-        return ctl_front_choose(head, strlen(head), false, "seed.localhost");
-}
-
 static void test_front_choose(void **state) {
-        /* The organism's origins, complete heads: small. */
-        assert_int_equal(choose("GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n"), CTL_FRONT_SMALL);
-        assert_int_equal(choose("GET / HTTP/1.1\r\nAccept: */*\r\nhOsT:\t localhost:1 \r\nX: y\r\n\r\n"),
-                         CTL_FRONT_SMALL);
-        assert_int_equal(choose("GET / HTTP/1.1\r\nHost: organism.localhost:9\r\n\r\nGET /more"),
-                         CTL_FRONT_SMALL);
-        /* The control plane's own origin, any case, with or without a port: large. */
-        assert_int_equal(choose("GET / HTTP/1.1\r\nHost: seed.localhost:8080\r\n\r\n"), CTL_FRONT_LARGE);
-        assert_int_equal(choose("GET / HTTP/1.1\r\nHost: SEED.localhost\r\n\r\n"), CTL_FRONT_LARGE);
-        /* No Host, two, a folded one, an empty or overlong one: large (refused there). */
-        assert_int_equal(choose("GET / HTTP/1.0\r\n\r\n"), CTL_FRONT_LARGE);
-        assert_int_equal(choose("GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), CTL_FRONT_LARGE);
-        assert_int_equal(choose("GET / HTTP/1.1\r\nHost: a\r\n seed.localhost\r\n\r\n"), CTL_FRONT_LARGE);
-        assert_int_equal(choose("GET / HTTP/1.1\r\nHost:  \r\n\r\n"), CTL_FRONT_LARGE);
-        char longhost[400];
+        static const struct {
+                const char *head;
+                enum ctl_front_pool pool;
+        } cases[] = {
+                /* The organism's origins, complete heads: small. */
+                {"GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n", CTL_FRONT_SMALL},
+                {"GET / HTTP/1.1\r\nAccept: */*\r\nhOsT:\t localhost:1 \r\nX: y\r\n\r\n", CTL_FRONT_SMALL},
+                {"GET / HTTP/1.1\r\nHost: organism.localhost:9\r\n\r\nGET /more", CTL_FRONT_SMALL},
+                /* The control plane's own origin, any case, with or without a port: large. */
+                {"GET / HTTP/1.1\r\nHost: seed.localhost:8080\r\n\r\n", CTL_FRONT_LARGE},
+                {"GET / HTTP/1.1\r\nHost: SEED.localhost\r\n\r\n", CTL_FRONT_LARGE},
+                /* No Host, two, a folded one, an empty one: large (refused there). */
+                {"GET / HTTP/1.0\r\n\r\n", CTL_FRONT_LARGE},
+                {"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", CTL_FRONT_LARGE},
+                {"GET / HTTP/1.1\r\nHost: a\r\n seed.localhost\r\n\r\n", CTL_FRONT_LARGE},
+                {"GET / HTTP/1.1\r\nHost:  \r\n\r\n", CTL_FRONT_LARGE},
+                /* A header that only ends like Host is not one. */
+                {"GET / HTTP/1.1\r\nX-Host: a\r\nHost: seed.localhost\r\n\r\n", CTL_FRONT_LARGE},
+                {"GET / HTTP/1.1\r\nX-Host: seed.localhost\r\nHost: a\r\n\r\n", CTL_FRONT_SMALL},
+                /* Not complete yet: wait. */
+                {"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n", CTL_FRONT_WAIT},
+                {"", CTL_FRONT_WAIT},
+        };
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                const char *h = cases[i].head;
+                enum ctl_front_pool got = ctl_front_choose(h, strlen(h), false, "seed.localhost");
+                if (got != cases[i].pool)
+                        fail_msg("case %zu: %d, not %d", i, got, cases[i].pool);
+                /* Unless no more will come or fit; and without an origin of
+                 * its own (the same-origin fallback) always large. */
+                enum ctl_front_pool full = ctl_front_choose(h, strlen(h), true, "seed.localhost");
+                assert_int_equal(full, cases[i].pool == CTL_FRONT_WAIT ? CTL_FRONT_LARGE : cases[i].pool);
+                assert_int_equal(ctl_front_choose(h, strlen(h), false, NULL),
+                                 cases[i].pool == CTL_FRONT_WAIT ? CTL_FRONT_WAIT : CTL_FRONT_LARGE);
+                assert_int_equal(ctl_front_choose(h, strlen(h), true, ""), CTL_FRONT_LARGE);
+        }
+        char longhost[400]; /* longer than a Host is read */
         snprintf(longhost, sizeof longhost, "GET / HTTP/1.1\r\nHost: %0301d\r\n\r\n", 1);
-        assert_int_equal(choose(longhost), CTL_FRONT_LARGE);
-        /* A header that only ends like Host is not one. */
-        assert_int_equal(choose("GET / HTTP/1.1\r\nX-Host: a\r\nHost: seed.localhost\r\n\r\n"), CTL_FRONT_LARGE);
-        assert_int_equal(choose("GET / HTTP/1.1\r\nX-Host: seed.localhost\r\nHost: a\r\n\r\n"), CTL_FRONT_SMALL);
-        /* Not complete yet: wait, unless no more will come or fit. */
-        const char *part = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n";
-        assert_int_equal(choose(part), CTL_FRONT_WAIT);
-        assert_int_equal(ctl_front_choose(part, strlen(part), true, "seed.localhost"), CTL_FRONT_LARGE);
-        assert_int_equal(choose(""), CTL_FRONT_WAIT);
-        /* No origin of its own (the same-origin fallback): always large. */
-        const char *app = "GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
-        assert_int_equal(ctl_front_choose(app, strlen(app), false, NULL), CTL_FRONT_LARGE);
-        assert_int_equal(ctl_front_choose(app, strlen(app), false, ""), CTL_FRONT_LARGE);
+        assert_int_equal(ctl_front_choose(longhost, strlen(longhost), false, "seed.localhost"), CTL_FRONT_LARGE);
 }
 
 int main(void) {
