@@ -15,6 +15,11 @@
 
 #define HOST_MAX 300               /* as ctl_host_is reads one */
 #define ACCEPT_PAUSE_MS 100        /* after running out of descriptors */
+/* Looks at one connection's first bytes (each look copies them all, up to
+ * CTL_FRONT_PEEK): a head sent in more pieces than this goes to the large
+ * pool without waiting for its end, so a client trickling bytes cannot make
+ * this thread copy without bound. A browser's head comes in one piece. */
+#define PEEKS_MAX 8
 #define EV_WAKE UINT64_MAX
 #define EV_LISTEN (UINT64_MAX - 8) /* + the socket's index */
 
@@ -63,6 +68,7 @@ enum ctl_front_pool ctl_front_choose(const char *buf, size_t n, bool full, const
 
 struct pending {
         int fd;                    /* -1: a free slot */
+        unsigned peeks;
         int64_t deadline;
         socklen_t len;
         struct sockaddr_storage addr;
@@ -111,14 +117,18 @@ static void close_pending(struct ctl_front *f, struct pending *p) {
 /* Looks at what p has sent so far; hands it over once the pool is clear. */
 static void peek(struct ctl_front *f, struct pending *p) {
         char buf[CTL_FRONT_PEEK];
-        ssize_t k = recv(p->fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
-        if (k < 0 && (errno == EAGAIN || errno == EINTR))
+        ssize_t k;
+        do
+                k = recv(p->fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
+        while (k < 0 && errno == EINTR);
+        if (k < 0 && errno == EAGAIN)
                 return;
         if (k <= 0) { /* gone before its first head (or reset) */
                 close_pending(f, p);
                 return;
         }
-        enum ctl_front_pool pool = ctl_front_choose(buf, (size_t)k, (size_t)k == sizeof buf, f->control_host);
+        bool last = (size_t)k == sizeof buf || ++p->peeks >= PEEKS_MAX;
+        enum ctl_front_pool pool = ctl_front_choose(buf, (size_t)k, last, f->control_host);
         if (pool != CTL_FRONT_WAIT)
                 hand(f, p, pool == CTL_FRONT_LARGE);
 }

@@ -114,7 +114,7 @@ static void cut_connection(void *userdata, int fd) {
 
 /* Inside the Seed's container: whether sa is one of the container's own
  * addresses (read again when the list is old). A list that cannot be read
- * refuses every connection: nothing passes unchecked. Listening thread. */
+ * refuses every connection: nothing passes unchecked. The front thread (front.h). */
 static bool from_inside(struct ctl *c, const struct sockaddr *sa) {
         int64_t now = now_ms();
         if (now - c->own.loaded_ms >= CTL_OWN_ADDRS_REFRESH_MS) {
