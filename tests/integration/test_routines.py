@@ -175,7 +175,15 @@ def at_most_20_routines(c):
     kernel_psql(c, "DELETE FROM routines WHERE name LIKE 'filler-%'")
 
 
+def idle(c, ident, kind):
+    key = 'id' if kind == 'routines' else 'name'
+    return all(not x['running'] for x in listing(c)[kind] if str(x[key]) == str(ident))
+
+
 def run_now(c, ident, kind='routines'):
+    # A run is recorded before it ends (the scheduler marks it done after):
+    # the previous run's record is no sign that "run now" is free again.
+    wait_until(lambda: idle(c, ident, kind), timeout=60, what=f'the end of the previous run of {ident}')
     r = api(c, f'/_seed/api/{kind}/{ident}/run', 'POST', {})
     assert r.status == 200, r.text
 
