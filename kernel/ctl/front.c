@@ -7,7 +7,6 @@
 #include "ctl/listen.h"
 #include "base/log.h"
 
-#include <poll.h>
 #include <pthread.h>
 #include <strings.h>
 #include <sys/epoll.h>
