@@ -22,8 +22,19 @@
  * from its framing, which also decides whether the connection can be
  * reused), then proxy_read() (what libmicrohttpd sends to the client). A
  * step that rewrites the body (e.g. injecting into HTML) belongs between
- * the last two; it must leave body_read() reading the upstream to its end. */
+ * the last two; it must leave body_read() reading the upstream to its end.
+ *
+ * Two ways to run it. On the large daemon (a thread per connection) every
+ * step blocks on the organism's socket. On the daemon of small pools
+ * (loop.h: one thread for every connection) nothing blocks: the socket is
+ * non-blocking and watched, and where a step would wait — a connect whose
+ * backlog is full, a head or body the socket does not take yet, an answer
+ * not in yet — the connection is suspended with a deadline and resumed when
+ * the socket is ready, and the step runs again (px->loop). The same
+ * functions read, parse and decode either way; only recv_some/flush_out
+ * tell "would block" apart (px->blocked). */
 #include "ctl/mhd.h"
+#include "ctl/loop.h"
 #include "ctl/guard.h"
 #include "ctl/inject.h"
 #include "ctl/pages.h"
@@ -32,6 +43,7 @@
 #include "organism/organism.h"
 
 #include <poll.h>
+#include <sys/epoll.h>
 #include <strings.h>
 #include <sys/socket.h>
 #include <sys/un.h>
@@ -41,6 +53,16 @@
 #define READ_BLOCK (16 * 1024)
 #define MAX_INTERIM 8             /* 1xx responses skipped before the real one */
 #define PROXY_BUF (CTL_PROXY_MAX_HEAD + READ_BLOCK)
+#define OUT_MAX (64 * 1024)       /* async: request bytes held for a socket that takes no more */
+#define CONNECT_RETRY_MS 10       /* async: a full backlog is tried again this often */
+
+/* Async: how far the request to the organism got (px->loop). */
+enum px_stage {
+        PX_CONNECTING,            /* no connection yet (a full backlog: tried again) */
+        PX_SENDING,               /* the head is going out (px->out) */
+        PX_SENT,                  /* the head is out; the body follows */
+        PX_ENDED,                 /* all of the request handed over; the answer's head is read */
+};
 
 struct ctl_proxy {
         struct ctl *ctl;
@@ -70,6 +92,22 @@ struct ctl_proxy {
         struct ctl_inject inj;
         char *pending;
         size_t pend_len, pend_pos;
+
+        /* The asynchronous path (NULL loop: the blocking one). */
+        struct ctl_loop *loop;
+        struct MHD_Connection *conn;
+        struct ctl_loop_watch w;  /* the socket, watched while fd >= 0 */
+        bool watched, suspended;
+        bool blocked;             /* the last socket call would have waited */
+        bool readable;            /* the socket may have bytes (an edge came since recv last waited) */
+        bool timed_out;           /* a wait passed its deadline */
+        bool stopped;             /* the loop stopped: end now */
+        enum px_stage stage;
+        bool request_in;          /* libmicrohttpd holds the whole request (its final call came) */
+        int interim;              /* 1xx answers skipped */
+        int64_t connect_until;    /* PX_CONNECTING gives up then */
+        struct buf out;           /* request bytes not yet taken by the socket... */
+        size_t out_pos;           /* ...from here */
         char buf[];               /* PROXY_BUF bytes: the response head, then body reads */
 };
 
@@ -122,26 +160,44 @@ static bool proxy_reusable(const struct ctl_proxy *px) {
         return px->replayable && px->up_done && px->up.keep_alive && px->pos == px->len && !px->upload_failed;
 }
 
+/* Blocking and non-blocking sockets are pooled apart. */
+static struct ctl_upool *pool_of(struct ctl_proxy *px) {
+        return px->loop ? &px->ctl->apool : &px->ctl->pool;
+}
+
+static void unwatch(struct ctl_proxy *px) {
+        if (px->watched)
+                ctl_loop_unwatch(px->loop, &px->w);
+        px->watched = false;
+}
+
 /* Done with fd: back to the pool, or closed. */
 static void upstream_release(struct ctl_proxy *px) {
         if (px->fd < 0)
                 return;
-        ctl_upstream_unregister(px->ctl, px->fd);
-        if (proxy_reusable(px))
-                ctl_upool_put(&px->ctl->pool, px->path, px->fd);
-        else
+        unwatch(px);
+        if (!px->loop)
+                ctl_upstream_unregister(px->ctl, px->fd);
+        if (proxy_reusable(px)) {
+                ctl_upool_put(pool_of(px), px->path, px->fd);
+        } else {
+                if (px->loop)
+                        ctl_loop_forget(px->loop, px->fd);
                 close(px->fd);
+        }
         px->fd = -1;
 }
 
 void ctl_proxy_free(struct ctl_proxy *px) {
         if (!px)
                 return;
+        unwatch(px); /* the socket's, or a connect's timer */
         if (px->has_slot)
                 proxy_slot_put(px);
         upstream_release(px);
         ctl_upstream_done(&px->up);
         buf_free(&px->head);
+        buf_free(&px->out);
         free(px->pending);
         free(px);
 }
@@ -165,11 +221,21 @@ static int send_all(int fd, const void *data, size_t n) {
         return 0;
 }
 
-static ssize_t recv_some(int fd, void *data, size_t n) {
+/* Async: -EAGAIN sets px->blocked (the caller waits for the socket). */
+static ssize_t recv_some(struct ctl_proxy *px, void *data, size_t n) {
+        px->blocked = false;
         for (;;) {
-                ssize_t k = recv(fd, data, n, 0);
-                if (k >= 0 || errno != EINTR)
+                ssize_t k = recv(px->fd, data, n, 0);
+                if (k >= 0 || errno != EINTR) {
+                        if (k > 0)
+                                px->timed_out = false; /* a deadline that passed as bytes came */
+                        if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK) && px->loop) {
+                                px->blocked = true;
+                                px->readable = false;
+                                return -EAGAIN;
+                        }
                         return k < 0 ? -errno : k;
+                }
         }
 }
 
@@ -259,22 +325,76 @@ static enum MHD_Result queue_bad_gateway(struct ctl_req *q, struct MHD_Connectio
 
 /* ---- request ---- */
 
-/* A new connection to px->path. */
+/* Async: the loop calls this when the socket is ready or a deadline
+ * passed; the connection, if it waits, runs its step again. Never frees. */
+static void px_ready(struct ctl_loop_watch *w, int why) {
+        struct ctl_proxy *px = (struct ctl_proxy *)((char *)w - offsetof(struct ctl_proxy, w));
+        if (why == CTL_LOOP_DEADLINE)
+                px->timed_out = true;
+        if (why == CTL_LOOP_IO && (w->events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+                px->readable = true;
+        if (why == CTL_LOOP_STOP) {
+                px->stopped = true;
+                px->watched = false; /* the loop let go of it */
+        }
+        if (px->suspended) {
+                px->suspended = false;
+                w->deadline_ms = 0;
+                MHD_resume_connection(px->conn);
+        }
+}
+
+/* Async: the connection waits (suspended) until the socket is ready or
+ * until deadline. */
+static void px_wait(struct ctl_proxy *px, int64_t deadline) {
+        px->timed_out = false;
+        px->w.deadline_ms = deadline;
+        if (!px->suspended) {
+                px->suspended = true;
+                MHD_suspend_connection(px->conn);
+        }
+}
+
+/* px->fd is ours: registered for ctl_stop (blocking) or watched (async). */
+static int upstream_adopt(struct ctl_proxy *px) {
+        if (!px->loop) {
+                ctl_upstream_register(px->ctl, px->fd);
+                return 0;
+        }
+        unwatch(px);
+        px->w = (struct ctl_loop_watch){.ready = px_ready, .fd = px->fd};
+        px->readable = false; /* new, or pooled and quiet: an edge comes with its first byte */
+        int r = ctl_loop_watch(px->loop, &px->w);
+        px->watched = r >= 0;
+        return r;
+}
+
+/* A new connection to px->path. Async: -EAGAIN while the backlog is full. */
 static int upstream_connect(struct ctl_proxy *px) {
         /* Never by plain path: organism_connect() refuses a swapped or foreign
          * socket, and works for any path length. */
         _cleanup_close_ int fd = -1;
-        int r = organism_connect(px->path, UPSTREAM_CONNECT_TIMEOUT_S * 1000, &fd);
+        int r = organism_connect(px->path, px->loop ? -1 : UPSTREAM_CONNECT_TIMEOUT_S * 1000, &fd);
         if (r < 0)
                 return r;
         struct timeval tv = {.tv_sec = UPSTREAM_TIMEOUT_S};
-        if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
-            setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0)
+        if (!px->loop && (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) < 0 ||
+                          setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) < 0))
                 return -errno;
         px->fd = TAKE_FD(fd);
         px->reused = false;
-        ctl_upstream_register(px->ctl, px->fd);
-        return 0;
+        return upstream_adopt(px);
+}
+
+/* Closes fd without pooling it (it failed). */
+static void upstream_drop(struct ctl_proxy *px) {
+        unwatch(px);
+        if (px->loop)
+                ctl_loop_forget(px->loop, px->fd);
+        else
+                ctl_upstream_unregister(px->ctl, px->fd);
+        close(px->fd);
+        px->fd = -1;
 }
 
 /* The owner's browser in a preview reaches the candidate; everyone else the
@@ -287,23 +407,147 @@ static int upstream_open(struct ctl_proxy *px, const char *preview_socket) {
         if (strempty(path) || strlen(path) >= sizeof px->path)
                 return -ENOENT;
         strcpy(px->path, path);
-        if (px->replayable && ctl_upool_take(&c->pool, px->path, &px->fd) >= 0) {
+        if (px->replayable && ctl_upool_take(pool_of(px), px->path, &px->fd) >= 0) {
                 px->reused = true;
-                ctl_upstream_register(c, px->fd);
-                return 0;
+                return upstream_adopt(px);
         }
-        return upstream_connect(px);
+        return px->loop ? 0 : upstream_connect(px); /* async: connects in send_head() */
 }
 
 /* The reused connection was closed under us before any answer: the same
  * request once more, on a new connection. */
 static int upstream_retry(struct ctl_proxy *px) {
-        ctl_upstream_unregister(px->ctl, px->fd);
-        close(px->fd);
-        px->fd = -1;
+        upstream_drop(px);
         px->len = px->pos = 0;
         int r = upstream_connect(px);
         return r < 0 ? r : send_all(px->fd, px->head.data, px->head.len);
+}
+
+/* ---- the asynchronous request ---- */
+
+/* Async: sends what px->out holds, from px->out_pos. 0 once all is out,
+ * -EAGAIN (px->blocked) when the socket takes no more now, or -errno. */
+static int flush_out(struct ctl_proxy *px) {
+        px->blocked = false;
+        while (px->out_pos < px->out.len) {
+                ssize_t k = send(px->fd, px->out.data + px->out_pos, px->out.len - px->out_pos, MSG_NOSIGNAL);
+                if (k < 0 && errno == EINTR)
+                        continue;
+                if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+                        px->blocked = true;
+                        return -EAGAIN;
+                }
+                if (k < 0)
+                        return -errno;
+                px->out_pos += (size_t)k;
+                px->timed_out = false;
+        }
+        px->out.len = px->out_pos = 0;
+        return 0;
+}
+
+/* Async: appends to px->out (moving what is left to its start first). */
+static int out_add(struct ctl_proxy *px, const void *data, size_t n) {
+        if (px->out_pos > 0) {
+                memmove(px->out.data, px->out.data + px->out_pos, px->out.len - px->out_pos);
+                px->out.len -= px->out_pos;
+                px->out_pos = 0;
+        }
+        return buf_append(&px->out, data, n);
+}
+
+/* Async: connects, or while the organism's backlog is full, tries again
+ * every CONNECT_RETRY_MS until UPSTREAM_CONNECT_TIMEOUT_S passed (-EAGAIN:
+ * the connection waits; -ETIMEDOUT at the end). */
+static int px_connect(struct ctl_proxy *px) {
+        unwatch(px); /* the retry's timer */
+        int r = upstream_connect(px);
+        if (r != -EAGAIN)
+                return r;
+        int64_t now = now_ms();
+        if (now >= px->connect_until)
+                return -ETIMEDOUT;
+        px->w = (struct ctl_loop_watch){.ready = px_ready, .fd = -1};
+        if ((r = ctl_loop_watch(px->loop, &px->w)) < 0)
+                return r;
+        px->watched = true;
+        px_wait(px, now + CONNECT_RETRY_MS);
+        return -EAGAIN;
+}
+
+/* Async: connects when there is no connection yet and sends the head (a
+ * reused connection that turns out closed: once more on a new one). 0 once
+ * the head is out, -EAGAIN while the connection waits, or -errno. */
+static int send_head(struct ctl_proxy *px) {
+        for (;;) {
+                int r;
+                switch (px->stage) {
+                case PX_CONNECTING:
+                        if (px->fd < 0 && (r = px_connect(px)) < 0)
+                                return r;
+                        px->out.len = px->out_pos = 0;
+                        if ((r = out_add(px, px->head.data, px->head.len)) < 0)
+                                return r;
+                        px->stage = PX_SENDING;
+                        break;
+                case PX_SENDING:
+                        r = flush_out(px);
+                        if (r == -EAGAIN && !px->timed_out) {
+                                px_wait(px, now_ms() + UPSTREAM_TIMEOUT_S * 1000);
+                                return r;
+                        }
+                        if (r < 0 && r != -EAGAIN && px->reused) {
+                                upstream_drop(px);
+                                px->reused = false;
+                                px->stage = PX_CONNECTING;
+                                break;
+                        }
+                        if (r < 0)
+                                return r == -EAGAIN ? -ETIMEDOUT : r;
+                        px->stage = PX_SENT;
+                        return 0;
+                default:
+                        return 0;
+                }
+        }
+}
+
+/* Async: a piece of the request body, framed for the organism, as much as
+ * the socket (and OUT_MAX) takes now; what is left stays in *n and the
+ * connection waits for the socket, then libmicrohttpd hands it again. */
+static void upload_async(struct ctl_proxy *px, const char *data, size_t *n) {
+        int r = flush_out(px);
+        if (r == -EAGAIN && px->timed_out)
+                r = -ETIMEDOUT;
+        if (r < 0 && r != -EAGAIN) {
+                px->upload_failed = true;
+                *n = 0;
+                return;
+        }
+        size_t take = 0;
+        if (px->out.len - px->out_pos < OUT_MAX) {
+                take = *n < OUT_MAX ? *n : OUT_MAX;
+                char line[32];
+                int k = snprintf(line, sizeof line, "%zx\r\n", take);
+                if (px->req_body == CTL_BODY_CHUNKED)
+                        r = out_add(px, line, (size_t)k);
+                if (r >= 0)
+                        r = out_add(px, data, take);
+                if (r >= 0 && px->req_body == CTL_BODY_CHUNKED)
+                        r = out_add(px, "\r\n", 2);
+                if (r >= 0 && px->req_body == CTL_BODY_LENGTH)
+                        px->req_left -= take;
+                if (r >= 0)
+                        r = flush_out(px);
+                if (r < 0 && r != -EAGAIN) {
+                        px->upload_failed = true;
+                        *n = 0;
+                        return;
+                }
+        }
+        *n -= take;
+        if (*n > 0)
+                px_wait(px, now_ms() + UPSTREAM_TIMEOUT_S * 1000);
 }
 
 enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) {
@@ -324,7 +568,9 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
         struct ctl_proxy *px = malloc(sizeof *px + PROXY_BUF);
         if (!px)
                 return MHD_NO;
-        *px = (struct ctl_proxy){.ctl = c, .fd = -1, .head = BUF_INIT(CTL_PROXY_MAX_HEAD * 4)};
+        *px = (struct ctl_proxy){.ctl = c, .fd = -1, .head = BUF_INIT(CTL_PROXY_MAX_HEAD * 4), .loop = q->loop,
+                                 .conn = conn, .out = BUF_INIT(CTL_PROXY_MAX_HEAD * 4 + 2 * OUT_MAX),
+                                 .connect_until = now_ms() + UPSTREAM_CONNECT_TIMEOUT_S * 1000};
         if (!proxy_slot_take(q, px)) {
                 ctl_proxy_free(px);
                 return queue_busy(q, conn);
@@ -372,9 +618,16 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
         px->req_left = pr.body_len;
 
         r = ctl_proxy_request_head(&q->hdrs, &pr, &px->head);
-        if (r >= 0)
+        if (r >= 0 && px->loop) {
+                r = send_head(px);
+                if (r == -EAGAIN)
+                        return MHD_YES; /* it waits; libmicrohttpd calls again (ctl_proxy_finish) */
+                if (r == -ETIMEDOUT)
+                        log_limited(LOG_WARN, "", "proxy: the organism did not accept a connection within %d seconds",
+                                    UPSTREAM_CONNECT_TIMEOUT_S);
+        } else if (r >= 0)
                 r = send_all(px->fd, px->head.data, px->head.len);
-        if (r < 0 && r != -ENOMEM && px->reused)
+        if (r < 0 && r != -ENOMEM && px->reused && !px->loop)
                 r = upstream_retry(px);
         if (r >= 0 && !px->reused)
                 buf_free(&px->head); /* never sent again */
@@ -385,8 +638,12 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
         return MHD_YES;
 }
 
-enum MHD_Result ctl_proxy_upload(struct ctl_req *q, const char *data, size_t n) {
+enum MHD_Result ctl_proxy_upload(struct ctl_req *q, const char *data, size_t *size) {
         struct ctl_proxy *px = q->px;
+        size_t n = *size;
+        *size = 0;
+        if (px && px->stopped)
+                return MHD_NO;
         if (!px || px->upload_failed)
                 return MHD_YES; /* keep reading; the answer decides */
         int r = 0;
@@ -395,6 +652,11 @@ enum MHD_Result ctl_proxy_upload(struct ctl_req *q, const char *data, size_t n) 
                 /* Bytes the head did not announce would reach the organism
                  * unframed; libmicrohttpd should never hand us any. */
                 px->upload_failed = px->body_mismatch = true;
+                return MHD_YES;
+        }
+        if (px->loop) {
+                *size = n;
+                upload_async(px, data, size);
                 return MHD_YES;
         }
         if (px->req_body == CTL_BODY_CHUNKED) {
@@ -419,7 +681,7 @@ enum MHD_Result ctl_proxy_upload(struct ctl_req *q, const char *data, size_t n) 
 /* Reads the response head (skipping 1xx). 0, -E2BIG (too large), -EBADMSG,
  * -ETIMEDOUT/-EAGAIN (too slow) or another -errno. */
 static int read_head(struct ctl_proxy *px) {
-        for (int interim = 0; interim <= MAX_INTERIM; interim++) {
+        for (; px->interim <= MAX_INTERIM; px->interim++) {
                 size_t end;
                 while ((end = ctl_proxy_head_end(px->buf + px->pos, px->len - px->pos)) == 0) {
                         if (px->len - px->pos >= CTL_PROXY_MAX_HEAD)
@@ -429,11 +691,11 @@ static int read_head(struct ctl_proxy *px) {
                                 px->len -= px->pos;
                                 px->pos = 0;
                         }
-                        ssize_t k = recv_some(px->fd, px->buf + px->len, PROXY_BUF - px->len);
+                        ssize_t k = recv_some(px, px->buf + px->len, PROXY_BUF - px->len);
                         if (k < 0)
                                 return (int)k;
                         if (k == 0) /* closed: before any byte, the organism went away */
-                                return interim == 0 && px->len == 0 ? -ECONNRESET : -EBADMSG;
+                                return px->interim == 0 && px->len == 0 ? -ECONNRESET : -EBADMSG;
                         px->len += (size_t)k;
                 }
                 ctl_upstream_done(&px->up);
@@ -463,7 +725,7 @@ static ssize_t read_chunked(struct ctl_proxy *px, char *out, size_t max) {
                 if (px->ch.done)
                         return MHD_CONTENT_READER_END_OF_STREAM;
                 if (px->pos == px->len) {
-                        ssize_t k = recv_some(px->fd, px->buf, PROXY_BUF);
+                        ssize_t k = recv_some(px, px->buf, PROXY_BUF);
                         if (k <= 0)
                                 return MHD_CONTENT_READER_END_WITH_ERROR;
                         px->pos = 0;
@@ -496,7 +758,7 @@ static ssize_t body_read(struct ctl_proxy *px, char *out, size_t max) {
                         max = (size_t)px->remaining;
                 __attribute__((fallthrough));
         case CTL_BODY_CLOSE: {
-                ssize_t k = px->pos < px->len ? take_buffered(px, out, max) : recv_some(px->fd, out, max);
+                ssize_t k = px->pos < px->len ? take_buffered(px, out, max) : recv_some(px, out, max);
                 if (k < 0)
                         return MHD_CONTENT_READER_END_WITH_ERROR;
                 if (k == 0)
@@ -562,16 +824,82 @@ static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max) {
         struct ctl_proxy *px = cls;
         if (max == 0)
                 return 0;
+        if (px->stopped)
+                return MHD_CONTENT_READER_END_WITH_ERROR;
+        px->blocked = false;
         ssize_t k = px->inject ? inject_read(px, out, max) : body_read(px, out, max);
+        if (k == MHD_CONTENT_READER_END_WITH_ERROR && px->blocked && !px->timed_out) {
+                px_wait(px, now_ms() + UPSTREAM_TIMEOUT_S * 1000); /* nothing yet: resumed when there is */
+                return 0;
+        }
         if (px->up_done)
                 upstream_release(px); /* to the pool now, not when the client is done */
         return k;
 }
 
+/* Async: the request's end to the organism, then the answer's head (as
+ * the blocking path: a reused connection closed before any answer gets the
+ * request once more on a new one). -EAGAIN while the connection waits. */
+static int finish_async(struct ctl_proxy *px) {
+        int r;
+        if (px->stage < PX_SENT) { /* the once more: a request without a body */
+                if ((r = send_head(px)) < 0)
+                        return r;
+                px->stage = PX_ENDED;
+        }
+        if (px->stage == PX_SENT) {
+                if (px->req_body == CTL_BODY_CHUNKED && !px->upload_failed && out_add(px, "0\r\n\r\n", 5) < 0)
+                        px->upload_failed = true;
+                px->stage = PX_ENDED;
+        }
+        if (!px->upload_failed && (r = flush_out(px)) < 0) {
+                if (r == -EAGAIN && !px->timed_out) {
+                        px_wait(px, now_ms() + UPSTREAM_TIMEOUT_S * 1000);
+                        return -EAGAIN;
+                }
+                px->upload_failed = true;
+        }
+        /* Nothing came since the socket was last drained: wait for the
+         * edge rather than ask. */
+        r = px->readable ? read_head(px) : -EAGAIN;
+        if (r == -EAGAIN) {
+                if (px->timed_out)
+                        return -ETIMEDOUT;
+                px_wait(px, now_ms() + UPSTREAM_TIMEOUT_S * 1000);
+                return -EAGAIN;
+        }
+        if (px->reused && px->len == 0 && (r == -ECONNRESET || r == -EPIPE)) {
+                upstream_drop(px);
+                px->reused = false;
+                px->stage = PX_CONNECTING;
+                return finish_async(px);
+        }
+        return r;
+}
+
 enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn) {
         struct ctl_proxy *px = q->px;
-        if (!px)
+        if (!px || px->stopped)
                 return MHD_NO;
+        int r;
+        if (px->loop && !px->request_in && px->stage < PX_SENT) {
+                /* libmicrohttpd calls once more after a resume in its first
+                 * call, before the body: the head goes on going out. */
+                r = send_head(px);
+                if (r == -EAGAIN)
+                        return MHD_YES;
+                if (r >= 0) {
+                        if (!px->reused)
+                                buf_free(&px->head); /* never sent again */
+                        return MHD_YES;
+                }
+                if (r == -ETIMEDOUT)
+                        log_limited(LOG_WARN, "", "proxy: the organism did not accept a connection within %d seconds",
+                                    UPSTREAM_CONNECT_TIMEOUT_S);
+                ctl_proxy_free(TAKE_PTR(q->px));
+                return queue_unavailable(q, conn);
+        }
+        px->request_in = true;
         if (px->body_mismatch) {
                 ctl_proxy_free(TAKE_PTR(q->px));
                 log_limited(LOG_WARN, q->client_ip, "proxy: a request body did not match its framing (%s %s, client %s)",
@@ -579,17 +907,22 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
                 return queue_own(q, conn, 400, "Bad request",
                                  "The request body did not match its framing.", false, true);
         }
-        if (px->req_body == CTL_BODY_CHUNKED && !px->upload_failed &&
-            send_all(px->fd, "0\r\n\r\n", 5) < 0)
-                px->upload_failed = true;
-
-        int r = read_head(px);
-        /* Closed before any byte of an answer, on a connection that had
-         * been idle: the app closed it meanwhile. Once more, on a new one. */
-        if (px->reused && px->len == 0 && (r == -ECONNRESET || r == -EPIPE)) {
-                r = upstream_retry(px);
-                if (r >= 0)
-                        r = read_head(px);
+        if (px->loop) {
+                r = finish_async(px);
+                if (r == -EAGAIN)
+                        return MHD_YES; /* it waits; libmicrohttpd calls again */
+        } else {
+                if (px->req_body == CTL_BODY_CHUNKED && !px->upload_failed &&
+                    send_all(px->fd, "0\r\n\r\n", 5) < 0)
+                        px->upload_failed = true;
+                r = read_head(px);
+                /* Closed before any byte of an answer, on a connection that had
+                 * been idle: the app closed it meanwhile. Once more, on a new one. */
+                if (px->reused && px->len == 0 && (r == -ECONNRESET || r == -EPIPE)) {
+                        r = upstream_retry(px);
+                        if (r >= 0)
+                                r = read_head(px);
+                }
         }
         buf_free(&px->head);
         if (r == -E2BIG)

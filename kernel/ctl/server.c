@@ -6,6 +6,7 @@
 #include "ctl/mhd.h"
 #include "ctl/front.h"
 #include "ctl/guard.h"
+#include "ctl/loop.h"
 #include "base/log.h"
 
 #include <arpa/inet.h>
@@ -15,7 +16,10 @@
 
 /* A connection's memory pool bounds its request head (431 past it), and
  * libmicrohttpd zeroes the whole pool after every request, so there are two
- * daemons (front.h chooses for each connection). The large pool has room for
+ * daemons (front.h chooses for each connection): the large one with a
+ * thread per connection, the small one on one event loop (loop.h), where
+ * the proxy never blocks (proxy.c) and a /_seed route runs on a worker
+ * while its connection waits (seed_offload). The large pool has room for
  * a browser's whole cookie jar (about 180 cookies of 4 KiB), so a cookie bomb
  * cannot keep a sign-in link from being answered (and its cookies from being
  * expired) on the control plane's own origin: cookies ignore ports, so any
@@ -157,7 +161,11 @@ static void front_hand(void *userdata, int fd, const struct sockaddr *sa, sockle
                 close(fd);
                 return;
         }
-        if (MHD_add_connection(large ? c->large : c->small, fd, sa, len) != MHD_YES)
+        if (!large) {
+                (void)ctl_loop_add_conn(c->loop, fd, sa, len); /* closes fd when it cannot */
+                return;
+        }
+        if (MHD_add_connection(c->large, fd, sa, len) != MHD_YES)
                 log_limited(LOG_WARN, "front-add", "could not take a connection: %m");
 }
 
@@ -211,6 +219,9 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn) {
         }
         q->ctl = cls;
         q->conn_id = cc->id;
+        const union MHD_ConnectionInfo *di = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+        if (di && di->daemon == q->ctl->small)
+                q->loop = q->ctl->loop;
         q->uri = strdup(uri);
         q->body = BUF_INIT(CTL_MAX_BODY);
         req_free(cc->req); /* a previous request that never reached the handler */
@@ -349,6 +360,72 @@ static int req_parse(struct ctl_req *q, struct MHD_Connection *conn, const char 
         return q->path ? 0 : -ENOMEM;
 }
 
+/* The loop's pool closes a socket the loop watched (upstream-pool.h). */
+static void apool_closes(void *userdata, int fd) {
+        struct ctl *c = userdata;
+        if (c->loop)
+                ctl_loop_forget(c->loop, fd);
+}
+
+/* ---- /_seed on the loop's daemon ---- */
+
+/* ctl_seed_begin or ctl_seed_finish on a worker (a session lookup may ask
+ * PostgreSQL, and the loop serves every connection of the organism's
+ * origins) while the connection waits; its answer lands in q->pending. */
+struct seed_job {
+        struct ctl_loop_job j;
+        struct ctl_req *q;
+        struct MHD_Connection *conn;
+        bool finish;
+};
+
+static void seed_work(struct ctl_loop_job *j) {
+        struct seed_job *s = (struct seed_job *)j;
+        struct ctl_req *q = s->q;
+        q->seed_result = s->finish ? ctl_seed_finish(q, &q->pending) : ctl_seed_begin(q, &q->pending);
+}
+
+/* Loop thread: the worker's answer becomes q->pending (an error a 500),
+ * and the connection goes on. */
+static void seed_done(struct ctl_loop_job *j, bool cancelled) {
+        struct seed_job *s = (struct seed_job *)j;
+        struct ctl_req *q = s->q;
+        int r = cancelled ? -ECANCELED : q->seed_result;
+        /* A stream's read blocks: it never runs on the loop. No route of the
+         * organism's origins streams; the control plane's own origin is
+         * refused on this daemon (begin). */
+        if (r > 0 && q->pending.stream.read)
+                r = log_error_errno(-EINVAL, "%s %s: a streamed answer on the event loop", q->method, q->path);
+        if (r < 0) {
+                if (r != -ECANCELED)
+                        log_error_errno(r, "%s %s failed: %m", q->method, q->path);
+                ctl_resp_done(&q->pending);
+                if (ctl_resp_error(&q->pending, 500, "internal error (see the kernel log)") < 0)
+                        q->pending = (struct ctl_resp){.status = 500, .body = (char *)"", .body_static = true};
+        }
+        q->seed_result = r;
+        q->has_pending = r != 0 || s->finish; /* 0 from begin: the body comes next */
+        q->seed_job_running = false;
+        MHD_resume_connection(s->conn);
+        free(s);
+}
+
+static enum MHD_Result seed_offload(struct ctl_req *q, struct MHD_Connection *conn, bool finish) {
+        struct seed_job *s = malloc(sizeof *s);
+        if (!s)
+                return MHD_NO;
+        *s = (struct seed_job){.j = {.work = seed_work, .done = seed_done}, .q = q, .conn = conn, .finish = finish};
+        q->seed_job_running = true;
+        q->resumed_first = !finish;
+        MHD_suspend_connection(conn);
+        ctl_loop_offload(q->loop, &s->j);
+        return MHD_YES;
+}
+
+static bool has_body(const struct ctl_req *q) {
+        return !(q->body_kind == CTL_BODY_NONE || (q->body_kind == CTL_BODY_LENGTH && q->body_len == 0));
+}
+
 static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, const char *method) {
         struct ctl_resp resp = {0};
         ctl_conns_head_done(q->ctl->conns, q->conn_id);
@@ -361,6 +438,21 @@ static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, con
         int kind = ctl_target_is_clean(q->uri) ? ctl_path_classify(q->path) : -EINVAL;
         if (kind < 0)
                 return queue_text(q, conn, 400, "Bad request path.\n");
+        if (q->loop && q->ctl->control_host && ctl_req_on_control_host(q)) {
+                /* The control plane's origin on a connection made for the
+                 * organism's (browsers keep a connection per host, so only
+                 * another client sends both): its routes may stream and
+                 * wait, which the loop never does. Misdirected; retry on a
+                 * new connection (front.h then chooses the large daemon). */
+                struct ctl_resp m = {0};
+                if (ctl_resp_set(&m, 421, "text/plain; charset=utf-8",
+                                 "Misdirected Request: send requests for this host on a connection of their own.\n") < 0 ||
+                    ctl_hdrs_add(&m.hdrs, "Connection", "close") < 0) {
+                        ctl_resp_done(&m);
+                        return MHD_NO;
+                }
+                return queue_seed(q, conn, &m);
+        }
         if (ctl_hdrs_count(&q->hdrs, "Host") > 1)
                 return queue_text(q, conn, 400, "More than one Host header.\n");
         if (!ctl_host_allowed(ctl_req_header(q, "Host"), q->ctl->allowed_hosts)) {
@@ -399,6 +491,8 @@ static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, con
         }
 
         q->kind = CTL_REQ_SEED;
+        if (q->loop)
+                return seed_offload(q, conn, false);
         r = ctl_seed_begin(q, &resp);
         if (r < 0) {
                 ctl_resp_done(&resp);
@@ -410,7 +504,7 @@ static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, con
         /* Answered from the head alone. Without a body, the answer is queued
          * on the next call, once MHD holds the whole request: one queued
          * before that makes MHD 0.9.75 close the connection (no keep-alive). */
-        if (q->body_kind == CTL_BODY_NONE || (q->body_kind == CTL_BODY_LENGTH && q->body_len == 0)) {
+        if (!has_body(q)) {
                 q->pending = resp;
                 q->has_pending = true;
                 return MHD_YES;
@@ -460,6 +554,18 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         case CTL_REQ_NEW:
                 return begin(q, conn, method);
         case CTL_REQ_SEED:
+                if (q->resumed_first) {
+                        /* libmicrohttpd's call after a resume in its first
+                         * call, before any body: an answer from the head
+                         * alone is queued here only when a body follows
+                         * (as begin does), else on the final call. */
+                        q->resumed_first = false;
+                        if (q->has_pending && has_body(q)) {
+                                q->has_pending = false;
+                                return queue_seed(q, conn, &q->pending);
+                        }
+                        return MHD_YES;
+                }
                 if (*upload_data_size > 0) {
                         size_t n = *upload_data_size;
                         *upload_data_size = 0;
@@ -469,13 +575,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                         q->has_pending = false;
                         return queue_seed(q, conn, &q->pending);
                 }
+                if (q->loop)
+                        return seed_offload(q, conn, true);
                 return finish_seed(q, conn);
         case CTL_REQ_PROXY:
-                if (*upload_data_size > 0) {
-                        size_t n = *upload_data_size;
-                        *upload_data_size = 0;
-                        return ctl_proxy_upload(q, upload_data, n);
-                }
+                if (*upload_data_size > 0)
+                        return ctl_proxy_upload(q, upload_data, upload_data_size);
                 return ctl_proxy_finish(q, conn);
         case CTL_REQ_DONE:
                 *upload_data_size = 0;
@@ -508,10 +613,14 @@ static int listen_sockets(const struct ctl_config *cfg, struct ctl_listen *ret) 
 }
 
 /* One daemon without a listening socket of its own: front.h hands it its
- * connections. MHD_USE_ITC: stopping wakes its thread through a pipe. */
-static struct MHD_Daemon *start_daemon(struct ctl *c, size_t pool) {
-        unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
-                         MHD_USE_ERROR_LOG | MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET;
+ * connections. The large one has a thread per connection (MHD_USE_ITC:
+ * stopping wakes its thread through a pipe); the small one runs on the
+ * event loop (loop.h), in epoll mode, suspending what waits. */
+static struct MHD_Daemon *start_daemon(struct ctl *c, size_t pool, bool on_loop) {
+        unsigned flags = on_loop ? MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME
+                                 : MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_POLL |
+                                           MHD_USE_ITC;
+        flags |= MHD_USE_ERROR_LOG | MHD_USE_NO_LISTEN_SOCKET;
         return MHD_start_daemon(
                 flags, 0, NULL, NULL, on_request, c,
                 MHD_OPTION_CONNECTION_LIMIT, c->connection_limit,
@@ -525,10 +634,13 @@ static struct MHD_Daemon *start_daemon(struct ctl *c, size_t pool) {
 }
 
 static int start_daemons(struct ctl *c, const struct ctl_config *cfg) {
-        c->large = start_daemon(c, LARGE_CONNECTION_MEMORY);
-        c->small = start_daemon(c, SMALL_CONNECTION_MEMORY);
+        c->large = start_daemon(c, LARGE_CONNECTION_MEMORY, false);
+        c->small = start_daemon(c, SMALL_CONNECTION_MEMORY, true);
         if (!c->large || !c->small)
                 return log_error_errno(-EIO, "could not start the HTTP server");
+        int r0 = ctl_loop_start(c->small, &c->loop);
+        if (r0 < 0)
+                return log_error_errno(r0, "could not start the HTTP server's event loop: %m");
         struct ctl_listen l = CTL_LISTEN_INIT;
         int r = listen_sockets(cfg, &l);
         if (r < 0)
@@ -630,6 +742,7 @@ static void ctl_free(struct ctl *c) {
         ctl_badge_done(c);
         ctl_session_cache_done(&c->sessions);
         ctl_upool_done(&c->pool);
+        ctl_upool_done(&c->apool);
         free(c);
 }
 
@@ -706,6 +819,8 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         pthread_mutex_init(&c->lock, NULL);
         ctl_session_cache_init(&c->sessions);
         ctl_upool_init(&c->pool);
+        ctl_upool_init(&c->apool);
+        ctl_upool_on_close(&c->apool, apool_closes, c);
         ctl_preview_init(&c->preview);
         c->kdb = cfg->kdb;
         c->drafts = cfg->drafts;
@@ -791,7 +906,12 @@ void ctl_stop(struct ctl *c) {
         ctl_front_stop(TAKE_PTR(c->front)); /* no new connections */
         if (c->large)
                 MHD_stop_daemon(c->large);
+        /* The loop first: it leaves no connection suspended (libmicrohttpd
+         * refuses to stop a daemon with one). */
+        ctl_loop_stop(c->loop);
+        ctl_upool_close_all(&c->apool); /* the loop's thread has ended: here is safe */
         if (c->small)
                 MHD_stop_daemon(c->small);
+        ctl_loop_free(TAKE_PTR(c->loop));
         ctl_free(c);
 }

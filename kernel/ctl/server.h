@@ -87,6 +87,7 @@ struct ctl {
          * its own (conns enforces the total). */
         struct ctl_front *front;
         struct MHD_Daemon *large, *small;
+        struct ctl_loop *loop;         /* small's thread (loop.h) */
         size_t n_listen;
         uint16_t port;
 
@@ -112,12 +113,14 @@ struct ctl {
         /* Idle keep-alive connections to the organism's (and a preview's)
          * socket (upstream-pool.h); closed by ctl_stop. */
         struct ctl_upool pool;
+        struct ctl_upool apool;        /* the same for the loop's non-blocking sockets */
 };
 
 enum ctl_req_kind { CTL_REQ_NEW, CTL_REQ_SEED, CTL_REQ_PROXY, CTL_REQ_DONE };
 
 struct ctl_proxy;
 struct ctl_route;
+struct ctl_loop;
 
 struct ctl_req {
         struct ctl *ctl;
@@ -146,6 +149,13 @@ struct ctl_req {
 
         /* / → organism */
         struct ctl_proxy *px;
+
+        /* On the loop's daemon (NULL: a thread of its own): a /_seed
+         * route runs on a worker while its connection waits (server.c). */
+        struct ctl_loop *loop;
+        bool seed_job_running;
+        bool resumed_first;        /* resumed in libmicrohttpd's first call: one call more comes */
+        int seed_result;           /* the worker's ctl_seed_begin/_finish result, in pending */
 };
 
 /* routes.c calls this once a request carried the CLI token or a signed-in

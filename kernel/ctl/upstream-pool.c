@@ -10,9 +10,20 @@ void ctl_upool_init(struct ctl_upool *p) {
                 p->c[i].fd = -1;
 }
 
-static void slot_close(struct ctl_upool_conn *c) {
+void ctl_upool_on_close(struct ctl_upool *p, void (*on_close)(void *userdata, int fd), void *userdata) {
+        p->on_close = on_close;
+        p->userdata = userdata;
+}
+
+static void pool_close(struct ctl_upool *p, int fd) {
+        if (p->on_close)
+                p->on_close(p->userdata, fd);
+        close(fd);
+}
+
+static void slot_close(struct ctl_upool *p, struct ctl_upool_conn *c) {
         if (c->fd >= 0)
-                close(c->fd);
+                pool_close(p, c->fd);
         c->fd = -1;
 }
 
@@ -20,7 +31,7 @@ void ctl_upool_close_all(struct ctl_upool *p) {
         pthread_mutex_lock(&p->lock);
         p->closed = true;
         for (size_t i = 0; i < CTL_UPOOL_MAX; i++)
-                slot_close(&p->c[i]);
+                slot_close(p, &p->c[i]);
         pthread_mutex_unlock(&p->lock);
 }
 
@@ -50,7 +61,7 @@ int ctl_upool_take(struct ctl_upool *p, const char *path, int *ret_fd) {
                         if (c->fd < 0)
                                 continue;
                         if (now - c->idle_since_ms >= CTL_UPOOL_IDLE_MS) {
-                                slot_close(c);
+                                slot_close(p, c);
                                 continue;
                         }
                         if (streq(c->path, path) && (!best || c->idle_since_ms > best->idle_since_ms))
@@ -66,7 +77,7 @@ int ctl_upool_take(struct ctl_upool *p, const char *path, int *ret_fd) {
                         *ret_fd = fd;
                         return 0;
                 }
-                close(fd);
+                pool_close(p, fd);
         }
 }
 
@@ -86,7 +97,7 @@ void ctl_upool_put(struct ctl_upool *p, const char *path, int fd) {
         }
         pthread_mutex_unlock(&p->lock);
         if (fd >= 0)
-                close(fd);
+                pool_close(p, fd);
 }
 
 size_t ctl_upool_idle(struct ctl_upool *p) {

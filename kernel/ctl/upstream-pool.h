@@ -30,11 +30,16 @@ struct ctl_upool_conn {
 
 struct ctl_upool {
         pthread_mutex_t lock;
+        /* Told of every descriptor the pool closes, just before (NULL: none). */
+        void (*on_close)(void *userdata, int fd);
+        void *userdata;
         bool closed;              /* ctl_upool_close_all ran: nothing is kept any more */
         struct ctl_upool_conn c[CTL_UPOOL_MAX];
 };
 
 void ctl_upool_init(struct ctl_upool *p);
+/* Sets p->on_close (before the pool is used). */
+void ctl_upool_on_close(struct ctl_upool *p, void (*on_close)(void *userdata, int fd), void *userdata);
 /* Closes every idle connection; from now on put closes at once. */
 void ctl_upool_close_all(struct ctl_upool *p);
 void ctl_upool_done(struct ctl_upool *p);

@@ -345,7 +345,7 @@ int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd) {
                 return r;
         struct sockaddr_un sa = {.sun_family = AF_UNIX};
         snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path); /* fits: socket_addr_at() made it */
-        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        _cleanup_close_ int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | (timeout_ms < 0 ? SOCK_NONBLOCK : 0), 0);
         if (fd < 0)
                 return -errno;
         /* A Unix-socket connect() blocks while the listener's backlog is full
@@ -357,7 +357,7 @@ int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd) {
                 r = connect(fd, (struct sockaddr *)&sa, sizeof sa) < 0 ? -errno : 0;
         while (r == -EINTR);
         if (r == -EAGAIN || r == -EINPROGRESS)
-                return -ETIMEDOUT;
+                return timeout_ms < 0 ? -EAGAIN : -ETIMEDOUT;
         if (r < 0 || (r = organism_peer_check(fd, socket_path)) < 0)
                 return r;
         *ret_fd = TAKE_FD(fd);

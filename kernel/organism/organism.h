@@ -88,8 +88,9 @@ const char *organism_socket(struct organism *o);
  * (-EPERM, -ENOTDIR), the entry a socket, not a symlink (-ELOOP, -ENOTSOCK),
  * and the listener's credentials (SO_PEERCRED, recorded at listen()) our
  * pid (-EPERM). Any path length works. timeout_ms > 0 bounds the connect
- * (a full backlog: -ETIMEDOUT). Returns a blocking O_CLOEXEC fd; the caller
- * closes it. Logs only a refused peer. */
+ * (a full backlog: -ETIMEDOUT); timeout_ms < 0 never waits (a full
+ * backlog: -EAGAIN) and returns an O_NONBLOCK fd, else a blocking one
+ * (O_CLOEXEC either way); the caller closes it. Logs only a refused peer. */
 int organism_connect(const char *socket_path, int timeout_ms, int *ret_fd);
 /* For a client that connects by itself (kernel/httpc): organism_connect()'s
  * checks of the directory and the entry, then the address to connect to in

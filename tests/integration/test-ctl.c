@@ -667,6 +667,10 @@ static struct ctl_config ctl_cfg(const char *addr) {
                 .status = status_cb,
                 .api_routes = ext_routes,
                 .on_5xx = on_5xx,
+                /* integration-ctl-loop runs the proxy's tests again with
+                 * an origin of its own for the control plane: requests
+                 * for 127.0.0.1 then go to the event loop (loop.h). */
+                .control_host = getenv("CTL_TEST_CONTROL_HOST"),
         };
 }
 
@@ -1945,7 +1949,10 @@ static void test_proxy_busy_keeps_seed_reachable(void **state) {
         assert_int_equal(r.status, 200);
         resp_done(&r);
         _cleanup_free_ char *c = cli(NULL);
-        http("GET", "/_seed/api/status", c, NULL, &r);
+        char own[80]; /* the API answers on the control plane's origin, when it has one */
+        snprintf(own, sizeof own, "%s:%u", getenv("CTL_TEST_CONTROL_HOST") ? getenv("CTL_TEST_CONTROL_HOST") : "127.0.0.1",
+                 g_port);
+        http_host("GET", "/_seed/api/status", own, c, NULL, &r);
         assert_int_equal(r.status, 200);
         assert_non_null(strstr(r.body, "\"generation\":1"));
         resp_done(&r);
@@ -2958,10 +2965,13 @@ static void test_held_organism_answers_leave_the_cli_room(void **state) {
         int reached = hang_count();
         /* The CLI, an anonymous request and a new page of the organism's
          * from the same address are all answered at once. */
+        char own[80]; /* the API answers on the control plane's origin, when it has one */
+        snprintf(own, sizeof own, "%s:%u", getenv("CTL_TEST_CONTROL_HOST") ? getenv("CTL_TEST_CONTROL_HOST") : "127.0.0.1",
+                 port);
         snprintf(req, sizeof req,
                  "GET /_seed/api/status HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
                  "Authorization: Bearer %s\r\n\r\n",
-                 ctl_host, CLI_TOKEN);
+                 own, CLI_TOKEN);
         int64_t t0 = mono_ms();
         int cli_status = try_request(port, "127.0.0.1", req, 5000);
         int64_t cli_ms = mono_ms() - t0;
@@ -3097,8 +3107,8 @@ static void test_slowloris_leaves_the_owner_room(void **state) {
         assert_int_equal(answered, OWNER_CALLS);
 }
 
-/* The last answer kept_alive_status read. */
-static char kept_alive_answer[256 * 1024];
+/* The last answer kept_alive_status read (per thread: loop clients share it). */
+static _Thread_local char kept_alive_answer[256 * 1024];
 
 /* The status of one answer read from a kept-alive connection (Content-Length
  * framing); 0 when the connection ended first. */
@@ -3207,6 +3217,68 @@ static void test_pools_by_first_head(void **state) {
         ctl_stop(c);
 }
 
+#define LOOP_CLIENTS 16
+#define LOOP_REQUESTS 200
+
+struct loop_client {
+        uint16_t port;
+        const char *target;
+        int ok;                   /* requests answered 200 */
+};
+
+/* LOOP_REQUESTS requests on one kept-alive connection. */
+static void *loop_client_main(void *arg) {
+        struct loop_client *lc = arg;
+        char app[64];
+        snprintf(app, sizeof app, "127.0.0.1:%u", lc->port);
+        int fd = connect_tcp(AF_INET, lc->port);
+        for (int i = 0; i < LOOP_REQUESTS && fd >= 0; i++) {
+                _cleanup_free_ char *req = NULL;
+                size_t n = head_with_cookie(lc->target, app, 0, &req);
+                if (kept_alive_status(fd, req, n) != 200)
+                        break;
+                lc->ok++;
+        }
+        if (fd >= 0)
+                close(fd);
+        return NULL;
+}
+
+/* The organism's origins are served on the event loop (loop.h): /_seed
+ * routes (on a worker) and proxied requests, one after another on one
+ * kept-alive connection. */
+static void test_loop_keeps_connections_alive(void **state) {
+        org_stop();
+        org_start();
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        cfg.control_host = "seed.localhost";
+        cfg.trusted_proxies = NULL;
+        struct ctl *c = NULL;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        uint16_t port = ctl_port(c);
+        char app[64];
+        snprintf(app, sizeof app, "127.0.0.1:%u", port);
+        int fd = connect_tcp(AF_INET, port);
+        for (int i = 0; i < 3; i++) {
+                assert_int_equal(status_on(fd, "/_seed/healthz", app, 0), 200);
+                assert_int_equal(status_on(fd, "/id/a", app, 0), 200);
+        }
+        close(fd);
+        /* Many at once. */
+        pthread_t t[LOOP_CLIENTS];
+        struct loop_client lc[LOOP_CLIENTS];
+        for (int i = 0; i < LOOP_CLIENTS; i++) {
+                lc[i] = (struct loop_client){.port = port, .target = i % 2 ? "/id/b" : "/_seed/healthz"};
+                assert_int_equal(pthread_create(&t[i], NULL, loop_client_main, &lc[i]), 0);
+        }
+        for (int i = 0; i < LOOP_CLIENTS; i++) {
+                pthread_join(t[i], NULL);
+                if (lc[i].ok != LOOP_REQUESTS)
+                        fail_msg("client %d (%s): %d of %d answered", i, lc[i].target, lc[i].ok, LOOP_REQUESTS);
+        }
+        ctl_stop(c);
+}
+
 /* A head sent a byte every half second is cut once its 10 s are up: the
  * deadline is total, not idle. */
 static void test_trickled_head_is_cut(void **state) {
@@ -3244,6 +3316,25 @@ int main(void) {
         log_set_level(LOG_WARN);
         if (getenv("CTL_TEST_FILTER")) /* e.g. "test_slowloris*": one test (those needing no earlier ones) */
                 cmocka_set_test_filter(getenv("CTL_TEST_FILTER"));
+        /* integration-ctl-loop: the proxy's tests on the event loop. */
+        const struct CMUnitTest loop_tests[] = {
+                cmocka_unit_test(test_start_and_healthz),
+                cmocka_unit_test(test_proxy),
+                cmocka_unit_test(test_proxy_keep_alive),
+                cmocka_unit_test(test_proxy_never_mixes),
+                cmocka_unit_test(test_proxy_tells_5xx),
+                cmocka_unit_test(test_proxy_upstream_down),
+                cmocka_unit_test(test_proxy_request_framing),
+                cmocka_unit_test(test_proxy_busy_keeps_seed_reachable),
+                cmocka_unit_test(test_proxy_connect_timeout),
+                cmocka_unit_test(test_held_organism_answers_leave_the_cli_room),
+        };
+        if (getenv("CTL_TEST_CONTROL_HOST")) {
+                /* No sign-in here: a session and token to check are kept from the organism. */
+                memset(g_cookie, 'c', 64);
+                memset(g_token, 't', 64);
+                return cmocka_run_group_tests(loop_tests, group_setup, group_teardown);
+        }
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_start_and_healthz),
                 cmocka_unit_test(test_port_taken_refuses),
@@ -3295,6 +3386,7 @@ int main(void) {
                 cmocka_unit_test(test_slowloris_leaves_the_owner_room),
                 cmocka_unit_test(test_trickled_head_is_cut),
                 cmocka_unit_test(test_pools_by_first_head),
+                cmocka_unit_test(test_loop_keeps_connections_alive),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
