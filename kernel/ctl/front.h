@@ -14,11 +14,15 @@
  * within CTL_FRONT_WAIT_MS, and every connection when there is no control
  * origin of its own (the same-origin fallback) go to the large one.
  *
- * The choice is about memory only: both daemons serve every route with the
- * same checks. A wrong guess costs at most one 431 — a later head on a
- * small connection that outgrew its pool (libmicrohttpd then closes it, and
- * the client's next connection is sized by its own first head). No
- * libmicrohttpd here. */
+ * The small daemon runs on one event loop (loop.h), the large one a thread
+ * per connection; both serve the organism's origins with the same checks.
+ * A wrong guess costs at most one refusal — a later head on a small
+ * connection that outgrew its pool (431: libmicrohttpd then closes it, and
+ * the client's next connection is sized by its own first head), or a
+ * streamed answer of the control plane's own origin asked on a small
+ * connection (421, closed: a stream's reads wait, which the loop never
+ * does; browsers keep connections per host, so only clients that keep them
+ * per address mix the two). No libmicrohttpd here. */
 #pragma once
 
 #include "base/base.h"

@@ -55,6 +55,7 @@
 #define PROXY_BUF (CTL_PROXY_MAX_HEAD + READ_BLOCK)
 #define OUT_MAX (64 * 1024)       /* async: request bytes held for a socket that takes no more */
 #define CONNECT_RETRY_MS 10       /* async: a full backlog is tried again this often */
+#define SPARES_MAX 16             /* async: proxy states kept for reuse */
 
 /* Async: how far the request to the organism got (px->loop). */
 enum px_stage {
@@ -108,6 +109,7 @@ struct ctl_proxy {
         int64_t connect_until;    /* PX_CONNECTING gives up then */
         struct buf out;           /* request bytes not yet taken by the socket... */
         size_t out_pos;           /* ...from here */
+        struct ctl_proxy *next_spare; /* kept for reuse: ctl.px_spare's list */
         char buf[];               /* PROXY_BUF bytes: the response head, then body reads */
 };
 
@@ -199,7 +201,37 @@ void ctl_proxy_free(struct ctl_proxy *px) {
         buf_free(&px->head);
         buf_free(&px->out);
         free(px->pending);
+        struct ctl *c = px->ctl;
+        if (px->loop && c->n_px_spare < SPARES_MAX) {
+                /* Kept for the loop's next request: no 80 KiB malloc and
+                 * free per request (the loop's thread only). */
+                px->next_spare = c->px_spare;
+                c->px_spare = px;
+                c->n_px_spare++;
+                return;
+        }
         free(px);
+}
+
+void ctl_proxy_spares_free(struct ctl *c) {
+        while (c->px_spare) {
+                struct ctl_proxy *px = c->px_spare;
+                c->px_spare = px->next_spare;
+                free(px);
+        }
+        c->n_px_spare = 0;
+}
+
+/* A proxy state (its buffer not zeroed: only [0, len) is read). */
+static struct ctl_proxy *proxy_new(struct ctl_req *q) {
+        struct ctl *c = q->ctl;
+        if (q->loop && c->px_spare) {
+                struct ctl_proxy *px = c->px_spare;
+                c->px_spare = px->next_spare;
+                c->n_px_spare--;
+                return px;
+        }
+        return malloc(sizeof(struct ctl_proxy) + PROXY_BUF);
 }
 
 static void proxy_free_cb(void *cls) {
@@ -564,8 +596,7 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
                 return ctl_queue(conn, &resp);
         }
 
-        /* One allocation: the buffer is not zeroed (only [0, len) is read). */
-        struct ctl_proxy *px = malloc(sizeof *px + PROXY_BUF);
+        struct ctl_proxy *px = proxy_new(q);
         if (!px)
                 return MHD_NO;
         *px = (struct ctl_proxy){.ctl = c, .fd = -1, .head = BUF_INIT(CTL_PROXY_MAX_HEAD * 4), .loop = q->loop,
@@ -622,7 +653,7 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
                 r = send_head(px);
                 if (r == -EAGAIN)
                         return MHD_YES; /* it waits; libmicrohttpd calls again (ctl_proxy_finish) */
-                if (r == -ETIMEDOUT)
+                if (r == -ETIMEDOUT && px->stage == PX_CONNECTING)
                         log_limited(LOG_WARN, "", "proxy: the organism did not accept a connection within %d seconds",
                                     UPSTREAM_CONNECT_TIMEOUT_S);
         } else if (r >= 0)
@@ -893,7 +924,7 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
                                 buf_free(&px->head); /* never sent again */
                         return MHD_YES;
                 }
-                if (r == -ETIMEDOUT)
+                if (r == -ETIMEDOUT && px->stage == PX_CONNECTING)
                         log_limited(LOG_WARN, "", "proxy: the organism did not accept a connection within %d seconds",
                                     UPSTREAM_CONNECT_TIMEOUT_S);
                 ctl_proxy_free(TAKE_PTR(q->px));

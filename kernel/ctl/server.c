@@ -369,6 +369,22 @@ static void apool_closes(void *userdata, int fd) {
 
 /* ---- /_seed on the loop's daemon ---- */
 
+/* A stream's read blocks (an event stream waits up to 15 s for its next
+ * event): it never runs on the loop. No route of the organism's origins
+ * streams; the control plane's own host reaches this daemon only from a
+ * client that sent it on a connection it opened for the organism's
+ * (browsers keep connections per host; Node's keep-alive agent, say, keeps
+ * them per address): 421 Misdirected Request, the connection closed, so
+ * the client asks again on a new one, which front.h gives the large daemon. */
+static int misdirect(struct ctl_req *q) {
+        ctl_resp_done(&q->pending);
+        if (ctl_resp_set(&q->pending, 421, "text/plain; charset=utf-8",
+                         "Misdirected Request: ask again on a new connection.\n") < 0 ||
+            ctl_hdrs_add(&q->pending.hdrs, "Connection", "close") < 0)
+                return -ENOMEM;
+        return 1;
+}
+
 /* ctl_seed_begin or ctl_seed_finish on a worker (a session lookup may ask
  * PostgreSQL, and the loop serves every connection of the organism's
  * origins) while the connection waits; its answer lands in q->pending. */
@@ -391,11 +407,8 @@ static void seed_done(struct ctl_loop_job *j, bool cancelled) {
         struct seed_job *s = (struct seed_job *)j;
         struct ctl_req *q = s->q;
         int r = cancelled ? -ECANCELED : q->seed_result;
-        /* A stream's read blocks: it never runs on the loop. No route of the
-         * organism's origins streams; the control plane's own origin is
-         * refused on this daemon (begin). */
         if (r > 0 && q->pending.stream.read)
-                r = log_error_errno(-EINVAL, "%s %s: a streamed answer on the event loop", q->method, q->path);
+                r = misdirect(q);
         if (r < 0) {
                 if (r != -ECANCELED)
                         log_error_errno(r, "%s %s failed: %m", q->method, q->path);
@@ -438,21 +451,6 @@ static enum MHD_Result begin(struct ctl_req *q, struct MHD_Connection *conn, con
         int kind = ctl_target_is_clean(q->uri) ? ctl_path_classify(q->path) : -EINVAL;
         if (kind < 0)
                 return queue_text(q, conn, 400, "Bad request path.\n");
-        if (q->loop && q->ctl->control_host && ctl_req_on_control_host(q)) {
-                /* The control plane's origin on a connection made for the
-                 * organism's (browsers keep a connection per host, so only
-                 * another client sends both): its routes may stream and
-                 * wait, which the loop never does. Misdirected; retry on a
-                 * new connection (front.h then chooses the large daemon). */
-                struct ctl_resp m = {0};
-                if (ctl_resp_set(&m, 421, "text/plain; charset=utf-8",
-                                 "Misdirected Request: send requests for this host on a connection of their own.\n") < 0 ||
-                    ctl_hdrs_add(&m.hdrs, "Connection", "close") < 0) {
-                        ctl_resp_done(&m);
-                        return MHD_NO;
-                }
-                return queue_seed(q, conn, &m);
-        }
         if (ctl_hdrs_count(&q->hdrs, "Host") > 1)
                 return queue_text(q, conn, 400, "More than one Host header.\n");
         if (!ctl_host_allowed(ctl_req_header(q, "Host"), q->ctl->allowed_hosts)) {
@@ -913,5 +911,6 @@ void ctl_stop(struct ctl *c) {
         if (c->small)
                 MHD_stop_daemon(c->small);
         ctl_loop_free(TAKE_PTR(c->loop));
+        ctl_proxy_spares_free(c);
         ctl_free(c);
 }

@@ -88,6 +88,10 @@ struct ctl {
         struct ctl_front *front;
         struct MHD_Daemon *large, *small;
         struct ctl_loop *loop;         /* small's thread (loop.h) */
+        /* Proxy states the loop keeps for its next requests (each holds an
+         * 80 KiB buffer); the loop's thread only (proxy.c). */
+        struct ctl_proxy *px_spare;
+        unsigned n_px_spare;
         size_t n_listen;
         uint16_t port;
 
@@ -221,3 +225,5 @@ int ctl_static_index(const char *seed_name, const char *token, const char *admin
 void ctl_upstream_register(struct ctl *c, int fd);
 void ctl_upstream_unregister(struct ctl *c, int fd);
 void ctl_proxy_free(struct ctl_proxy *px);
+/* Frees the loop's kept proxy states (ctl.px_spare); once the loop stopped. */
+void ctl_proxy_spares_free(struct ctl *c);

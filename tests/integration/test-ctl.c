@@ -3155,6 +3155,14 @@ static int status_on(int fd, const char *target, const char *host, size_t cookie
         return kept_alive_status(fd, req, n);
 }
 
+/* The status of one request on a kept-alive connection, with extra header
+ * lines. */
+static int status_on_with(int fd, const char *target, const char *host, const char *extra) {
+        _cleanup_free_ char *req = NULL;
+        assert_int_equal(xasprintf(&req, "GET %s HTTP/1.1\r\nHost: %s\r\n%s\r\n", target, host, extra), 0);
+        return kept_alive_status(fd, req, strlen(req));
+}
+
 /* front.h: a connection to the organism's origin whose first head is small
  * gets a small pool, so a far larger head later on it is refused (431); one
  * to the control plane's own origin, or whose first head is large, or that
@@ -3263,6 +3271,21 @@ static void test_loop_keeps_connections_alive(void **state) {
                 assert_int_equal(status_on(fd, "/_seed/healthz", app, 0), 200);
                 assert_int_equal(status_on(fd, "/id/a", app, 0), 200);
         }
+        /* The control plane's own origin on such a connection (a client
+         * that keeps connections per address, not per host): answered on
+         * a worker; only a streamed answer, whose reads wait, is
+         * misdirected there (421, the connection closed), and a new
+         * connection (the large daemon) gets it. */
+        char own[64], cli[256];
+        snprintf(own, sizeof own, "seed.localhost:%u", port);
+        snprintf(cli, sizeof cli, "Authorization: Bearer %s\r\n", CLI_TOKEN);
+        assert_int_equal(status_on_with(fd, "/_seed/api/status", own, cli), 200);
+        assert_int_equal(status_on(fd, "/id/a", app, 0), 200);
+        assert_int_equal(status_on_with(fd, "/_seed/api/slow-stream", own, cli), 421);
+        assert_int_equal(status_on(fd, "/id/a", app, 0), 0);
+        close(fd);
+        fd = connect_tcp(AF_INET, port);
+        assert_int_equal(status_on_with(fd, "/_seed/api/status", own, cli), 200);
         close(fd);
         /* Many at once. */
         pthread_t t[LOOP_CLIENTS];
