@@ -1005,9 +1005,25 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
                 size = MHD_SIZE_UNKNOWN;
         }
         q->px = NULL; /* the response owns it now */
-        m = MHD_create_response_from_callback(size, READ_BLOCK, proxy_read, px, proxy_free_cb);
-        if (!m) {
+        if (px->loop && !px->inject && px->up.body == CTL_BODY_LENGTH && px->remaining > 0 &&
+            px->len - px->pos >= px->remaining) {
+                /* The whole body came with the head (a small page): handed
+                 * over as one buffer, so libmicrohttpd sends head and body in
+                 * one write (with a callback it sends them apart: two
+                 * segments, and the client woken twice), and the
+                 * connection goes back to the pool now. */
+                size_t n = (size_t)px->remaining;
+                m = MHD_create_response_from_buffer(n, px->buf + px->pos, MHD_RESPMEM_MUST_COPY);
+                px->pos += n;
+                px->remaining = 0;
+                px->up_done = true;
                 ctl_proxy_free(px);
+        } else {
+                m = MHD_create_response_from_callback(size, READ_BLOCK, proxy_read, px, proxy_free_cb);
+                if (!m)
+                        ctl_proxy_free(px);
+        }
+        if (!m) {
                 ctl_hdrs_free(&out);
                 return MHD_NO;
         }
