@@ -95,7 +95,8 @@ struct ctl {
         size_t n_listen;
         uint16_t port;
 
-        /* At most connection_limit connections (one thread each); at most
+        /* At most connection_limit connections (a thread each on the large
+         * daemon, the loop for the small one); at most
          * proxy_limit of them proxy to the organism at once (conns.h), so a
          * hung organism or a flood of / cannot take the owner's way to
          * /_seed. */
