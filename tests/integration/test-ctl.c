@@ -3155,6 +3155,20 @@ static int status_on(int fd, const char *target, const char *host, size_t cookie
         return kept_alive_status(fd, req, n);
 }
 
+/* A control plane with an origin of its own (seed.localhost), before a
+ * fake organism started afresh; its port in *ret_port. */
+static struct ctl *start_with_own_origin(uint16_t *ret_port) {
+        org_stop();
+        org_start();
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        cfg.control_host = "seed.localhost";
+        cfg.trusted_proxies = NULL;
+        struct ctl *c = NULL;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        *ret_port = ctl_port(c);
+        return c;
+}
+
 /* The status of one request on a kept-alive connection, with extra header
  * lines. */
 static int status_on_with(int fd, const char *target, const char *host, const char *extra) {
@@ -3170,13 +3184,8 @@ static int status_on_with(int fd, const char *target, const char *host, const ch
  * cookie bomb. A small connection still passes the largest response head
  * the proxy allows. */
 static void test_pools_by_first_head(void **state) {
-        org_start();
-        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
-        cfg.control_host = "seed.localhost";
-        cfg.trusted_proxies = NULL;
-        struct ctl *c = NULL;
-        assert_int_equal(ctl_start(&cfg, &c), 0);
-        uint16_t port = ctl_port(c);
+        uint16_t port;
+        struct ctl *c = start_with_own_origin(&port);
         char app[64], own[64];
         snprintf(app, sizeof app, "127.0.0.1:%u", port);
         snprintf(own, sizeof own, "seed.localhost:%u", port);
@@ -3256,14 +3265,8 @@ static void *loop_client_main(void *arg) {
  * routes (on a worker) and proxied requests, one after another on one
  * kept-alive connection. */
 static void test_loop_keeps_connections_alive(void **state) {
-        org_stop();
-        org_start();
-        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
-        cfg.control_host = "seed.localhost";
-        cfg.trusted_proxies = NULL;
-        struct ctl *c = NULL;
-        assert_int_equal(ctl_start(&cfg, &c), 0);
-        uint16_t port = ctl_port(c);
+        uint16_t port;
+        struct ctl *c = start_with_own_origin(&port);
         char app[64];
         snprintf(app, sizeof app, "127.0.0.1:%u", port);
         int fd = connect_tcp(AF_INET, port);
