@@ -493,6 +493,7 @@ static int out_add(struct ctl_proxy *px, const void *data, size_t n) {
  * the connection waits; -ETIMEDOUT at the end). */
 static int px_connect(struct ctl_proxy *px) {
         unwatch(px); /* the retry's timer */
+        px->timed_out = false; /* that timer's, not a wait's */
         int r = upstream_connect(px);
         if (r != -EAGAIN)
                 return r;
