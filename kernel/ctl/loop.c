@@ -172,11 +172,13 @@ static void *worker_main(void *arg) {
         return NULL;
 }
 
-/* Loop thread: new connections to the daemon, worked jobs' done(). */
-static void take_handed(struct ctl_loop *l) {
+/* Loop thread: new connections to the daemon, worked jobs' done();
+ * whether the loop is to stop (then nothing is taken). */
+static bool take_handed(struct ctl_loop *l) {
         pthread_mutex_lock(&l->lock);
-        struct new_conn *conns = TAKE_PTR(l->conns);
-        struct ctl_loop_job *done = TAKE_PTR(l->done);
+        bool stopping = l->stopping;
+        struct new_conn *conns = stopping ? NULL : TAKE_PTR(l->conns);
+        struct ctl_loop_job *done = stopping ? NULL : TAKE_PTR(l->done);
         pthread_mutex_unlock(&l->lock);
         while (conns) {
                 struct new_conn *c = conns;
@@ -191,6 +193,7 @@ static void take_handed(struct ctl_loop *l) {
                 done = j->next;
                 j->done(j, false);
         }
+        return stopping;
 }
 
 /* Loop thread: the watches whose deadline passed get it; the next deadline
@@ -222,12 +225,17 @@ static int wait_ms(struct ctl_loop *l, int64_t next_deadline, int64_t now) {
  * every watch's CTL_LOOP_STOP, and the daemon once more, so it resumes
  * what they resumed and no connection stays suspended. */
 static void wind_down(struct ctl_loop *l) {
-        take_handed(l);
         pthread_mutex_lock(&l->lock);
+        struct ctl_loop_job *done = TAKE_PTR(l->done);
         struct ctl_loop_job *queued = TAKE_PTR(l->queued);
         l->queued_tail = &l->queued;
         struct new_conn *conns = TAKE_PTR(l->conns);
         pthread_mutex_unlock(&l->lock);
+        while (done) {
+                struct ctl_loop_job *j = done;
+                done = j->next;
+                j->done(j, false);
+        }
         while (queued) {
                 struct ctl_loop_job *j = queued;
                 queued = j->next;
@@ -272,17 +280,14 @@ static void *loop_main(void *arg) {
                         w->events = ev[i].events;
                         w->ready(w, CTL_LOOP_IO);
                 }
+                /* Whatever other threads hand over comes with a wake. */
                 if (woken) {
                         uint64_t k;
                         ssize_t got = read(l->wake, &k, sizeof k);
                         (void)got;
+                        if (take_handed(l))
+                                break;
                 }
-                pthread_mutex_lock(&l->lock);
-                bool stopping = l->stopping;
-                pthread_mutex_unlock(&l->lock);
-                if (stopping)
-                        break;
-                take_handed(l);
                 next = deadlines(l, now_ms());
                 MHD_run(l->d);
         }

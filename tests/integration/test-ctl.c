@@ -210,6 +210,13 @@ static void http(const char *method, const char *target, const char *extra, cons
         http_host(method, target, g_host, extra, body, ret);
 }
 
+/* The Host the API answers on: the control plane's own origin when it has
+ * one (integration-ctl-loop), else 127.0.0.1. */
+static void own_host(uint16_t port, char *out, size_t n) {
+        const char *h = getenv("CTL_TEST_CONTROL_HOST");
+        snprintf(out, n, "%s:%u", h ? h : "127.0.0.1", port);
+}
+
 /* Extra header lines for a signed-in browser: cookie (+ token). */
 static char *browser(const char *cookie, const char *token, const char *more) {
         char *s = NULL;
@@ -1949,9 +1956,8 @@ static void test_proxy_busy_keeps_seed_reachable(void **state) {
         assert_int_equal(r.status, 200);
         resp_done(&r);
         _cleanup_free_ char *c = cli(NULL);
-        char own[80]; /* the API answers on the control plane's origin, when it has one */
-        snprintf(own, sizeof own, "%s:%u", getenv("CTL_TEST_CONTROL_HOST") ? getenv("CTL_TEST_CONTROL_HOST") : "127.0.0.1",
-                 g_port);
+        char own[80];
+        own_host(g_port, own, sizeof own);
         http_host("GET", "/_seed/api/status", own, c, NULL, &r);
         assert_int_equal(r.status, 200);
         assert_non_null(strstr(r.body, "\"generation\":1"));
@@ -2965,9 +2971,8 @@ static void test_held_organism_answers_leave_the_cli_room(void **state) {
         int reached = hang_count();
         /* The CLI, an anonymous request and a new page of the organism's
          * from the same address are all answered at once. */
-        char own[80]; /* the API answers on the control plane's origin, when it has one */
-        snprintf(own, sizeof own, "%s:%u", getenv("CTL_TEST_CONTROL_HOST") ? getenv("CTL_TEST_CONTROL_HOST") : "127.0.0.1",
-                 port);
+        char own[80];
+        own_host(port, own, sizeof own);
         snprintf(req, sizeof req,
                  "GET /_seed/api/status HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n"
                  "Authorization: Bearer %s\r\n\r\n",
