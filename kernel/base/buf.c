@@ -3,7 +3,8 @@
 
 #include <stdarg.h>
 
-int buf_append(struct buf *b, const void *data, size_t len) {
+/* Room for len more bytes and the NUL, within b->max. */
+static int buf_reserve(struct buf *b, size_t len) {
         if (len > b->max || b->len > b->max - len)
                 return -E2BIG;
         if (b->len + len + 1 > b->cap) {
@@ -16,6 +17,13 @@ int buf_append(struct buf *b, const void *data, size_t len) {
                 b->data = d;
                 b->cap = cap;
         }
+        return 0;
+}
+
+int buf_append(struct buf *b, const void *data, size_t len) {
+        int r = buf_reserve(b, len);
+        if (r < 0)
+                return r;
         if (len)
                 memcpy(b->data + b->len, data, len);
         b->len += len;
@@ -26,16 +34,28 @@ int buf_append(struct buf *b, const void *data, size_t len) {
 int buf_puts(struct buf *b, const char *s) { return buf_append(b, s, strlen(s)); }
 
 int buf_printf(struct buf *b, const char *fmt, ...) {
+        /* Formatted in place: once when it fits the room there is, twice
+         * (measured, then written) when the buffer must grow first. */
         va_list ap;
-        char *s = NULL;
+        size_t room = b->cap - b->len;
         va_start(ap, fmt);
-        int k = xvasprintf(&s, fmt, ap);
+        int k = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? room : 0, fmt, ap);
         va_end(ap);
         if (k < 0)
-                return k;
-        int r = buf_append(b, s, (size_t)k);
-        free(s);
-        return r;
+                return -EINVAL;
+        int r = buf_reserve(b, (size_t)k);
+        if (r < 0) {
+                if (b->data)
+                        b->data[b->len] = 0; /* what the first pass wrote is not the buffer's */
+                return r;
+        }
+        if (!b->data || (size_t)k >= room) {
+                va_start(ap, fmt);
+                vsnprintf(b->data + b->len, (size_t)k + 1, fmt, ap);
+                va_end(ap);
+        }
+        b->len += (size_t)k;
+        return 0;
 }
 
 void buf_reset(struct buf *b) {

@@ -11,8 +11,35 @@ bool ctl_strcaseeq(const char *a, const char *b) {
         return a && b && strcasecmp(a, b) == 0;
 }
 
-int ctl_hdrs_add(struct ctl_hdrs *h, const char *name, const char *value) {
+#define HDRS_TEXT_MIN 1024
+
+struct ctl_hdrs_text {
+        struct ctl_hdrs_text *prev;
+        size_t used, size;
+        char data[];
+};
+
+/* n bytes of h's text, in its newest block or a new one (twice the size). */
+static char *hdrs_text(struct ctl_hdrs *h, size_t n) {
+        struct ctl_hdrs_text *t = h->text;
+        if (!t || t->size - t->used < n) {
+                size_t size = t ? t->size * 2 : HDRS_TEXT_MIN;
+                if (size < n)
+                        size = n;
+                if (!(t = malloc(sizeof *t + size)))
+                        return NULL;
+                *t = (struct ctl_hdrs_text){.prev = h->text, .size = size};
+                h->text = t;
+        }
+        char *p = t->data + t->used;
+        t->used += n;
+        return p;
+}
+
+int ctl_hdrs_addn(struct ctl_hdrs *h, const char *name, size_t nlen, const char *value, size_t vlen) {
         if (h->n >= CTL_MAX_HEADERS)
+                return -E2BIG;
+        if (nlen > SIZE_MAX / 2 - 2 || vlen > SIZE_MAX / 2)
                 return -E2BIG;
         if (h->n == h->cap) {
                 size_t cap = h->cap ? h->cap * 2 : 16;
@@ -22,14 +49,22 @@ int ctl_hdrs_add(struct ctl_hdrs *h, const char *name, const char *value) {
                 h->v = v;
                 h->cap = cap;
         }
-        char *n = strdup(name), *val = strdup(value ? value : "");
-        if (!n || !val) {
-                free(n);
-                free(val);
+        char *n = hdrs_text(h, nlen + vlen + 2);
+        if (!n)
                 return -ENOMEM;
-        }
+        char *val = n + nlen + 1;
+        memcpy(n, name, nlen);
+        n[nlen] = 0;
+        if (vlen)
+                memcpy(val, value, vlen);
+        val[vlen] = 0;
         h->v[h->n++] = (struct ctl_hdr){n, val};
         return 0;
+}
+
+int ctl_hdrs_add(struct ctl_hdrs *h, const char *name, const char *value) {
+        value = value ? value : "";
+        return ctl_hdrs_addn(h, name, strlen(name), value, strlen(value));
 }
 
 const char *ctl_hdrs_get(const struct ctl_hdrs *h, const char *name) {
@@ -48,9 +83,10 @@ size_t ctl_hdrs_count(const struct ctl_hdrs *h, const char *name) {
 }
 
 void ctl_hdrs_free(struct ctl_hdrs *h) {
-        for (size_t i = 0; i < h->n; i++) {
-                free(h->v[i].name);
-                free(h->v[i].value);
+        while (h->text) {
+                struct ctl_hdrs_text *t = h->text;
+                h->text = t->prev;
+                free(t);
         }
         free(h->v);
         *h = (struct ctl_hdrs){0};

@@ -7,18 +7,23 @@
 #include "base/buf.h"
 #include "ctl/ctl.h"
 
-/* A list of headers; names and values are owned copies. */
+/* A list of headers; names and values are owned copies, kept together in
+ * a few blocks of text (a request's or an answer's headers cost two
+ * allocations, not two per header: the proxy builds three lists a request). */
 struct ctl_hdrs {
         struct ctl_hdr {
                 char *name;
                 char *value;
         } *v;
         size_t n, cap;
+        struct ctl_hdrs_text *text; /* the newest block; each links the one before */
 };
 
 #define CTL_MAX_HEADERS 256
 
 int ctl_hdrs_add(struct ctl_hdrs *h, const char *name, const char *value);
+/* The same with lengths: name[0, nlen) and value[0, vlen), which need no NUL. */
+int ctl_hdrs_addn(struct ctl_hdrs *h, const char *name, size_t nlen, const char *value, size_t vlen);
 /* The first value of a header (case-insensitive name), or NULL. Borrowed. */
 const char *ctl_hdrs_get(const struct ctl_hdrs *h, const char *name);
 /* How many headers carry this name. */

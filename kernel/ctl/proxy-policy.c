@@ -201,14 +201,14 @@ static int parse_header_line(const char *line, size_t n, struct ctl_hdrs *h) {
                 v++;
         while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
                 end--;
-        _cleanup_free_ char *name = strndup(line, nl), *value = strndup(v, (size_t)(end - v));
-        if (!name || !value)
-                return -ENOMEM;
+        int r = ctl_hdrs_addn(h, line, nl, v, (size_t)(end - v));
+        if (r < 0)
+                return r;
         /* The head holds no NUL (ctl_proxy_parse_head), so the copies are the
-         * whole name and value: a token, and a value without controls. */
-        if (!http_token_ok(name) || !http_field_value_ok(value))
-                return -EBADMSG;
-        return ctl_hdrs_add(h, name, value);
+         * whole name and value: a token, and a value without controls (the
+         * caller frees the list when one is not). */
+        const struct ctl_hdr *e = &h->v[h->n - 1];
+        return http_token_ok(e->name) && http_field_value_ok(e->value) ? 0 : -EBADMSG;
 }
 
 static int decide_body(struct ctl_upstream *u, bool head_request) {

@@ -80,7 +80,8 @@ struct ctl_proxy {
         bool replayable;          /* GET/HEAD/OPTIONS without a body: pooled, sent again once */
         bool reused;              /* fd came from the pool */
         bool up_done;             /* the answer was read to the end of its framing */
-        struct buf head;          /* the request head sent (kept while it may be sent again) */
+        struct buf head;          /* the request head sent (kept while it may be sent again)... */
+        size_t head_pos;          /* ...async: sent up to here */
         size_t len, pos;          /* unread bytes are buf[pos, len) */
         uint64_t remaining;
         struct ctl_chunked ch;
@@ -107,7 +108,7 @@ struct ctl_proxy {
         bool request_in;          /* libmicrohttpd holds the whole request (its final call came) */
         int interim;              /* 1xx answers skipped */
         int64_t connect_until;    /* PX_CONNECTING gives up then */
-        struct buf out;           /* request bytes not yet taken by the socket... */
+        struct buf out;           /* request body bytes not yet taken by the socket... */
         size_t out_pos;           /* ...from here */
         struct ctl_proxy *next_spare; /* kept for reuse: ctl.px_spare's list */
         char buf[];               /* PROXY_BUF bytes: the response head, then body reads */
@@ -457,12 +458,12 @@ static int upstream_retry(struct ctl_proxy *px) {
 
 /* ---- the asynchronous request ---- */
 
-/* Async: sends what px->out holds, from px->out_pos. 0 once all is out,
- * -EAGAIN (px->blocked) when the socket takes no more now, or -errno. */
-static int flush_out(struct ctl_proxy *px) {
+/* Async: sends b from *pos on. 0 once all is out, -EAGAIN (px->blocked)
+ * when the socket takes no more now, or -errno. */
+static int send_from(struct ctl_proxy *px, const struct buf *b, size_t *pos) {
         px->blocked = false;
-        while (px->out_pos < px->out.len) {
-                ssize_t k = send(px->fd, px->out.data + px->out_pos, px->out.len - px->out_pos, MSG_NOSIGNAL);
+        while (*pos < b->len) {
+                ssize_t k = send(px->fd, b->data + *pos, b->len - *pos, MSG_NOSIGNAL);
                 if (k < 0 && errno == EINTR)
                         continue;
                 if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -471,11 +472,18 @@ static int flush_out(struct ctl_proxy *px) {
                 }
                 if (k < 0)
                         return -errno;
-                px->out_pos += (size_t)k;
+                *pos += (size_t)k;
                 px->timed_out = false;
         }
-        px->out.len = px->out_pos = 0;
         return 0;
+}
+
+/* Async: sends what px->out holds (emptied once all is out). */
+static int flush_out(struct ctl_proxy *px) {
+        int r = send_from(px, &px->out, &px->out_pos);
+        if (r >= 0)
+                px->out.len = px->out_pos = 0;
+        return r;
 }
 
 /* Async: appends to px->out (moving what is left to its start first). */
@@ -518,13 +526,11 @@ static int send_head(struct ctl_proxy *px) {
                 case PX_CONNECTING:
                         if (px->fd < 0 && (r = px_connect(px)) < 0)
                                 return r;
-                        px->out.len = px->out_pos = 0;
-                        if ((r = out_add(px, px->head.data, px->head.len)) < 0)
-                                return r;
+                        px->head_pos = 0;
                         px->stage = PX_SENDING;
                         break;
                 case PX_SENDING:
-                        r = flush_out(px);
+                        r = send_from(px, &px->head, &px->head_pos);
                         if (r == -EAGAIN && !px->timed_out) {
                                 px_wait(px, now_ms() + UPSTREAM_TIMEOUT_S * 1000);
                                 return r;
@@ -601,7 +607,7 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
         if (!px)
                 return MHD_NO;
         *px = (struct ctl_proxy){.ctl = c, .fd = -1, .head = BUF_INIT(CTL_PROXY_MAX_HEAD * 4), .loop = q->loop,
-                                 .conn = conn, .out = BUF_INIT(CTL_PROXY_MAX_HEAD * 4 + 2 * OUT_MAX),
+                                 .conn = conn, .out = BUF_INIT(2 * OUT_MAX + 64),
                                  .connect_until = now_ms() + UPSTREAM_CONNECT_TIMEOUT_S * 1000};
         if (!proxy_slot_take(q, px)) {
                 ctl_proxy_free(px);
@@ -688,6 +694,9 @@ enum MHD_Result ctl_proxy_upload(struct ctl_req *q, const char *data, size_t *si
         }
         if (px->loop) {
                 *size = n;
+                /* The head is out (PX_SENT): while it waits, its connection
+                 * is suspended in libmicrohttpd's first call, which is made
+                 * again at each resume; the body is handed only after. */
                 upload_async(px, data, size);
                 return MHD_YES;
         }
@@ -1014,11 +1023,15 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
                  * segments, and the client woken twice), and the
                  * connection goes back to the pool now. */
                 size_t n = (size_t)px->remaining;
-                m = MHD_create_response_from_buffer(n, px->buf + px->pos, MHD_RESPMEM_MUST_COPY);
+                char *body = px->buf + px->pos;
                 px->pos += n;
                 px->remaining = 0;
                 px->up_done = true;
-                ctl_proxy_free(px);
+                upstream_release(px);
+                /* Not copied: px (its buffer) is freed with the response. */
+                m = MHD_create_response_from_buffer_with_free_callback_cls(n, body, proxy_free_cb, px);
+                if (!m)
+                        ctl_proxy_free(px);
         } else {
                 m = MHD_create_response_from_callback(size, READ_BLOCK, proxy_read, px, proxy_free_cb);
                 if (!m)

@@ -2029,6 +2029,100 @@ static void test_proxy_connect_timeout(void **state) {
         unlink(path);
 }
 
+/* The organism of test_proxy_body_while_connecting: after a while of the
+ * kernel trying to connect, frees the backlog, then echoes one request's
+ * body (Content-Length framed) in a 200. */
+struct late_organism {
+        int lfd, filler;
+        bool answered;
+};
+
+static void *late_organism_main(void *arg) {
+        struct late_organism *o = arg;
+        /* The kernel's connect() finds the backlog full meanwhile, and the
+         * request's body reaches the kernel before any connection does. */
+        poll(NULL, 0, 300);
+        int first = accept(o->lfd, NULL, NULL); /* the filler's: room for one in the backlog */
+        int fd = accept(o->lfd, NULL, NULL);
+        if (first >= 0)
+                close(first);
+        if (fd < 0)
+                return NULL;
+        struct timeval tv = {.tv_sec = 10};
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+        char req[8192];
+        size_t n = 0;
+        char *end = NULL;
+        while (n < sizeof req - 1 && !(end = strstr(req, "\r\n\r\n"))) {
+                ssize_t k = recv(fd, req + n, sizeof req - 1 - n, 0);
+                if (k <= 0)
+                        break;
+                n += (size_t)k;
+                req[n] = 0;
+        }
+        const char *cl = end ? strcasestr(req, "\r\nContent-Length: ") : NULL;
+        size_t want = cl ? strtoul(cl + 18, NULL, 10) : 0, have = end ? n - (size_t)(end + 4 - req) : 0;
+        while (end && have < want && n < sizeof req - 1) {
+                ssize_t k = recv(fd, req + n, sizeof req - 1 - n, 0);
+                if (k <= 0)
+                        break;
+                n += (size_t)k;
+                have += (size_t)k;
+        }
+        char head[128];
+        if (end && want > 0 && have == want) {
+                int k = snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Length: %zu\r\n\r\n", want);
+                send_all(fd, head, (size_t)k);
+                send_all(fd, end + 4, want);
+                o->answered = true;
+        } else {
+                snprintf(head, sizeof head, "HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n");
+                send_all(fd, head, strlen(head));
+        }
+        close(fd);
+        return NULL;
+}
+
+/* A request body that comes while the organism's backlog is full (on the
+ * event loop the connect is tried again every 10 ms, the connection
+ * suspended in between) reaches the organism whole, after the head. */
+static void test_proxy_body_while_connecting(void **state) {
+        char path[sizeof seed_dir + 16];
+        snprintf(path, sizeof path, "%s/late.sock", seed_dir);
+        struct late_organism o = {.lfd = unix_listen(path, 0)};
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+        o.filler = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_int_equal(connect(o.filler, (struct sockaddr *)&sa, sizeof sa), 0);
+
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        cfg.organism_socket_override = path;
+        struct ctl *c = NULL;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        uint16_t saved_port = g_port;
+        char saved_host[64];
+        snprintf(saved_host, sizeof saved_host, "%s", g_host);
+        g_port = ctl_port(c);
+        snprintf(g_host, sizeof g_host, "127.0.0.1:%u", g_port);
+
+        pthread_t t;
+        assert_int_equal(pthread_create(&t, NULL, late_organism_main, &o), 0);
+        struct resp r;
+        http("POST", "/echo", NULL, "a body that waited for a connection", &r);
+        pthread_join(t, NULL);
+        assert_int_equal(r.status, 200);
+        assert_string_equal(r.body, "a body that waited for a connection");
+        assert_true(o.answered);
+        resp_done(&r);
+
+        ctl_stop(c);
+        g_port = saved_port;
+        snprintf(g_host, sizeof g_host, "%s", saved_host);
+        close(o.filler);
+        close(o.lfd);
+        unlink(path);
+}
+
 /* ---- password sign-in and the failure limits ---- */
 
 /* One request from the given loopback source address (127.0.0.0/8 all
@@ -3358,6 +3452,7 @@ int main(void) {
                 cmocka_unit_test(test_proxy_request_framing),
                 cmocka_unit_test(test_proxy_busy_keeps_seed_reachable),
                 cmocka_unit_test(test_proxy_connect_timeout),
+                cmocka_unit_test(test_proxy_body_while_connecting),
                 cmocka_unit_test(test_held_organism_answers_leave_the_cli_room),
         };
         if (getenv("CTL_TEST_CONTROL_HOST")) {
@@ -3410,6 +3505,7 @@ int main(void) {
                 cmocka_unit_test(test_service_worker_on_seed),
                 cmocka_unit_test(test_proxy_busy_keeps_seed_reachable),
                 cmocka_unit_test(test_proxy_connect_timeout),
+                cmocka_unit_test(test_proxy_body_while_connecting),
                 cmocka_unit_test(test_logo),
                 cmocka_unit_test(test_connection_limits),
                 cmocka_unit_test(test_connection_cap_behind_proxies),

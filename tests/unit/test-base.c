@@ -88,6 +88,20 @@ static void test_buf_grow_and_printf(void **state) {
         assert_int_equal(buf_printf(&b, "%s=%05d|%x", "k", 42, 255), 0);
         assert_string_equal(b.data, "k=00042|ff");
         assert_int_equal(b.len, strlen("k=00042|ff"));
+        /* Formatted where there is room, or after growing: the bytes before
+         * stay, and the result is whole either way. */
+        _cleanup_buf_ struct buf g = BUF_INIT(1 << 20);
+        char big[301];
+        memset(big, 'b', 300);
+        big[300] = 0;
+        assert_int_equal(buf_printf(&g, "%.200s", big), 0); /* fits the first 256 bytes */
+        size_t cap = g.cap;
+        assert_int_equal(buf_printf(&g, "[%s|%d]", big, 7), 0); /* does not: grown */
+        assert_true(g.cap > cap);
+        assert_int_equal(g.len, 200 + 300 + 4);
+        assert_int_equal(strlen(g.data), g.len);
+        assert_memory_equal(g.data + 199, "b[b", 3);
+        assert_string_equal(g.data + g.len - 4, "b|7]");
         /* Binary data keeps its NULs and is still terminated. */
         buf_reset(&b);
         assert_int_equal(buf_append(&b, "a\0b", 3), 0);

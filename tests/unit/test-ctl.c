@@ -353,6 +353,49 @@ static void test_cookie_strip(void **state) {
         free(s);
 }
 
+/* ---- header lists ---- */
+
+/* Names and values live in blocks of text: those already added stay where
+ * they are (and intact) while later ones fill new blocks, small or larger
+ * than a block; CTL_MAX_HEADERS still holds. */
+static void test_hdrs_text_blocks(void **state) {
+        struct ctl_hdrs h = {0};
+        char big[5000];
+        memset(big, 'v', sizeof big - 1);
+        big[sizeof big - 1] = 0;
+        assert_int_equal(ctl_hdrs_add(&h, "First", "1"), 0);
+        const char *first_name = h.v[0].name, *first_value = h.v[0].value;
+        assert_int_equal(ctl_hdrs_add(&h, "Big", big), 0);
+        assert_int_equal(ctl_hdrs_addn(&h, "X-Cut: rest", 5, "abcdef", 3), 0); /* no NUL needed */
+        assert_int_equal(ctl_hdrs_add(&h, "Empty", NULL), 0);
+        for (int i = 0; i < 100; i++) {
+                char name[32], value[64];
+                snprintf(name, sizeof name, "X-%d", i);
+                snprintf(value, sizeof value, "value number %d", i);
+                assert_int_equal(ctl_hdrs_add(&h, name, value), 0);
+        }
+        assert_ptr_equal(h.v[0].name, first_name);
+        assert_ptr_equal(h.v[0].value, first_value);
+        assert_string_equal(ctl_hdrs_get(&h, "first"), "1");
+        assert_string_equal(ctl_hdrs_get(&h, "BIG"), big);
+        assert_string_equal(ctl_hdrs_get(&h, "X-Cut"), "abc");
+        assert_string_equal(ctl_hdrs_get(&h, "Empty"), "");
+        assert_string_equal(ctl_hdrs_get(&h, "X-99"), "value number 99");
+        assert_string_equal(ctl_hdrs_get(&h, "X-0"), "value number 0");
+        assert_int_equal(h.n, 104);
+        while (h.n < CTL_MAX_HEADERS)
+                assert_int_equal(ctl_hdrs_add(&h, "X-More", "1"), 0);
+        assert_int_equal(ctl_hdrs_add(&h, "X-Over", "1"), -E2BIG);
+        assert_int_equal(ctl_hdrs_count(&h, "X-More"), CTL_MAX_HEADERS - 104);
+        ctl_hdrs_free(&h);
+        assert_int_equal(h.n, 0);
+        assert_null(h.v);
+        /* Empty again, and usable. */
+        assert_int_equal(ctl_hdrs_add(&h, "Again", "yes"), 0);
+        assert_string_equal(ctl_hdrs_get(&h, "again"), "yes");
+        ctl_hdrs_free(&h);
+}
+
 /* ---- proxy: request headers ---- */
 
 static void test_proxy_request_head(void **state) {
@@ -2534,6 +2577,7 @@ int main(void) {
                 cmocka_unit_test(test_api_token),
                 cmocka_unit_test(test_cookie_values),
                 cmocka_unit_test(test_cookie_strip),
+                cmocka_unit_test(test_hdrs_text_blocks),
                 cmocka_unit_test(test_proxy_request_head),
                 cmocka_unit_test(test_proxy_request_keeps_other_auth),
                 cmocka_unit_test(test_proxy_drops_non_token_names),
