@@ -563,6 +563,38 @@ static int unix_listen(const char *path, int backlog) {
         return fd;
 }
 
+/* A Unix socket listening with an empty backlog that one connection (the
+ * filler, *ret_filler) already fills: the next connect() finds no room
+ * until the filler is accepted. */
+static int unix_listen_full(const char *path, int *ret_filler) {
+        int lfd = unix_listen(path, 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
+        *ret_filler = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(*ret_filler >= 0);
+        assert_int_equal(connect(*ret_filler, (struct sockaddr *)&sa, sizeof sa), 0);
+        return lfd;
+}
+
+/* The requests of http() and friends go to server c from here until
+ * aim_back(saved). */
+struct aimed {
+        uint16_t port;
+        char host[64];
+};
+
+static void aim_at(struct ctl *c, struct aimed *saved) {
+        saved->port = g_port;
+        snprintf(saved->host, sizeof saved->host, "%s", g_host);
+        g_port = ctl_port(c);
+        snprintf(g_host, sizeof g_host, "127.0.0.1:%u", g_port);
+}
+
+static void aim_back(const struct aimed *saved) {
+        g_port = saved->port;
+        snprintf(g_host, sizeof g_host, "%s", saved->host);
+}
+
 /* ---- setup ---- */
 
 static int ext_echo(void *userdata, const struct ctl_api_call *call, int *ret_status, char **ret_json) {
@@ -679,6 +711,16 @@ static struct ctl_config ctl_cfg(const char *addr) {
                  * for 127.0.0.1 then go to the event loop (loop.h). */
                 .control_host = getenv("CTL_TEST_CONTROL_HOST"),
         };
+}
+
+/* A server of its own whose organism is the socket at path, aimed at. */
+static struct ctl *start_aimed(const char *path, struct aimed *saved) {
+        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
+        cfg.organism_socket_override = path;
+        struct ctl *c = NULL;
+        assert_int_equal(ctl_start(&cfg, &c), 0);
+        aim_at(c, saved);
+        return c;
 }
 
 static void start_ctl(void) {
@@ -1906,11 +1948,8 @@ static void test_proxy_busy_keeps_seed_reachable(void **state) {
         assert_int_equal(ctl_start(&cfg, &small), -EINVAL);
         cfg.connection_limit = SMALL_LIMIT;
         assert_int_equal(ctl_start(&cfg, &small), 0);
-        uint16_t saved_port = g_port;
-        char saved_host[64];
-        snprintf(saved_host, sizeof saved_host, "%s", g_host);
-        g_port = ctl_port(small);
-        snprintf(g_host, sizeof g_host, "127.0.0.1:%u", g_port);
+        struct aimed saved;
+        aim_at(small, &saved);
 
         /* Fill every place for proxied requests. */
         int held[SMALL_PROXIED];
@@ -1982,8 +2021,7 @@ static void test_proxy_busy_keeps_seed_reachable(void **state) {
         assert_int_equal(status, 200);
 
         ctl_stop(small);
-        g_port = saved_port;
-        snprintf(g_host, sizeof g_host, "%s", saved_host);
+        aim_back(&saved);
         shutdown(hang.listen_fd, SHUT_RDWR);
         pthread_join(hang.thread, NULL);
         close(hang.listen_fd);
@@ -1994,22 +2032,11 @@ static void test_proxy_busy_keeps_seed_reachable(void **state) {
 static void test_proxy_connect_timeout(void **state) {
         char path[sizeof seed_dir + 16];
         snprintf(path, sizeof path, "%s/full.sock", seed_dir);
-        int lfd = unix_listen(path, 0);
-        /* Fill its (empty) backlog so the next connect() blocks. */
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-        int filler = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        assert_int_equal(connect(filler, (struct sockaddr *)&sa, sizeof sa), 0);
+        int filler;
+        int lfd = unix_listen_full(path, &filler); /* the next connect() blocks */
 
-        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
-        cfg.organism_socket_override = path;
-        struct ctl *c = NULL;
-        assert_int_equal(ctl_start(&cfg, &c), 0);
-        uint16_t saved_port = g_port;
-        char saved_host[64];
-        snprintf(saved_host, sizeof saved_host, "%s", g_host);
-        g_port = ctl_port(c);
-        snprintf(g_host, sizeof g_host, "127.0.0.1:%u", g_port);
+        struct aimed saved;
+        struct ctl *c = start_aimed(path, &saved);
 
         struct resp r;
         int64_t t0 = mono_ms();
@@ -2022,8 +2049,7 @@ static void test_proxy_connect_timeout(void **state) {
                 fail_msg("the connect timeout took %lld ms, not about 5 s", (long long)took);
 
         ctl_stop(c);
-        g_port = saved_port;
-        snprintf(g_host, sizeof g_host, "%s", saved_host);
+        aim_back(&saved);
         close(filler);
         close(lfd);
         unlink(path);
@@ -2089,21 +2115,11 @@ static void *late_organism_main(void *arg) {
 static void test_proxy_body_while_connecting(void **state) {
         char path[sizeof seed_dir + 16];
         snprintf(path, sizeof path, "%s/late.sock", seed_dir);
-        struct late_organism o = {.lfd = unix_listen(path, 0)};
-        struct sockaddr_un sa = {.sun_family = AF_UNIX};
-        snprintf(sa.sun_path, sizeof sa.sun_path, "%s", path);
-        o.filler = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-        assert_int_equal(connect(o.filler, (struct sockaddr *)&sa, sizeof sa), 0);
+        struct late_organism o = {0};
+        o.lfd = unix_listen_full(path, &o.filler);
 
-        struct ctl_config cfg = ctl_cfg("127.0.0.1:0");
-        cfg.organism_socket_override = path;
-        struct ctl *c = NULL;
-        assert_int_equal(ctl_start(&cfg, &c), 0);
-        uint16_t saved_port = g_port;
-        char saved_host[64];
-        snprintf(saved_host, sizeof saved_host, "%s", g_host);
-        g_port = ctl_port(c);
-        snprintf(g_host, sizeof g_host, "127.0.0.1:%u", g_port);
+        struct aimed saved;
+        struct ctl *c = start_aimed(path, &saved);
 
         pthread_t t;
         assert_int_equal(pthread_create(&t, NULL, late_organism_main, &o), 0);
@@ -2116,8 +2132,7 @@ static void test_proxy_body_while_connecting(void **state) {
         resp_done(&r);
 
         ctl_stop(c);
-        g_port = saved_port;
-        snprintf(g_host, sizeof g_host, "%s", saved_host);
+        aim_back(&saved);
         close(o.filler);
         close(o.lfd);
         unlink(path);
