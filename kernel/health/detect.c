@@ -15,6 +15,7 @@ struct route_slot {
         int64_t times[HEALTH_5XX_THRESHOLD]; /* the last 5xx answers, oldest first */
         size_t n;
         int64_t last;
+        bool many; /* counted in HEALTH_5XX_MANY: each 5xx is an occurrence while it is open */
 };
 
 struct health_detect {
@@ -208,6 +209,14 @@ enum health_verdict health_detect_5xx(struct health_detect *d, const char *metho
         if (open_find(d, ret_cause) >= 0)
                 return HEALTH_AGAIN;
         struct route_slot *s = route_slot(d, ret_cause);
+        if (s->many) {
+                if (open_find(d, HEALTH_5XX_MANY) >= 0) {
+                        s->last = now_ms;
+                        snprintf(ret_cause, HEALTH_CAUSE_MAX + 1, "%s", HEALTH_5XX_MANY);
+                        return HEALTH_AGAIN;
+                }
+                s->many = false; /* that incident ended: the route counts anew */
+        }
         /* forget what left the window, then add this one */
         size_t keep = 0;
         for (size_t i = 0; i < s->n; i++)
@@ -222,9 +231,15 @@ enum health_verdict health_detect_5xx(struct health_detect *d, const char *metho
         s->last = now_ms;
         if (s->n < HEALTH_5XX_THRESHOLD)
                 return HEALTH_NOTHING;
-        *s = (struct route_slot){0}; /* counted in the incident from now on */
-        if (open_routes(d) >= HEALTH_5XX_OPEN_MAX)
+        /* counted in the incident from now on: its own, or the many routes' one
+         * (the slot remembers that one, so each 5xx counts there as here) */
+        bool many = open_routes(d) >= HEALTH_5XX_OPEN_MAX;
+        s->n = 0;
+        s->many = many;
+        if (many)
                 snprintf(ret_cause, HEALTH_CAUSE_MAX + 1, "%s", HEALTH_5XX_MANY);
+        else
+                s->cause[0] = '\0'; /* the slot is free: open_find answers for the route */
         return open_or_again(d, ret_cause);
 }
 

@@ -137,10 +137,22 @@ static void test_5xx_open_cap(void **state) {
                         assert_string_equal(cause, HEALTH_5XX_MANY);
                 }
         }
+        /* a route counted in the many routes' incident: each further 5xx
+         * is an occurrence of it, as on a route with an incident of its own */
+        assert_int_equal(health_detect_5xx(d, "GET", path, t + 1, cause), HEALTH_AGAIN);
+        assert_string_equal(cause, HEALTH_5XX_MANY);
+        assert_int_equal(health_detect_5xx(d, "GET", path, t + 2, cause), HEALTH_AGAIN);
+        assert_string_equal(cause, HEALTH_5XX_MANY);
         health_detect_closed(d, first);
         for (int k = 0; k < HEALTH_5XX_THRESHOLD; k++)
                 (void)health_detect_5xx(d, "GET", "/q", t, cause);
         assert_string_equal(cause, "5xx GET /q");
+        /* once that incident ended, the route counts anew (and there is no room) */
+        health_detect_closed(d, HEALTH_5XX_MANY);
+        for (int k = 0; k < HEALTH_5XX_THRESHOLD - 1; k++)
+                assert_int_equal(health_detect_5xx(d, "GET", path, t + 3, cause), HEALTH_NOTHING);
+        assert_int_equal(health_detect_5xx(d, "GET", path, t + 3, cause), HEALTH_OPEN);
+        assert_string_equal(cause, HEALTH_5XX_MANY);
 }
 
 static void test_crash_give_up(void **state) {
