@@ -324,12 +324,19 @@ static int trial_run(const struct container_engine *e, const struct container_ru
         int r = container_run_args(e, run, &args);
         if (r < 0)
                 return r;
-        /* The same flags without the name, port, detach and the command. */
+        /* The same flags without the name, port, detach and the command; the
+         * network the Seed's run asks for (a rootless podman's slirp4netns:
+         * missing, the run could not start), else none. */
         _cleanup_strv_free_ char **t = NULL;
+        bool network = false;
         for (char **a = args; r >= 0 && *a && !streq(*a, run->image); a++)
-                if (!startswith(*a, "--name=") && !startswith(*a, "--publish=") && !streq(*a, "--detach"))
+                if (!startswith(*a, "--name=") && !startswith(*a, "--publish=") && !streq(*a, "--detach")) {
+                        network = network || startswith(*a, "--network=");
                         r = strv_push(&t, *a);
-        char *tail[] = {"--network=none", (char *)run->image, "true", NULL};
+                }
+        if (r >= 0 && !network)
+                r = strv_push(&t, "--network=none");
+        char *tail[] = {(char *)run->image, "true", NULL};
         for (size_t i = 0; r >= 0 && tail[i]; i++)
                 r = strv_push(&t, tail[i]);
         if (r < 0)
@@ -338,9 +345,9 @@ static int trial_run(const struct container_engine *e, const struct container_ru
         r = container_engine_exec(e, t, -1, -1, 120 * 1000, &out);
         if (r == 0)
                 return 0;
-        if (out)
-                out[strcspn(out, "\n")] = 0;
-        return errorf(-EIO, ret_why, "%s", out && *out ? out : "the trial run failed");
+        char line[400];
+        container_reason(out, line, sizeof line);
+        return errorf(-EIO, ret_why, "%s", *line ? line : "the trial run failed");
 }
 
 static int reply_error(int sock, const char *key, const char *why) {

@@ -48,6 +48,14 @@ int container_engine_detect(struct container_engine *ret, char **ret_why);
 int container_engine_exec(const struct container_engine *e, char *const *args, int in_fd, int out_fd,
                           int timeout_ms, char **ret_output);
 
+/* Why an engine's command failed, in one line of at most n - 1 bytes: the
+ * last line of its output that says "Error" (podman's "Error: ...",
+ * docker's "Error response from daemon: ..."), else its last line that is
+ * not empty. Engines print warnings before the error (podman's "Resource
+ * limits are not supported ... on cgroups V1 rootless systems"), so the
+ * first line is often not the reason. Pure. */
+void container_reason(const char *output, char *out, size_t n);
+
 /* The container of the Seed at seed_dir: "seed-<folder name>-<8 hex of the
  * path's SHA-256>", a valid engine name whatever the folder is called.
  * Caller frees. */

@@ -71,10 +71,28 @@ static char *find_program(const char *name) {
         return NULL;
 }
 
-/* The first line of s, at most 200 bytes, for a one-line reason. */
-static void first_line(const char *s, char *out, size_t n) {
-        snprintf(out, n, "%s", s ? s : "");
-        out[strcspn(out, "\r\n")] = 0;
+void container_reason(const char *output, char *out, size_t n) {
+        const char *pick = NULL, *last = NULL;
+        size_t pick_len = 0, last_len = 0;
+        for (const char *p = output ? output : ""; *p;) {
+                size_t len = strcspn(p, "\r\n");
+                if (len > 0 && memmem(p, len, "Error", 5)) {
+                        pick = p;
+                        pick_len = len;
+                }
+                if (strspn(p, " \t") < len) {
+                        last = p;
+                        last_len = len;
+                }
+                p += len;
+                p += strspn(p, "\r\n");
+        }
+        if (!pick) {
+                pick = last ? last : "";
+                pick_len = last_len;
+        }
+        if (n > 0)
+                snprintf(out, n, "%.*s", (int)(pick_len < n ? pick_len : n - 1), pick);
 }
 
 /* One engine: installed, and its `info` answers. */
@@ -89,7 +107,7 @@ static int try_engine(enum container_kind k, struct container_engine *ret, char 
         int r = container_engine_exec(&e, info, -1, -1, 30 * 1000, &out);
         if (r != 0) {
                 char line[200];
-                first_line(out, line, sizeof line);
+                container_reason(out, line, sizeof line);
                 return errorf(-ENOENT, ret_why, "'%s info' failed%s%s", name, *line ? ": " : "", line);
         }
         e.rootless = k == CONTAINER_PODMAN ? startswith(out ? out : "", "true") : geteuid() != 0;

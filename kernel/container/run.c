@@ -235,9 +235,9 @@ int container_start(const struct container_engine *e, const struct container_run
         if (r == 0)
                 return 0;
         if (ret_error) {
-                if (out)
-                        out[strcspn(out, "\n")] = 0; /* first line */
-                *ret_error = out && *out ? TAKE_PTR(out) : strdup("the engine gave no reason");
+                char line[400];
+                container_reason(out, line, sizeof line);
+                *ret_error = strdup(*line ? line : "the engine gave no reason");
         }
         return r < 0 ? r : -EIO;
 }

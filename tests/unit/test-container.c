@@ -188,6 +188,31 @@ static void test_run_args_docker_and_rootless(void **state) {
         strv_free(args);
 }
 
+/* The reason of a failed engine command is its error line, not a warning
+ * printed before it. */
+static void test_reason_is_the_error_line(void **state) {
+        (void)state;
+        char line[64];
+        container_reason("Resource limits are not supported and ignored on cgroups V1 rootless systems\n"
+                         "Error: could not find slirp4netns\n",
+                         line, sizeof line);
+        assert_string_equal(line, "Error: could not find slirp4netns");
+        container_reason("docker: Error response from daemon: no such image.\nSee 'docker run --help'.\n", line,
+                         sizeof line);
+        assert_string_equal(line, "docker: Error response from daemon: no such image.");
+        /* no error line: the last one that says something */
+        container_reason("first\r\nsecond\n  \n\n", line, sizeof line);
+        assert_string_equal(line, "second");
+        container_reason("", line, sizeof line);
+        assert_string_equal(line, "");
+        container_reason(NULL, line, sizeof line);
+        assert_string_equal(line, "");
+        /* bounded */
+        char small[8];
+        container_reason("Error: a very long reason\n", small, sizeof small);
+        assert_string_equal(small, "Error: ");
+}
+
 static void test_run_args_refuse_root_and_bad_input(void **state) {
         (void)state;
         struct container_engine e = {.kind = CONTAINER_PODMAN, .path = "/usr/bin/podman"};
@@ -217,6 +242,7 @@ int main(void) {
                 cmocka_unit_test(test_run_args_podman),
                 cmocka_unit_test(test_run_args_docker_and_rootless),
                 cmocka_unit_test(test_run_args_refuse_root_and_bad_input),
+                cmocka_unit_test(test_reason_is_the_error_line),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
