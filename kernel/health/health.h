@@ -19,8 +19,8 @@
  * visitor can make routes fail, so at most HEALTH_5XX_OPEN_MAX routes have
  * an incident of their own at once; a route past that counts in the one
  * incident HEALTH_5XX_MANY (from its third 5xx in the window, then each 5xx,
- * as a route of its own would, until that incident ends). Of the incidents that ended, the newest
- * HEALTH_ENDED_KEPT are kept.
+ * as a route of its own would, until that incident ends). Of the incidents
+ * that ended, the newest HEALTH_ENDED_KEPT are kept.
  *
  * Statuses (status.c, a table of edges like kernel/evolution/state.c):
  * open → diagnosing → diagnosed → fixing → watching (30 min) → resolved, or
