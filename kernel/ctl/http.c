@@ -74,6 +74,17 @@ const char *ctl_hdrs_get(const struct ctl_hdrs *h, const char *name) {
         return NULL;
 }
 
+int ctl_hdr_line(struct buf *b, const char *name, const char *value) {
+        int r = buf_puts(b, name);
+        if (r >= 0)
+                r = buf_append(b, ": ", 2);
+        if (r >= 0)
+                r = buf_puts(b, value);
+        if (r >= 0)
+                r = buf_append(b, "\r\n", 2);
+        return r;
+}
+
 size_t ctl_hdrs_count(const struct ctl_hdrs *h, const char *name) {
         size_t k = 0;
         for (size_t i = 0; i < h->n; i++)

@@ -28,6 +28,8 @@ int ctl_hdrs_addn(struct ctl_hdrs *h, const char *name, size_t nlen, const char 
 const char *ctl_hdrs_get(const struct ctl_hdrs *h, const char *name);
 /* How many headers carry this name. */
 size_t ctl_hdrs_count(const struct ctl_hdrs *h, const char *name);
+/* Appends the header line "name: value\r\n" to b (no formatting pass). */
+int ctl_hdr_line(struct buf *b, const char *name, const char *value);
 void ctl_hdrs_free(struct ctl_hdrs *h);
 
 /* A response built by a handler; server.c turns it into an MHD response. */

@@ -26,12 +26,19 @@ struct new_conn {
 
 struct ctl_loop {
         struct MHD_Daemon *d;
+        struct ctl_loop_ops ops;
+        /* Loop thread: the daemon runs in a turn only when it has news (its
+         * epoll fd, a connection resumed or handed over) or a timeout of
+         * its own is due (by daemon_at), not on every other fd's events. */
+        bool daemon_due;
+        int64_t daemon_at;
         int ep, wake;             /* the epoll set; an eventfd in it */
         pthread_t thread;
         bool started;
         struct ctl_loop_watch *watches; /* loop thread only: every watch... */
         struct ctl_loop_watch **owner;  /* ...by fd (NULL: in the set, no owner) */
-        bool *in_set;                   /* fds added to the epoll set */
+        bool *in_set;                   /* fds added to the epoll set... */
+        uint32_t *events;               /* ...with these events */
         size_t n_fds;
 
         pthread_mutex_t lock;     /* what other threads hand over: */
@@ -91,9 +98,14 @@ static int fds_grow(struct ctl_loop *l, int fd) {
         if (!in)
                 return -ENOMEM;
         l->in_set = in;
+        uint32_t *ev = realloc(l->events, n * sizeof *ev);
+        if (!ev)
+                return -ENOMEM;
+        l->events = ev;
         for (size_t i = l->n_fds; i < n; i++) {
                 l->owner[i] = NULL;
                 l->in_set[i] = false;
+                l->events[i] = 0;
         }
         l->n_fds = n;
         return 0;
@@ -104,12 +116,13 @@ int ctl_loop_watch(struct ctl_loop *l, struct ctl_loop_watch *w) {
                 int r = fds_grow(l, w->fd);
                 if (r < 0)
                         return r;
-                if (!l->in_set[w->fd]) {
-                        struct epoll_event ev = {.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET,
-                                                 .data.u64 = (uint64_t)w->fd};
-                        if (epoll_ctl(l->ep, EPOLL_CTL_ADD, w->fd, &ev) < 0)
+                uint32_t want = w->want ? w->want : EPOLLIN | EPOLLOUT | EPOLLRDHUP;
+                if (!l->in_set[w->fd] || l->events[w->fd] != want) {
+                        struct epoll_event ev = {.events = want | EPOLLET, .data.u64 = (uint64_t)w->fd};
+                        if (epoll_ctl(l->ep, l->in_set[w->fd] ? EPOLL_CTL_MOD : EPOLL_CTL_ADD, w->fd, &ev) < 0)
                                 return -errno;
                         l->in_set[w->fd] = true;
+                        l->events[w->fd] = want;
                 }
                 l->owner[w->fd] = w;
         }
@@ -119,6 +132,33 @@ int ctl_loop_watch(struct ctl_loop *l, struct ctl_loop_watch *w) {
                 l->watches->prev = w;
         l->watches = w;
         return 0;
+}
+
+int ctl_loop_want(struct ctl_loop *l, struct ctl_loop_watch *w, uint32_t want) {
+        w->want = want;
+        if (w->fd < 0 || (size_t)w->fd >= l->n_fds || l->owner[w->fd] != w)
+                return 0;
+        want = want ? want : EPOLLIN | EPOLLOUT | EPOLLRDHUP;
+        if (l->events[w->fd] == want)
+                return 0;
+        struct epoll_event ev = {.events = want | EPOLLET, .data.u64 = (uint64_t)w->fd};
+        if (epoll_ctl(l->ep, EPOLL_CTL_MOD, w->fd, &ev) < 0)
+                return -errno;
+        l->events[w->fd] = want;
+        return 0;
+}
+
+bool ctl_loop_daemon_add(struct ctl_loop *l, int fd, const struct sockaddr *sa, socklen_t len) {
+        l->daemon_due = true;
+        /* libmicrohttpd closes the fd when it cannot take it. */
+        if (MHD_add_connection(l->d, fd, sa, len) == MHD_YES)
+                return true;
+        log_limited(LOG_WARN, "loop-add", "could not take a connection: %m");
+        return false;
+}
+
+void ctl_loop_resumed(struct ctl_loop *l) {
+        l->daemon_due = true;
 }
 
 void ctl_loop_forget(struct ctl_loop *l, int fd) {
@@ -183,9 +223,10 @@ static bool take_handed(struct ctl_loop *l) {
         while (conns) {
                 struct new_conn *c = conns;
                 conns = c->next;
-                /* libmicrohttpd closes the fd when it cannot take it. */
-                if (MHD_add_connection(l->d, c->fd, (const struct sockaddr *)&c->sa, c->len) != MHD_YES)
-                        log_limited(LOG_WARN, "loop-add", "could not take a connection: %m");
+                if (l->ops.take)
+                        l->ops.take(l->ops.userdata, c->fd, (const struct sockaddr *)&c->sa, c->len);
+                else
+                        ctl_loop_daemon_add(l, c->fd, (const struct sockaddr *)&c->sa, c->len);
                 free(c);
         }
         while (done) {
@@ -216,6 +257,7 @@ static int wait_ms(struct ctl_loop *l, int64_t next_deadline, int64_t now) {
         int64_t ms = MAX_WAIT_MS;
         if (MHD_get_timeout(l->d, &t) == MHD_YES && (int64_t)t < ms)
                 ms = (int64_t)t;
+        l->daemon_at = now + ms;
         if (next_deadline != INT64_MAX && next_deadline - now < ms)
                 ms = next_deadline - now;
         return ms < 0 ? 0 : (int)ms;
@@ -252,6 +294,8 @@ static void wind_down(struct ctl_loop *l) {
                 ctl_loop_unwatch(l, w);
                 w->ready(w, CTL_LOOP_STOP);
         }
+        if (l->ops.run)
+                l->ops.run(l->ops.userdata, true);
         MHD_run(l->d);
 }
 
@@ -272,11 +316,17 @@ static void *loop_main(void *arg) {
                                 woken = true;
                                 continue;
                         }
-                        if (tag == TAG_DAEMON)
+                        if (tag == TAG_DAEMON) {
+                                l->daemon_due = true;
                                 continue; /* below */
+                        }
                         struct ctl_loop_watch *w = tag < l->n_fds ? l->owner[tag] : NULL;
-                        if (!w)
-                                continue; /* parked: nobody waits on it */
+                        if (!w) { /* parked: nobody waits on it */
+                                if (l->ops.parked_news && tag < l->n_fds &&
+                                    (ev[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)))
+                                        l->ops.parked_news(l->ops.userdata, (int)tag);
+                                continue;
+                        }
                         w->events = ev[i].events;
                         w->ready(w, CTL_LOOP_IO);
                 }
@@ -289,7 +339,12 @@ static void *loop_main(void *arg) {
                                 break;
                 }
                 next = deadlines(l, now_ms());
-                MHD_run(l->d);
+                if (l->ops.run)
+                        l->ops.run(l->ops.userdata, false);
+                if (l->daemon_due || woken || now_ms() >= l->daemon_at) {
+                        l->daemon_due = false;
+                        MHD_run(l->d);
+                }
         }
         wind_down(l);
         return NULL;
@@ -330,10 +385,11 @@ void ctl_loop_free(struct ctl_loop *l) {
         pthread_mutex_destroy(&l->lock);
         free(l->owner);
         free(l->in_set);
+        free(l->events);
         free(l);
 }
 
-int ctl_loop_start(struct MHD_Daemon *d, struct ctl_loop **ret) {
+int ctl_loop_start(struct MHD_Daemon *d, const struct ctl_loop_ops *ops, struct ctl_loop **ret) {
         const union MHD_DaemonInfo *di = MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD);
         if (!di)
                 return -EINVAL;
@@ -341,6 +397,8 @@ int ctl_loop_start(struct MHD_Daemon *d, struct ctl_loop **ret) {
         if (!l)
                 return -ENOMEM;
         l->d = d;
+        if (ops)
+                l->ops = *ops;
         l->queued_tail = &l->queued;
         pthread_mutex_init(&l->lock, NULL);
         pthread_cond_init(&l->work, NULL);

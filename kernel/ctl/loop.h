@@ -40,6 +40,10 @@ struct ctl_loop_watch {
         /* When ready(CTL_LOOP_DEADLINE) is called (now_ms() clock), once;
          * 0: never. The owner sets it while it waits. */
         int64_t deadline_ms;
+        /* The epoll events watched (EPOLLIN, EPOLLOUT, EPOLLRDHUP); 0: all
+         * three. A socket watched only for reading is not woken each time
+         * its peer acknowledges what it sent. */
+        uint32_t want;
         struct ctl_loop_watch *prev, *next; /* the loop's */
 };
 
@@ -54,12 +58,31 @@ struct ctl_loop_job {
 
 #define CTL_LOOP_WORKERS 4
 
+/* Who takes the loop's connections (NULL ops: the daemon takes each). */
+struct ctl_loop_ops {
+        /* Loop thread: a connection from ctl_loop_add_conn (fd is the
+         * callee's). It may give it to the daemon (ctl_loop_daemon_add). */
+        void (*take)(void *userdata, int fd, const struct sockaddr *sa, socklen_t len);
+        /* Loop thread, after each turn's events and deadlines, before the
+         * daemon runs; stopping: the last call, as the loop ends. */
+        void (*run)(void *userdata, bool stopping);
+        /* Loop thread: an fd in the set with no owner (parked: a pooled
+         * connection, ctl_loop_forget) had news — bytes, or its end. */
+        void (*parked_news)(void *userdata, int fd);
+        void *userdata;
+};
+
 /* Starts the loop thread for d (started with MHD_USE_EPOLL, without a
- * thread of its own) and CTL_LOOP_WORKERS workers. */
-int ctl_loop_start(struct MHD_Daemon *d, struct ctl_loop **ret);
-/* Any thread: the loop thread gives fd (the callee's from here) to the
- * daemon; closed when the loop stops first. */
+ * thread of its own) and CTL_LOOP_WORKERS workers. ops is copied. */
+int ctl_loop_start(struct MHD_Daemon *d, const struct ctl_loop_ops *ops, struct ctl_loop **ret);
+/* Any thread: the loop thread gives fd (the callee's from here) to
+ * ops.take, or to the daemon; closed when the loop stops first. */
 int ctl_loop_add_conn(struct ctl_loop *l, int fd, const struct sockaddr *sa, socklen_t len);
+/* Loop thread: fd (not watched, forgotten) goes to the daemon, which
+ * closes it when it cannot take it (false). */
+bool ctl_loop_daemon_add(struct ctl_loop *l, int fd, const struct sockaddr *sa, socklen_t len);
+/* Loop thread: the events a watched fd is watched for (w->want) change. */
+int ctl_loop_want(struct ctl_loop *l, struct ctl_loop_watch *w, uint32_t want);
 /* Loop thread: watch w->fd / stop watching it. An fd once watched stays
  * in the epoll set with no owner (its events are dropped), so a pooled
  * connection costs no system call when it is watched again; call
@@ -67,6 +90,9 @@ int ctl_loop_add_conn(struct ctl_loop *l, int fd, const struct sockaddr *sa, soc
 int ctl_loop_watch(struct ctl_loop *l, struct ctl_loop_watch *w);
 void ctl_loop_unwatch(struct ctl_loop *l, struct ctl_loop_watch *w);
 void ctl_loop_forget(struct ctl_loop *l, int fd);
+/* Loop thread: a connection of the daemon was resumed (it runs in this
+ * turn; the daemon otherwise runs only on its own news or timeouts). */
+void ctl_loop_resumed(struct ctl_loop *l);
 /* Loop thread: queue j for a worker. */
 void ctl_loop_offload(struct ctl_loop *l, struct ctl_loop_job *j);
 /* Ends the threads: workers finish their job, queued jobs are cancelled,

@@ -149,7 +149,7 @@ int ctl_proxy_request_head(const struct ctl_hdrs *in, const struct ctl_proxy_req
                                 r = buf_printf(out, "Cookie: %s\r\n", kept);
                         continue;
                 }
-                r = buf_printf(out, "%s: %s\r\n", h->name, h->value);
+                r = ctl_hdr_line(out, h->name, h->value);
         }
         if (r >= 0)
                 r = buf_printf(out,

@@ -110,6 +110,14 @@ struct ctl_proxy {
         int64_t connect_until;    /* PX_CONNECTING gives up then */
         struct buf out;           /* request body bytes not yet taken by the socket... */
         size_t out_pos;           /* ...from here */
+        /* The fast path's (fast.h; conn NULL): told when a wait ends, and
+         * the answer's head once it is in (answer_r: 0, or why there is
+         * none) — kept when the request is parked for the daemon. */
+        void (*on_ready)(void *userdata);
+        void *ready_userdata;
+        bool answered;
+        int answer_r;
+        char *parked_as;          /* "<method> <target>" while parked */
         struct ctl_proxy *next_spare; /* kept for reuse: ctl.px_spare's list */
         char buf[];               /* PROXY_BUF bytes: the response head, then body reads */
 };
@@ -202,6 +210,7 @@ void ctl_proxy_free(struct ctl_proxy *px) {
         buf_free(&px->head);
         buf_free(&px->out);
         free(px->pending);
+        free(px->parked_as);
         struct ctl *c = px->ctl;
         if (px->loop && c->n_px_spare < SPARES_MAX) {
                 /* Kept for the loop's next request: no 80 KiB malloc and
@@ -373,7 +382,11 @@ static void px_ready(struct ctl_loop_watch *w, int why) {
         if (px->suspended) {
                 px->suspended = false;
                 w->deadline_ms = 0;
-                MHD_resume_connection(px->conn);
+                if (px->conn) {
+                        MHD_resume_connection(px->conn);
+                        ctl_loop_resumed(px->loop);
+                } else if (px->on_ready)
+                        px->on_ready(px->ready_userdata);
         }
 }
 
@@ -384,7 +397,8 @@ static void px_wait(struct ctl_proxy *px, int64_t deadline) {
         px->w.deadline_ms = deadline;
         if (!px->suspended) {
                 px->suspended = true;
-                MHD_suspend_connection(px->conn);
+                if (px->conn)
+                        MHD_suspend_connection(px->conn);
         }
 }
 
@@ -395,7 +409,8 @@ static int upstream_adopt(struct ctl_proxy *px) {
                 return 0;
         }
         unwatch(px);
-        px->w = (struct ctl_loop_watch){.ready = px_ready, .fd = px->fd};
+        /* Read only: a send that would block asks for writes (send_from). */
+        px->w = (struct ctl_loop_watch){.ready = px_ready, .fd = px->fd, .want = EPOLLIN | EPOLLRDHUP};
         px->readable = false; /* new, or pooled and quiet: an edge comes with its first byte */
         int r = ctl_loop_watch(px->loop, &px->w);
         px->watched = r >= 0;
@@ -468,7 +483,8 @@ static int send_from(struct ctl_proxy *px, const struct buf *b, size_t *pos) {
                         continue;
                 if (k < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
                         px->blocked = true;
-                        return -EAGAIN;
+                        int r = ctl_loop_want(px->loop, &px->w, 0); /* the edge when it takes more */
+                        return r < 0 ? r : -EAGAIN;
                 }
                 if (k < 0)
                         return -errno;
@@ -589,36 +605,24 @@ static void upload_async(struct ctl_proxy *px, const char *data, size_t *n) {
                 px_wait(px, now_ms() + UPSTREAM_TIMEOUT_S * 1000);
 }
 
-enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) {
-        struct ctl *c = q->ctl;
-        if (ctl_req_header(q, "Service-Worker")) {
-                struct ctl_resp resp = {0};
-                q->kind = CTL_REQ_DONE;
-                if (ctl_resp_set(&resp, 403, "text/plain; charset=utf-8",
-                                 "Service workers are not allowed: one at / would also control /_seed.\n") < 0 ||
-                    organism_headers(q, &resp.hdrs) < 0) {
-                        ctl_resp_done(&resp);
-                        return MHD_NO;
-                }
-                return ctl_queue(conn, &resp);
-        }
-
+/* A proxy state for q (its buffer not zeroed), before its slot is taken. */
+static struct ctl_proxy *proxy_init(struct ctl_req *q, struct MHD_Connection *conn) {
         struct ctl_proxy *px = proxy_new(q);
         if (!px)
-                return MHD_NO;
-        *px = (struct ctl_proxy){.ctl = c, .fd = -1, .head = BUF_INIT(CTL_PROXY_MAX_HEAD * 4), .loop = q->loop,
+                return NULL;
+        *px = (struct ctl_proxy){.ctl = q->ctl, .fd = -1, .head = BUF_INIT(CTL_PROXY_MAX_HEAD * 4), .loop = q->loop,
                                  .conn = conn, .out = BUF_INIT(2 * OUT_MAX + 64),
                                  .connect_until = now_ms() + UPSTREAM_CONNECT_TIMEOUT_S * 1000};
-        if (!proxy_slot_take(q, px)) {
-                ctl_proxy_free(px);
-                return queue_busy(q, conn);
-        }
         px->head_request = streq(q->method, "HEAD");
         px->replayable = q->body_kind == CTL_BODY_NONE &&
                          (streq(q->method, "GET") || px->head_request || streq(q->method, "OPTIONS"));
-        q->px = px;
-        q->kind = CTL_REQ_PROXY;
+        return px;
+}
 
+/* Opens px's way to the organism (async: connected when the head is sent)
+ * and builds the request head. < 0: the organism cannot be reached. */
+static int proxy_prepare(struct ctl_req *q, struct ctl_proxy *px) {
+        struct ctl *c = q->ctl;
         int r = -EHOSTDOWN;
         _cleanup_free_ char *preview = ctl_preview_socket_for(c, q);
         px->preview = preview != NULL;
@@ -630,13 +634,11 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
         if (r < 0) {
                 if (r != -ETIMEDOUT)
                         log_limited(LOG_DEBUG, "", "proxy: organism not reachable: %s", strerror(-r));
-                ctl_proxy_free(TAKE_PTR(q->px));
-                return queue_unavailable(q, conn);
+                return r;
         }
-
         char preview_cookie[64];
-        if (ctl_preview_cookie_name(c, preview_cookie, sizeof preview_cookie) < 0)
-                return MHD_NO;
+        if ((r = ctl_preview_cookie_name(c, preview_cookie, sizeof preview_cookie)) < 0)
+                return r;
         struct ctl_proxy_req pr = {
                 .method = q->method,
                 .target = q->uri,
@@ -654,8 +656,55 @@ enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) 
         };
         px->req_body = pr.body;
         px->req_left = pr.body_len;
+        return ctl_proxy_request_head(&q->hdrs, &pr, &px->head);
+}
 
-        r = ctl_proxy_request_head(&q->hdrs, &pr, &px->head);
+/* The request the fast path parked on this connection (fast.h), if it is
+ * q's: its answer is already in, or on its way. */
+static struct ctl_proxy *unpark_for(struct ctl_req *q, struct MHD_Connection *conn) {
+        if (!q->loop || q->ctl->n_parked == 0)
+                return NULL;
+        const union MHD_ConnectionInfo *fi = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct ctl_proxy *px = fi ? ctl_proxy_unpark(q->ctl, fi->connect_fd) : NULL;
+        if (!px)
+                return NULL;
+        size_t ml = strlen(q->method);
+        if (strncmp(px->parked_as, q->method, ml) != 0 || px->parked_as[ml] != ' ' ||
+            !streq(px->parked_as + ml + 1, q->uri)) {
+                ctl_proxy_free(px); /* another request than the one parked: that one is asked anew */
+                return NULL;
+        }
+        px->conn = conn;
+        return px;
+}
+
+enum MHD_Result ctl_proxy_begin(struct ctl_req *q, struct MHD_Connection *conn) {
+        if (ctl_req_header(q, "Service-Worker")) {
+                struct ctl_resp resp = {0};
+                q->kind = CTL_REQ_DONE;
+                if (ctl_resp_set(&resp, 403, "text/plain; charset=utf-8",
+                                 "Service workers are not allowed: one at / would also control /_seed.\n") < 0 ||
+                    organism_headers(q, &resp.hdrs) < 0) {
+                        ctl_resp_done(&resp);
+                        return MHD_NO;
+                }
+                return ctl_queue(conn, &resp);
+        }
+
+        struct ctl_proxy *px = unpark_for(q, conn);
+        bool parked = px != NULL;
+        if (!px && !(px = proxy_init(q, conn)))
+                return MHD_NO;
+        if (!proxy_slot_take(q, px)) {
+                ctl_proxy_free(px);
+                return queue_busy(q, conn);
+        }
+        q->px = px;
+        q->kind = CTL_REQ_PROXY;
+        if (parked)
+                return MHD_YES; /* sent already; ctl_proxy_finish takes its answer */
+
+        int r = proxy_prepare(q, px);
         if (r >= 0 && px->loop) {
                 r = send_head(px);
                 if (r == -EAGAIN)
@@ -883,6 +932,8 @@ static ssize_t proxy_read(void *cls, uint64_t pos, char *out, size_t max) {
  * request once more on a new one). -EAGAIN while the connection waits. */
 static int finish_async(struct ctl_proxy *px) {
         int r;
+        if (px->answered) /* by the fast path, before it parked the request */
+                return px->answer_r;
         if (px->stage < PX_SENT) { /* the once more: a request without a body */
                 if ((r = send_head(px)) < 0)
                         return r;
@@ -1053,4 +1104,126 @@ enum MHD_Result ctl_proxy_finish(struct ctl_req *q, struct MHD_Connection *conn)
         enum MHD_Result ok = MHD_queue_response(conn, (unsigned)status, m);
         MHD_destroy_response(m);
         return ok;
+}
+
+/* ---- the fast path's requests (fast.h) ---- */
+
+int ctl_proxy_fast_start(struct ctl_req *q, void (*on_ready)(void *userdata), void *userdata,
+                         struct ctl_proxy **ret) {
+        struct ctl_proxy *px = proxy_init(q, NULL);
+        if (!px)
+                return -ENOMEM;
+        px->on_ready = on_ready;
+        px->ready_userdata = userdata;
+        if (!proxy_slot_take(q, px)) {
+                ctl_proxy_free(px);
+                return -EBUSY;
+        }
+        int r = proxy_prepare(q, px);
+        if (r < 0) {
+                ctl_proxy_free(px);
+                return r;
+        }
+        *ret = px;
+        return 0;
+}
+
+int ctl_proxy_fast_step(struct ctl_proxy *px) {
+        if (px->answered)
+                return 0;
+        int r = 0;
+        if (px->stopped)
+                r = -ESHUTDOWN;
+        else if (px->stage < PX_SENT) {
+                r = send_head(px);
+                if (r == -EAGAIN)
+                        return r;
+                if (r == -ETIMEDOUT && px->stage == PX_CONNECTING)
+                        log_limited(LOG_WARN, "", "proxy: the organism did not accept a connection within %d seconds",
+                                    UPSTREAM_CONNECT_TIMEOUT_S);
+                if (r < 0)
+                        r = -EHOSTDOWN; /* not sent: answered as an organism out of reach */
+        }
+        if (r >= 0) {
+                if (!px->reused)
+                        buf_free(&px->head); /* never sent again */
+                px->request_in = true;
+                r = finish_async(px);
+                if (r == -EAGAIN)
+                        return r;
+        }
+        px->answered = true;
+        px->answer_r = r;
+        return 0;
+}
+
+int ctl_proxy_fast_answer(struct ctl_req *q, struct ctl_proxy *px, bool close, struct buf *out,
+                          const char **ret_body, size_t *ret_len) {
+        int status = px->up.status;
+        if (!px->answered || px->answer_r < 0 || px->head_request || px->up.body != CTL_BODY_LENGTH ||
+            status == 204 || status == 304 || px->up.length > px->len - px->pos)
+                return 0;
+        if ((ctl_badge_on(q->ctl) || px->preview) && !ctl_host_is_organism(ctl_req_header(q, "Host")) &&
+            ctl_inject_wanted(q->method, &q->hdrs, status, &px->up.hdrs, true))
+                return 0; /* a tag goes in: streamed by the daemon */
+        struct ctl_hdrs h = {0};
+        _cleanup_free_ char *framer = NULL;
+        int r = ctl_req_admin_framer(q, &framer);
+        if (r >= 0)
+                r = ctl_proxy_response_headers(&px->up.hdrs, q->ctl->cookie_name, framer, px->preview, &h);
+        if (r >= 0)
+                r = buf_printf(out, "HTTP/1.1 %d %s\r\n", status, MHD_get_reason_phrase_for((unsigned)status));
+        for (size_t i = 0; r >= 0 && i < h.n; i++)
+                if (!strpbrk(h.v[i].name, "\r\n\t") && !strpbrk(h.v[i].value, "\r\n"))
+                        r = ctl_hdr_line(out, h.v[i].name, h.v[i].value);
+        if (r >= 0 && !ctl_hdrs_get(&h, "Date")) {
+                char date[64];
+                time_t now = time(NULL);
+                struct tm tm;
+                strftime(date, sizeof date, "%a, %d %b %Y %H:%M:%S GMT", gmtime_r(&now, &tm));
+                r = buf_printf(out, "Date: %s\r\n", date);
+        }
+        if (r >= 0 && close)
+                r = buf_puts(out, "Connection: close\r\n");
+        if (r >= 0)
+                r = buf_printf(out, "Content-Length: %llu\r\n\r\n", (unsigned long long)px->up.length);
+        ctl_hdrs_free(&h);
+        if (r < 0)
+                return r;
+        *ret_body = px->buf + px->pos;
+        *ret_len = (size_t)px->up.length;
+        px->pos += (size_t)px->up.length;
+        px->remaining = 0;
+        px->up_done = true;
+        upstream_release(px);
+        count_5xx(q, px, status);
+        return 1;
+}
+
+int ctl_proxy_park(struct ctl *c, int fd, struct ctl_proxy *px, const char *method, const char *target) {
+        struct ctl_parked *slot = NULL;
+        for (size_t i = 0; i < ARRAY_SIZE(c->parked) && !slot; i++)
+                if (!c->parked[i].px)
+                        slot = &c->parked[i];
+        if (!slot || xasprintf(&px->parked_as, "%s %s", method, target) < 0) {
+                ctl_proxy_free(px);
+                return -ENOSPC;
+        }
+        if (px->has_slot)
+                proxy_slot_put(px); /* the daemon's request takes its own */
+        px->on_ready = NULL;
+        px->w.deadline_ms = 0;
+        px->suspended = false;
+        *slot = (struct ctl_parked){.fd = fd, .px = px};
+        c->n_parked++;
+        return 0;
+}
+
+struct ctl_proxy *ctl_proxy_unpark(struct ctl *c, int fd) {
+        for (size_t i = 0; i < ARRAY_SIZE(c->parked) && c->n_parked > 0; i++)
+                if (c->parked[i].px && c->parked[i].fd == fd) {
+                        c->n_parked--;
+                        return TAKE_PTR(c->parked[i].px);
+                }
+        return NULL;
 }

@@ -4,6 +4,7 @@
  * allowlist on every request, and the split between /_seed (routes.c) and
  * the organism (proxy.c). */
 #include "ctl/mhd.h"
+#include "ctl/fast.h"
 #include "ctl/front.h"
 #include "ctl/guard.h"
 #include "ctl/loop.h"
@@ -77,9 +78,7 @@ void ctl_conn_timeout(struct MHD_Connection *conn, unsigned seconds) {
                 (void)MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
 }
 
-/* The client a peer address is capped for, or false when it is not capped
- * per client (an address family without one, a trusted proxy). */
-static bool capped_client(struct ctl *c, const struct sockaddr *sa, size_t len, struct ctl_client *ret) {
+bool ctl_capped_client(struct ctl *c, const struct sockaddr *sa, size_t len, struct ctl_client *ret) {
         struct ctl_ip ip;
         if (c->proxies.hops > 0 || ctl_ip_from_sockaddr(sa, len, &ip) < 0 ||
             ctl_proxies_trusts(&c->proxies, &ip))
@@ -175,7 +174,7 @@ static void conn_open(struct ctl *c, struct MHD_Connection *conn, struct ctl_con
         if (!ai || !fi)
                 return;
         struct ctl_client client;
-        bool capped = capped_client(c, ai->client_addr, sizeof(struct sockaddr_storage), &client);
+        bool capped = ctl_capped_client(c, ai->client_addr, sizeof(struct sockaddr_storage), &client);
         int r = ctl_conns_open(c->conns, capped ? &client : NULL, fi->connect_fd, now_ms(), &cc->id);
         if (r < 0) {
                 log_debug("no entry left for a connection: closing it");
@@ -198,6 +197,12 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                 return;
         }
         struct ctl_conn *cc = *socket_context;
+        if (c->n_parked > 0) { /* the fast path's request, if this connection's never came (loop thread) */
+                const union MHD_ConnectionInfo *di = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+                const union MHD_ConnectionInfo *fi = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+                if (di && fi && di->daemon == c->small)
+                        ctl_proxy_free(ctl_proxy_unpark(c, fi->connect_fd));
+        }
         if (cc) {
                 ctl_conns_close(c->conns, cc->id);
                 req_free(cc->req);
@@ -365,6 +370,12 @@ static void apool_closes(void *userdata, int fd) {
         struct ctl *c = userdata;
         if (c->loop)
                 ctl_loop_forget(c->loop, fd);
+}
+
+/* A pooled connection of the loop's had bytes nobody asked for, or ended. */
+static void apool_stirred(void *userdata, int fd) {
+        struct ctl *c = userdata;
+        ctl_upool_stirred(&c->apool, fd);
 }
 
 /* ---- /_seed on the loop's daemon ---- */
@@ -636,7 +647,12 @@ static int start_daemons(struct ctl *c, const struct ctl_config *cfg) {
         c->small = start_daemon(c, SMALL_CONNECTION_MEMORY, true);
         if (!c->large || !c->small)
                 return log_error_errno(-EIO, "could not start the HTTP server");
-        int r0 = ctl_loop_start(c->small, &c->loop);
+        int r0 = ctl_fast_new(c, &c->fast);
+        if (r0 < 0)
+                return log_error_errno(r0, "could not start the HTTP server: %m");
+        const struct ctl_loop_ops lops = {.take = ctl_fast_take, .run = ctl_fast_run, .parked_news = apool_stirred,
+                                          .userdata = c};
+        r0 = ctl_loop_start(c->small, &lops, &c->loop);
         if (r0 < 0)
                 return log_error_errno(r0, "could not start the HTTP server's event loop: %m");
         struct ctl_listen l = CTL_LISTEN_INIT;
@@ -819,6 +835,7 @@ int ctl_start(const struct ctl_config *cfg, struct ctl **ret) {
         ctl_upool_init(&c->pool);
         ctl_upool_init(&c->apool);
         ctl_upool_on_close(&c->apool, apool_closes, c);
+        ctl_upool_watched(&c->apool); /* by the loop (apool_stirred) */
         ctl_preview_init(&c->preview);
         c->kdb = cfg->kdb;
         c->drafts = cfg->drafts;
@@ -910,6 +927,11 @@ void ctl_stop(struct ctl *c) {
         ctl_upool_close_all(&c->apool); /* the loop's thread has ended: here is safe */
         if (c->small)
                 MHD_stop_daemon(c->small);
+        /* What the fast path left (the loop ended: no thread uses it). */
+        ctl_fast_free(TAKE_PTR(c->fast));
+        for (size_t i = 0; i < ARRAY_SIZE(c->parked); i++)
+                ctl_proxy_free(TAKE_PTR(c->parked[i].px));
+        c->n_parked = 0;
         ctl_loop_free(TAKE_PTR(c->loop));
         ctl_proxy_spares_free(c);
         ctl_free(c);

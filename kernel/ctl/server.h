@@ -92,6 +92,15 @@ struct ctl {
          * 80 KiB buffer); the loop's thread only (proxy.c). */
         struct ctl_proxy *px_spare;
         unsigned n_px_spare;
+        /* Requests the loop's fast path (fast.h) sent and left to the
+         * daemon, by connection, until its request takes them (proxy.c);
+         * the loop's thread only. */
+        struct ctl_parked {
+                int fd;
+                struct ctl_proxy *px;  /* NULL: a free entry */
+        } parked[CTL_MAX_CONNECTIONS];
+        unsigned n_parked;
+        struct ctl_fast *fast;
         size_t n_listen;
         uint16_t port;
 
@@ -170,6 +179,10 @@ void ctl_req_authenticated(struct ctl_req *q);
  * for a connection of client (NULL: not capped per client). */
 void ctl_conns_log(struct ctl *c, int report, const struct ctl_client *client);
 
+/* The client a peer address is capped for, or false when it is not capped
+ * per client (an address family without one, a trusted proxy). */
+bool ctl_capped_client(struct ctl *c, const struct sockaddr *sa, size_t len, struct ctl_client *ret);
+
 /* Header lookup on the request (first value). */
 const char *ctl_req_header(const struct ctl_req *q, const char *name);
 
@@ -228,3 +241,25 @@ void ctl_upstream_unregister(struct ctl *c, int fd);
 void ctl_proxy_free(struct ctl_proxy *px);
 /* Frees the loop's kept proxy states (ctl.px_spare); once the loop stopped. */
 void ctl_proxy_spares_free(struct ctl *c);
+
+/* The fast path's side of the proxy (fast.h), on the loop's thread. */
+/* Starts proxying q (the slot taken, the head built; sent by
+ * ctl_proxy_fast_step). on_ready is called when a wait ends. < 0: nothing
+ * started (-EBUSY: the proxied pool is full); the daemon answers. */
+int ctl_proxy_fast_start(struct ctl_req *q, void (*on_ready)(void *userdata), void *userdata,
+                         struct ctl_proxy **ret);
+/* Sends, then reads the answer's head: 0 once it is in, or known not to
+ * come (kept in px either way), -EAGAIN while it waits. */
+int ctl_proxy_fast_step(struct ctl_proxy *px);
+/* 1 when the answer is one the fast path sends whole: its head (status
+ * line, headers, "Connection: close" when close, Content-Length) appended to out, its body at *ret_body
+ * (in px: valid until it is freed), the organism's connection released.
+ * 0: the daemon sends it (a stream, a tag to put in, a HEAD, an error);
+ * < 0 on no memory. */
+int ctl_proxy_fast_answer(struct ctl_req *q, struct ctl_proxy *px, bool close, struct buf *out,
+                          const char **ret_body, size_t *ret_len);
+/* px (answered or not) waits for the daemon's request for method and
+ * target on connection fd (freed on failure); ctl_proxy_begin takes it,
+ * else the connection's end frees it (ctl_proxy_unpark). */
+int ctl_proxy_park(struct ctl *c, int fd, struct ctl_proxy *px, const char *method, const char *target);
+struct ctl_proxy *ctl_proxy_unpark(struct ctl *c, int fd);

@@ -27,6 +27,18 @@ static void slot_close(struct ctl_upool *p, struct ctl_upool_conn *c) {
         c->fd = -1;
 }
 
+void ctl_upool_watched(struct ctl_upool *p) {
+        p->watched = true;
+}
+
+void ctl_upool_stirred(struct ctl_upool *p, int fd) {
+        pthread_mutex_lock(&p->lock);
+        for (size_t i = 0; i < CTL_UPOOL_MAX; i++)
+                if (p->c[i].fd == fd)
+                        slot_close(p, &p->c[i]);
+        pthread_mutex_unlock(&p->lock);
+}
+
 void ctl_upool_close_all(struct ctl_upool *p) {
         pthread_mutex_lock(&p->lock);
         p->closed = true;
@@ -73,7 +85,7 @@ int ctl_upool_take(struct ctl_upool *p, const char *path, int *ret_fd) {
                 pthread_mutex_unlock(&p->lock);
                 if (fd < 0)
                         return -ENOENT;
-                if (quiet(fd)) {
+                if (p->watched || quiet(fd)) {
                         *ret_fd = fd;
                         return 0;
                 }

@@ -5,10 +5,15 @@
  * socket it was made to (and checked on: organism_connect()).
  *
  * A connection is put back only by the proxy, once its response was read to
- * the end of its framing with nothing left over (proxy.c decides). Taking
- * one checks that it is still open and quiet — the organism (or its bridge,
- * when the organism restarted) closed it, or sent bytes nobody asked for:
- * closed and skipped — and one idle for CTL_UPOOL_IDLE_MS or more is closed
+ * the end of its framing with nothing left over (proxy.c decides). One the
+ * organism (or its bridge, when the organism restarted) closed while idle,
+ * or sent bytes nobody asked for on, is closed and never taken: taking one
+ * looks at it (a peek), or, in a pool whose owner watches its idle
+ * connections (the loop's: ctl_upool_watched), it was closed when the news
+ * came — as nginx's keep-alive cache does; bytes that arrive in the
+ * microseconds between the loop's wait and the take are read as the next
+ * answer's, as they would be a moment after a peek. One idle for
+ * CTL_UPOOL_IDLE_MS or more is closed
  * (below Node's 5 s keepAliveTimeout, so the app rarely closes one just as
  * it is reused; when it does, proxy.c retries once on a new connection).
  * At most CTL_UPOOL_MAX are kept, over all sockets. Thread-safe; logs nothing. */
@@ -34,6 +39,9 @@ struct ctl_upool {
         void (*on_close)(void *userdata, int fd);
         void *userdata;
         bool closed;              /* ctl_upool_close_all ran: nothing is kept any more */
+        /* Its owner watches every idle connection and tells of any news on
+         * one (ctl_upool_stirred), so taking one costs no look at it. */
+        bool watched;
         struct ctl_upool_conn c[CTL_UPOOL_MAX];
 };
 
@@ -43,6 +51,11 @@ void ctl_upool_on_close(struct ctl_upool *p, void (*on_close)(void *userdata, in
 /* Closes every idle connection; from now on put closes at once. */
 void ctl_upool_close_all(struct ctl_upool *p);
 void ctl_upool_done(struct ctl_upool *p);
+/* The pool's idle connections are watched by its owner (before use). */
+void ctl_upool_watched(struct ctl_upool *p);
+/* Idle connection fd had news (bytes, or its end): closed, if it is one of
+ * the pool's. */
+void ctl_upool_stirred(struct ctl_upool *p, int fd);
 /* An idle connection to path that is still usable, the most recently used
  * first (the caller owns *ret_fd); -ENOENT if there is none. */
 int ctl_upool_take(struct ctl_upool *p, const char *path, int *ret_fd);

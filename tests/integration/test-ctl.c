@@ -309,6 +309,23 @@ static bool org_reply(int fd, const char *path) {
                         usleep(2000); /* not a wait: keeps the pieces in separate reads */
                 }
                 return true;
+        } else if (streq(path, "/stray")) {
+                /* An answer, then, once the connection is idle, one nobody
+                 * asked for. */
+                const char *r = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray";
+                send_all(fd, r, strlen(r));
+                usleep(100 * 1000); /* the scenario: the connection is back in the pool by then */
+                const char *forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged";
+                send_all(fd, forged, strlen(forged));
+                return true;
+        } else if (streq(path, "/large")) {
+                /* More than a client's small receive buffer takes at once. */
+                static char body[60000];
+                memset(body, 'L', sizeof body);
+                const char *h = "HTTP/1.1 200 OK\r\nContent-Length: 60000\r\n\r\n";
+                send_all(fd, h, strlen(h));
+                send_all(fd, body, sizeof body);
+                return true;
         } else if (streq(path, "/echo")) {
                 char head[256];
                 pthread_mutex_lock(&org_lock);
@@ -3390,6 +3407,104 @@ static void test_loop_keeps_connections_alive(void **state) {
         ctl_stop(c);
 }
 
+/* fast.h: a plain GET on the organism's origin is answered by the loop's
+ * own HTTP/1.1, anything else by libmicrohttpd — on one connection, at a
+ * request boundary, with the organism asked once: pipelined requests, a
+ * head in two pieces, /_seed after the app, answers the fast path does not
+ * send itself (a stream, a body until the close), and a client too slow to
+ * take a large answer at once. */
+static void test_fast_path_and_the_daemon(void **state) {
+        uint16_t port;
+        struct ctl *c = start_with_own_origin(&port);
+        char app[64], req[512];
+        snprintf(app, sizeof app, "127.0.0.1:%u", port);
+
+        /* Two requests in one write: both answered, in order. */
+        int fd = connect_tcp(AF_INET, port);
+        int k = snprintf(req, sizeof req, "GET /id/first HTTP/1.1\r\nHost: %s\r\n\r\n"
+                                          "GET /id/second HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+                         app, app);
+        send_all(fd, req, (size_t)k);
+        struct resp r;
+        read_response(fd, &r); /* both answers, up to the close */
+        char *second = strstr(r.body, "HTTP/1.1 200");
+        assert_non_null(second);
+        assert_memory_equal(r.body, "first", 5);
+        assert_non_null(strstr(second, "\r\n\r\nsecond"));
+        resp_done(&r);
+        close(fd);
+
+        /* A head in two pieces, then /_seed and the app again on the same
+         * connection (the daemon's from the second request on). */
+        fd = connect_tcp(AF_INET, port);
+        k = snprintf(req, sizeof req, "GET /id/split HTTP/1.1\r\nHo");
+        send_all(fd, req, (size_t)k);
+        usleep(50 * 1000); /* the scenario: the rest comes later, in a read of its own */
+        k = snprintf(req, sizeof req, "st: %s\r\n\r\n", app);
+        assert_int_equal(kept_alive_status(fd, req, (size_t)k), 200);
+        assert_non_null(strstr(kept_alive_answer, "\r\n\r\nsplit"));
+        assert_int_equal(status_on(fd, "/id/a", app, 0), 200);
+        assert_int_equal(status_on(fd, "/_seed/healthz", app, 0), 200);
+        assert_int_equal(status_on(fd, "/id/b", app, 0), 200);
+        assert_non_null(strstr(kept_alive_answer, "\r\n\r\nb"));
+        close(fd);
+
+        /* Answers the daemon sends (chunked; until the close): the organism
+         * was asked once, the client gets all of it. */
+        static const struct {
+                const char *target, *body;
+        } daemon_sends[] = {{"/chunked", "Hello, from the body"}, {"/close", "until the end"}};
+        for (size_t i = 0; i < ARRAY_SIZE(daemon_sends); i++) {
+                int before = org_count();
+                fd = connect_tcp(AF_INET, port);
+                k = snprintf(req, sizeof req, "GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n",
+                             daemon_sends[i].target, app);
+                send_all(fd, req, (size_t)k);
+                read_response(fd, &r);
+                close(fd);
+                assert_int_equal(r.status, 200);
+                assert_string_equal(r.body, daemon_sends[i].body);
+                assert_int_equal(org_count(), before + 1);
+                resp_done(&r);
+        }
+
+        /* Bytes the organism sends on an idle pooled connection are never
+         * taken for the next request's answer: that connection is closed. */
+        for (int round = 0; round < 3; round++) {
+                fd = connect_tcp(AF_INET, port);
+                assert_int_equal(status_on(fd, "/stray", app, 0), 200);
+                assert_non_null(strstr(kept_alive_answer, "\r\n\r\nstray"));
+                usleep(300 * 1000); /* the scenario: the unasked answer comes meanwhile */
+                for (int i = 0; i < 4; i++) {
+                        assert_int_equal(status_on(fd, "/id/next", app, 0), 200);
+                        if (!strstr(kept_alive_answer, "\r\n\r\nnext"))
+                                fail_msg("round %d, request %d got: %.300s", round, i, kept_alive_answer);
+                }
+                close(fd);
+        }
+
+        /* A client whose receive buffer is small, reading late: the rest of
+         * the answer waits for it. */
+        fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        assert_true(fd >= 0);
+        int small = 2048;
+        assert_int_equal(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof small), 0);
+        struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons(port), .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+        assert_int_equal(connect(fd, (struct sockaddr *)&sa, sizeof sa), 0);
+        k = snprintf(req, sizeof req, "GET /large HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n", app);
+        send_all(fd, req, (size_t)k);
+        usleep(200 * 1000); /* the scenario: a client that does not read yet */
+        read_response(fd, &r);
+        assert_int_equal(r.status, 200);
+        assert_int_equal(r.body_len, 60000);
+        for (size_t i = 0; i < r.body_len; i++)
+                if (r.body[i] != 'L')
+                        fail_msg("byte %zu of the large answer is %d", i, r.body[i]);
+        resp_done(&r);
+        close(fd);
+        ctl_stop(c);
+}
+
 /* A head sent a byte every half second is cut once its 10 s are up: the
  * deadline is total, not idle. */
 static void test_trickled_head_is_cut(void **state) {
@@ -3500,6 +3615,7 @@ int main(void) {
                 cmocka_unit_test(test_trickled_head_is_cut),
                 cmocka_unit_test(test_pools_by_first_head),
                 cmocka_unit_test(test_loop_keeps_connections_alive),
+                cmocka_unit_test(test_fast_path_and_the_daemon),
         };
         return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -143,7 +143,7 @@ static void test_deadline(void **state) {
         seen_reset();
         struct MHD_Daemon *d = daemon_start();
         struct ctl_loop *l = NULL;
-        assert_int_equal(ctl_loop_start(d, &l), 0);
+        assert_int_equal(ctl_loop_start(d, NULL, &l), 0);
         struct ctx x = {.l = l, .w = {.ready = on_ready, .fd = -1, .deadline_ms = now_ms() + 50}};
         run_on_loop(l, do_watch, &x);
         assert_int_equal(x.r, 0);
@@ -165,7 +165,7 @@ static void test_watch_park_forget(void **state) {
         seen_reset();
         struct MHD_Daemon *d = daemon_start();
         struct ctl_loop *l = NULL;
-        assert_int_equal(ctl_loop_start(d, &l), 0);
+        assert_int_equal(ctl_loop_start(d, NULL, &l), 0);
         int sv[2];
         assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
         struct ctx x = {.l = l, .w = {.ready = on_ready, .fd = sv[0]}};
@@ -221,7 +221,7 @@ static void test_stop_ends_every_job(void **state) {
         seen_reset();
         struct MHD_Daemon *d = daemon_start();
         struct ctl_loop *l = NULL;
-        assert_int_equal(ctl_loop_start(d, &l), 0);
+        assert_int_equal(ctl_loop_start(d, NULL, &l), 0);
         pthread_mutex_t hold = PTHREAD_MUTEX_INITIALIZER;
         pthread_mutex_lock(&hold);
         enum { N = CTL_LOOP_WORKERS + 3 };

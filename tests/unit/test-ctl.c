@@ -12,6 +12,7 @@
 #include "ctl/badge.h"
 #include "ctl/conns.h"
 #include "ctl/cookie.h"
+#include "ctl/fast.h"
 #include "ctl/front.h"
 #include "ctl/ctl.h"
 #include "ctl/guard.h"
@@ -828,6 +829,26 @@ static void test_upstream_pool(void **state) {
         assert_int_equal(recv(a[1], &ch, 1, 0), 0);
         close(a[1]);
         close(d[1]);
+        ctl_upool_done(&p);
+
+        /* A watched pool does not look at a connection it hands out: its
+         * owner tells it of news, and that connection is closed then. */
+        ctl_upool_init(&p);
+        ctl_upool_watched(&p);
+        pair(a);
+        pair(b);
+        ctl_upool_put(&p, "/x.sock", a[0]);
+        ctl_upool_put(&p, "/x.sock", b[0]);
+        assert_int_equal(send(b[1], "x", 1, 0), 1);
+        ctl_upool_stirred(&p, b[0]);
+        ctl_upool_stirred(&p, 12345); /* not the pool's: nothing */
+        assert_int_equal(ctl_upool_idle(&p), 1);
+        assert_true(recv(b[1], &ch, 1, 0) <= 0); /* closed (reset: it left a byte unread) */
+        assert_int_equal(ctl_upool_take(&p, "/x.sock", &fd), 0);
+        assert_int_equal(fd, a[0]);
+        close(a[0]);
+        close(a[1]);
+        close(b[1]);
         ctl_upool_done(&p);
 }
 
@@ -2513,6 +2534,100 @@ static void test_badge_path(void **state) {
 }
 
 /* front.h: the pool from a connection's first bytes. */
+/* fast.h: only a strictly formed GET with one Host, whole and alone, is
+ * the fast path's; everything else is libmicrohttpd's, at once or once it
+ * is whole. */
+static void test_fast_parse(void **state) {
+        static const struct {
+                const char *head;
+                enum ctl_fast_verdict v;
+        } cases[] = {
+                {"GET / HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n\r\n", CTL_FAST_OURS},
+                {"GET /a/b?c=d&e HTTP/1.1\r\nhost:\t x \t\r\nAccept: */*\r\nX-Empty:\r\n\r\n", CTL_FAST_OURS},
+                {"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive\r\n\r\n", CTL_FAST_OURS},
+                {"GET / HTTP/1.1\r\nHost: a\r\nConnection: Close\r\n\r\n", CTL_FAST_OURS},
+                {"GET / HTTP/1.1\r\nHost: a\r\nX-Utf8: \xc3\xa9t\xc3\xa9\r\n\r\n", CTL_FAST_OURS},
+                /* Not whole yet. */
+                {"GET / HTTP/1.1\r\nHost: a\r\n", CTL_FAST_WAIT},
+                {"GE", CTL_FAST_WAIT},
+                {"", CTL_FAST_WAIT},
+                /* Another method, version or form of target. */
+                {"POST", CTL_FAST_DAEMON},
+                {"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
+                {"get / HTTP/1.1\r\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.0\r\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET http://a/ HTTP/1.1\r\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET /a b HTTP/1.1\r\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET /\xc3\xa9 HTTP/1.1\r\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET  / HTTP/1.1\r\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
+                /* Hosts: none, two. */
+                {"GET / HTTP/1.1\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\r\nHOST: a\r\n\r\n", CTL_FAST_DAEMON},
+                /* A body, or a header the daemon decides on. */
+                {"GET / HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\r\nService-Worker: script\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\r\nConnection: keep-alive, TE\r\n\r\n", CTL_FAST_DAEMON},
+                /* Line ends other than CRLF, folds, control characters, bad names. */
+                {"GET / HTTP/1.1\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\nX: b\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\rX: b\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\r\n folded\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\r\nX: a\x01" "b\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\r\nX: a\x7f\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost : a\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHo(st: a\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\n: a\r\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
+                /* More than one head: a pipelined request, or body bytes. */
+                {"GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
+                {"GET / HTTP/1.1\r\nHost: a\r\n\r\nx", CTL_FAST_DAEMON},
+        };
+        struct ctl_hdrs h = {0};
+        for (size_t i = 0; i < ARRAY_SIZE(cases); i++) {
+                const char *in = cases[i].head;
+                struct ctl_fast_head head;
+                enum ctl_fast_verdict v = ctl_fast_parse(in, strlen(in), false, &head, &h);
+                if (v != cases[i].v)
+                        fail_msg("case %zu: %d, not %d", i, v, cases[i].v);
+                if (v == CTL_FAST_OURS) {
+                        assert_int_equal(head.len, strlen(in));
+                        assert_int_equal(ctl_hdrs_count(&h, "Host"), 1);
+                } else
+                        assert_int_equal(h.n, 0);
+                /* Nothing more will come: never left waiting. */
+                v = ctl_fast_parse(in, strlen(in), true, &head, &h);
+                assert_int_not_equal(v, CTL_FAST_WAIT);
+        }
+        /* The parts: the target as sent, values without their blanks, names as sent. */
+        const char *in = "GET /x?y=%20 HTTP/1.1\r\nhost:\t h:1 \r\nX-A:  b c \r\nConnection: close\r\n\r\n";
+        struct ctl_fast_head head;
+        assert_int_equal(ctl_fast_parse(in, strlen(in), false, &head, &h), CTL_FAST_OURS);
+        assert_int_equal(head.target_len, strlen("/x?y=%20"));
+        assert_memory_equal(head.target, "/x?y=%20", head.target_len);
+        assert_true(head.close);
+        assert_string_equal(ctl_hdrs_get(&h, "Host"), "h:1");
+        assert_string_equal(ctl_hdrs_get(&h, "x-a"), "b c");
+        assert_string_equal(h.v[0].name, "host");
+        /* A target past CTL_FAST_TARGET_MAX, and more headers than CTL_MAX_HEADERS. */
+        struct buf b = BUF_INIT(1 << 20);
+        assert_int_equal(buf_puts(&b, "GET /"), 0);
+        for (int i = 0; i < CTL_FAST_TARGET_MAX; i++)
+                assert_int_equal(buf_puts(&b, "a"), 0);
+        assert_int_equal(buf_puts(&b, " HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
+        assert_int_equal(ctl_fast_parse(b.data, b.len, false, &head, &h), CTL_FAST_DAEMON);
+        b.len = 0;
+        assert_int_equal(buf_puts(&b, "GET / HTTP/1.1\r\nHost: a\r\n"), 0);
+        for (int i = 0; i < CTL_MAX_HEADERS; i++)
+                assert_int_equal(buf_printf(&b, "X-%d: v\r\n", i), 0);
+        assert_int_equal(buf_puts(&b, "\r\n"), 0);
+        assert_int_equal(ctl_fast_parse(b.data, b.len, false, &head, &h), CTL_FAST_DAEMON);
+        assert_int_equal(h.n, 0);
+        buf_free(&b);
+        ctl_hdrs_free(&h);
+}
+
 static void test_front_choose(void **state) {
         static const struct {
                 const char *head;
@@ -2631,6 +2746,7 @@ int main(void) {
                 cmocka_unit_test(test_listen_adopt_takes_only_listening_tcp),
                 cmocka_unit_test(test_listen_open),
                 cmocka_unit_test(test_front_choose),
+                cmocka_unit_test(test_fast_parse),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
