@@ -1154,6 +1154,7 @@ int ctl_proxy_fast_step(struct ctl_proxy *px) {
         }
         px->answered = true;
         px->answer_r = r;
+        px->request_in = true; /* a parked request is never sent again */
         return 0;
 }
 
