@@ -34,7 +34,7 @@ enum ctl_fast_verdict ctl_fast_parse(const char *buf, size_t n, bool full, struc
         if (!end)
                 return full || (n >= 4 && memcmp(buf, "GET ", 4) != 0) ? CTL_FAST_DAEMON : CTL_FAST_WAIT;
         size_t len = (size_t)(end - buf) + 4;
-        if (len != n || memcmp(buf, "GET /", 5) != 0)
+        if (len != n || n < 5 || memcmp(buf, "GET /", 5) != 0)
                 return CTL_FAST_DAEMON;
         const char *t = buf + 4, *p = t;
         while (p < end && *p > 0x20 && *p < 0x7f)

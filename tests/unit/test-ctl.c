@@ -2551,6 +2551,8 @@ static void test_fast_parse(void **state) {
                 {"GET / HTTP/1.1\r\nHost: a\r\n", CTL_FAST_WAIT},
                 {"GE", CTL_FAST_WAIT},
                 {"", CTL_FAST_WAIT},
+                /* A blank line alone (fuzz-ctl-fast: was read past). */
+                {"\r\n\r\n", CTL_FAST_DAEMON},
                 /* Another method, version or form of target. */
                 {"POST", CTL_FAST_DAEMON},
                 {"HEAD / HTTP/1.1\r\nHost: a\r\n\r\n", CTL_FAST_DAEMON},
