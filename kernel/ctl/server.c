@@ -197,10 +197,13 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
                 return;
         }
         struct ctl_conn *cc = *socket_context;
-        if (c->n_parked > 0) { /* the fast path's request, if this connection's never came (loop thread) */
-                const union MHD_ConnectionInfo *di = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+        /* The fast path's request, if this connection's never came (the
+         * small daemon's connections: the loop thread, or ctl_stop's once
+         * the loop ended). */
+        const union MHD_ConnectionInfo *di = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_DAEMON);
+        if (di && di->daemon == c->small && c->n_parked > 0) {
                 const union MHD_ConnectionInfo *fi = MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-                if (di && fi && di->daemon == c->small)
+                if (fi)
                         ctl_proxy_free(ctl_proxy_unpark(c, fi->connect_fd));
         }
         if (cc) {
