@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -209,6 +210,85 @@ static void test_watch_park_forget(void **state) {
         close(sv[1]);
 }
 
+/* What the ops saw: connections taken, parked fds with news, turns run. */
+struct ops_seen {
+        int taken_fd, parked_fd;
+        int taken, parked, runs, last_runs;
+};
+static struct ops_seen ops_seen;
+
+static void op_take(void *userdata, int fd, const struct sockaddr *sa, socklen_t len) {
+        pthread_mutex_lock(&seen.lock);
+        ops_seen.taken_fd = fd;
+        ops_seen.taken++;
+        pthread_cond_broadcast(&seen.cond);
+        pthread_mutex_unlock(&seen.lock);
+}
+
+static void op_run(void *userdata, bool stopping) {
+        pthread_mutex_lock(&seen.lock);
+        ops_seen.runs++;
+        if (stopping)
+                ops_seen.last_runs++;
+        pthread_cond_broadcast(&seen.cond);
+        pthread_mutex_unlock(&seen.lock);
+}
+
+static void op_parked(void *userdata, int fd) {
+        pthread_mutex_lock(&seen.lock);
+        ops_seen.parked_fd = fd;
+        ops_seen.parked++;
+        pthread_cond_broadcast(&seen.cond);
+        pthread_mutex_unlock(&seen.lock);
+}
+
+/* With ops: a connection added goes to take() (not the daemon), run() is
+ * called after turns and once at the stop, and bytes on a parked fd (in
+ * the set, no owner) are told to parked_news() — only for reading's
+ * events: a watch for reading alone is not woken by its peer's reads. */
+static void test_ops(void **state) {
+        seen_reset();
+        ops_seen = (struct ops_seen){.taken_fd = -1, .parked_fd = -1};
+        struct MHD_Daemon *d = daemon_start();
+        struct ctl_loop *l = NULL;
+        const struct ctl_loop_ops ops = {.take = op_take, .run = op_run, .parked_news = op_parked};
+        assert_int_equal(ctl_loop_start(d, &ops, &l), 0);
+        int conn[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, conn), 0);
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        assert_int_equal(ctl_loop_add_conn(l, conn[0], (struct sockaddr *)&sa, sizeof sa.sun_family), 0);
+        assert_int_equal(wait_for(&ops_seen.taken, 1), 1);
+        assert_int_equal(ops_seen.taken_fd, conn[0]);
+        assert_true(wait_for(&ops_seen.runs, 1) >= 1);
+
+        int sv[2];
+        assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, sv), 0);
+        struct ctx x = {.l = l, .w = {.ready = on_ready, .fd = sv[0], .want = EPOLLIN | EPOLLRDHUP}};
+        run_on_loop(l, do_watch, &x);
+        assert_int_equal(x.r, 0);
+        /* Our bytes read by the peer: no edge for a reading watch. */
+        assert_int_equal(write(sv[0], "q", 1), 1);
+        char ch;
+        assert_int_equal(read(sv[1], &ch, 1), 1);
+        run_on_loop(l, NULL, NULL);
+        assert_int_equal(wait_for(&seen.ready[CTL_LOOP_IO], 0), 0);
+        /* Parked: the peer's bytes go to parked_news. */
+        run_on_loop(l, do_unwatch, &x);
+        assert_int_equal(write(sv[1], "n", 1), 1);
+        assert_int_equal(wait_for(&ops_seen.parked, 1), 1);
+        assert_int_equal(ops_seen.parked_fd, sv[0]);
+        assert_int_equal(wait_for(&seen.ready[CTL_LOOP_IO], 0), 0);
+
+        ctl_loop_stop(l);
+        assert_int_equal(ops_seen.last_runs, 1);
+        MHD_stop_daemon(d);
+        ctl_loop_free(l);
+        close(conn[0]);
+        close(conn[1]);
+        close(sv[0]);
+        close(sv[1]);
+}
+
 static void *stop_main(void *arg) {
         ctl_loop_stop(arg);
         return NULL;
@@ -244,6 +324,7 @@ int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_deadline),
                 cmocka_unit_test(test_watch_park_forget),
+                cmocka_unit_test(test_ops),
                 cmocka_unit_test(test_stop_ends_every_job),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
