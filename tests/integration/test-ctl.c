@@ -252,6 +252,7 @@ static pthread_mutex_t org_lock = PTHREAD_MUTEX_INITIALIZER;
 static char org_last_head[16384];
 static char org_last_body[4096];
 static int org_requests;        /* requests the fake organism has read */
+static int org_strays;          /* unasked answers it sent (/stray) */
 static int org_accepts;         /* connections it accepted */
 static bool org_drop_reused;    /* the next request on a used connection: closed unanswered */
 /* The connections being served (a thread each), so org_stop can end them. */
@@ -317,6 +318,10 @@ static bool org_reply(int fd, const char *path) {
                 usleep(100 * 1000); /* the scenario: the connection is back in the pool by then */
                 const char *forged = "HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nforged";
                 send_all(fd, forged, strlen(forged));
+                pthread_mutex_lock(&org_lock);
+                org_strays++;
+                pthread_cond_broadcast(&org_cond);
+                pthread_mutex_unlock(&org_lock);
                 return true;
         } else if (streq(path, "/large")) {
                 /* More than a client's small receive buffer takes at once. */
@@ -3472,9 +3477,21 @@ static void test_fast_path_and_the_daemon(void **state) {
          * taken for the next request's answer: that connection is closed. */
         for (int round = 0; round < 3; round++) {
                 fd = connect_tcp(AF_INET, port);
+                pthread_mutex_lock(&org_lock);
+                int strays = org_strays;
+                pthread_mutex_unlock(&org_lock);
                 assert_int_equal(status_on(fd, "/stray", app, 0), 200);
                 assert_non_null(strstr(kept_alive_answer, "\r\n\r\nstray"));
-                usleep(300 * 1000); /* the scenario: the unasked answer comes meanwhile */
+                /* The unasked answer is out before the next request: the
+                 * loop hears of it first (its epoll reports in order). */
+                struct timespec until;
+                clock_gettime(CLOCK_REALTIME, &until);
+                until.tv_sec += 20;
+                pthread_mutex_lock(&org_lock);
+                while (org_strays == strays && pthread_cond_timedwait(&org_cond, &org_lock, &until) == 0)
+                        ;
+                assert_int_equal(org_strays, strays + 1);
+                pthread_mutex_unlock(&org_lock);
                 for (int i = 0; i < 4; i++) {
                         assert_int_equal(status_on(fd, "/id/next", app, 0), 200);
                         if (!strstr(kept_alive_answer, "\r\n\r\nnext"))
