@@ -7,7 +7,6 @@
 #include "ctl/server.h"
 #include "base/log.h"
 
-#include <arpa/inet.h>
 #include <strings.h>
 #include <sys/epoll.h>
 #include <sys/uio.h>
@@ -403,13 +402,7 @@ void ctl_fast_take(void *userdata, int fd, const struct sockaddr *sa, socklen_t 
         ctl_conns_log(c, r, capped ? &client : NULL);
         fc->q = (struct ctl_req){.ctl = c, .kind = CTL_REQ_PROXY, .conn_id = fc->id, .loop = c->loop,
                                  .method = (char *)"GET", .body_kind = CTL_BODY_NONE};
-        if (sa->sa_family == AF_INET)
-                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, fc->q.client_ip, sizeof fc->q.client_ip);
-        else if (sa->sa_family == AF_INET6)
-                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, fc->q.client_ip,
-                          sizeof fc->q.client_ip);
-        else
-                strcpy(fc->q.client_ip, "unknown");
+        ctl_peer_ip(sa, fc->q.client_ip);
         fc->w = (struct ctl_loop_watch){.ready = conn_ready, .fd = fd, .want = EPOLLIN | EPOLLRDHUP};
         if (ctl_loop_watch(c->loop, &fc->w) < 0) {
                 ctl_conns_close(c->conns, fc->id);

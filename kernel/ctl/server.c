@@ -78,6 +78,15 @@ void ctl_conn_timeout(struct MHD_Connection *conn, unsigned seconds) {
                 (void)MHD_set_connection_option(conn, MHD_CONNECTION_OPTION_TIMEOUT, seconds);
 }
 
+void ctl_peer_ip(const struct sockaddr *sa, char out[INET6_ADDRSTRLEN]) {
+        if (sa && sa->sa_family == AF_INET)
+                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, INET6_ADDRSTRLEN);
+        else if (sa && sa->sa_family == AF_INET6)
+                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, INET6_ADDRSTRLEN);
+        else
+                strcpy(out, "unknown");
+}
+
 bool ctl_capped_client(struct ctl *c, const struct sockaddr *sa, size_t len, struct ctl_client *ret) {
         struct ctl_ip ip;
         if (c->proxies.hops > 0 || ctl_ip_from_sockaddr(sa, len, &ip) < 0 ||
@@ -131,11 +140,8 @@ static bool from_inside(struct ctl *c, const struct sockaddr *sa) {
         }
         if (!ctl_own_addrs_match(&c->own, sa))
                 return false;
-        char ip[INET6_ADDRSTRLEN] = "?";
-        if (sa->sa_family == AF_INET)
-                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, ip, sizeof ip);
-        else if (sa->sa_family == AF_INET6)
-                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, ip, sizeof ip);
+        char ip[INET6_ADDRSTRLEN];
+        ctl_peer_ip(sa, ip);
         log_limited(LOG_WARN, "own-addrs",
                     "refused a connection from %s, inside the Seed's own container (the owner comes in "
                     "through the published port)",
@@ -352,15 +358,7 @@ static int req_parse(struct ctl_req *q, struct MHD_Connection *conn, const char 
                 return -E2BIG;
         const union MHD_ConnectionInfo *ci =
                 MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        const struct sockaddr *sa = ci ? ci->client_addr : NULL;
-        if (sa && sa->sa_family == AF_INET)
-                inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, q->client_ip,
-                          sizeof q->client_ip);
-        else if (sa && sa->sa_family == AF_INET6)
-                inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, q->client_ip,
-                          sizeof q->client_ip);
-        else
-                strcpy(q->client_ip, "unknown");
+        ctl_peer_ip(ci ? ci->client_addr : NULL, q->client_ip);
         const char *qm = strchr(q->uri, '?');
         q->path = qm ? strndup(q->uri, (size_t)(qm - q->uri)) : strdup(q->uri);
         if (qm && !(q->query = strdup(qm + 1)))

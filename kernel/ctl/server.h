@@ -179,6 +179,8 @@ void ctl_req_authenticated(struct ctl_req *q);
  * for a connection of client (NULL: not capped per client). */
 void ctl_conns_log(struct ctl *c, int report, const struct ctl_client *client);
 
+/* A peer address as text (IPv4 or IPv6; "unknown" for another family or NULL). */
+void ctl_peer_ip(const struct sockaddr *sa, char out[INET6_ADDRSTRLEN]);
 /* The client a peer address is capped for, or false when it is not capped
  * per client (an address family without one, a trusted proxy). */
 bool ctl_capped_client(struct ctl *c, const struct sockaddr *sa, size_t len, struct ctl_client *ret);
