@@ -292,16 +292,23 @@ static bool org_reply(int fd, const char *path) {
                 send(fd, half, sizeof half, MSG_NOSIGNAL);
                 return true;
         }
-        if (streq(path, "/chunked")) {
+        if (streq(path, "/chunked") || streq(path, "/policy")) {
+                /* Headers the proxy's policy drops or adds to; /policy's
+                 * body whole with a Content-Length (the loop's own answer). */
+                bool chunked = streq(path, "/chunked");
                 char head[512];
                 snprintf(head, sizeof head,
-                         "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n"
+                         "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n%s\r\n"
                          "Content-Security-Policy: default-src 'self'\r\n"
                          "Cross-Origin-Opener-Policy: same-origin\r\n"
                          "Service-Worker-Allowed: /\r\nSet-Cookie: %s=evil; Path=/_seed\r\n"
                          "Set-Cookie: app=1; Path=/\r\nX-Organism: yes\r\n\r\n",
-                         g_cookie_name);
+                         chunked ? "Transfer-Encoding: chunked" : "Content-Length: 20", g_cookie_name);
                 send_all(fd, head, strlen(head));
+                if (!chunked) {
+                        send_all(fd, "Hello, from the body", 20);
+                        return true;
+                }
                 /* Split anywhere, including inside chunk-size lines. */
                 static const char *const pieces[] = {"7\r\nHello,", " \r", "\n0", "d;x=y\r\nfrom the ",
                                                      "body\r\n", "0\r\n", "\r\n"};
@@ -1528,20 +1535,28 @@ static void test_proxy(void **state) {
                                    "Accept: text/plain\r\n",
                                    g_cookie_name, g_cookie, g_token, CLI_TOKEN),
                          0);
-        http("GET", "/chunked?q=1", extra, NULL, &r);
-        assert_int_equal(r.status, 200);
-        assert_string_equal(r.body, "Hello, from the body");
-        assert_string_equal(resp_header(&r, "Cross-Origin-Opener-Policy"), "unsafe-none");
-        assert_int_equal(resp_header_count(&r, "Cross-Origin-Opener-Policy"), 1);
-        assert_int_equal(resp_header_count(&r, "Content-Security-Policy"), 2);
+        /* The same policy on a streamed answer and on one whole with its
+         * length (on the loop, written by its own HTTP/1.1: fast.h). */
         char v[256];
-        assert_string_equal(resp_header_nth(&r, "Content-Security-Policy", 0, v, sizeof v), "default-src 'self'");
-        assert_string_equal(resp_header_nth(&r, "Content-Security-Policy", 1, v, sizeof v), "frame-ancestors 'none'");
-        assert_null(resp_header(&r, "Service-Worker-Allowed"));
-        assert_int_equal(resp_header_count(&r, "Set-Cookie"), 1);
-        assert_string_equal(resp_header(&r, "Set-Cookie"), "app=1; Path=/");
-        assert_string_equal(resp_header(&r, "X-Organism"), "yes");
-        resp_done(&r);
+        static const char *const targets[] = {"/policy", "/chunked?q=1"};
+        for (size_t i = 0; i < ARRAY_SIZE(targets); i++) {
+                http("GET", targets[i], extra, NULL, &r);
+                assert_int_equal(r.status, 200);
+                assert_string_equal(r.body, "Hello, from the body");
+                assert_string_equal(resp_header(&r, "Cross-Origin-Opener-Policy"), "unsafe-none");
+                assert_int_equal(resp_header_count(&r, "Cross-Origin-Opener-Policy"), 1);
+                assert_int_equal(resp_header_count(&r, "Content-Security-Policy"), 2);
+                assert_string_equal(resp_header_nth(&r, "Content-Security-Policy", 0, v, sizeof v), "default-src 'self'");
+                assert_string_equal(resp_header_nth(&r, "Content-Security-Policy", 1, v, sizeof v),
+                                    "frame-ancestors 'none'");
+                assert_null(resp_header(&r, "Service-Worker-Allowed"));
+                assert_int_equal(resp_header_count(&r, "Set-Cookie"), 1);
+                assert_string_equal(resp_header(&r, "Set-Cookie"), "app=1; Path=/");
+                assert_string_equal(resp_header(&r, "X-Organism"), "yes");
+                assert_non_null(strstr(resp_header(&r, "Vary"), "Cookie"));
+                assert_int_equal(resp_header_count(&r, "Content-Length") + resp_header_count(&r, "Transfer-Encoding"), 1);
+                resp_done(&r);
+        }
 
         pthread_mutex_lock(&org_lock);
         assert_true(startswith(org_last_head, "GET /chunked?q=1 HTTP/1.1\r\n"));
