@@ -27,6 +27,7 @@
     status: null,
     approvals: [],
     evolutions: [],
+    evolutionsKnown: false,  // the list above came from the server (not yet: no "none yet")
     preview: null,           // the evolution whose preview runs (the bar), or null
     decideAsk: null,         // {id, action}: the candidate's preview bar sent the owner here to decide
     messages: new Map(),     // id → message
@@ -949,6 +950,7 @@
     try {
       const data = await api('GET', 'evolutions');
       state.evolutions = Array.isArray(data.evolutions) ? data.evolutions : [];
+      state.evolutionsKnown = true;
       refreshPreview();
       for (const e of state.evolutions) if (!ENDED.has(e.state)) state.seenActive.add(e.id);
       renderLive();
@@ -1095,7 +1097,7 @@
 
   function renderEvolutionList() {
     const list = clear($('evolution-list'));
-    if (!state.evolutions.length) list.append(h('li', { class: 'empty', text: 'No evolutions yet. Ask for one in the chat.' }));
+    if (!state.evolutions.length && state.evolutionsKnown) list.append(h('li', { class: 'empty', text: 'No evolutions yet. Ask for one in the chat.' }));
     for (const e of state.evolutions) {
       list.append(h('li', { class: 'row' },
         h('a', { class: 'row-main', href: '#evolution/' + e.id },
@@ -2139,6 +2141,7 @@
   }
 
   function renderScreens(arg) {
+    const known = state.screens !== null; // not before the first answer: "none" would be a guess
     const d = state.screens || { screens: [], errors: [] };
     const screens = Array.isArray(d.screens) ? d.screens : [];
     const errors = Array.isArray(d.errors) ? d.errors : [];
@@ -2147,7 +2150,9 @@
     list.hidden = !errors.length;
     const notice = $('screens-notice');
     notice.hidden = true;
-    if (!screens.length) {
+    if (!known) {
+      // (refreshScreens renders again when the list comes)
+    } else if (!screens.length) {
       notice.textContent = errors.length ? 'No admin screen could be shown: see what was refused above.'
         : 'The app declares no admin screens (organism/control/extensions.json).';
       notice.hidden = false;

@@ -153,6 +153,39 @@ test('the declared screens are listed and framed from organism.localhost, the re
   await context.close();
 });
 
+test('before a list comes, its view claims nothing: the screens, the evolutions', async () => {
+  const context = await browser.newContext();
+  const page = await signedIn(context);
+  await page.goto('about:blank');
+  let release;
+  const held = new Promise((r) => { release = r; });
+  await page.route(ctlBase + 'api/extensions', async (route) => { await held; await route.continue(); });
+  const asked = page.waitForRequest(ctlBase + 'api/extensions');
+  await page.goto(ctlBase + '#screens');
+  await asked;
+  await page.locator('#view-screens').waitFor({ state: 'visible' });
+  // Not "The app declares no admin screens": that is not known yet.
+  assert.strictEqual(await page.locator('#screens-notice').isVisible(), false);
+  assert.strictEqual(await page.locator('#screen-tabs [role="tab"]').count(), 0);
+  release();
+  await waitUntil(async () => (await page.locator('#screen-tabs [role="tab"]').count()) === 2, { what: 'two screen tabs' });
+  assert.strictEqual(await page.locator('#screens-notice').isVisible(), false);
+
+  // The same for the evolutions: "No evolutions yet" only once the server said so.
+  let releaseEvolutions;
+  const heldEvolutions = new Promise((r) => { releaseEvolutions = r; });
+  await page.route(ctlBase + 'api/evolutions', async (route) => { await heldEvolutions; await route.continue(); });
+  await page.goto('about:blank');
+  const listed = page.waitForRequest(ctlBase + 'api/evolutions');
+  await page.goto(ctlBase + '#evolutions');
+  await listed;
+  await page.locator('#view-evolutions').waitFor({ state: 'visible' });
+  assert.strictEqual(await page.locator('#evolution-list li').count(), 0);
+  releaseEvolutions();
+  await page.locator('#evolution-list li.empty', { hasText: 'No evolutions yet' }).waitFor();
+  await context.close();
+});
+
 test('a screen cannot open windows or navigate the control plane, on load or on a click', async () => {
   const context = await browser.newContext();
   const popups = [];
