@@ -86,6 +86,7 @@ struct app {
         int64_t started_ms;
         pid_t pid;               /* ours, for the status (no syscall per request) */
         int generation;
+        struct fswatch watch;        /* the refs' and extensions.json's watches */
         struct repo_refs_cache refs; /* what the status needs of the repository */
         struct organism_ext_cache ext; /* what the status says of extensions.json */
         struct app_status_cache {
@@ -179,8 +180,9 @@ static void app_status_key_done(struct app_status_key *k) {
 }
 
 static int app_status_key_now(struct app *a, struct app_status_key *ret) {
+        uint64_t changes = fswatch_changes(&a->watch); /* one poll for both caches */
         struct app_status_key k = {
-                .refs = repo_refs_cache_version(&a->refs),
+                .refs = repo_refs_cache_version(&a->refs, changes),
                 .mind = mind_status_version(a->mind),
                 .pg = pg_watch_version(a->pg_watch),
                 .sched = sched_status_version(a->sched),
@@ -188,7 +190,7 @@ static int app_status_key_now(struct app *a, struct app_status_key *ret) {
                 .organism = a->organism ? (int)organism_state(a->organism) : -1,
                 .uptime_s = (now_ms() - a->started_ms) / 1000,
         };
-        if (organism_ext_cache_status(&a->ext, &k.screens) < 0)
+        if (organism_ext_cache_status(&a->ext, changes, &k.screens) < 0)
                 return -ENOMEM;
         *ret = k;
         return 0;
@@ -835,6 +837,7 @@ static void app_stop(struct app *a) {
                 unlink(tok);
         repo_refs_cache_done(&a->refs); /* after ctl: no status is asked any more */
         organism_ext_cache_done(&a->ext);
+        fswatch_done(&a->watch);
         free(a->status.json);
         app_status_key_done(&a->status.key);
         cfg_free(a->cfg);
@@ -962,8 +965,8 @@ int app_run(const struct app_options *o) {
                 goto fail;
         if (repo_live_generation(o->seed_dir, &a.generation) < 0)
                 a.generation = 0;
-        if ((r = repo_refs_cache_init(&a.refs, o->seed_dir)) < 0 ||
-            (r = organism_ext_cache_init(&a.ext, o->seed_dir)) < 0)
+        if ((r = fswatch_init(&a.watch)) < 0 || (r = repo_refs_cache_init(&a.refs, o->seed_dir, &a.watch)) < 0 ||
+            (r = organism_ext_cache_init(&a.ext, o->seed_dir, &a.watch)) < 0)
                 goto fail;
 
         if ((r = crypto_random_hex(32, &a.control_token)) < 0 ||

@@ -6,6 +6,7 @@
 #include "fsx/fsx.h"
 
 #include <ctype.h>
+#include <sys/inotify.h>
 
 /* Characters a screen path may hold as they are: RFC 3986's unreserved and
  * sub-delims, ':' '@' '/', '%' (escapes, checked), '?' and '#'. No space,
@@ -345,8 +346,8 @@ int organism_extensions_status(const char *seed_dir, char **ret) {
         return status_of_root(root, ret);
 }
 
-int organism_ext_cache_init(struct organism_ext_cache *c, const char *seed_dir) {
-        *c = (struct organism_ext_cache){.ready = true, .root = -1, .racy_ns = ORGANISM_EXT_RACY_NS};
+int organism_ext_cache_init(struct organism_ext_cache *c, const char *seed_dir, struct fswatch *watch) {
+        *c = (struct organism_ext_cache){.ready = true, .root = -1, .watch = watch};
         pthread_mutex_init(&c->lock, NULL);
         if (fsx_open_root(seed_dir, &c->root) < 0)
                 c->root = -1;
@@ -363,63 +364,65 @@ void organism_ext_cache_done(struct organism_ext_cache *c) {
         *c = (struct organism_ext_cache){0};
 }
 
-static bool same_file(const struct fsx_stat *a, const struct fsx_stat *b) {
-        return a->dev == b->dev && a->ino == b->ino && a->type == b->type && a->mode == b->mode &&
-               a->nlink == b->nlink && a->size == b->size && a->mtime_ns == b->mtime_ns &&
-               a->ctime_ns == b->ctime_ns;
-}
+/* What is watched on the way to the file, beneath the folder, and for
+ * what: a folder for its names (and its own mode), the file for its
+ * content and mode. One that does not exist is seen coming through its
+ * parent. */
+#define EXT_DIR_MASK                                                                                              \
+        (IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR)
+#define EXT_FILE_MASK (IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF)
+static const struct {
+        const char *rel;
+        uint32_t mask;
+} ext_watched[] = {
+        {".", EXT_DIR_MASK},
+        {"organism", EXT_DIR_MASK},
+        {"organism/control", EXT_DIR_MASK | IN_MODIFY | IN_CLOSE_WRITE},
+        {ORGANISM_EXT_FILE, EXT_FILE_MASK},
+};
 
-static int64_t wall_ns(void) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-/* Copies the kept line: 0, or -ENOENT when nothing is kept for this key. */
-static int cached_line(struct organism_ext_cache *c, const struct fsx_stat *key, char **ret) {
-        int r = -ENOENT;
-        char *line = NULL;
-        pthread_mutex_lock(&c->lock);
-        if (c->have && same_file(&c->key, key)) {
-                r = 0;
-                if (c->line && !(line = strdup(c->line)))
-                        r = -ENOMEM;
+/* (Re)arms the watches. False if one that exists could not be watched
+ * (a limit, no inotify, no /proc): then nothing is kept. */
+static bool ext_arm(struct organism_ext_cache *c) {
+        bool all = true;
+        for (size_t i = 0; i < ARRAY_SIZE(ext_watched); i++) {
+                char p[64 + sizeof ORGANISM_EXT_FILE];
+                snprintf(p, sizeof p, "/proc/self/fd/%d/%s", c->root, ext_watched[i].rel);
+                int r = fswatch_add(c->watch, p, ext_watched[i].mask);
+                if (r < 0 && (r != -ENOENT || i == 0))
+                        all = false;
         }
-        pthread_mutex_unlock(&c->lock);
-        if (r >= 0)
-                *ret = line;
-        return r;
+        return all;
 }
 
-int organism_ext_cache_status(struct organism_ext_cache *c, char **ret) {
+int organism_ext_cache_status(struct organism_ext_cache *c, uint64_t changes, char **ret) {
         if (c->root < 0) {
                 *ret = NULL;
                 return 0;
         }
-        /* The key is taken before the read: a change after it moves the
-         * ctime, so the next call reads again. */
-        int64_t now = wall_ns();
-        struct fsx_stat key = {0};
-        int s = fsx_stat(c->root, ORGANISM_EXT_FILE, &key, NULL);
-        if (s == -ENOENT || s == -ENOTDIR) { /* what the read would find: nothing declared */
-                *ret = NULL;
-                return 0;
-        }
-        int r = s < 0 ? -ENOENT : cached_line(c, &key, ret);
-        if (r != -ENOENT)
-                return r;
-        _cleanup_free_ char *line = NULL;
-        if ((r = status_of_root(c->root, &line)) < 0)
-                return r;
-        bool keep = s >= 0 && key.type == FSX_FILE && key.ctime_ns < now - c->racy_ns &&
-                    key.mtime_ns < now - c->racy_ns;
-        char *copy = keep && line ? strdup(line) : NULL;
+        int r = 0;
+        char *line = NULL;
         pthread_mutex_lock(&c->lock);
+        if (c->seen != 0 && c->seen == changes) {
+                if (c->line && !(line = strdup(c->line)))
+                        r = -ENOMEM;
+                goto done;
+        }
+        /* Armed before the count is taken, and that before reading: a
+         * change while we read moves the count for the next call. */
+        c->seen = 0;
+        bool trusted = ext_arm(c);
+        uint64_t before = fswatch_changes(c->watch);
+        if ((r = status_of_root(c->root, &line)) < 0)
+                goto done;
         free(c->line);
-        c->line = copy;
-        c->key = key;
-        c->have = keep && (copy || !line);
+        c->line = NULL;
+        if (line && !(c->line = strdup(line)))
+                goto done; /* answered, not kept */
+        c->seen = trusted ? before : 0;
+done:
         pthread_mutex_unlock(&c->lock);
-        *ret = TAKE_PTR(line);
-        return 0;
+        if (r >= 0)
+                *ret = line;
+        return r;
 }

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "base/base.h"
+#include "base/fswatch.h"
 #include "fsx/fsx.h"
 
 #include <pthread.h>
@@ -74,28 +75,28 @@ int organism_extensions_read(int root, struct organism_extensions **ret);
 int organism_extensions_status(const char *seed_dir, char **ret);
 
 /* organism_extensions_status() for a status asked many times a second: the
- * file is read and parsed again only when it is another file or was changed.
- * The key is what fsx_stat() sees beneath the folder, resolved like the read
- * itself: device, inode, type, mode, links, size, and mtime and ctime to the
- * nanosecond (any write, chmod, link or rename moves the ctime). A file
- * changed less than ORGANISM_EXT_RACY_NS before it was looked at is never
- * kept: another change within the same timestamp tick would not show (git's
- * "racily clean" files), so it is read on every call until it is older. No
- * file (the usual case) costs one openat2. The folder is opened once. */
-#define ORGANISM_EXT_RACY_NS 1000000000LL
+ * file is read and parsed again only when a watch (base/fswatch.h) saw
+ * something happen to it or on its way — the Seed's folder, organism/,
+ * organism/control/ (a name made, removed, renamed; a chmod) and the file
+ * itself (written, chmod, linked). The event is queued before the writer's
+ * system call returns, so every change is seen by the next call. The
+ * folder is opened once; the watches are added through it
+ * (/proc/self/fd), so they are on what the read sees. Without inotify or
+ * /proc every call reads. */
 struct organism_ext_cache {
         bool ready;           /* initialised (done() on a zeroed one does nothing) */
         pthread_mutex_t lock;
         int root;             /* the Seed's folder, O_PATH; -1: none (no line) */
-        int64_t racy_ns;      /* ORGANISM_EXT_RACY_NS (tests: 0) */
-        bool have;            /* key and line are of a file read */
-        struct fsx_stat key;
+        struct fswatch *watch;
+        uint64_t seen;        /* the watch's count before line was read; 0: nothing kept */
         char *line;           /* as organism_extensions_status() says it; may be NULL */
 };
 
-/* A folder that cannot be opened has no line, as above. 0 or -ENOMEM. */
-int organism_ext_cache_init(struct organism_ext_cache *c, const char *seed_dir);
+/* A folder that cannot be opened has no line, as above. The watch is the
+ * caller's and outlives the cache. 0 or -ENOMEM. */
+int organism_ext_cache_init(struct organism_ext_cache *c, const char *seed_dir, struct fswatch *watch);
 void organism_ext_cache_done(struct organism_ext_cache *c);
 /* Like organism_extensions_status(): *ret NULL or a line the caller frees.
- * 0 or -ENOMEM. Thread-safe. */
-int organism_ext_cache_status(struct organism_ext_cache *c, char **ret);
+ * changes is fswatch_changes() of the cache's watch, taken by the caller
+ * for this call. 0 or -ENOMEM. Thread-safe. */
+int organism_ext_cache_status(struct organism_ext_cache *c, uint64_t changes, char **ret);

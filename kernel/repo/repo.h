@@ -19,6 +19,7 @@
 #pragma once
 
 #include "base/base.h"
+#include "base/fswatch.h"
 
 #include <pthread.h>
 
@@ -77,35 +78,36 @@ int repo_owner_change(const char *seed_dir, struct repo_owner_change *ret);
 /* ---- what the status needs, without opening the repository per call ---- */
 
 /* repo_live_generation() and repo_owner_change() of one Seed, read again
- * only when its refs may have moved — an inotify watch on .git (HEAD,
- * packed-refs), refs/heads (main), refs/tags and refs/tags/seed (the
+ * only when its refs may have moved — watches (base/fswatch.h) on .git
+ * (HEAD, packed-refs), refs/heads (main), refs/tags and refs/tags/seed (the
  * generation tags) saw anything happen there: git writes a ref by renaming
  * a new file over it, and the event is queued before git returns, so a new
  * generation or an owner's commit is seen by the very next question — or
  * when REPO_REFS_CACHE_MAX_MS passed since the last read. Failures are
  * cached alike. Without inotify (a limit reached) every question reads.
- * Thread-safe. The caller owns the cache (repo_refs_cache_init/done). */
+ * Thread-safe. The caller owns the cache (repo_refs_cache_init/done) and
+ * the watch, which may serve other caches too and outlives this one. */
 #define REPO_REFS_CACHE_MAX_MS 1000
 struct repo_refs_cache {
         pthread_mutex_t lock;
         char *seed_dir;
-        int inotify_fd;                        /* -1: none, every question reads */
-        bool valid;
+        struct fswatch *watch;
         int64_t read_ms;
         int gen_r, gen;                        /* repo_live_generation's result */
         int oc_r;                              /* repo_owner_change's result */
         struct repo_owner_change oc;
         uint64_t reads;                        /* of the repository, so far */
-        /* repo_refs_cache_version's way past the lock (a seqlock): even
-         * while what was read stands and is watched, odd from the moment
-         * a refresh or an invalidation begins; the copies of reads and
-         * read_ms it answers from are written only while it is odd. */
-        _Atomic uint64_t seq;
+        /* repo_refs_cache_version's way past the lock: the watch's count
+         * taken before the last read (0 from the moment a refresh or an
+         * invalidation begins, and while nothing is trusted), and the
+         * copies of reads and read_ms it answers from, written while it
+         * is 0. */
+        _Atomic uint64_t seen;
         _Atomic uint64_t reads_seen;
         _Atomic int64_t read_ms_seen;
 };
 /* seed_dir is copied. */
-int repo_refs_cache_init(struct repo_refs_cache *c, const char *seed_dir);
+int repo_refs_cache_init(struct repo_refs_cache *c, const char *seed_dir, struct fswatch *watch);
 void repo_refs_cache_done(struct repo_refs_cache *c);
 /* The live generation, as repo_live_generation() would say now. */
 int repo_refs_cache_generation(struct repo_refs_cache *c, int *ret);
@@ -114,12 +116,14 @@ int repo_refs_cache_generation(struct repo_refs_cache *c, int *ret);
 int repo_refs_cache_owner_change(struct repo_refs_cache *c, struct repo_owner_change *ret);
 /* The next question reads the repository again. */
 void repo_refs_cache_invalidate(struct repo_refs_cache *c);
-/* Looks whether the refs moved, as the questions above do, and says how
- * many times the repository was read: while that stays the same, so do
- * their answers (a cache of them is exact when it reads this first).
- * While nothing moved it takes no lock (one poll of the watch), so the
- * status calls of many connections do not queue behind each other. */
-uint64_t repo_refs_cache_version(struct repo_refs_cache *c);
+/* Says how many times the repository was read, reading it first if the
+ * refs moved: while that stays the same, so do the answers above (a cache
+ * of them is exact when it reads this first). changes is
+ * fswatch_changes() of the cache's watch, taken by the caller for this
+ * question (so one poll answers for every cache on the watch). While
+ * nothing moved it takes no lock, so the status calls of many connections
+ * do not queue behind each other. */
+uint64_t repo_refs_cache_version(struct repo_refs_cache *c, uint64_t changes);
 
 /* The message of the commit that records the owner's commits as a
  * generation, exactly:

@@ -14,6 +14,7 @@
 #include <linux/seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/inotify.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -22,6 +23,7 @@
 #include "base/text.h"
 #include "base/crypto.h"
 #include "base/fileio.h"
+#include "base/fswatch.h"
 #include "base/proc.h"
 #include "base/log.h"
 
@@ -1150,9 +1152,70 @@ static int teardown(void **state) {
         return rm_rf(tmpdir) < 0 ? -1 : 0;
 }
 
+/* The shared watch: its count stands while nothing watched changes, moves
+ * at once after a change (before the writer's call returned), once for a
+ * burst drained together; two watchers of one inode keep both their masks;
+ * without inotify it moves on every call. */
+static void test_fswatch(void **state) {
+        (void)state;
+        char dir[] = "/tmp/test-base-fswatch.XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char file[64], sub[64];
+        snprintf(file, sizeof file, "%s/f", dir);
+        snprintf(sub, sizeof sub, "%s/sub", dir);
+        assert_int_equal(write_file_atomic(file, "1", 1, 0644), 0);
+
+        struct fswatch w;
+        assert_int_equal(fswatch_init(&w), 0);
+        assert_true(w.fd >= 0);
+        assert_int_equal(fswatch_add(&w, sub, IN_CREATE), -ENOENT);
+        assert_int_equal(fswatch_add(&w, dir, IN_CREATE | IN_ONLYDIR), 0);
+        assert_int_equal(fswatch_add(&w, dir, IN_ATTRIB | IN_ONLYDIR), 0); /* added to, not replacing */
+        assert_int_equal(fswatch_add(&w, file, IN_MODIFY), 0);
+        uint64_t v = fswatch_changes(&w);
+        assert_true(v != 0);
+        assert_int_equal(fswatch_changes(&w), v);
+
+        int fd = open(file, O_WRONLY | O_CLOEXEC);
+        assert_true(fd >= 0);
+        for (int i = 0; i < 5; i++)
+                assert_int_equal(write(fd, "x", 1), 1);
+        close(fd);
+        uint64_t after = fswatch_changes(&w);
+        assert_int_equal(after, v + 1);
+        assert_int_equal(fswatch_changes(&w), after);
+
+        assert_int_equal(mkdir(sub, 0755), 0); /* IN_CREATE */
+        assert_true(fswatch_changes(&w) > after);
+        after = fswatch_changes(&w);
+        assert_int_equal(chmod(dir, 0711), 0); /* IN_ATTRIB, the second mask */
+        assert_true(fswatch_changes(&w) > after);
+        after = fswatch_changes(&w);
+        char *got = NULL;
+        size_t len = 0;
+        assert_int_equal(read_file(file, 64, &got, &len), 0); /* opened, read: not asked for */
+        free(got);
+        assert_int_equal(fswatch_changes(&w), after);
+        fswatch_done(&w);
+        fswatch_done(&w); /* twice: nothing */
+
+        /* Without a queue: nothing to add, a new count on every call. */
+        assert_int_equal(fswatch_init(&w), 0);
+        close(w.fd);
+        w.fd = -1;
+        assert_int_equal(fswatch_add(&w, dir, IN_CREATE), -EBADF);
+        v = fswatch_changes(&w);
+        assert_true(fswatch_changes(&w) != v);
+        fswatch_done(&w);
+        rmdir(sub);
+        unlink(file);
+        rmdir(dir);
+}
+
 int main(void) {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(test_buf_cap),
+                cmocka_unit_test(test_fswatch),
                 cmocka_unit_test(test_log_limiter_counts),
                 cmocka_unit_test(test_log_limiter_bounded_keys),
                 cmocka_unit_test(test_log_limited_writes_one_line),

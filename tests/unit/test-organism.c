@@ -472,19 +472,19 @@ static void test_extensions_read(void **state) {
         rm_rf(tmpl);
 }
 
-/* The status' cache of extensions.json: every change of the file is seen
- * on the next call (a new file, a rewrite in place, a chmod, a symlink, a
- * removal), the line is kept only while the file stays the same, and a
- * file changed within the racy margin is never kept. */
-static char *ext_status(struct organism_ext_cache *c) {
+/* The status' cache of extensions.json: every change on the way to the
+ * file or of the file is seen on the next call (a new file, a rewrite in
+ * place or through another link, a chmod, a symlink, a folder replaced, a
+ * removal), and the line is kept while nothing changed. */
+static char *ext_status(struct organism_ext_cache *c, struct fswatch *w) {
         char *line = NULL;
-        assert_int_equal(organism_ext_cache_status(c, &line), 0);
+        assert_int_equal(organism_ext_cache_status(c, fswatch_changes(w), &line), 0);
         return line;
 }
 
 /* Marks the kept line, so the next call shows whether it was served. */
 static void ext_poke(struct organism_ext_cache *c) {
-        assert_true(c->have);
+        assert_true(c->seen != 0);
         free(c->line);
         c->line = strdup("kept");
 }
@@ -495,33 +495,33 @@ static void test_extensions_cache(void **state) {
         assert_non_null(mkdtemp(tmpl));
         _cleanup_free_ char *dir = join(tmpl, "organism/control");
         _cleanup_free_ char *file = join(tmpl, ORGANISM_EXT_FILE);
+        struct fswatch w;
         struct organism_ext_cache c;
-        assert_int_equal(organism_ext_cache_init(&c, tmpl), 0);
-        assert_null(ext_status(&c));
+        assert_int_equal(fswatch_init(&w), 0);
+        assert_true(w.fd >= 0);
+        assert_int_equal(organism_ext_cache_init(&c, tmpl, &w), 0);
+        assert_null(ext_status(&c, &w));
         assert_int_equal(mkdir_p(dir, 0755), 0);
-        assert_null(ext_status(&c));
+        assert_null(ext_status(&c, &w));
 
-        /* Just written: racy, read on every call and never kept. */
+        /* Written: read, then kept while nothing changes. */
         const char *one = "{\"screens\": [{\"id\": \"a\", \"title\": \"A\", \"path\": \"/a\"}]}";
         assert_int_equal(write_file_atomic(file, one, strlen(one), 0644), 0);
-        char *line = ext_status(&c);
+        char *line = ext_status(&c, &w);
         assert_string_equal(line, "1 shown");
         free(line);
-        assert_false(c.have);
-
-        /* Without the margin: kept, and served while the file is the same. */
-        c.racy_ns = 0;
-        free(ext_status(&c));
         ext_poke(&c);
-        line = ext_status(&c);
-        assert_string_equal(line, "kept");
-        free(line);
+        for (int i = 0; i < 3; i++) {
+                line = ext_status(&c, &w);
+                assert_string_equal(line, "kept");
+                free(line);
+        }
 
         /* Replaced (another inode). */
         const char *two = "{\"screens\": [{\"id\": \"a\", \"title\": \"A\", \"path\": \"/a\"}, "
                           "{\"id\": \"b\", \"title\": \"B\", \"path\": \"/b\"}]}";
         assert_int_equal(write_file_atomic(file, two, strlen(two), 0644), 0);
-        line = ext_status(&c);
+        line = ext_status(&c, &w);
         assert_string_equal(line, "2 shown");
         free(line);
 
@@ -531,39 +531,82 @@ static void test_extensions_cache(void **state) {
         assert_true(fd >= 0);
         assert_int_equal(write(fd, "{", 1), 1);
         close(fd);
-        line = ext_status(&c);
+        line = ext_status(&c, &w);
         assert_true(startswith(line, "0 shown; 1 problem in " ORGANISM_EXT_FILE));
         free(line);
 
-        /* chmod, and a second link (refused by the read). */
+        /* chmod, and a second link (refused by the read); then written
+         * through that other name, outside the folders watched. */
         assert_int_equal(write_file_atomic(file, one, strlen(one), 0644), 0);
-        free(ext_status(&c));
+        free(ext_status(&c, &w));
         ext_poke(&c);
         assert_int_equal(chmod(file, 0600), 0);
-        line = ext_status(&c);
+        line = ext_status(&c, &w);
         assert_string_equal(line, "1 shown");
         free(line);
         ext_poke(&c);
         _cleanup_free_ char *other = join(tmpl, "other.json");
         assert_int_equal(link(file, other), 0);
-        line = ext_status(&c);
+        line = ext_status(&c, &w);
         assert_non_null(strstr(line, "hard links"));
         free(line);
-        unlink(other);
+        _cleanup_free_ char *elsewhere = join(tmpl, "elsewhere");
+        _cleanup_free_ char *far = join(tmpl, "elsewhere/far.json");
+        assert_int_equal(mkdir(elsewhere, 0755), 0);
+        assert_int_equal(rename(other, far), 0);
+        free(ext_status(&c, &w));
+        ext_poke(&c);
+        fd = open(far, O_WRONLY | O_TRUNC | O_CLOEXEC);
+        assert_true(fd >= 0);
+        assert_int_equal(write(fd, two, strlen(two)), (ssize_t)strlen(two));
+        close(fd);
+        line = ext_status(&c, &w);
+        assert_non_null(strstr(line, "hard links")); /* read again: not "kept" */
+        free(line);
+        unlink(far);
+        line = ext_status(&c, &w);
+        assert_string_equal(line, "2 shown");
+        free(line);
+
+        /* The folder on the way replaced, by one without the file, and back. */
+        ext_poke(&c);
+        _cleanup_free_ char *organism = join(tmpl, "organism");
+        _cleanup_free_ char *aside = join(tmpl, "aside");
+        _cleanup_free_ char *empty = join(tmpl, "empty");
+        assert_int_equal(mkdir(empty, 0755), 0);
+        assert_int_equal(rename(organism, aside), 0);
+        assert_int_equal(rename(empty, organism), 0);
+        assert_null(ext_status(&c, &w));
+        assert_int_equal(rmdir(organism), 0);
+        assert_int_equal(rename(aside, organism), 0);
+        line = ext_status(&c, &w);
+        assert_string_equal(line, "2 shown");
+        free(line);
 
         /* A symlink in its place, then nothing. */
-        free(ext_status(&c));
         unlink(file);
         assert_int_equal(symlink("/etc/passwd", file), 0);
-        line = ext_status(&c);
+        line = ext_status(&c, &w);
         assert_non_null(strstr(line, "symbolic link"));
         free(line);
         unlink(file);
-        assert_null(ext_status(&c));
+        assert_null(ext_status(&c, &w));
         organism_ext_cache_done(&c);
         organism_ext_cache_done(&c); /* twice, and a zeroed one: nothing */
         struct organism_ext_cache zero = {0};
         organism_ext_cache_done(&zero);
+
+        /* Without inotify: every call reads, nothing is kept. */
+        close(w.fd);
+        w.fd = -1;
+        assert_int_equal(organism_ext_cache_init(&c, tmpl, &w), 0);
+        assert_int_equal(write_file_atomic(file, one, strlen(one), 0644), 0);
+        line = ext_status(&c, &w);
+        assert_string_equal(line, "1 shown");
+        free(line);
+        assert_int_equal(c.seen, 0);
+        organism_ext_cache_done(&c);
+        fswatch_done(&w);
         rm_rf(tmpl);
 }
 

@@ -993,10 +993,12 @@ static void hide_objects(const char *seed, bool hide) {
 static void test_refs_cache(void **state) {
         _cleanup_free_ char *base = NULL, *c1 = NULL;
         _cleanup_free_ char *seed = make_seed(&base);
+        struct fswatch watch;
         struct repo_refs_cache cache;
         struct repo_owner_change oc;
         int gen = 0;
-        assert_int_equal(repo_refs_cache_init(&cache, seed), 0);
+        assert_int_equal(fswatch_init(&watch), 0);
+        assert_int_equal(repo_refs_cache_init(&cache, seed, &watch), 0);
         assert_int_equal(repo_refs_cache_generation(&cache, &gen), 0);
         assert_int_equal(gen, 1);
         assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
@@ -1041,6 +1043,22 @@ static void test_refs_cache(void **state) {
         assert_int_equal(repo_refs_cache_owner_change(&cache, &oc), 0);
         repo_owner_change_done(&oc);
         repo_refs_cache_done(&cache);
+
+        /* Without inotify (its limits reached): every question reads. */
+        fswatch_done(&watch);
+        assert_int_equal(fswatch_init(&watch), 0);
+        close(watch.fd);
+        watch.fd = -1;
+        assert_int_equal(repo_refs_cache_init(&cache, seed, &watch), 0);
+        uint64_t v = repo_refs_cache_version(&cache, fswatch_changes(&watch));
+        assert_true(repo_refs_cache_version(&cache, fswatch_changes(&watch)) > v);
+        assert_int_equal(repo_refs_cache_generation(&cache, &gen), 0);
+        assert_int_equal(gen, 2);
+        hide_objects(seed, true);
+        assert_true(repo_refs_cache_owner_change(&cache, &oc) < 0);
+        hide_objects(seed, false);
+        repo_refs_cache_done(&cache);
+        fswatch_done(&watch);
         rm_rf(seed);
 }
 
@@ -1050,6 +1068,7 @@ static void test_refs_cache(void **state) {
  * watch) at the same time: a question that begins after a commit returned
  * never answers from before it. */
 struct version_askers {
+        struct fswatch *watch;
         struct repo_refs_cache *cache;
         atomic_bool stop;
 };
@@ -1057,23 +1076,26 @@ struct version_askers {
 static void *ask_versions(void *arg) {
         struct version_askers *a = arg;
         while (!atomic_load(&a->stop))
-                (void)repo_refs_cache_version(a->cache);
+                (void)repo_refs_cache_version(a->cache, fswatch_changes(a->watch));
         return NULL;
 }
 
 static void test_refs_cache_version(void **state) {
         _cleanup_free_ char *base = NULL;
         _cleanup_free_ char *seed = make_seed(&base);
+        struct fswatch watch;
         struct repo_refs_cache cache;
-        assert_int_equal(repo_refs_cache_init(&cache, seed), 0);
-        uint64_t v = repo_refs_cache_version(&cache);
-        assert_int_equal(repo_refs_cache_version(&cache), v);
-        assert_int_equal(repo_refs_cache_version(&cache), v);
+        assert_int_equal(fswatch_init(&watch), 0);
+        assert_int_equal(repo_refs_cache_init(&cache, seed, &watch), 0);
+#define VERSION() repo_refs_cache_version(&cache, fswatch_changes(&watch))
+        uint64_t v = VERSION();
+        assert_int_equal(VERSION(), v);
+        assert_int_equal(VERSION(), v);
         repo_refs_cache_invalidate(&cache);
-        uint64_t w = repo_refs_cache_version(&cache);
+        uint64_t w = VERSION();
         assert_true(w != v);
 
-        struct version_askers a = {.cache = &cache};
+        struct version_askers a = {.watch = &watch, .cache = &cache};
         pthread_t th[3];
         for (size_t i = 0; i < ARRAY_SIZE(th); i++)
                 assert_int_equal(pthread_create(&th[i], NULL, ask_versions, &a), 0);
@@ -1081,9 +1103,9 @@ static void test_refs_cache_version(void **state) {
                 char content[64], msg[32];
                 snprintf(content, sizeof content, "name: t\n# change %d\n", i);
                 snprintf(msg, sizeof msg, "Change %d", i);
-                uint64_t before = repo_refs_cache_version(&cache);
+                uint64_t before = VERSION();
                 free(owner_commit(seed, "seed.yaml", content, msg));
-                uint64_t after = repo_refs_cache_version(&cache);
+                uint64_t after = VERSION();
                 if (after == before)
                         fail_msg("commit %d: the version did not move (%llu)", i, (unsigned long long)after);
         }
@@ -1095,6 +1117,8 @@ static void test_refs_cache_version(void **state) {
         assert_string_equal(oc.subject, "Change 39");
         repo_owner_change_done(&oc);
         repo_refs_cache_done(&cache);
+        fswatch_done(&watch);
+#undef VERSION
         rm_rf(seed);
 }
 
