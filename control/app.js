@@ -31,6 +31,7 @@
     preview: null,           // the evolution whose preview runs (the bar), or null
     decideAsk: null,         // {id, action}: the candidate's preview bar sent the owner here to decide
     messages: new Map(),     // id → message
+    messagesKnown: false,    // the chat's history came from the server (not yet: no "no purpose yet")
     last: new Map(),         // evolution id → {kind, text, at}: its latest step
     gens: new Map(),         // evolution id → the generation it committed (from its "committed" note)
     seenActive: new Set(),   // evolutions seen running in this page
@@ -986,7 +987,7 @@
     const atBottom = window.innerHeight + window.scrollY >= document.body.scrollHeight - 40;
     clear(list);
     const all = [...state.messages.values()].sort((a, b) => Number(a.id) - Number(b.id));
-    if (!all.length) {
+    if (!all.length && state.messagesKnown) {
       list.append(h('li', { class: 'empty' }, "I don't have a purpose yet. What should I become?"));
     }
     for (const m of all) list.append(messageItem(m));
@@ -1009,6 +1010,7 @@
       const data = await api('GET', 'messages?limit=100');
       state.messages.clear();
       for (const m of data.messages || []) state.messages.set(String(m.id), m);
+      state.messagesKnown = true;
       renderMessages();
     } catch (e) {
       showError($('composer-error'), e);

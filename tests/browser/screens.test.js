@@ -153,7 +153,7 @@ test('the declared screens are listed and framed from organism.localhost, the re
   await context.close();
 });
 
-test('before a list comes, its view claims nothing: the screens, the evolutions', async () => {
+test('before a list comes, its view claims nothing: the screens, the evolutions, the chat', async () => {
   const context = await browser.newContext();
   const page = await signedIn(context);
   await page.goto('about:blank');
@@ -183,6 +183,20 @@ test('before a list comes, its view claims nothing: the screens, the evolutions'
   assert.strictEqual(await page.locator('#evolution-list li').count(), 0);
   releaseEvolutions();
   await page.locator('#evolution-list li.empty', { hasText: 'No evolutions yet' }).waitFor();
+
+  // And the chat: "I don't have a purpose yet" only once its (empty) history came.
+  let releaseMessages;
+  const heldMessages = new Promise((r) => { releaseMessages = r; });
+  const isMessages = (url) => url.href.startsWith(ctlBase + 'api/messages?');
+  await page.route(isMessages, async (route) => { await heldMessages; await route.continue(); });
+  await page.goto('about:blank');
+  const history = page.waitForRequest((r) => isMessages(new URL(r.url())));
+  await page.goto(ctlBase + '#chat');
+  await history;
+  await page.locator('#view-chat').waitFor({ state: 'visible' });
+  assert.strictEqual(await page.locator('#messages li').count(), 0);
+  releaseMessages();
+  await page.locator('#messages li.empty', { hasText: "I don't have a purpose yet" }).waitFor();
   await context.close();
 });
 
