@@ -690,6 +690,7 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, const st
         struct agent_state st;
         struct agent_result res = {0};
         _cleanup_free_ char *owner_id = NULL, *reply_id = NULL, *system = NULL, *error = NULL, *shown = NULL;
+        _cleanup_free_ char *stored = NULL;
         _cleanup_strv_free_ char **tracked = NULL;
         int root = -1, r;
         agent_state_init(&st);
@@ -702,7 +703,6 @@ int chat_send(struct chat *c, struct orchestrator *o, const char *text, const st
                 r = -ECANCELED;
                 goto out;
         }
-        _cleanup_free_ char *stored = NULL;
         if (image && xasprintf(&stored, "%s\n\n%s", text, CHAT_PICTURE_MARK) < 0) {
                 r = -ENOMEM;
                 goto out;
