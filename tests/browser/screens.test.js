@@ -153,49 +153,48 @@ test('the declared screens are listed and framed from organism.localhost, the re
   await context.close();
 });
 
+// Holds the browser's requests whose URL starts with prefix until the
+// returned release() is called; asked resolves once one was made.
+async function hold(page, prefix) {
+  let release;
+  const held = new Promise((r) => { release = r; });
+  await page.route((url) => url.href.startsWith(prefix), async (route) => { await held; await route.continue(); });
+  return { release, asked: page.waitForRequest((r) => r.url().startsWith(prefix)) };
+}
+
 test('before a list comes, its view claims nothing: the screens, the evolutions, the chat', async () => {
   const context = await browser.newContext();
   const page = await signedIn(context);
   await page.goto('about:blank');
-  let release;
-  const held = new Promise((r) => { release = r; });
-  await page.route(ctlBase + 'api/extensions', async (route) => { await held; await route.continue(); });
-  const asked = page.waitForRequest(ctlBase + 'api/extensions');
+  const screens = await hold(page, ctlBase + 'api/extensions');
   await page.goto(ctlBase + '#screens');
-  await asked;
+  await screens.asked;
   await page.locator('#view-screens').waitFor({ state: 'visible' });
   // Not "The app declares no admin screens": that is not known yet.
   assert.strictEqual(await page.locator('#screens-notice').isVisible(), false);
   assert.strictEqual(await page.locator('#screen-tabs [role="tab"]').count(), 0);
-  release();
+  screens.release();
   await waitUntil(async () => (await page.locator('#screen-tabs [role="tab"]').count()) === 2, { what: 'two screen tabs' });
   assert.strictEqual(await page.locator('#screens-notice').isVisible(), false);
 
   // The same for the evolutions: "No evolutions yet" only once the server said so.
-  let releaseEvolutions;
-  const heldEvolutions = new Promise((r) => { releaseEvolutions = r; });
-  await page.route(ctlBase + 'api/evolutions', async (route) => { await heldEvolutions; await route.continue(); });
   await page.goto('about:blank');
-  const listed = page.waitForRequest(ctlBase + 'api/evolutions');
+  const evolutions = await hold(page, ctlBase + 'api/evolutions');
   await page.goto(ctlBase + '#evolutions');
-  await listed;
+  await evolutions.asked;
   await page.locator('#view-evolutions').waitFor({ state: 'visible' });
   assert.strictEqual(await page.locator('#evolution-list li').count(), 0);
-  releaseEvolutions();
+  evolutions.release();
   await page.locator('#evolution-list li.empty', { hasText: 'No evolutions yet' }).waitFor();
 
   // And the chat: "I don't have a purpose yet" only once its (empty) history came.
-  let releaseMessages;
-  const heldMessages = new Promise((r) => { releaseMessages = r; });
-  const isMessages = (url) => url.href.startsWith(ctlBase + 'api/messages?');
-  await page.route(isMessages, async (route) => { await heldMessages; await route.continue(); });
   await page.goto('about:blank');
-  const history = page.waitForRequest((r) => isMessages(new URL(r.url())));
+  const history = await hold(page, ctlBase + 'api/messages?');
   await page.goto(ctlBase + '#chat');
-  await history;
+  await history.asked;
   await page.locator('#view-chat').waitFor({ state: 'visible' });
   assert.strictEqual(await page.locator('#messages li').count(), 0);
-  releaseMessages();
+  history.release();
   await page.locator('#messages li.empty', { hasText: "I don't have a purpose yet" }).waitFor();
   await context.close();
 });
