@@ -9,6 +9,23 @@
 
 #include <stdint.h>
 
+/* A "." or ".." segment in the path itself: before any '?' or '#' (what
+ * follows is the query or the fragment, never a path segment). */
+static bool has_dot_segment(const char *p) {
+        size_t n = strcspn(p, "?#");
+        for (size_t i = 0; i < n; i++) {
+                if (p[i] != '/')
+                        continue;
+                size_t k = i + 1;
+                while (k < n && p[k] != '/')
+                        k++;
+                size_t len = k - i - 1;
+                if ((len == 1 && p[i + 1] == '.') || (len == 2 && p[i + 1] == '.' && p[i + 2] == '.'))
+                        return true;
+        }
+        return false;
+}
+
 static void check_path(const char *p) {
         size_t n = strlen(p);
         if (n == 0 || n > ORGANISM_EXT_PATH_MAX || p[0] != '/' || p[1] == '/')
@@ -18,7 +35,7 @@ static void check_path(const char *p) {
                         abort();
         if (strncmp(p, "/_seed", 6) == 0 && (p[6] == 0 || p[6] == '/' || p[6] == '?' || p[6] == '#'))
                 abort();
-        if (strstr(p, "/../") || strstr(p, "/./"))
+        if (has_dot_segment(p))
                 abort();
 }
 
